@@ -1,0 +1,49 @@
+"""One place that turns errors into the registry API's JSON error body:
+
+    {"error": {"code": "invalid_card", "message": "...", ...details}}
+"""
+
+from __future__ import annotations
+
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from registry.selectors import InvalidQueryError
+from registry.services import RegistryError
+
+
+def error_response(code: str, message: str, http_status: int, **details) -> Response:
+    return Response({"error": {"code": code, "message": message, **details}}, status=http_status)
+
+
+def _first_message(detail) -> str:
+    if isinstance(detail, dict):
+        field, value = next(iter(detail.items()))
+        return f"{field}: {_first_message(value)}"
+    if isinstance(detail, list) and detail:
+        return _first_message(detail[0])
+    return str(detail)
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, RegistryError):
+        details = {"missing": list(exc.missing)} if exc.missing else {}
+        return error_response(exc.code, exc.message, exc.status, **details)
+    if isinstance(exc, InvalidQueryError):
+        return error_response("invalid_query", str(exc), status.HTTP_400_BAD_REQUEST)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        code, message, details = "invalid_request", _first_message(exc.detail), {
+            "fields": exc.detail
+        }
+    elif isinstance(exc, exceptions.ParseError):
+        code, message, details = "invalid_json", str(exc.detail), {}
+    else:
+        code = exc.default_code if isinstance(exc, exceptions.APIException) else "error"
+        message = str(getattr(exc, "detail", exc))
+        details = {}
+    response.data = {"error": {"code": code, "message": message, **details}}
+    return response

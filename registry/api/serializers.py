@@ -1,0 +1,139 @@
+"""Registry JSON, in camelCase like A2A itself."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from registry.models import Agent, CardSnapshot, DeclaredExtension, Skill
+from registry.services import Credentials
+
+
+class SkillSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(source="skill_id")
+    inputModes = serializers.JSONField(source="input_modes")
+    outputModes = serializers.JSONField(source="output_modes")
+
+    class Meta:
+        model = Skill
+        fields = ["id", "name", "description", "tags", "examples", "inputModes", "outputModes"]
+
+
+class ExtensionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = DeclaredExtension
+        fields = ["uri", "description", "required", "params"]
+
+
+class HealthSerializer(serializers.Serializer):
+    state = serializers.CharField(source="health")
+    checkedAt = serializers.DateTimeField(source="health_checked_at")
+    latencyMs = serializers.FloatField(source="health_latency_ms")
+    detail = serializers.CharField(source="health_detail")
+
+
+class CapabilitiesSerializer(serializers.Serializer):
+    streaming = serializers.BooleanField()
+    pushNotifications = serializers.BooleanField(source="push_notifications")
+    extendedAgentCard = serializers.BooleanField(source="extended_card")
+    extensions = ExtensionSerializer(many=True)
+
+
+class ProviderSerializer(serializers.Serializer):
+    organization = serializers.CharField(source="provider_organization")
+    url = serializers.CharField(source="provider_url")
+
+
+class AgentSerializer(serializers.ModelSerializer):
+    """An agent as the registry shows it. Credentials are never returned, only whether set."""
+
+    cardUrl = serializers.CharField(source="card_url")
+    invocationUrl = serializers.CharField(source="invocation_url")
+    protocolVersions = serializers.JSONField(source="protocol_versions")
+    cardProtocolVersion = serializers.CharField(source="card_protocol_version")
+    capabilities = CapabilitiesSerializer(source="*")
+    defaultInputModes = serializers.JSONField(source="default_input_modes")
+    defaultOutputModes = serializers.JSONField(source="default_output_modes")
+    provider = ProviderSerializer(source="*")
+    documentationUrl = serializers.CharField(source="documentation_url")
+    iconUrl = serializers.CharField(source="icon_url")
+    skills = SkillSerializer(many=True)
+    health = HealthSerializer(source="*")
+    hasCredentials = serializers.BooleanField(source="has_credentials")
+    supportsClientRouting = serializers.BooleanField(source="supports_client_routing")
+    cardFetchedAt = serializers.DateTimeField(source="card_fetched_at")
+    createdAt = serializers.DateTimeField(source="created_at")
+    updatedAt = serializers.DateTimeField(source="updated_at")
+
+    class Meta:
+        model = Agent
+        fields = [
+            "id", "name", "description", "status", "version", "cardUrl", "invocationUrl",
+            "cardProtocolVersion", "protocolVersions", "bindings", "interfaces", "capabilities",
+            "defaultInputModes", "defaultOutputModes", "provider", "documentationUrl",
+            "iconUrl", "skills", "health", "hasCredentials", "supportsClientRouting",
+            "cardFetchedAt", "createdAt", "updatedAt",
+        ]
+
+
+class AgentPageSerializer(serializers.Serializer):
+    agents = AgentSerializer(many=True)
+    nextCursor = serializers.CharField(allow_null=True)
+
+
+class CredentialsSerializer(serializers.Serializer):
+    headerName = serializers.RegexField(
+        r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$", max_length=100,
+        error_messages={"invalid": "headerName must be an HTTP header name"},
+    )
+    headerValue = serializers.CharField(max_length=4096, trim_whitespace=False)
+
+    def to_internal_value(self, data):
+        values = super().to_internal_value(data)
+        return Credentials(values["headerName"], values["headerValue"])
+
+
+class AgentRegisterSerializer(serializers.Serializer):
+    url = serializers.URLField(max_length=2048, help_text="The agent's base URL or card URL.")
+    id = serializers.SlugField(max_length=64, required=False)
+    invocationUrl = serializers.URLField(max_length=2048, required=False, default="")
+    credentials = CredentialsSerializer(
+        required=False, help_text="A header sent when fetching the card; stored encrypted."
+    )
+
+
+class AgentUpdateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False)
+    description = serializers.CharField(required=False, allow_blank=True)
+    invocationUrl = serializers.URLField(
+        max_length=2048, required=False, allow_blank=True, source="invocation_url"
+    )
+    status = serializers.ChoiceField(choices=Agent.Status.choices, required=False)
+    credentials = CredentialsSerializer(required=False, allow_null=True)
+
+
+class SnapshotSerializer(serializers.ModelSerializer):
+    contentHash = serializers.CharField(source="content_hash")
+    protocolVersion = serializers.CharField(source="protocol_version")
+    sourceUrl = serializers.CharField(source="source_url")
+    fetchedAt = serializers.DateTimeField(source="fetched_at")
+    diff = serializers.SerializerMethodField(
+        help_text="Unified diff from the previous snapshot (empty for the first)."
+    )
+
+    class Meta:
+        model = CardSnapshot
+        fields = ["id", "contentHash", "protocolVersion", "sourceUrl", "fetchedAt", "diff"]
+
+    def get_diff(self, snapshot) -> list[str]:
+        return self.context["diffs"].get(snapshot.pk, [])
+
+
+class SkillMatchSerializer(serializers.Serializer):
+    agentId = serializers.CharField(source="skill.agent_id")
+    agentName = serializers.CharField(source="skill.agent.name")
+    skillId = serializers.CharField(source="skill.skill_id")
+    name = serializers.CharField(source="skill.name")
+    description = serializers.CharField(source="skill.description")
+    tags = serializers.JSONField(source="skill.tags")
+    score = serializers.FloatField()
+    health = serializers.CharField(source="skill.agent.health")

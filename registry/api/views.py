@@ -1,0 +1,217 @@
+"""Registry endpoints. Each view parses input, calls one service or selector, and serializes."""
+
+from __future__ import annotations
+
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from registry import selectors, services
+from registry.api import serializers
+from registry.auth import RegistryPermission, RegistryReadPermission, caller_key
+from registry.cards import card_diff
+from registry.models import Agent
+
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def _bool_param(params, name: str) -> bool | None:
+    raw = params.get(name)
+    if raw in (None, ""):
+        return None
+    if raw.lower() not in _BOOLEANS:
+        raise selectors.InvalidQueryError(f"{name} must be true or false, not {raw!r}")
+    return _BOOLEANS[raw.lower()]
+
+
+def _int_param(params, name: str, default: int) -> int:
+    raw = params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return int(raw)
+    except ValueError as error:
+        raise selectors.InvalidQueryError(f"{name} must be a whole number") from error
+
+
+def agent_filters_from(params) -> selectors.AgentFilters:
+    updated_since = None
+    if params.get("updatedSince"):
+        updated_since = parse_datetime(params["updatedSince"])
+        if updated_since is None or updated_since.tzinfo is None:
+            raise selectors.InvalidQueryError(
+                "updatedSince must be an ISO 8601 time with a zone, e.g. 2026-01-01T00:00:00Z"
+            )
+    return selectors.AgentFilters(
+        q=params.get("q", ""),
+        skill=params.get("skill", ""),
+        tag=params.get("tag", ""),
+        extension=params.get("extension", ""),
+        streaming=_bool_param(params, "streaming"),
+        push_notifications=_bool_param(params, "pushNotifications"),
+        input_mode=params.get("inputMode", ""),
+        output_mode=params.get("outputMode", ""),
+        status=params.get("status", ""),
+        health=params.get("health", ""),
+        updated_since=updated_since,
+    )
+
+
+def _get_agent(agent_id: str) -> Agent:
+    agent = selectors.agent_get(agent_id=agent_id)
+    if agent is None:
+        raise NotFound(f"no agent with id {agent_id!r}")
+    return agent
+
+
+def _check_may_change(request: Request, agent: Agent) -> None:
+    """Staff users and admin keys may change any agent; other keys only those they registered."""
+    key = caller_key(request)
+    if key is None or key.is_admin or agent.created_by_id == key.pk:
+        return
+    raise PermissionDenied("only the key that registered this agent, or an admin key, may change it")
+
+
+_LIST_PARAMETERS = [
+    OpenApiParameter(name, description=description, required=False, type=kind)
+    for name, description, kind in [
+        ("q", "Words to find in name, description, skill names, descriptions and tags", str),
+        ("skill", "A skill id", str),
+        ("tag", "A skill tag", str),
+        ("extension", "An extension URI the agent declares", str),
+        ("streaming", "true or false", bool),
+        ("pushNotifications", "true or false", bool),
+        ("inputMode", "A media type the agent accepts, e.g. text/plain", str),
+        ("outputMode", "A media type the agent produces", str),
+        ("status", "active, deprecated or disabled", str),
+        ("health", "unknown, healthy, degraded or unhealthy", str),
+        ("updatedSince", "ISO 8601 time with a zone", str),
+        ("limit", "Page size, 1 to 100 (default 30)", int),
+        ("cursor", "nextCursor of the previous page", str),
+    ]
+]
+
+
+class RegistryView(APIView):
+    permission_classes = [RegistryPermission]
+
+    @extend_schema(parameters=_LIST_PARAMETERS, responses=serializers.AgentPageSerializer)
+    def get(self, request: Request) -> Response:
+        page = selectors.agent_list(
+            filters=agent_filters_from(request.query_params),
+            limit=_int_param(request.query_params, "limit", selectors.DEFAULT_PAGE_SIZE),
+            cursor=request.query_params.get("cursor") or None,
+        )
+        return Response({
+            "agents": serializers.AgentSerializer(page.items, many=True).data,
+            "nextCursor": page.next_cursor,
+        })
+
+    @extend_schema(request=serializers.AgentRegisterSerializer,
+                   responses={201: serializers.AgentSerializer})
+    def post(self, request: Request) -> Response:
+        body = serializers.AgentRegisterSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        agent = services.agent_register(
+            url=body.validated_data["url"],
+            agent_id=body.validated_data.get("id"),
+            invocation_url=body.validated_data["invocationUrl"],
+            credentials=body.validated_data.get("credentials"),
+            created_by=caller_key(request),
+        )
+        agent = selectors.agent_get(agent_id=agent.pk)
+        return Response(serializers.AgentSerializer(agent).data, status=status.HTTP_201_CREATED)
+
+
+class AgentDetailView(APIView):
+    permission_classes = [RegistryPermission]
+
+    @extend_schema(responses=serializers.AgentSerializer)
+    def get(self, request: Request, agent_id: str) -> Response:
+        return Response(serializers.AgentSerializer(_get_agent(agent_id)).data)
+
+    @extend_schema(request=serializers.AgentUpdateSerializer,
+                   responses=serializers.AgentSerializer)
+    def patch(self, request: Request, agent_id: str) -> Response:
+        agent = _get_agent(agent_id)
+        _check_may_change(request, agent)
+        body = serializers.AgentUpdateSerializer(data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        services.agent_update(agent=agent, fields=dict(body.validated_data))
+        return Response(serializers.AgentSerializer(_get_agent(agent_id)).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, agent_id: str) -> Response:
+        agent = _get_agent(agent_id)
+        _check_may_change(request, agent)
+        services.agent_delete(agent=agent)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class AgentCardView(APIView):
+    permission_classes = [RegistryReadPermission]
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, agent_id: str) -> Response:
+        agent = _get_agent(agent_id)
+        if agent.current_snapshot is None:
+            raise NotFound(f"agent {agent_id!r} has no card yet")
+        return Response(agent.current_snapshot.raw)
+
+
+class AgentRefreshView(APIView):
+    permission_classes = [RegistryPermission]
+
+    @extend_schema(request=None, responses=serializers.AgentSerializer)
+    def post(self, request: Request, agent_id: str) -> Response:
+        agent = _get_agent(agent_id)
+        changed = services.agent_card_refresh(agent=agent)
+        data = serializers.AgentSerializer(_get_agent(agent_id)).data
+        return Response({**data, "cardChanged": changed})
+
+
+class AgentHistoryView(APIView):
+    permission_classes = [RegistryReadPermission]
+
+    @extend_schema(responses=serializers.SnapshotSerializer(many=True))
+    def get(self, request: Request, agent_id: str) -> Response:
+        snapshots = selectors.agent_snapshots(agent=_get_agent(agent_id))
+        diffs = {
+            newer.pk: card_diff(older.raw, newer.raw, old_label=older.content_hash[:12],
+                                new_label=newer.content_hash[:12])
+            for newer, older in zip(snapshots, snapshots[1:], strict=False)
+        }
+        data = serializers.SnapshotSerializer(
+            snapshots, many=True, context={"diffs": diffs}
+        ).data
+        return Response({"snapshots": data})
+
+
+class SkillSearchView(APIView):
+    permission_classes = [RegistryReadPermission]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(name, required=False, type=str)
+            for name in ("q", "tag", "inputMode", "outputMode", "extension")
+        ] + [OpenApiParameter("limit", required=False, type=int)],
+        responses=serializers.SkillMatchSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        params = request.query_params
+        matches = selectors.skill_search(
+            filters=selectors.SkillFilters(
+                q=params.get("q", ""), tag=params.get("tag", ""),
+                input_mode=params.get("inputMode", ""), output_mode=params.get("outputMode", ""),
+                extension=params.get("extension", ""),
+            ),
+            limit=_int_param(params, "limit", 20),
+        )
+        data = serializers.SkillMatchSerializer(
+            [{"skill": skill, "score": score} for skill, score in matches], many=True
+        ).data
+        return Response({"matches": data})

@@ -1,0 +1,233 @@
+"""Agents, what their cards say, and the API keys that call the relay."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class AgentQuerySet(models.QuerySet):
+    def with_card(self) -> AgentQuerySet:
+        """Agents with their skills and extensions loaded in two queries, whatever the count."""
+        return self.prefetch_related(
+            models.Prefetch("skills", queryset=Skill.objects.order_by("position")),
+            models.Prefetch("extensions", queryset=DeclaredExtension.objects.order_by("uri")),
+        )
+
+    def callable(self) -> AgentQuerySet:
+        """Agents the gateway may forward to: not disabled."""
+        return self.exclude(status=Agent.Status.DISABLED)
+
+
+class Agent(models.Model):
+    """A registered A2A agent. Card-derived fields are refreshed from the latest snapshot."""
+
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        DEPRECATED = "deprecated"
+        DISABLED = "disabled"
+
+    class Health(models.TextChoices):
+        UNKNOWN = "unknown"
+        HEALTHY = "healthy"
+        DEGRADED = "degraded"
+        UNHEALTHY = "unhealthy"
+
+    id = models.SlugField(primary_key=True, max_length=64)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    card_url = models.URLField(max_length=2048, help_text="Where the card was found.")
+    invocation_url = models.URLField(
+        max_length=2048,
+        blank=True,
+        help_text="Overrides the endpoint the card reports for itself.",
+    )
+    version = models.CharField(max_length=100, blank=True, help_text="The agent's own version.")
+    card_protocol_version = models.CharField(max_length=10, blank=True)
+    protocol_versions = models.JSONField(default=list, blank=True)
+    bindings = models.JSONField(default=list, blank=True)
+    interfaces = models.JSONField(default=list, blank=True)
+    streaming = models.BooleanField(default=False)
+    push_notifications = models.BooleanField(default=False)
+    extended_card = models.BooleanField(default=False)
+    default_input_modes = models.JSONField(default=list, blank=True)
+    default_output_modes = models.JSONField(default=list, blank=True)
+    provider_organization = models.CharField(max_length=200, blank=True)
+    provider_url = models.URLField(max_length=2048, blank=True)
+    documentation_url = models.URLField(max_length=2048, blank=True)
+    icon_url = models.URLField(max_length=2048, blank=True)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.ACTIVE)
+
+    # A header sent when fetching the card (and, later, calling the agent). The value is
+    # encrypted at rest; see registry.secrets.
+    auth_header_name = models.CharField(max_length=100, blank=True)
+    auth_header_value = models.TextField(blank=True, editable=False)
+
+    # Health, filled by the probes in routing.health.
+    health = models.CharField(max_length=12, choices=Health.choices, default=Health.UNKNOWN)
+    health_checked_at = models.DateTimeField(null=True, blank=True)
+    health_latency_ms = models.FloatField(null=True, blank=True)
+    health_detail = models.CharField(max_length=500, blank=True)
+
+    # Lower-cased search text and "|"-delimited facets, written with the card. They let search
+    # and filters run on this one table with no joins, so a page costs the same at any size.
+    search_text = models.TextField(blank=True, editable=False)
+    skill_facets = models.TextField(blank=True, editable=False)
+    tag_facets = models.TextField(blank=True, editable=False)
+    extension_facets = models.TextField(blank=True, editable=False)
+    input_mode_facets = models.TextField(blank=True, editable=False)
+    output_mode_facets = models.TextField(blank=True, editable=False)
+
+    current_snapshot = models.ForeignKey(
+        "CardSnapshot", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    card_fetched_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        "ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    objects = AgentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["status", "id"], name="agent_status_id"),
+            models.Index(fields=["health", "id"], name="agent_health_id"),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def supports_client_routing(self) -> bool:
+        from registry.cards import CLIENT_ROUTING_URI
+
+        return f"|{CLIENT_ROUTING_URI}|" in self.extension_facets
+
+    @property
+    def has_credentials(self) -> bool:
+        return bool(self.auth_header_name and self.auth_header_value)
+
+
+class CardSnapshot(models.Model):
+    """One distinct version of an agent's card. A refresh that finds the same content adds none."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="snapshots")
+    raw = models.JSONField(help_text="The card exactly as fetched.")
+    normalized = models.JSONField(help_text="The card as 1.0 ProtoJSON.")
+    content_hash = models.CharField(max_length=64)
+    protocol_version = models.CharField(max_length=10)
+    source_url = models.URLField(max_length=2048)
+    fetched_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-fetched_at", "-id"]
+        get_latest_by = "fetched_at"
+        indexes = [models.Index(fields=["agent", "-fetched_at"], name="snapshot_agent_time")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}@{self.fetched_at:%Y-%m-%d %H:%M:%S}"
+
+
+class Skill(models.Model):
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="skills")
+    skill_id = models.CharField(max_length=200)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    examples = models.JSONField(default=list, blank=True)
+    input_modes = models.JSONField(default=list, blank=True)
+    output_modes = models.JSONField(default=list, blank=True)
+    position = models.PositiveIntegerField(default=0)
+    # Lower-cased text and "|"-delimited facets (modes include the agent's defaults when the
+    # skill names none), so "which agent can do this" is one query on this table.
+    search_text = models.TextField(blank=True, editable=False)
+    tag_facets = models.TextField(blank=True, editable=False)
+    input_mode_facets = models.TextField(blank=True, editable=False)
+    output_mode_facets = models.TextField(blank=True, editable=False)
+
+    class Meta:
+        ordering = ["agent_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "skill_id"], name="skill_unique_per_agent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}/{self.skill_id}"
+
+    @property
+    def effective_input_modes(self) -> list[str]:
+        return self.input_modes or self.agent.default_input_modes
+
+    @property
+    def effective_output_modes(self) -> list[str]:
+        return self.output_modes or self.agent.default_output_modes
+
+
+class DeclaredExtension(models.Model):
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="extensions")
+    uri = models.CharField(max_length=2048)
+    description = models.TextField(blank=True)
+    required = models.BooleanField(default=False)
+    params = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["agent_id", "uri"]
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "uri"], name="extension_unique_per_agent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}: {self.uri}"
+
+
+class ApiKeyQuerySet(models.QuerySet):
+    def usable(self) -> ApiKeyQuerySet:
+        now = timezone.now()
+        return self.filter(revoked_at__isnull=True).filter(
+            Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+        )
+
+
+class ApiKey(models.Model):
+    """A key that callers send as ``Authorization: Bearer <key>``.
+
+    Only the SHA-256 of the key is stored; the key itself is shown once, at creation. The first
+    characters (``prefix``) identify it in lists and logs.
+    """
+
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    is_admin = models.BooleanField(
+        default=False, help_text="May change and delete any agent, not only its own."
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+
+    objects = ApiKeyQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = "API key"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_usable(self) -> bool:
+        now = timezone.now()
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+    # DRF treats request.user as authenticated when this is true.
+    is_authenticated = True
+    is_staff = False

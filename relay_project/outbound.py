@@ -1,0 +1,232 @@
+"""The one outbound HTTP module: every request the relay makes goes through a client built here.
+
+It owns timeouts, redirect and size limits, the default headers, and the SSRF guard. The guard
+sits in the connection layer (an httpcore network backend): the host is resolved once, every
+resolved address is checked, and the socket connects to the checked address. So redirects are
+re-checked on every hop, and DNS rebinding between a check and the connect cannot happen.
+Loopback, private, link-local, shared, reserved and metadata addresses are refused unless
+``RELAY_ALLOW_PRIVATE_URLS`` is on.
+
+Services take the client as an argument (``client=None`` means "build the default one"), so
+tests can hand in an ``httpx.MockTransport``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpcore
+import httpx
+
+USER_AGENT = "BrassRelay/0.1 (+https://github.com/brass-relay)"
+
+# Addresses the relay must never reach on behalf of a caller, beyond what ``is_global`` catches.
+_METADATA_ADDRESSES = {
+    ipaddress.ip_address("169.254.169.254"),
+    ipaddress.ip_address("fd00:ec2::254"),
+    ipaddress.ip_address("100.100.100.200"),
+}
+
+
+class UnsafeURLError(Exception):
+    """The URL is not one the relay may fetch: wrong scheme, no host, or a non-public address."""
+
+
+class ResponseTooLargeError(Exception):
+    """The response body was larger than the limit the caller set."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"response is larger than {limit} bytes")
+        self.limit = limit
+
+
+@dataclass(frozen=True)
+class OutboundPolicy:
+    allow_private: bool = False
+    timeout: float = 10.0
+    max_redirects: int = 3
+
+    @classmethod
+    def from_settings(cls) -> OutboundPolicy:
+        from django.conf import settings
+
+        return cls(
+            allow_private=settings.RELAY_ALLOW_PRIVATE_URLS,
+            timeout=settings.RELAY_FETCH_TIMEOUT,
+            max_redirects=settings.RELAY_MAX_REDIRECTS,
+        )
+
+
+def is_public_address(address: str) -> bool:
+    """Whether an IP address is a public unicast destination (IPv4-mapped IPv6 judged as IPv4)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    if mapped is not None:
+        ip = mapped
+    return not (
+        not ip.is_global
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_multicast
+        or ip.is_reserved
+        or ip.is_unspecified
+        or ip in _METADATA_ADDRESSES
+    )
+
+
+def check_url_shape(url: str) -> str:
+    """Checks scheme and host of a URL before any network use; returns the host.
+
+    Raises UnsafeURLError for anything but http(s) URLs with a host and without credentials.
+    """
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError as error:
+        raise UnsafeURLError(f"not a valid URL: {url!r}") from error
+    if parts.scheme not in ("http", "https"):
+        raise UnsafeURLError(f"only http and https URLs can be fetched, not {parts.scheme!r}")
+    if not parts.hostname:
+        raise UnsafeURLError("the URL has no host")
+    if parts.username or parts.password:
+        raise UnsafeURLError("credentials inside the URL are not accepted")
+    return parts.hostname
+
+
+def _checked_addresses(host: str, infos: Iterable[tuple]) -> list[str]:
+    addresses = [str(info[4][0]) for info in infos]
+    if not addresses:
+        raise httpcore.ConnectError(f"{host} did not resolve to any address")
+    refused = [address for address in addresses if not is_public_address(address)]
+    if refused:
+        raise UnsafeURLError(
+            f"{host} resolves to a non-public address ({refused[0]}); the relay does not fetch "
+            "loopback, private, link-local or metadata addresses"
+        )
+    return addresses
+
+
+class _GuardedBackend(httpcore.NetworkBackend):
+    """Resolves, checks, then connects to the checked address (sync clients)."""
+
+    def __init__(self) -> None:
+        self._inner = httpcore.SyncBackend()
+
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as error:
+            raise httpcore.ConnectError(f"cannot resolve {host}: {error}") from error
+        addresses = _checked_addresses(host, infos)
+        return self._inner.connect_tcp(
+            addresses[0], port, timeout=timeout, local_address=local_address,
+            socket_options=socket_options,
+        )
+
+    def connect_unix_socket(self, *args, **kwargs):
+        raise UnsafeURLError("unix sockets are not reachable through the relay")
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+class _AsyncGuardedBackend(httpcore.AsyncNetworkBackend):
+    """Resolves, checks, then connects to the checked address (async clients)."""
+
+    def __init__(self) -> None:
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(self, host, port, timeout=None, local_address=None,
+                          socket_options=None):
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as error:
+            raise httpcore.ConnectError(f"cannot resolve {host}: {error}") from error
+        addresses = _checked_addresses(host, infos)
+        return await self._inner.connect_tcp(
+            addresses[0], port, timeout=timeout, local_address=local_address,
+            socket_options=socket_options,
+        )
+
+    async def connect_unix_socket(self, *args, **kwargs):
+        raise UnsafeURLError("unix sockets are not reachable through the relay")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def _check_request(request: httpx.Request) -> None:
+    check_url_shape(str(request.url))
+
+
+async def _check_request_async(request: httpx.Request) -> None:
+    check_url_shape(str(request.url))
+
+
+def _transport(policy: OutboundPolicy, *, asynchronous: bool, **kwargs):
+    cls = httpx.AsyncHTTPTransport if asynchronous else httpx.HTTPTransport
+    transport = cls(trust_env=False, **kwargs)
+    if not policy.allow_private:
+        # httpx builds its pool without a way to pass a network backend; swapping the backend
+        # keeps every other pool setting httpx chose.
+        transport._pool._network_backend = (
+            _AsyncGuardedBackend() if asynchronous else _GuardedBackend()
+        )
+    return transport
+
+
+def client(policy: OutboundPolicy | None = None, **kwargs) -> httpx.Client:
+    """A sync client with the relay's limits and, unless private URLs are allowed, the guard."""
+    policy = policy or OutboundPolicy.from_settings()
+    transport = kwargs.pop("transport", None) or _transport(policy, asynchronous=False)
+    return httpx.Client(
+        transport=transport,
+        timeout=policy.timeout,
+        follow_redirects=True,
+        max_redirects=policy.max_redirects,
+        headers={"User-Agent": USER_AGENT},
+        event_hooks={"request": [_check_request]},
+        trust_env=False,
+        **kwargs,
+    )
+
+
+def async_client(policy: OutboundPolicy | None = None, **kwargs) -> httpx.AsyncClient:
+    """An async client with the relay's limits and, unless private URLs are allowed, the guard."""
+    policy = policy or OutboundPolicy.from_settings()
+    limits = kwargs.pop("limits", httpx.Limits(max_connections=200, max_keepalive_connections=50))
+    transport = kwargs.pop("transport", None) or _transport(
+        policy, asynchronous=True, limits=limits
+    )
+    return httpx.AsyncClient(
+        transport=transport,
+        timeout=policy.timeout,
+        follow_redirects=True,
+        max_redirects=policy.max_redirects,
+        headers={"User-Agent": USER_AGENT},
+        event_hooks={"request": [_check_request_async]},
+        trust_env=False,
+        **kwargs,
+    )
+
+
+def read_limited(response: httpx.Response, limit: int) -> bytes:
+    """Reads a streamed response body, stopping with ResponseTooLargeError past ``limit`` bytes."""
+    declared = response.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise ResponseTooLargeError(limit)
+    body = bytearray()
+    for chunk in response.iter_bytes():
+        body.extend(chunk)
+        if len(body) > limit:
+            raise ResponseTooLargeError(limit)
+    return bytes(body)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class RoutingConfig(AppConfig):
+    name = "routing"
+    verbose_name = "Teams, routing and health"

@@ -1,0 +1,34 @@
+"""Shared fixtures. Factories for data live in tests/factories.py; live agents in tests/agents.py."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from registry.services import api_key_create
+
+
+@pytest.fixture
+def allow_private_urls(settings):
+    """Lets the relay reach agents served on 127.0.0.1 by the test."""
+    settings.RELAY_ALLOW_PRIVATE_URLS = True
+    return settings
+
+
+@pytest.fixture
+def api_key(db):
+    """A fresh API key: (ApiKey row, the secret to send)."""
+    return api_key_create(name="test caller")
+
+
+@pytest.fixture
+def api(api_key) -> APIClient:
+    """An API client that sends the test key as a bearer token."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key[1]}")
+    return client
+
+
+@pytest.fixture
+def anonymous() -> APIClient:
+    return APIClient()
