@@ -14,8 +14,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from relay_project import outbound
 from registry.cards import InvalidCardError, ParsedCard, parse_card
+from relay_project import outbound
 
 WELL_KNOWN_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 LEGACY_PATH = "/.well-known/agent.json"

@@ -94,9 +94,13 @@ def encode_cursor(agent_id: str) -> str:
 
 def decode_cursor(cursor: str) -> str:
     try:
-        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        padded = cursor + "=" * (-len(cursor) % 4)
+        agent_id = base64.b64decode(padded, altchars=b"-_", validate=True).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError) as error:
         raise InvalidQueryError("cursor is not one this registry gave out") from error
+    if not agent_id:
+        raise InvalidQueryError("cursor is not one this registry gave out")
+    return agent_id
 
 
 def agent_list(*, filters: AgentFilters = AgentFilters(), limit: int = DEFAULT_PAGE_SIZE,
