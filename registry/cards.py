@@ -18,7 +18,7 @@ from typing import Any
 from a2a.client.card_resolver import parse_agent_card
 from google.protobuf.json_format import MessageToDict, ParseError
 
-CLIENT_ROUTING_URI = "https://ranch.woi.dev/extensions/client-routing/v1"
+from registry.extensions import CLIENT_ROUTING_URI
 
 # Fields the specification marks REQUIRED, per card generation.
 _REQUIRED_V1 = (

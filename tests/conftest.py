@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from rest_framework.test import APIClient
-
-from registry.services import api_key_create
 
 
 @pytest.fixture
@@ -18,17 +15,23 @@ def allow_private_urls(settings):
 @pytest.fixture
 def api_key(db):
     """A fresh API key: (ApiKey row, the secret to send)."""
+    from registry.services import api_key_create
+
     return api_key_create(name="test caller")
 
 
 @pytest.fixture
-def api(api_key) -> APIClient:
+def api(api_key):
     """An API client that sends the test key as a bearer token."""
+    from rest_framework.test import APIClient
+
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key[1]}")
     return client
 
 
 @pytest.fixture
-def anonymous() -> APIClient:
+def anonymous():
+    from rest_framework.test import APIClient
+
     return APIClient()

@@ -60,8 +60,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from registry.extensions import CLIENT_ROUTING_URI
 from routing.demo.serve import AppFactory, ServerGroup, serve_many
-from routing.router import CLIENT_ROUTING_URI  # the pure router; no Django
 
 CARD_PATH = "/.well-known/agent-card.json"
 BOTH_VERSIONS = ("1.0", "0.3")
