@@ -1,0 +1,29 @@
+# Brass Relay: `make up` starts everything, `make test` runs every check CI runs.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: up test lint bench clean
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found; run: make PYTHON=python3 ..."; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+up: $(STAMP)
+	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(BIN)/python manage.py run_relay
+
+test: $(STAMP)
+	bash scripts/ensure-chromium
+	$(BIN)/ruff check .
+	$(BIN)/python manage.py makemigrations --check --dry-run
+	$(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/registry_bench.py
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .ruff_cache

@@ -1,0 +1,35 @@
+"""Celery jobs of the registry: load by id, call a service."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+from registry.models import Agent
+from registry.services import RegistryError, agent_card_refresh
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(name="registry.refresh_card", ignore_result=True)
+def refresh_card(agent_id: str) -> str:
+    """Re-fetches one agent's card. Returns "changed", "unchanged", "failed" or "missing"."""
+    agent = Agent.objects.filter(pk=agent_id).first()
+    if agent is None:
+        return "missing"
+    try:
+        changed = agent_card_refresh(agent=agent)
+    except RegistryError as error:
+        logger.warning("card refresh of %s failed: %s: %s", agent_id, error.code, error.message)
+        return "failed"
+    return "changed" if changed else "unchanged"
+
+
+@shared_task(name="registry.refresh_all_cards", ignore_result=True)
+def refresh_all_cards() -> int:
+    """Queues a card refresh for every agent that is not disabled; returns how many."""
+    agent_ids = list(Agent.objects.callable().values_list("pk", flat=True))
+    for agent_id in agent_ids:
+        refresh_card.delay(agent_id)
+    return len(agent_ids)

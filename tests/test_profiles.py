@@ -1,0 +1,178 @@
+"""Both profiles for real: separate processes (migrate, daphne, a Celery worker with beat)
+sharing only the database and the broker, exactly as they run in deployment.
+
+The embedded profile needs nothing installed. The production profile runs against the
+PostgreSQL and Redis on 127.0.0.1 and is skipped, saying why, where they are absent.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.cardservers import card_json, card_site
+from tests.registry.test_cards import card_v1
+
+ROOT = Path(__file__).resolve().parent.parent
+POSTGRES_ADMIN_URL = os.environ.get("RELAY_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test")
+REDIS_TEST_URL = os.environ.get("RELAY_TEST_REDIS", "redis://127.0.0.1:6379/9")
+WAIT_SECONDS = 40
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+@contextmanager
+def process(env: dict[str, str], *command: str):
+    child = subprocess.Popen([sys.executable, *command], cwd=ROOT, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        yield child
+    finally:
+        child.terminate()
+        try:
+            child.wait(15)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(5)
+
+
+def worker(env):
+    return process(env, "-m", "celery", "-A", "relay_project", "worker", "--beat",
+                   "--loglevel=WARNING", "--concurrency=1", "--pool=solo")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(condition, what: str, child=None) -> None:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        if child is not None and child.poll() is not None:
+            pytest.fail(f"{what}: the process exited: {child.stderr.read()[-2000:]}")
+        time.sleep(0.3)
+    pytest.fail(f"{what} did not happen within {WAIT_SECONDS} s")
+
+
+def base_env(**extra: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("DATABASE_URL", "REDIS_URL", "DJANGO_", "RELAY_"))}
+    env.update({"RELAY_ALLOW_PRIVATE_URLS": "true", "PYTHONUNBUFFERED": "1", **extra})
+    return env
+
+
+def enqueue_refresh(env, agent_id: str) -> None:
+    manage(env, "shell", "-c",
+           f"from registry.tasks import refresh_card; refresh_card.delay({agent_id!r})")
+
+
+def test_embedded_profile_runs_a_real_worker_with_nothing_installed(tmp_path):
+    env = base_env(RELAY_VAR_DIR=str(tmp_path))
+    document = card_v1()
+    manage(env, "migrate", "--verbosity=0")
+    database = tmp_path / "relay.sqlite3"
+
+    def snapshots() -> int:
+        with sqlite3.connect(database) as connection:
+            return connection.execute("select count(*) from registry_cardsnapshot").fetchone()[0]
+
+    routes = {"/.well-known/agent-card.json": lambda request: card_json(document)(request)}
+    with card_site(routes) as (site, url), worker(env) as celery:
+        assert "Registered weather" in manage(env, "register_agent", url)
+        document["version"] = "9.9.9"
+        enqueue_refresh(env, "weather")
+        wait_until(lambda: snapshots() == 2, "the worker refreshing the card", celery)
+    assert list((tmp_path / "celery" / "queue").iterdir()) == []
+
+
+def _postgres_database():
+    psycopg = pytest.importorskip("psycopg")
+    name = f"relay_profile_{uuid.uuid4().hex[:10]}"
+    try:
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=3) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError as error:
+        pytest.skip(f"PostgreSQL is not reachable at {POSTGRES_ADMIN_URL}: {error}")
+    return psycopg, name
+
+
+def _redis_or_skip():
+    redis = pytest.importorskip("redis")
+    client = redis.Redis.from_url(REDIS_TEST_URL, socket_connect_timeout=3)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        pytest.skip(f"Redis is not reachable at {REDIS_TEST_URL}: {error}")
+    return client
+
+
+@pytest.mark.production
+def test_production_profile_on_postgresql_and_redis(tmp_path):
+    redis_client = _redis_or_skip()
+    psycopg, name = _postgres_database()
+    database_url = POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    env = base_env(DATABASE_URL=database_url, REDIS_URL=REDIS_TEST_URL,
+                   RELAY_VAR_DIR=str(tmp_path), RELAY_CHANNEL_PREFIX=f"test-{name}")
+    port = free_port()
+    document = card_v1()
+
+    def snapshots() -> int:
+        with psycopg.connect(database_url) as connection:
+            return connection.execute(
+                "select count(*) from registry_cardsnapshot").fetchone()[0]
+
+    try:
+        manage(env, "migrate", "--verbosity=0")
+        key = manage(env, "create_api_key", "profile-test").strip().splitlines()[-1]
+        routes = {"/.well-known/agent-card.json": lambda request: card_json(document)(request)}
+        with ExitStack() as stack:
+            site, url = stack.enter_context(card_site(routes))
+            relay = stack.enter_context(process(
+                env, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                "relay_project.asgi:application"))
+            celery = stack.enter_context(worker(env))
+            base = f"http://127.0.0.1:{port}"
+
+            def listening() -> bool:
+                try:
+                    return httpx.get(f"{base}/a2a/registry", timeout=1).status_code == 200
+                except httpx.HTTPError:
+                    return False
+
+            wait_until(listening, "daphne listening", relay)
+            created = httpx.post(f"{base}/a2a/registry", json={"url": url},
+                                 headers={"Authorization": f"Bearer {key}"}, timeout=10)
+            assert created.status_code == 201, created.text
+            listed = httpx.get(f"{base}/a2a/registry", params={"tag": "forecast"}).json()
+            assert [agent["id"] for agent in listed["agents"]] == ["weather"]
+            with psycopg.connect(database_url) as connection:
+                stored = connection.execute("select id from registry_agent").fetchall()
+            assert stored == [("weather",)]
+
+            document["version"] = "9.9.9"
+            enqueue_refresh(env, "weather")
+            wait_until(lambda: snapshots() == 2, "the worker refreshing the card over Redis",
+                       celery)
+    finally:
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        redis_client.flushdb()
