@@ -106,14 +106,18 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": env.str("RELAY_CHANNEL_PREFIX", "relay")},
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": env.str("RELAY_CHANNEL_PREFIX", "relay"),
+                       "capacity": 1000, "expiry": 120},
         }
     }
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
                           "LOCATION": REDIS_URL}}
     CELERY_BROKER_URL = REDIS_URL
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer",
+                    "CONFIG": {"capacity": 1000, "expiry": 120}}
+    }
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     CELERY_BROKER_URL = "filesystem://"
     _celery_queue_dir = VAR_DIR / "celery" / "queue"
@@ -183,6 +187,8 @@ RELAY_REGISTRY_PUBLIC = env("RELAY_REGISTRY_PUBLIC")
 RELAY_CARD_MAX_BYTES = env.int("RELAY_CARD_MAX_BYTES", default=1024 * 1024)
 RELAY_FETCH_TIMEOUT = env.float("RELAY_FETCH_TIMEOUT", default=10.0)
 RELAY_MAX_REDIRECTS = env.int("RELAY_MAX_REDIRECTS", default=3)
+# How long a blocking call to an upstream agent may take before the task fails.
+RELAY_UPSTREAM_TIMEOUT = env.float("RELAY_UPSTREAM_TIMEOUT", default=60.0)
 # Key for upstream credentials at rest (a Fernet key). Without it, one is derived from
 # SECRET_KEY, which is fine for the embedded profile; system check relay.W002 says so.
 RELAY_ENCRYPTION_KEY = env.str("RELAY_ENCRYPTION_KEY", default="")

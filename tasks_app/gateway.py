@@ -1,0 +1,537 @@
+"""The gateway: A2A operations on a target (a registered agent; teams and the relay itself
+plug in as targets too), with every task persisted and every event fanned out.
+
+Views and consumers call these coroutines with canonical (1.0) params and get canonical
+results; protocol versions and bindings are handled at the edges by ``tasks_app.protocol``.
+A target only knows how to *run* a message (yield events with relay ids), cancel, refresh and
+give an extended card; persistence, the state machine, blocking, ``returnImmediately``,
+streaming and fan-out are done here once for all targets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from tasks_app import selectors, services, snapshots, streams, upstream
+from tasks_app.lifecycle import INTERRUPTED, TERMINAL, InvalidTransition
+from tasks_app.models import Task
+from tasks_app.protocol.errors import (
+    A2AError,
+    ExtensionSupportRequired,
+    InvalidAgentResponse,
+    InvalidParams,
+    TaskNotCancelable,
+    TaskNotFound,
+    UnsupportedOperation,
+)
+
+logger = logging.getLogger(__name__)
+
+FINAL_STATES = {s.value for s in TERMINAL | INTERRUPTED}
+KEEPALIVE_SECONDS = 15.0
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Who calls and how: the caller's key, the A2A version it speaks, the extensions it
+    activated, and the delegation chain the call belongs to."""
+
+    caller: Any
+    version: str = "1.0"
+    extensions: tuple[str, ...] = ()
+    delegation: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Step:
+    """One event from a target, in relay ids, and the upstream ids it revealed."""
+
+    event: dict[str, Any]
+    upstream_task_id: str = ""
+    upstream_context_id: str = ""
+
+
+@dataclass
+class Target:
+    """Something that answers A2A messages. Subclasses implement ``run`` and may override
+    ``cancel_upstream``, ``refresh`` and ``extended_card``."""
+
+    kind: str
+    id: str
+    name: str = ""
+    streaming: bool = True
+    extended_card_declared: bool = False
+    required_extensions: tuple[str, ...] = ()
+    declared_extensions: tuple[str, ...] = ()
+    agent_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def run(self, task: Task, request: dict[str, Any], ctx: CallContext, *,
+            stream: bool) -> AsyncIterator[Step]:
+        raise NotImplementedError
+
+    async def cancel_upstream(self, task: Task, ctx: CallContext) -> None:
+        """Asks whoever works on the task to stop. Raises A2AError when they refuse."""
+
+    async def refresh(self, task: Task, ctx: CallContext) -> Step | None:
+        """The task's current state from upstream, or None when there is nothing fresher."""
+        return None
+
+    async def extended_card(self, ctx: CallContext) -> dict[str, Any]:
+        raise UnsupportedOperation("this agent declares no extended card")
+
+    def owns(self, task: Task) -> bool:
+        return task.target_kind == self.kind and task.target_id == self.id
+
+
+# --- Targets ------------------------------------------------------------------------------
+
+
+TargetResolver = Callable[[str], Target | None]
+_resolvers: dict[str, TargetResolver] = {}
+
+
+def register_target_kind(kind: str, resolver: TargetResolver) -> None:
+    """Higher apps (teams, the relay's own endpoint) plug their targets in here."""
+    _resolvers[kind] = resolver
+
+
+def resolve_target(kind: str, target_id: str) -> Target | None:
+    """The target, or None when it does not exist or may not be called (disabled)."""
+    resolver = _resolvers.get(kind)
+    return resolver(target_id) if resolver else None
+
+
+class AgentTarget(Target):
+    """A registered agent, called over its best interface through ``tasks_app.upstream``."""
+
+    def __init__(self, agent) -> None:
+        from registry.services import agent_credentials
+
+        credentials = agent_credentials(agent)
+        extensions = list(agent.extensions.all())
+        super().__init__(
+            kind="agent", id=agent.pk, name=agent.name, streaming=agent.streaming,
+            extended_card_declared=agent.extended_card,
+            required_extensions=tuple(e.uri for e in extensions if e.required),
+            declared_extensions=tuple(e.uri for e in extensions),
+            agent_id=agent.pk,
+        )
+        self.endpoint = upstream.choose_endpoint(
+            agent_id=agent.pk, interfaces=agent.interfaces,
+            invocation_url=agent.invocation_url,
+            headers=credentials.as_headers() if credentials else None,
+        )
+
+    async def run(self, task, request, ctx, *, stream):
+        ids = snapshots.IdMap(task.id, task.context_id, task.upstream_task_id,
+                              task.upstream_context_id)
+        outgoing = _upstream_request(request, ids)
+        timeout = settings.RELAY_UPSTREAM_TIMEOUT
+        if not stream:
+            result = await upstream.call(self.endpoint, _op("SEND"), outgoing,
+                                         extensions=ctx.extensions, timeout=timeout)
+            yield _step(result, ids)
+            return
+        async for event in upstream.stream(self.endpoint, _op("STREAM"), outgoing,
+                                           extensions=ctx.extensions):
+            step = _step(event, ids)
+            if step.upstream_task_id or step.upstream_context_id:
+                ids = snapshots.IdMap(task.id, task.context_id,
+                                      step.upstream_task_id or ids.upstream_task_id,
+                                      step.upstream_context_id or ids.upstream_context_id)
+            yield step
+
+    async def cancel_upstream(self, task, ctx):
+        if not task.upstream_task_id:
+            return
+        await upstream.call(self.endpoint, _op("CANCEL"), {"id": task.upstream_task_id},
+                            extensions=ctx.extensions)
+
+    async def refresh(self, task, ctx):
+        if not task.upstream_task_id:
+            return None
+        ids = snapshots.IdMap(task.id, task.context_id, task.upstream_task_id,
+                              task.upstream_context_id)
+        result = await upstream.call(self.endpoint, _op("GET_TASK"),
+                                     {"id": task.upstream_task_id}, extensions=ctx.extensions)
+        return Step({"task": ids.to_relay(result)}, task.upstream_task_id,
+                    result.get("contextId", ""))
+
+    async def extended_card(self, ctx):
+        if not self.extended_card_declared:
+            raise UnsupportedOperation(f"agent {self.id!r} declares no extended card")
+        return await upstream.call(self.endpoint, _op("EXTENDED_CARD"), {},
+                                   extensions=ctx.extensions)
+
+
+def _op(name: str):
+    from tasks_app.protocol.versions import Operation
+
+    return Operation[name]
+
+
+def _upstream_request(request: dict[str, Any], ids: snapshots.IdMap) -> dict[str, Any]:
+    outgoing = dict(request)
+    outgoing["message"] = ids.message_to_upstream(request["message"])
+    configuration = dict(request.get("configuration") or {})
+    # The relay keeps push configs and returnImmediately to itself: it delivers push
+    # notifications and answers early on its own.
+    configuration.pop("taskPushNotificationConfig", None)
+    configuration.pop("returnImmediately", None)
+    if configuration:
+        outgoing["configuration"] = configuration
+    else:
+        outgoing.pop("configuration", None)
+    return outgoing
+
+
+def _step(event: dict[str, Any], ids: snapshots.IdMap) -> Step:
+    """Maps an upstream SendMessageResponse or StreamResponse to relay ids."""
+    if not isinstance(event, dict) or not event:
+        raise InvalidAgentResponse("the agent's answer is empty")
+    kind = next(iter(event))
+    body = event[kind]
+    if not isinstance(body, dict):
+        raise InvalidAgentResponse("the agent's answer is not an object")
+    if kind == "task":
+        upstream_task, upstream_context = body.get("id", ""), body.get("contextId", "")
+    elif kind in ("statusUpdate", "artifactUpdate") or kind == "message":
+        upstream_task, upstream_context = body.get("taskId", ""), body.get("contextId", "")
+    else:
+        raise InvalidAgentResponse(f"the agent answered an unknown event {kind!r}")
+    return Step(ids.to_relay(event), upstream_task or "", upstream_context or "")
+
+
+def agent_target(agent_id: str) -> Target | None:
+    from registry.models import Agent
+
+    agent = Agent.objects.callable().prefetch_related("extensions").filter(pk=agent_id).first()
+    return AgentTarget(agent) if agent else None
+
+
+register_target_kind("agent", agent_target)
+
+
+# --- Running a message --------------------------------------------------------------------
+
+
+_running: dict[str, asyncio.Task] = {}
+
+
+def _spawn(task_id: str, coroutine) -> asyncio.Task:
+    """Runs a task's producer apart from the request that started it: a client that goes away
+    does not stop the work."""
+    runner = asyncio.get_running_loop().create_task(coroutine)
+    _running[task_id] = runner
+    runner.add_done_callback(lambda _: _running.pop(task_id, None))
+    return runner
+
+
+@dataclass
+class Outcome:
+    task: Task
+    message: dict[str, Any] | None = None
+
+
+async def _record(task: Task, step: Step) -> Task:
+    try:
+        recorded = await sync_to_async(services.task_record)(
+            task=task, event=step.event, upstream_task_id=step.upstream_task_id,
+            upstream_context_id=step.upstream_context_id,
+        )
+    except InvalidTransition as error:
+        raise InvalidAgentResponse(f"the agent moved the task in a way A2A forbids: {error}"
+                                   ) from error
+    if recorded.event is not None:
+        await streams.publish(task.id, recorded.sequence, recorded.event,
+                              final=recorded.task.state in FINAL_STATES)
+    return recorded.task
+
+
+async def _fail(task: Task, reason: str) -> Task:
+    recorded = await sync_to_async(services.task_fail)(task=task, reason=reason)
+    if recorded.event is not None:
+        await streams.publish(task.id, recorded.sequence, recorded.event, final=True)
+    return recorded.task
+
+
+async def _reply_as_message(task: Task, step: Step) -> Outcome:
+    """The agent answered with a Message, not a task: the relay's task ends completed with
+    that message, and stream subscribers get the message alone."""
+    message = step.event["message"]
+    event = {"statusUpdate": {"taskId": task.id, "contextId": task.context_id,
+                              "status": {"state": "TASK_STATE_COMPLETED", "message": message}}}
+    recorded = await sync_to_async(services.task_record)(
+        task=task, event=event, upstream_context_id=step.upstream_context_id)
+    if recorded.event is not None:
+        await streams.publish(task.id, recorded.sequence, {"message": message}, final=True)
+    return Outcome(recorded.task, message)
+
+
+async def _drive(target: Target, task: Task, request: dict[str, Any], ctx: CallContext, *,
+                 stream: bool, fresh: bool) -> Outcome:
+    """Runs the message on the target until the task ends or waits on the client, recording
+    and publishing every event. Upstream failures end the task ``failed`` with the reason;
+    an A2A error from the agent on a fresh task removes the task and is raised."""
+    seen_event = False
+    try:
+        async for step in target.run(task, request, ctx, stream=stream):
+            if "message" in step.event and not seen_event:
+                return await _reply_as_message(task, step)
+            seen_event = True
+            task = await _record(task, step)
+            if task.state in FINAL_STATES:
+                break
+        return Outcome(task)
+    except upstream.UpstreamError as error:
+        return Outcome(await _fail(task, error.message))
+    except InvalidAgentResponse as error:
+        await _fail(task, error.message)
+        raise
+    except A2AError:
+        if fresh and not seen_event:
+            await sync_to_async(Task.objects.filter(pk=task.pk).delete)()
+        raise
+    except Exception:
+        logger.exception("running task %s on %s %s failed", task.pk, target.kind, target.id)
+        await _fail(task, f"the relay failed while running the task on {target.id!r}")
+        raise
+
+
+async def _drive_in_background(target, task, request, ctx, *, stream, fresh) -> None:
+    try:
+        await _drive(target, task, request, ctx, stream=stream, fresh=fresh)
+    except A2AError as error:
+        # Nobody waits for this answer; the task already says what happened.
+        logger.info("task %s ended with %s", task.pk, error)
+    except Exception:
+        logger.exception("background task %s failed", task.pk)
+
+
+async def _open(target: Target, ctx: CallContext, request: dict[str, Any]) -> tuple[Task, bool]:
+    """The task a message belongs to: the one it names (checked), or a new one."""
+    missing = [uri for uri in target.required_extensions if uri not in ctx.extensions]
+    if missing:
+        raise ExtensionSupportRequired(
+            f"{target.kind} {target.id!r} requires the extension {missing[0]}; activate it "
+            f"with the A2A-Extensions header", metadata={"extension": missing[0]})
+    message = request["message"]
+    if message.get("taskId"):
+        task = await _load(target, ctx, message["taskId"])
+        if task.is_terminal:
+            raise UnsupportedOperation(
+                f"task {task.id} is {task.state}; a terminal task takes no more messages")
+        if message.get("contextId") and message["contextId"] != task.context_id:
+            raise InvalidParams(
+                f"message.contextId {message['contextId']!r} does not match the task's "
+                f"context {task.context_id!r}")
+        try:
+            task = await sync_to_async(services.task_add_message)(task=task, message=message)
+        except services.TerminalTaskError as error:
+            raise UnsupportedOperation(f"task {task.id} ended meanwhile") from error
+        return task, False
+    task = await sync_to_async(_open_new)(target, ctx, request)
+    return task, True
+
+
+def _open_new(target: Target, ctx: CallContext, request: dict[str, Any]) -> Task:
+    message = request["message"]
+    context_id = message.get("contextId") or ""
+    task = services.task_open(
+        caller=ctx.caller, target_kind=target.kind, target_id=target.id,
+        agent_id=target.agent_id, message=message,
+        client_version=ctx.version, context_id=context_id,
+        delegation_chain=list(ctx.delegation),
+    )
+    if context_id:
+        # A new task in a known conversation reuses the upstream's context for it.
+        previous = selectors.upstream_context(caller=ctx.caller, context_id=context_id,
+                                              target_kind=target.kind, target_id=target.id,
+                                              exclude=task.pk)
+        if previous:
+            Task.objects.filter(pk=task.pk).update(upstream_context_id=previous)
+            task.upstream_context_id = previous
+    return task
+
+
+async def _load(target: Target | None, ctx: CallContext, task_id: str) -> Task:
+    task = await sync_to_async(selectors.task_for_caller)(caller=ctx.caller, task_id=task_id)
+    if task is None or (target is not None and not target.owns(task)):
+        raise TaskNotFound(f"no task {task_id!r}", metadata={"taskId": str(task_id)})
+    return task
+
+
+# --- Operations ---------------------------------------------------------------------------
+
+
+async def send_message(target: Target, ctx: CallContext,
+                       request: dict[str, Any]) -> dict[str, Any]:
+    """SendMessage: blocking by default (returns once the task ends or waits on the client);
+    with ``returnImmediately`` it returns the submitted task and works on in the background.
+    """
+    task, fresh = await _open(target, ctx, request)
+    configuration = request.get("configuration") or {}
+    await _save_inline_push_config(task, configuration)
+    history_length = configuration.get("historyLength")
+    if configuration.get("returnImmediately"):
+        _spawn(task.id, _drive_in_background(target, task, request, ctx,
+                                             stream=target.streaming, fresh=False))
+        return {"task": snapshots.trim(services.snapshot_of(task),
+                                       history_length=history_length)}
+    outcome = await _drive(target, task, request, ctx, stream=False, fresh=fresh)
+    if outcome.message is not None:
+        return {"message": outcome.message}
+    return {"task": snapshots.trim(services.snapshot_of(outcome.task),
+                                   history_length=history_length)}
+
+
+async def stream_message(target: Target, ctx: CallContext,
+                         request: dict[str, Any]) -> AsyncIterator[Any]:
+    """SendStreamingMessage: validates and opens the task before the first event (so errors
+    are ordinary responses), then yields the task, its updates, and KEEPALIVE markers while
+    idle. Closes on a terminal or interrupted state. The work goes on if the client leaves.
+    """
+    if not target.streaming:
+        raise UnsupportedOperation(f"{target.kind} {target.id!r} does not stream")
+    task, fresh = await _open(target, ctx, request)
+    await _save_inline_push_config(task, request.get("configuration") or {})
+    return _stream_from_start(target, task, request, ctx, fresh)
+
+
+async def _stream_from_start(target, task, request, ctx, fresh):
+    async with streams.subscription(task.id) as subscription:
+        _spawn(task.id, _drive_in_background(target, task, request, ctx, stream=True,
+                                             fresh=fresh))
+        first = True
+        async for item in subscription.events(after=task.last_sequence,
+                                               keepalive=KEEPALIVE_SECONDS):
+            if item is streams.KEEPALIVE:
+                yield item
+                continue
+            event, final = item
+            if first and "message" in event:
+                yield event
+                return
+            if first:
+                first = False
+                current = await sync_to_async(Task.objects.get)(pk=task.pk)
+                yield {"task": services.snapshot_of(current)}
+                if current.state in FINAL_STATES:
+                    return
+                async for rest in _after(subscription, current.last_sequence):
+                    yield rest
+                return
+            yield event
+            if final:
+                return
+
+
+async def _after(subscription, sequence: int):
+    async for item in subscription.events(after=sequence, keepalive=KEEPALIVE_SECONDS):
+        if item is streams.KEEPALIVE:
+            yield item
+            continue
+        event, final = item
+        yield event
+        if final:
+            return
+
+
+async def subscribe(target: Target | None, ctx: CallContext, task_id: str
+                    ) -> AsyncIterator[Any]:
+    """SubscribeToTask: the current task first, then live events until it ends. A task that
+    already ended is an UnsupportedOperation."""
+    if target is not None and not target.streaming:
+        raise UnsupportedOperation(f"{target.kind} {target.id!r} does not stream")
+    task = await _load(target, ctx, task_id)
+    if task.is_terminal:
+        raise UnsupportedOperation(f"task {task.id} is {task.state}; there is nothing to follow")
+    return _stream_existing(task)
+
+
+async def _stream_existing(task: Task):
+    async with streams.subscription(task.id) as subscription:
+        current = await sync_to_async(Task.objects.get)(pk=task.pk)
+        yield {"task": services.snapshot_of(current)}
+        if current.state in FINAL_STATES:
+            return
+        async for item in _after(subscription, current.last_sequence):
+            yield item
+
+
+async def get_task(target: Target | None, ctx: CallContext, task_id: str, *,
+                   history_length: int | None = None) -> dict[str, Any]:
+    """GetTask: the stored task, refreshed from upstream first when it is still open and no
+    producer in this process is already following it."""
+    task = await _load(target, ctx, task_id)
+    if not task.is_terminal and task.id not in _running:
+        owner = target or await sync_to_async(target_of)(task)
+        if owner is not None:
+            try:
+                step = await owner.refresh(task, ctx)
+                if step is not None:
+                    task = await _record(task, step)
+            except (A2AError, upstream.UpstreamError) as error:
+                logger.info("could not refresh task %s: %s", task.id, error)
+    return snapshots.trim(services.snapshot_of(task), history_length=history_length)
+
+
+async def cancel_task(target: Target | None, ctx: CallContext, task_id: str) -> dict[str, Any]:
+    """CancelTask: asks the agent to stop, then cancels the relay's task. A task that already
+    ended (or ends while we ask) is TaskNotCancelable."""
+    task = await _load(target, ctx, task_id)
+    if task.is_terminal:
+        raise TaskNotCancelable(f"task {task.id} is {task.state}",
+                                metadata={"taskId": task.id})
+    owner = target or await sync_to_async(target_of)(task)
+    note = ""
+    if owner is not None:
+        try:
+            await owner.cancel_upstream(task, ctx)
+        except TaskNotCancelable:
+            raise
+        except (A2AError, upstream.UpstreamError) as error:
+            note = f"canceled at the relay; the agent could not be told: {error}"
+    try:
+        recorded = await sync_to_async(services.task_cancel)(task=task, reason=note)
+    except services.TerminalTaskError as error:
+        raise TaskNotCancelable(f"task {task.id} ended before it could be canceled",
+                                metadata={"taskId": task.id}) from error
+    await streams.publish(task.id, recorded.sequence, recorded.event, final=True)
+    runner = _running.get(task.id)
+    if runner is not None:
+        runner.cancel()
+    return services.snapshot_of(recorded.task)
+
+
+async def list_tasks(target: Target | None, ctx: CallContext,
+                     params: dict[str, Any]) -> dict[str, Any]:
+    return await sync_to_async(selectors.task_list)(
+        caller=ctx.caller, target_kind=target.kind if target else None,
+        target_id=target.id if target else None, params=params)
+
+
+async def extended_card(target: Target, ctx: CallContext) -> dict[str, Any]:
+    return await target.extended_card(ctx)
+
+
+def target_of(task: Task) -> Target | None:
+    """The target a stored task belongs to (for the target-agnostic task API)."""
+    return resolve_target(task.target_kind, task.target_id)
+
+
+async def _save_inline_push_config(task: Task, configuration: dict[str, Any]) -> None:
+    inline = configuration.get("taskPushNotificationConfig")
+    if inline:
+        from tasks_app import push
+
+        await sync_to_async(push.config_create)(task=task, config=inline)
+

@@ -1,0 +1,156 @@
+"""Relay tasks, their events, and push-notification configs.
+
+A relay task is the relay's own record of one A2A task: its own id (the only id clients see),
+the upstream agent's task and context ids it maps to, and the state the state machine allows.
+States change only through compare-and-set writes in ``tasks_app.services``.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.utils import timezone
+
+from tasks_app.lifecycle import TERMINAL, TaskState
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+class TaskQuerySet(models.QuerySet):
+    def visible_to(self, caller) -> TaskQuerySet:
+        """Tasks a caller may see: those it created. No caller (an internal call) sees none."""
+        if caller is None:
+            return self.none()
+        return self.filter(caller=caller)
+
+    def open(self) -> TaskQuerySet:
+        return self.exclude(state__in=[state.value for state in TERMINAL])
+
+
+class Task(models.Model):
+    State = models.TextChoices("State", [(s.name, s.value) for s in TaskState])
+
+    id = models.CharField(primary_key=True, max_length=64, default=new_id, editable=False)
+    context_id = models.CharField(max_length=200, db_index=True)
+    target_kind = models.CharField(max_length=10, default="agent",
+                                   help_text="What the caller addressed: agent or team.")
+    target_id = models.CharField(max_length=64, default="")
+    agent = models.ForeignKey(
+        "registry.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
+    )
+    upstream_task_id = models.CharField(max_length=200, blank=True)
+    upstream_context_id = models.CharField(max_length=200, blank=True)
+    state = models.CharField(max_length=20, choices=State.choices, default=TaskState.SUBMITTED)
+    status_message = models.JSONField(null=True, blank=True)
+    status_timestamp = models.DateTimeField(default=timezone.now)
+    history = models.JSONField(default=list, blank=True)
+    artifacts = models.JSONField(default=list, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    delegation_chain = models.JSONField(default=list, blank=True)
+    caller = models.ForeignKey(
+        "registry.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
+    )
+    client_version = models.CharField(max_length=8, blank=True,
+                                      help_text="The A2A version the caller spoke.")
+    last_sequence = models.PositiveIntegerField(default=0)
+    has_push_configs = models.BooleanField(default=False, editable=False)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    objects = TaskQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-status_timestamp", "-id"]
+        indexes = [
+            models.Index(fields=["caller", "-status_timestamp", "-id"], name="task_caller_time"),
+            models.Index(fields=["agent", "-created_at"], name="task_agent_created"),
+            models.Index(fields=["agent", "upstream_task_id"], name="task_agent_upstream"),
+            models.Index(fields=["target_kind", "target_id", "-created_at"],
+                         name="task_target_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.state})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return TaskState(self.state) in TERMINAL
+
+
+class TaskEvent(models.Model):
+    """One status or artifact update of a task, numbered in the order it happened."""
+
+    class Kind(models.TextChoices):
+        TASK = "task"
+        STATUS = "status"
+        ARTIFACT = "artifact"
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    sequence = models.PositiveIntegerField()
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    payload = models.JSONField(help_text="The event as a 1.0 StreamResponse.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["task", "sequence"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "sequence"], name="event_sequence_per_task"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}#{self.sequence} {self.kind}"
+
+
+class PushNotificationConfig(models.Model):
+    """Where to POST a task's updates. Credentials and token are encrypted at rest."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="push_configs")
+    config_id = models.CharField(max_length=200)
+    url = models.URLField(max_length=2048)
+    token = models.TextField(blank=True)
+    auth_scheme = models.CharField(max_length=50, blank=True)
+    auth_credentials = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["task", "created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "config_id"], name="push_config_per_task"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}/{self.config_id}"
+
+
+class PushDelivery(models.Model):
+    """One event to deliver to one push config; the Celery job retries it with backoff."""
+
+    class Outcome(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"
+        FAILED = "failed"
+
+    config = models.ForeignKey(PushNotificationConfig, on_delete=models.CASCADE,
+                               related_name="deliveries")
+    event = models.ForeignKey(TaskEvent, null=True, on_delete=models.CASCADE)
+    payload = models.JSONField()
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, default=Outcome.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.config} {self.outcome}"

@@ -1,0 +1,94 @@
+"""Reads of tasks, always scoped to the caller that created them."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from django.db.models import Q
+from django.utils.dateparse import parse_datetime
+
+from tasks_app import snapshots
+from tasks_app.models import Task
+from tasks_app.protocol.errors import InvalidParams
+from tasks_app.services import snapshot_of
+
+
+def task_for_caller(*, caller, task_id: str) -> Task | None:
+    """The task when this caller created it; None for a missing task and for another caller's
+    (the two must look the same)."""
+    if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
+        return None
+    return Task.objects.visible_to(caller).filter(pk=task_id).first()
+
+
+def upstream_context(*, caller, context_id: str, target_kind: str, target_id: str,
+                     exclude: str) -> str:
+    """The upstream context id an earlier task of this conversation got from the same target,
+    so a new task continues the same upstream conversation."""
+    return (
+        Task.objects.visible_to(caller)
+        .filter(context_id=context_id, target_kind=target_kind, target_id=target_id)
+        .exclude(pk=exclude).exclude(upstream_context_id="")
+        .order_by("-created_at").values_list("upstream_context_id", flat=True).first()
+    ) or ""
+
+
+def _encode_token(task: Task) -> str:
+    raw = json.dumps([task.status_timestamp.isoformat(), task.pk]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_token(token: str) -> tuple[Any, str]:
+    try:
+        raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_", validate=True)
+        moment, task_id = json.loads(raw)
+        when = parse_datetime(moment)
+        if when is None or not isinstance(task_id, str):
+            raise ValueError
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as error:
+        raise InvalidParams("pageToken is not one this relay gave out") from error
+    return when, task_id
+
+
+def task_list(*, caller, target_kind: str | None, target_id: str | None,
+              params: dict[str, Any]) -> dict[str, Any]:
+    """ListTasks: the caller's tasks, newest status first, keyset-paged, filtered by context,
+    state and status time; ``totalSize`` counts every match."""
+    page_size = params.get("pageSize") or 50
+    if not 1 <= int(page_size) <= 100:
+        raise InvalidParams("pageSize must be between 1 and 100")
+    tasks = Task.objects.visible_to(caller)
+    if target_kind:
+        tasks = tasks.filter(target_kind=target_kind, target_id=target_id)
+    if params.get("contextId"):
+        tasks = tasks.filter(context_id=params["contextId"])
+    if params.get("status"):
+        state = snapshots.STATE_FROM_V1.get(params["status"])
+        if state is None:
+            raise InvalidParams(f"status {params['status']!r} is not a task state")
+        tasks = tasks.filter(state=state)
+    if params.get("statusTimestampAfter"):
+        after = parse_datetime(params["statusTimestampAfter"])
+        if after is None:
+            raise InvalidParams("statusTimestampAfter must be an RFC 3339 time")
+        tasks = tasks.filter(status_timestamp__gt=after)
+    total = tasks.count()
+    if params.get("pageToken"):
+        moment, task_id = _decode_token(params["pageToken"])
+        tasks = tasks.filter(Q(status_timestamp__lt=moment) |
+                             Q(status_timestamp=moment, pk__lt=task_id))
+    page = list(tasks.order_by("-status_timestamp", "-id")[: int(page_size) + 1])
+    more = len(page) > int(page_size)
+    page = page[: int(page_size)]
+    history_length = params.get("historyLength")
+    include_artifacts = bool(params.get("includeArtifacts"))
+    return {
+        "tasks": [snapshots.trim(snapshot_of(task), history_length=history_length,
+                                 include_artifacts=include_artifacts) for task in page],
+        "nextPageToken": _encode_token(page[-1]) if more else "",
+        "pageSize": int(page_size),
+        "totalSize": total,
+    }

@@ -1,0 +1,190 @@
+"""Writes to tasks. Every state change is a compare-and-set on (state, last_sequence), so two
+writers (a completion and a cancel, two relay processes) cannot both win; the loser re-reads
+and re-decides. Services return what they wrote; the async gateway publishes it to streams.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from tasks_app import snapshots
+from tasks_app.lifecycle import TERMINAL, TaskState, check_transition
+from tasks_app.models import PushDelivery, Task, TaskEvent
+
+CAS_ATTEMPTS = 5
+
+
+class StaleTaskError(Exception):
+    """The task changed under us more often than we retry."""
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The task after a write, and the event to publish (None when nothing changed)."""
+
+    task: Task
+    event: dict[str, Any] | None
+    sequence: int
+
+
+def iso(moment: datetime) -> str:
+    """RFC 3339 UTC with milliseconds and a Z, as ProtoJSON timestamps are written."""
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def snapshot_of(task: Task) -> dict[str, Any]:
+    """The canonical Task dict of a stored task (relay ids)."""
+    return snapshots.task_snapshot(
+        task_id=task.id, context_id=task.context_id, state=task.state,
+        status_message=task.status_message, timestamp=iso(task.status_timestamp),
+        history=task.history, artifacts=task.artifacts, metadata=task.metadata,
+    )
+
+
+def task_open(*, caller, target_kind: str, target_id: str, agent_id: str | None,
+              message: dict[str, Any], client_version: str,
+              metadata: dict[str, Any] | None = None, context_id: str = "",
+              parent_id: str | None = None, delegation_chain: list[str] | None = None,
+              expires_at: datetime | None = None) -> Task:
+    """Creates a task in ``submitted`` with the caller's message as its history."""
+    task = Task(caller=caller, target_kind=target_kind, target_id=target_id,
+                agent_id=agent_id, client_version=client_version,
+                metadata=metadata or {}, parent_id=parent_id,
+                delegation_chain=delegation_chain or [], expires_at=expires_at)
+    task.context_id = context_id or task.id
+    task.history = [dict(message, taskId=task.id, contextId=task.context_id)]
+    task.save(force_insert=True)
+    return task
+
+
+def task_add_message(*, task: Task, message: dict[str, Any]) -> Task:
+    """Appends a caller's follow-up message to a task's history (the task must be open)."""
+    for _ in range(CAS_ATTEMPTS):
+        entry = dict(message, taskId=task.id, contextId=task.context_id)
+        moved = Task.objects.filter(
+            pk=task.pk, state=task.state, last_sequence=task.last_sequence
+        ).exclude(state__in=[s.value for s in TERMINAL]).update(
+            history=[*task.history, entry], updated_at=timezone.now()
+        )
+        if moved == 1:
+            task.history = [*task.history, entry]
+            return task
+        task.refresh_from_db()
+        if task.is_terminal:
+            raise TerminalTaskError(task)
+    raise StaleTaskError(task.pk)
+
+
+class TerminalTaskError(Exception):
+    def __init__(self, task: Task) -> None:
+        super().__init__(f"task {task.pk} is {task.state}")
+        self.task = task
+
+
+def task_record(*, task: Task, event: dict[str, Any], upstream_task_id: str = "",
+                upstream_context_id: str = "") -> Recorded:
+    """Applies one canonical StreamResponse (relay ids) to the task and stores it as the next
+    event. A task already terminal ignores it (returns ``event=None``): a late completion
+    after a cancel changes nothing. An invalid transition raises InvalidTransition."""
+    for _ in range(CAS_ATTEMPTS):
+        if task.is_terminal:
+            return Recorded(task, None, task.last_sequence)
+        before = snapshot_of(task)
+        after = snapshots.apply_event(before, event)
+        new_state = snapshots.state_of(after) or task.state
+        if new_state != task.state or new_state not in {s.value for s in TERMINAL}:
+            check_transition(task.state, new_state)
+        now = timezone.now()
+        changes = _fields_from_snapshot(after, new_state, now,
+                                        status_changed="artifactUpdate" not in event)
+        if upstream_task_id and not task.upstream_task_id:
+            changes["upstream_task_id"] = upstream_task_id
+        if upstream_context_id and not task.upstream_context_id:
+            changes["upstream_context_id"] = upstream_context_id
+        sequence = task.last_sequence + 1
+        with transaction.atomic():
+            moved = Task.objects.filter(
+                pk=task.pk, state=task.state, last_sequence=task.last_sequence
+            ).update(last_sequence=sequence, **changes)
+            if moved == 1:
+                kind = next(k for k in ("task", "statusUpdate", "artifactUpdate", "message")
+                            if k in event)
+                stored = TaskEvent.objects.create(
+                    task_id=task.pk, sequence=sequence, payload=event,
+                    kind={"statusUpdate": TaskEvent.Kind.STATUS,
+                          "artifactUpdate": TaskEvent.Kind.ARTIFACT}.get(kind,
+                                                                        TaskEvent.Kind.TASK),
+                )
+                if task.has_push_configs:
+                    _queue_push(task, stored)
+        if moved == 1:
+            for name, value in changes.items():
+                setattr(task, name, value)
+            task.last_sequence = sequence
+            return Recorded(task, event, sequence)
+        task.refresh_from_db()
+    raise StaleTaskError(task.pk)
+
+
+def _fields_from_snapshot(after: dict[str, Any], state: str, now: datetime, *,
+                         status_changed: bool) -> dict[str, Any]:
+    status = after.get("status") or {}
+    fields: dict[str, Any] = {
+        "state": state,
+        "status_message": status.get("message"),
+        "history": after.get("history", []),
+        "artifacts": after.get("artifacts", []),
+        "metadata": after.get("metadata", {}),
+        "updated_at": now,
+    }
+    if status_changed:
+        fields["status_timestamp"] = now
+    if TaskState(state) in TERMINAL:
+        fields["completed_at"] = now
+    return fields
+
+
+def status_event(task: Task, state: str, text: str | None = None) -> dict[str, Any]:
+    """A statusUpdate event for the task, with an agent message carrying ``text``."""
+    status: dict[str, Any] = {"state": snapshots.V1_STATE[state]}
+    if text:
+        status["message"] = {
+            "messageId": f"relay-{task.pk}-{task.last_sequence + 1}",
+            "role": "ROLE_AGENT", "taskId": task.pk, "contextId": task.context_id,
+            "parts": [{"text": text}],
+        }
+    return {"statusUpdate": {"taskId": task.pk, "contextId": task.context_id, "status": status}}
+
+
+def task_fail(*, task: Task, reason: str) -> Recorded:
+    """Ends an open task ``failed`` with a message saying why (and keeps the reason in
+    ``error``). A task already terminal is left as it is."""
+    recorded = task_record(task=task, event=status_event(task, TaskState.FAILED, reason))
+    if recorded.event is not None:
+        Task.objects.filter(pk=task.pk).update(error=reason[:2000])
+        task.error = reason[:2000]
+    return recorded
+
+
+def task_cancel(*, task: Task, reason: str = "") -> Recorded:
+    """Moves an open task to ``canceled``; raises TerminalTaskError when it already ended
+    (including when a completion won the race)."""
+    recorded = task_record(task=task, event=status_event(task, TaskState.CANCELED, reason or None))
+    if recorded.event is None:
+        raise TerminalTaskError(task)
+    return recorded
+
+
+def _queue_push(task: Task, event: TaskEvent) -> None:
+    from tasks_app.tasks import deliver_push
+
+    for config in task.push_configs.all():
+        delivery = PushDelivery.objects.create(config=config, event=event,
+                                               payload=event.payload)
+        transaction.on_commit(lambda pk=delivery.pk: deliver_push.delay(pk))

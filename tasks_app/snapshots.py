@@ -1,0 +1,151 @@
+"""Pure operations on canonical (1.0 ProtoJSON) tasks, messages and stream events.
+
+- ``IdMap`` rewrites task and context ids between the relay's ids (the only ones clients see)
+  and an upstream agent's ids, in both directions, everywhere they occur.
+- ``apply_event`` folds a ``statusUpdate`` or ``artifactUpdate`` into a task snapshot, the way
+  a client folding the stream would (artifact chunks appended by ``artifactId``).
+- ``trim`` applies ``historyLength`` and ``includeArtifacts`` to a task for a response.
+
+Imports no Django: the gateway, the router and their tests share it.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+JsonDict = dict[str, Any]
+
+V1_STATE = {
+    "submitted": "TASK_STATE_SUBMITTED",
+    "working": "TASK_STATE_WORKING",
+    "input-required": "TASK_STATE_INPUT_REQUIRED",
+    "auth-required": "TASK_STATE_AUTH_REQUIRED",
+    "completed": "TASK_STATE_COMPLETED",
+    "canceled": "TASK_STATE_CANCELED",
+    "failed": "TASK_STATE_FAILED",
+    "rejected": "TASK_STATE_REJECTED",
+}
+STATE_FROM_V1 = {wire: state for state, wire in V1_STATE.items()}
+
+
+@dataclass(frozen=True)
+class IdMap:
+    """Relay ids on one side, upstream ids on the other. An empty upstream id means "not
+    known yet": nothing is rewritten towards it."""
+
+    task_id: str
+    context_id: str
+    upstream_task_id: str = ""
+    upstream_context_id: str = ""
+
+    def message_to_upstream(self, message: JsonDict) -> JsonDict:
+        """The message as the upstream agent must see it: its own task and context ids."""
+        out = dict(message)
+        if out.get("taskId"):
+            if self.upstream_task_id:
+                out["taskId"] = self.upstream_task_id
+            else:
+                out.pop("taskId")
+        context = self.upstream_context_id or self.context_id
+        if context:
+            out["contextId"] = context
+        return out
+
+    def to_relay(self, value: Any) -> Any:
+        """A task, message, or stream response from upstream, with the relay's ids."""
+        if isinstance(value, list):
+            return [self.to_relay(item) for item in value]
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for key, item in value.items():
+            if key in ("taskId", "id") and isinstance(item, str) and self._is_upstream_task(
+                    key, value):
+                out[key] = self.task_id
+            elif key == "contextId" and isinstance(item, str):
+                out[key] = self.context_id
+            elif key in ("task", "message", "statusUpdate", "artifactUpdate", "status",
+                         "history"):
+                out[key] = self.to_relay(item)
+            else:
+                out[key] = item
+        return out
+
+    def _is_upstream_task(self, key: str, container: JsonDict) -> bool:
+        # "id" names the task only on a Task object (it has "status"); elsewhere "id" may be a
+        # config id. A taskId always names the task.
+        return key == "taskId" or "status" in container
+
+
+def task_snapshot(*, task_id: str, context_id: str, state: str, status_message: JsonDict | None,
+                  timestamp: str, history: list, artifacts: list, metadata: JsonDict) -> JsonDict:
+    """A canonical Task dict from stored fields (state in our storage spelling)."""
+    status: JsonDict = {"state": V1_STATE[state], "timestamp": timestamp}
+    if status_message:
+        status["message"] = status_message
+    task: JsonDict = {"id": task_id, "contextId": context_id, "status": status}
+    if artifacts:
+        task["artifacts"] = artifacts
+    if history:
+        task["history"] = history
+    if metadata:
+        task["metadata"] = metadata
+    return task
+
+
+def trim(task: JsonDict, *, history_length: int | None = None,
+         include_artifacts: bool = True) -> JsonDict:
+    """``historyLength``: None keeps all, 0 drops the history, n keeps the n most recent
+    messages. Artifacts are omitted (not emptied) unless included."""
+    out = dict(task)
+    if history_length is not None:
+        if history_length <= 0:
+            out.pop("history", None)
+        elif "history" in out:
+            out["history"] = out["history"][-history_length:]
+    if not include_artifacts:
+        out.pop("artifacts", None)
+    return out
+
+
+def state_of(task_or_event: JsonDict) -> str | None:
+    """Our storage spelling of a canonical task's or status update's state, or None."""
+    return STATE_FROM_V1.get((task_or_event.get("status") or {}).get("state", ""))
+
+
+def apply_event(task: JsonDict, event: JsonDict) -> JsonDict:
+    """Folds one StreamResponse into a task snapshot and returns the new snapshot.
+
+    ``task`` replaces the snapshot; ``statusUpdate`` replaces the status and merges metadata;
+    ``artifactUpdate`` adds an artifact, or appends parts to the one with the same id when
+    ``append`` is set. A ``message`` event leaves the task as it is.
+    """
+    if "task" in event:
+        return copy.deepcopy(event["task"])
+    out = dict(task)
+    if "statusUpdate" in event:
+        update = event["statusUpdate"]
+        out["status"] = update.get("status", out.get("status"))
+        message = (update.get("status") or {}).get("message")
+        if message:
+            out["history"] = [*out.get("history", []), message]
+        if update.get("metadata"):
+            out["metadata"] = {**out.get("metadata", {}), **update["metadata"]}
+    elif "artifactUpdate" in event:
+        update = event["artifactUpdate"]
+        artifact = update.get("artifact") or {}
+        artifacts = [dict(a) for a in out.get("artifacts", [])]
+        for existing in artifacts:
+            if existing.get("artifactId") == artifact.get("artifactId"):
+                if update.get("append"):
+                    existing["parts"] = [*existing.get("parts", []), *artifact.get("parts", [])]
+                else:
+                    existing.clear()
+                    existing.update(artifact)
+                break
+        else:
+            artifacts.append(artifact)
+        out["artifacts"] = artifacts
+    return out

@@ -1,0 +1,272 @@
+"""Calls to upstream A2A agents: the one client the gateway, the team router and the health
+probes share.
+
+It picks the interface to use from what the agent declares (1.0 before 0.3, JSON-RPC before
+HTTP+JSON, the invocation URL overriding the card's own), speaks that binding and version
+through the protocol layer, and turns transport failures into ``UpstreamError`` with a stable
+category (``dns``, ``refused``, ``tls``, ``timeout``, ``http_status``, ``protocol``) that the
+task record, the circuit breaker and the health probes all use. HTTP goes through
+``relay_project.outbound``, so the SSRF guard covers every call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import ssl
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from httpx_sse import SSEError, aconnect_sse
+
+from relay_project import outbound
+from tasks_app.protocol import jsonrpc, rest
+from tasks_app.protocol.convert import Dialect, stream_response_to_v1
+from tasks_app.protocol.errors import A2AError, InvalidAgentResponse, error_from_rest
+from tasks_app.protocol.versions import (
+    VERSION_HEADER,
+    Operation,
+    activation_header_name,
+)
+
+SPEAKS = ("1.0", "0.3", "0.2")
+BINDINGS = ("JSONRPC", "HTTP+JSON")
+_request_ids = itertools.count(1)
+
+
+class UpstreamError(Exception):
+    """The agent could not be reached or did not answer usably. ``category`` is stable."""
+
+    def __init__(self, category: str, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.category = category
+        self.message = message
+        self.status = status
+
+
+class NoUsableInterfaceError(UpstreamError):
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(
+            "protocol",
+            f"agent {agent_id!r} declares no JSON-RPC or HTTP+JSON interface of A2A 1.0 or 0.3",
+        )
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how to call one agent."""
+
+    agent_id: str
+    url: str
+    binding: str
+    version: str  # "1.0" or "0.3" (0.2 agents are spoken to as 0.3)
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    @property
+    def wire_version(self) -> str:
+        return "1.0" if self.version == "1.0" else "0.3"
+
+
+def choose_endpoint(*, agent_id: str, interfaces: Iterable[Mapping[str, str]],
+                    invocation_url: str = "", headers: Mapping[str, str] | None = None
+                    ) -> Endpoint:
+    """The interface the relay will use: the best version first, then the best binding; the
+    invocation URL, when set, replaces that interface's URL."""
+    candidates = [
+        (SPEAKS.index(i.get("protocolVersion")), BINDINGS.index(i.get("protocolBinding")), i)
+        for i in interfaces
+        if i.get("protocolVersion") in SPEAKS and i.get("protocolBinding") in BINDINGS
+    ]
+    if not candidates:
+        if not invocation_url:
+            raise NoUsableInterfaceError(agent_id)
+        chosen = {"url": invocation_url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}
+    else:
+        chosen = min(candidates, key=lambda c: (c[0], c[1]))[2]
+    version = "1.0" if chosen["protocolVersion"] == "1.0" else "0.3"
+    return Endpoint(
+        agent_id=agent_id,
+        url=invocation_url or chosen["url"],
+        binding=chosen["protocolBinding"],
+        version=version,
+        headers=tuple((headers or {}).items()),
+    )
+
+
+_clients: dict[int, httpx.AsyncClient] = {}
+
+
+def shared_client() -> httpx.AsyncClient:
+    """One pooled client per event loop (a daphne process has one loop)."""
+    loop = asyncio.get_running_loop()
+    client = _clients.get(id(loop))
+    if client is None or client.is_closed:
+        client = outbound.async_client()
+        _clients[id(loop)] = client
+    return client
+
+
+def _headers(endpoint: Endpoint, extensions: Iterable[str],
+             extra: Mapping[str, str] | None) -> dict[str, str]:
+    headers = dict(endpoint.headers)
+    headers["Content-Type"] = "application/json"
+    if endpoint.wire_version == "1.0":
+        headers[VERSION_HEADER] = "1.0"
+    extensions = list(dict.fromkeys(extensions))
+    if extensions:
+        headers[activation_header_name(endpoint.wire_version)] = ", ".join(extensions)
+    headers.update(extra or {})
+    return headers
+
+
+def classify(error: BaseException, agent_id: str) -> UpstreamError:
+    """A transport failure as an UpstreamError naming the agent and the problem."""
+    name = f"agent {agent_id!r}"
+    if isinstance(error, UpstreamError):
+        return error
+    if isinstance(error, outbound.UnsafeURLError):
+        return UpstreamError("refused", f"{name} is at an address the relay may not call: {error}")
+    if isinstance(error, httpx.TimeoutException):
+        return UpstreamError("timeout", f"{name} did not answer in time")
+    if isinstance(error, httpx.ConnectError):
+        text = str(error)
+        if "resolve" in text or "Name or service not known" in text:
+            return UpstreamError("dns", f"{name}: cannot resolve its host ({text})")
+        if isinstance(error.__cause__, ssl.SSLError) or "SSL" in text or "certificate" in text:
+            return UpstreamError("tls", f"{name}: TLS handshake failed ({text})")
+        return UpstreamError("refused", f"{name} refused the connection")
+    if isinstance(error, httpx.RemoteProtocolError | SSEError):
+        return UpstreamError("protocol", f"{name} broke the HTTP exchange: {error}")
+    if isinstance(error, httpx.HTTPError):
+        return UpstreamError("protocol", f"{name}: {type(error).__name__}: {error}")
+    raise error
+
+
+async def call(endpoint: Endpoint, operation: Operation, params: Mapping[str, Any], *,
+               extensions: Iterable[str] = (), extra_headers: Mapping[str, str] | None = None,
+               timeout: float | None = None, client: httpx.AsyncClient | None = None) -> Any:
+    """Calls one non-streaming operation and returns the canonical (1.0) result.
+
+    Raises the A2AError the agent answered with, InvalidAgentResponse for an answer that is
+    not A2A, and UpstreamError when the agent cannot be reached or answers an HTTP error
+    without an A2A body.
+    """
+    client = client or shared_client()
+    headers = _headers(endpoint, extensions, extra_headers)
+    kwargs = {"timeout": timeout} if timeout else {}
+    try:
+        if endpoint.binding == "JSONRPC":
+            body = jsonrpc.jsonrpc_request_body(next(_request_ids), operation,
+                                                endpoint.wire_version, params)
+            response = await client.post(endpoint.url, content=json.dumps(body),
+                                         headers=headers, **kwargs)
+        else:
+            planned = rest.rest_upstream_request(operation, endpoint.wire_version, params)
+            prefix = "" if endpoint.wire_version == "1.0" else "/v1"
+            response = await client.request(
+                planned.http_method, endpoint.url.rstrip("/") + prefix + planned.path,
+                params=planned.query or None,
+                content=json.dumps(planned.body) if planned.body is not None else None,
+                headers=headers, **kwargs,
+            )
+    except httpx.HTTPError as error:
+        raise classify(error, endpoint.agent_id) from error
+    return _parse(endpoint, operation, response)
+
+
+def _parse(endpoint: Endpoint, operation: Operation, response: httpx.Response) -> Any:
+    name = f"agent {endpoint.agent_id!r}"
+    try:
+        if endpoint.binding == "JSONRPC":
+            if response.status_code >= 400 and not _looks_like_json(response):
+                raise UpstreamError("http_status", f"{name} answered HTTP {response.status_code}",
+                                    status=response.status_code)
+            return jsonrpc.parse_jsonrpc_response(response.content, operation,
+                                                  endpoint.wire_version)
+        if response.status_code >= 500 and not _looks_like_json(response):
+            raise UpstreamError("http_status", f"{name} answered HTTP {response.status_code}",
+                                status=response.status_code)
+        return rest.parse_rest_response(response.status_code, response.content, operation,
+                                        endpoint.wire_version)
+    except InvalidAgentResponse as error:
+        if response.status_code >= 400:
+            raise UpstreamError("http_status", f"{name} answered HTTP {response.status_code}",
+                                status=response.status_code) from error
+        raise InvalidAgentResponse(f"{name} answered something that is not A2A: {error.message}"
+                                   ) from error
+
+
+def _looks_like_json(response: httpx.Response) -> bool:
+    return "json" in response.headers.get("content-type", "")
+
+
+async def stream(endpoint: Endpoint, operation: Operation, params: Mapping[str, Any], *,
+                 extensions: Iterable[str] = (), extra_headers: Mapping[str, str] | None = None,
+                 client: httpx.AsyncClient | None = None) -> AsyncIterator[dict[str, Any]]:
+    """Calls a streaming operation and yields canonical StreamResponse dicts as they arrive.
+
+    Raises like ``call``: before the first event for a refused request, or mid-stream when
+    the agent sends an error event or breaks the stream.
+    """
+    client = client or shared_client()
+    headers = _headers(endpoint, extensions, extra_headers)
+    headers["Accept"] = "text/event-stream"
+    if endpoint.binding == "JSONRPC":
+        request_id = next(_request_ids)
+        body = jsonrpc.jsonrpc_request_body(request_id, operation, endpoint.wire_version, params)
+        method, url, query = "POST", endpoint.url, None
+    else:
+        planned = rest.rest_upstream_request(operation, endpoint.wire_version, params)
+        prefix = "" if endpoint.wire_version == "1.0" else "/v1"
+        method, url = planned.http_method, endpoint.url.rstrip("/") + prefix + planned.path
+        body, query = planned.body, planned.query or None
+    timeout = httpx.Timeout(outbound.OutboundPolicy.from_settings().timeout, read=None)
+    try:
+        async with aconnect_sse(client, method, url, params=query, headers=headers,
+                                content=json.dumps(body) if body is not None else None,
+                                timeout=timeout) as source:
+            response = source.response
+            if "text/event-stream" not in response.headers.get("content-type", ""):
+                await response.aread()
+                yield _single_answer(endpoint, operation, response)
+                return
+            async for event in source.aiter_sse():
+                if not event.data:
+                    continue
+                yield _stream_event(endpoint, operation, event.event, event.data)
+    except httpx.HTTPError as error:
+        raise classify(error, endpoint.agent_id) from error
+    except SSEError as error:
+        raise classify(error, endpoint.agent_id) from error
+
+
+def _single_answer(endpoint: Endpoint, operation: Operation,
+                   response: httpx.Response) -> dict[str, Any]:
+    """An agent that answered a stream request with a plain JSON response: either an error
+    (raised) or a single result, wrapped as the only stream event."""
+    result = _parse(endpoint, operation, response)
+    if isinstance(result, dict) and len(result) == 1 and next(iter(result)) in (
+            "task", "message", "statusUpdate", "artifactUpdate"):
+        return result
+    raise InvalidAgentResponse(f"agent {endpoint.agent_id!r} did not stream")
+
+
+def _stream_event(endpoint: Endpoint, operation: Operation, name: str,
+                  data: str) -> dict[str, Any]:
+    try:
+        if endpoint.binding == "JSONRPC":
+            return jsonrpc.parse_jsonrpc_response(data, operation, endpoint.wire_version)
+        payload = json.loads(data)
+        if name == "error" or (isinstance(payload, dict) and "error" in payload):
+            raise error_from_rest(500, payload)
+        if endpoint.wire_version == "1.0":
+            return payload
+        return stream_response_to_v1(payload, Dialect.V03_REST)
+    except (ValueError, TypeError) as error:
+        raise InvalidAgentResponse(
+            f"agent {endpoint.agent_id!r} sent a stream event that is not A2A") from error
+    except A2AError:
+        raise
