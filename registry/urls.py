@@ -4,4 +4,5 @@ from registry import views
 
 urlpatterns = [
     path("", views.registry_page, name="registry-page"),
+    path("agents/<str:agent_id>/", views.agent_page, name="agent-page"),
 ]
