@@ -15,18 +15,12 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from tasks_app.lifecycle import TaskState, to_wire_v1
+
 JsonDict = dict[str, Any]
 
-V1_STATE = {
-    "submitted": "TASK_STATE_SUBMITTED",
-    "working": "TASK_STATE_WORKING",
-    "input-required": "TASK_STATE_INPUT_REQUIRED",
-    "auth-required": "TASK_STATE_AUTH_REQUIRED",
-    "completed": "TASK_STATE_COMPLETED",
-    "canceled": "TASK_STATE_CANCELED",
-    "failed": "TASK_STATE_FAILED",
-    "rejected": "TASK_STATE_REJECTED",
-}
+# Storage spelling <-> 1.0 wire names, from the one state table in tasks_app.lifecycle.
+V1_STATE = {state.value: to_wire_v1(state) for state in TaskState}
 STATE_FROM_V1 = {wire: state for state, wire in V1_STATE.items()}
 
 
