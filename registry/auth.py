@@ -57,6 +57,15 @@ def caller_key(request) -> ApiKey | None:
     return request.auth if isinstance(request.auth, ApiKey) else None
 
 
+class HasApiKey(permissions.BasePermission):
+    """A valid API key: what every A2A call needs."""
+
+    message = "an API key is required: send Authorization: Bearer <key>"
+
+    def has_permission(self, request, view) -> bool:
+        return caller_key(request) is not None
+
+
 class IsApiKeyOrStaff(permissions.BasePermission):
     """A valid API key, or a logged-in staff user (the admin and the web pages)."""
 

@@ -1,7 +1,7 @@
 """ASGI entry point: ``daphne relay_project.asgi:application``.
 
-Plain HTTP goes to Django; the streaming (SSE) endpoints are Channels consumers routed ahead of
-it by the apps that own them.
+A2A streaming calls go to the Channels SSE consumer; everything else to Django
+(see ``relay_project.routing``).
 """
 
 import os
@@ -11,6 +11,12 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "relay_project.settings")
 django_application = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402 - needs Django set up first
+# Imported after Django is set up: they load models.
+from channels.routing import ProtocolTypeRouter  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_application})
+from relay_project.routing import A2ARouter  # noqa: E402
+from tasks_app.consumers import A2AStreamConsumer  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {"http": A2ARouter(django_application, A2AStreamConsumer.as_asgi())}
+)

@@ -535,3 +535,44 @@ async def _save_inline_push_config(task: Task, configuration: dict[str, Any]) ->
 
         await sync_to_async(push.config_create)(task=task, config=inline)
 
+
+
+# --- Push-notification configs ------------------------------------------------------------
+
+
+async def push_config_create(target: Target | None, ctx: CallContext,
+                             params: dict[str, Any]) -> dict[str, Any]:
+    from tasks_app import push
+
+    task = await _load(target, ctx, params["taskId"])
+    stored = await sync_to_async(push.config_create)(task=task, config=params)
+    return push.config_view(stored)
+
+
+async def push_config_get(target: Target | None, ctx: CallContext,
+                          params: dict[str, Any]) -> dict[str, Any]:
+    from tasks_app import push
+
+    task = await _load(target, ctx, params["taskId"])
+    stored = await sync_to_async(push.config_get)(task=task, config_id=params["id"])
+    if stored is None:
+        raise TaskNotFound(f"task {task.id} has no push notification config {params['id']!r}",
+                           metadata={"taskId": task.id})
+    return push.config_view(stored)
+
+
+async def push_config_list(target: Target | None, ctx: CallContext,
+                           params: dict[str, Any]) -> dict[str, Any]:
+    from tasks_app import push
+
+    task = await _load(target, ctx, params["taskId"])
+    configs = await sync_to_async(push.config_list)(task=task)
+    return {"configs": [push.config_view(c) for c in configs], "nextPageToken": ""}
+
+
+async def push_config_delete(target: Target | None, ctx: CallContext,
+                             params: dict[str, Any]) -> None:
+    from tasks_app import push
+
+    task = await _load(target, ctx, params["taskId"])
+    await sync_to_async(push.config_delete)(task=task, config_id=params["id"])

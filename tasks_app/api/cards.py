@@ -1,0 +1,49 @@
+"""The cards the relay publishes for each agent it fronts, with ETag and Cache-Control."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, HttpResponseNotModified, JsonResponse
+from django.views.decorators.http import require_safe
+
+from registry.models import Agent
+from tasks_app import cards
+
+
+def relay_base_url(request: HttpRequest, path: str) -> str:
+    """Absolute URL of a relay path, from RELAY_PUBLIC_URL when set, else from the request."""
+    if settings.RELAY_PUBLIC_URL:
+        return settings.RELAY_PUBLIC_URL.rstrip("/") + path
+    return request.build_absolute_uri(path)
+
+
+def card_response(request: HttpRequest, card: dict) -> HttpResponse:
+    """The card as JSON, or 304 when the client's ETag still matches."""
+    etag = cards.card_etag(card)
+    if etag in [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]:
+        response = HttpResponseNotModified()
+    else:
+        response = JsonResponse(card, json_dumps_params={"ensure_ascii": False})
+    response["ETag"] = etag
+    response["Cache-Control"] = cards.CARD_CACHE_CONTROL
+    return response
+
+
+def agent_relay_card(agent: Agent, request: HttpRequest) -> dict:
+    """The agent's card as the relay serves it: interfaces at the relay, relay security, and
+    the 0.3 fields beside the 1.0 ones."""
+    base = relay_base_url(request, f"/a2a/agents/{agent.pk}/")
+    return cards.hybrid_card(
+        cards.agent_card_for_relay(agent.current_snapshot.normalized, base_url=base))
+
+
+@require_safe
+def agent_card(request: HttpRequest, target_id: str) -> HttpResponse:
+    """``GET /a2a/agents/{id}/.well-known/agent-card.json``. Public, like every agent card."""
+    agent = Agent.objects.callable().select_related("current_snapshot").filter(
+        pk=target_id).first()
+    if agent is None or agent.current_snapshot is None:
+        return JsonResponse({"error": {"code": 404, "status": "NOT_FOUND",
+                                       "message": f"no agent {target_id!r} at this relay"}},
+                            status=404)
+    return card_response(request, agent_relay_card(agent, request))
