@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import re
 
-A2A_BASE = re.compile(r"^/a2a/(?P<kind>agents|teams)/(?P<target_id>[-\w]+)/(?P<rest>.*)$")
+A2A_BASE = re.compile(
+    r"^/a2a/(?:(?P<kind>agents|teams)/(?P<target_id>[-\w]+)|(?P<relay>relay))/(?P<rest>.*)$")
+TASK_API_STREAM = "/a2a/tasks/sendSubscribe"
 REST_STREAM = re.compile(r"^(v1/)?(message:stream|tasks/[^/]+:subscribe)$")
 STREAM_METHODS = {"SendStreamingMessage", "SubscribeToTask", "message/stream",
                   "tasks/resubscribe"}
-KINDS = {"agents": "agent", "teams": "team"}
+KINDS = {"agents": "agent", "teams": "team", None: "relay"}
 MAX_PEEK_BYTES = 8 * 1024 * 1024
 
 
@@ -68,10 +70,14 @@ class A2ARouter:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.django_app(scope, receive, send)
+        if scope["path"] == TASK_API_STREAM and scope["method"] == "POST":
+            return await self._stream(scope, receive, send,
+                                      {"kind": "task-api", "target_id": "", "rest": ""},
+                                      "HTTP+JSON")
         match = A2A_BASE.match(scope["path"])
         if match is None:
             return await self.django_app(scope, receive, send)
-        kwargs = {"kind": KINDS[match["kind"]], "target_id": match["target_id"],
+        kwargs = {"kind": KINDS[match["kind"]], "target_id": match["target_id"] or "default",
                   "rest": match["rest"]}
         if scope["method"] in ("GET", "POST") and REST_STREAM.match(match["rest"]):
             return await self._stream(scope, receive, send, kwargs, "HTTP+JSON")

@@ -192,6 +192,9 @@ RELAY_UPSTREAM_TIMEOUT = env.float("RELAY_UPSTREAM_TIMEOUT", default=60.0)
 # Key for upstream credentials at rest (a Fernet key). Without it, one is derived from
 # SECRET_KEY, which is fine for the embedded profile; system check relay.W002 says so.
 RELAY_ENCRYPTION_KEY = env.str("RELAY_ENCRYPTION_KEY", default="")
+# Where the relay's own A2A endpoint (/a2a/relay/) forwards unless the admin chose otherwise:
+# "agent:ID" or "team:ID".
+RELAY_DEFAULT_TARGET = env.str("RELAY_DEFAULT_TARGET", default="")
 # The public base URL of this relay, used in the cards it serves. Empty: taken from the request.
 RELAY_PUBLIC_URL = env.str("RELAY_PUBLIC_URL", default="")
 

@@ -76,6 +76,8 @@ class A2AStreamConsumer(AsyncHttpConsumer):
     async def _open(self, route, body):
         headers = self._headers()
         caller = await sync_to_async(_authenticate)(headers.get("authorization"))
+        if route["kind"] == "task-api":
+            return await self._open_task_api(headers, body, caller)
         if route["binding"] == calls.JSONRPC:
             call = calls.parse_jsonrpc_call(headers, body)
         else:
@@ -84,6 +86,19 @@ class A2AStreamConsumer(AsyncHttpConsumer):
         target = await sync_to_async(gateway.resolve_target)(route["kind"], route["target_id"])
         if target is None:
             raise TargetNotFound(f"no {route['kind']} {route['target_id']!r} at this relay")
+        return call, target, await calls.open_stream(target, call, caller)
+
+    async def _open_task_api(self, headers, body, caller):
+        """``POST /a2a/tasks/sendSubscribe``: the target is named in the body."""
+        from tasks_app.api import task_api
+        from tasks_app.protocol.versions import Operation
+
+        kind, target_id, params = task_api.target_and_request(task_api.parse_body(body),
+                                                              Operation.STREAM)
+        call = task_api.rest_call(Operation.STREAM, params, headers)
+        target = await sync_to_async(gateway.resolve_target)(kind, target_id)
+        if target is None:
+            raise TargetNotFound(f"no {kind} {target_id!r} at this relay")
         return call, target, await calls.open_stream(target, call, caller)
 
     async def _reply(self, reply: calls.Reply) -> None:

@@ -154,3 +154,24 @@ class PushDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.config} {self.outcome}"
+
+
+class RelayEndpoint(models.Model):
+    """Where the relay's own A2A endpoint (``/a2a/relay/``) forwards: one agent or team.
+
+    One row at most; without it, the ``RELAY_DEFAULT_TARGET`` setting decides.
+    """
+
+    class Kind(models.TextChoices):
+        AGENT = "agent"
+        TEAM = "team"
+
+    target_kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.AGENT)
+    target_id = models.SlugField(max_length=64, help_text="The agent's or team's id.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "relay endpoint"
+
+    def __str__(self) -> str:
+        return f"/a2a/relay/ -> {self.target_kind} {self.target_id}"

@@ -47,3 +47,32 @@ def agent_card(request: HttpRequest, target_id: str) -> HttpResponse:
                                        "message": f"no agent {target_id!r} at this relay"}},
                             status=404)
     return card_response(request, agent_relay_card(agent, request))
+
+
+def relay_card(request: HttpRequest) -> dict:
+    """The relay's own card: its endpoint at /a2a/relay/, the client-routing extension, and
+    the skills of the target it forwards to."""
+    from tasks_app.relay_endpoint import default_target
+
+    chosen = default_target()
+    skills: list[dict] = []
+    if chosen and chosen[0] == "agent":
+        agent = Agent.objects.select_related("current_snapshot").filter(pk=chosen[1]).first()
+        if agent is not None and agent.current_snapshot is not None:
+            skills = agent.current_snapshot.normalized.get("skills", [])
+    return cards.hybrid_card(cards.relay_self_card(
+        base_url=relay_base_url(request, "/a2a/relay/"), version="0.1.0", skills=skills,
+        default_target=":".join(chosen) if chosen else None,
+    ))
+
+
+@require_safe
+def relay_agent_card(request: HttpRequest) -> HttpResponse:
+    """``GET /.well-known/agent-card.json`` (and under /a2a/relay/): the relay's own card."""
+    return card_response(request, relay_card(request))
+
+
+@require_safe
+def relay_legacy_card(request: HttpRequest) -> HttpResponse:
+    """``GET /.well-known/agent.json``: the relay's card for A2A 0.2 clients."""
+    return card_response(request, cards.legacy_0_2_card(relay_card(request)))

@@ -1,0 +1,162 @@
+"""The task API from our design notes: one endpoint for every target, the target named in the
+body (``agentId`` or ``teamId``). JSON is A2A 1.0 ProtoJSON; errors are the HTTP+JSON binding's
+``google.rpc.Status`` envelope.
+
+- ``POST /a2a/tasks/send``: a SendMessageRequest plus the target -> SendMessageResponse.
+- ``POST /a2a/tasks/sendSubscribe``: the same, answered as an SSE stream (Channels consumer).
+- ``GET /a2a/tasks/{taskId}``, ``POST /a2a/tasks/{taskId}/cancel``: any of the caller's tasks.
+- ``POST /a2a/tasks/sendBatch``: several sends, ``executionMode`` parallel or sequential,
+  ``aggregationStrategy`` individual or merge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from tasks_app import gateway
+from tasks_app.api import calls
+from tasks_app.api.views import A2AView, TargetNotFound, http_reply
+from tasks_app.protocol.convert import parse_request_v1
+from tasks_app.protocol.errors import A2AError, InvalidParams, InvalidRequest, JSONParseError
+from tasks_app.protocol.versions import Operation, ProtocolVersion
+
+MAX_BATCH = 20
+TARGET_KEYS = {"agentId": "agent", "teamId": "team"}
+
+
+def parse_body(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise JSONParseError(f"the body is not JSON: {error}") from None
+
+
+def target_and_request(payload: Any, operation: Operation) -> tuple[str, str, dict[str, Any]]:
+    """Splits ``{"agentId"|"teamId": ..., <SendMessageRequest>}`` into (kind, id, canonical
+    request). Exactly one target key is required."""
+    if not isinstance(payload, dict):
+        raise InvalidRequest("the body must be a JSON object")
+    named = [key for key in TARGET_KEYS if payload.get(key)]
+    if len(named) != 1:
+        raise InvalidParams("name exactly one target: agentId or teamId")
+    target_id = payload[named[0]]
+    if not isinstance(target_id, str):
+        raise InvalidParams(f"{named[0]} must be a string")
+    request = {key: value for key, value in payload.items() if key not in TARGET_KEYS}
+    return TARGET_KEYS[named[0]], target_id, parse_request_v1(operation, request)
+
+
+async def _target(kind: str, target_id: str) -> gateway.Target:
+    target = await sync_to_async(gateway.resolve_target)(kind, target_id)
+    if target is None:
+        raise TargetNotFound(f"no {kind} {target_id!r} at this relay")
+    return target
+
+
+def rest_call(operation: Operation, params: dict[str, Any], headers) -> calls.Call:
+    from tasks_app.protocol.versions import requested_extensions
+
+    return calls.Call(calls.REST, ProtocolVersion.V1_0, operation, params, None,
+                      requested_extensions(headers))
+
+
+class TaskApiView(A2AView):
+    binding = calls.REST
+    _version = "1.0"
+
+
+class SendView(TaskApiView):
+    async def post(self, request):
+        kind, target_id, params = target_and_request(parse_body(request.body), Operation.SEND)
+        call = rest_call(Operation.SEND, params, request.headers)
+        result = await calls.execute(await _target(kind, target_id), call, request.auth)
+        return http_reply(calls.result_reply(call, result))
+
+
+class TaskDetailView(TaskApiView):
+    async def get(self, request, task_id: str):
+        history = request.GET.get("historyLength")
+        try:
+            history_length = int(history) if history not in (None, "") else None
+        except ValueError as error:
+            raise InvalidParams("historyLength must be a whole number") from error
+        ctx = gateway.CallContext(caller=request.auth)
+        result = await gateway.get_task(None, ctx, task_id, history_length=history_length)
+        return http_reply(calls.Reply(200, result, calls.A2A_JSON))
+
+
+class TaskCancelView(TaskApiView):
+    async def post(self, request, task_id: str):
+        ctx = gateway.CallContext(caller=request.auth)
+        result = await gateway.cancel_task(None, ctx, task_id)
+        return http_reply(calls.Reply(200, result, calls.A2A_JSON))
+
+
+class SendBatchView(TaskApiView):
+    async def post(self, request):
+        payload = parse_body(request.body)
+        if not isinstance(payload, dict) or not isinstance(payload.get("requests"), list):
+            raise InvalidParams("the body must be {\"requests\": [...]} with one send per entry")
+        items = payload["requests"]
+        if not 1 <= len(items) <= MAX_BATCH:
+            raise InvalidParams(f"a batch holds 1 to {MAX_BATCH} sends")
+        mode = payload.get("executionMode", "parallel")
+        strategy = payload.get("aggregationStrategy", "individual")
+        if mode not in ("parallel", "sequential"):
+            raise InvalidParams("executionMode must be parallel or sequential")
+        if strategy not in ("individual", "merge"):
+            raise InvalidParams("aggregationStrategy must be individual or merge")
+        # Validate every entry before running any, so a bad batch runs nothing.
+        planned = [target_and_request(item, Operation.SEND) for item in items]
+        targets = [await _target(kind, target_id) for kind, target_id, _ in planned]
+
+        async def run(target, params) -> dict[str, Any]:
+            try:
+                return await calls.execute(target, rest_call(Operation.SEND, params, request.headers),
+                                           request.auth)
+            except A2AError as error:
+                return calls.error_reply(calls.REST, "1.0", error).body
+
+        pairs = list(zip(targets, (params for _, _, params in planned), strict=True))
+        if mode == "parallel":
+            results = await asyncio.gather(*(run(t, p) for t, p in pairs))
+        else:
+            results = [await run(t, p) for t, p in pairs]
+        body: dict[str, Any] = {"results": results}
+        if strategy == "merge":
+            body["merged"] = merge_results(results)
+        return http_reply(calls.Reply(200, body, calls.A2A_JSON))
+
+
+_STATE_RANK = ["TASK_STATE_FAILED", "TASK_STATE_REJECTED", "TASK_STATE_CANCELED",
+               "TASK_STATE_AUTH_REQUIRED", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_WORKING",
+               "TASK_STATE_SUBMITTED", "TASK_STATE_COMPLETED"]
+
+
+def merge_results(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """One answer from many: the least advanced state of all (an error counts as failed), every
+    artifact (tagged with the task it came from), and every reply message, in batch order."""
+    states, artifacts, messages, task_ids = [], [], [], []
+    for result in results:
+        if "error" in result:
+            states.append("TASK_STATE_FAILED")
+            continue
+        if "message" in result:
+            states.append("TASK_STATE_COMPLETED")
+            messages.append(result["message"])
+            continue
+        task = result.get("task", {})
+        task_ids.append(task.get("id"))
+        status = task.get("status", {})
+        states.append(status.get("state", "TASK_STATE_SUBMITTED"))
+        for artifact in task.get("artifacts", []):
+            artifacts.append({**artifact, "metadata": {**artifact.get("metadata", {}),
+                                                       "taskId": task.get("id")}})
+        if status.get("message"):
+            messages.append(status["message"])
+    state = min(states, key=_STATE_RANK.index) if states else "TASK_STATE_COMPLETED"
+    return {"state": state, "taskIds": task_ids, "artifacts": artifacts, "messages": messages}
