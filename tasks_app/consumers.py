@@ -20,7 +20,7 @@ from rest_framework import exceptions
 from registry.auth import api_key_from_header
 from tasks_app import gateway, streams
 from tasks_app.api import calls
-from tasks_app.api.views import TargetNotFound
+from tasks_app.api.calls import TargetNotFound
 from tasks_app.protocol.errors import A2AError, InternalError, Unauthenticated
 
 logger = logging.getLogger(__name__)

@@ -14,6 +14,7 @@ from tasks_app.protocol import jsonrpc, rest
 from tasks_app.protocol.errors import (
     A2AError,
     InternalError,
+    MethodNotFound,
     RateLimited,
     Unauthenticated,
     jsonrpc_error_body,
@@ -32,6 +33,12 @@ JSONRPC = "JSONRPC"
 REST = "HTTP+JSON"
 A2A_JSON = "application/a2a+json"
 STREAMING = {Operation.STREAM, Operation.SUBSCRIBE}
+
+
+class TargetNotFound(MethodNotFound):
+    """The URL names no agent or team the caller can reach: HTTP 404 in every binding."""
+
+    http_status = 404
 
 
 @dataclass(frozen=True)
@@ -99,9 +106,10 @@ def error_reply(binding: str, version: str, error: A2AError, request_id: Any = N
         headers.append(("Retry-After", str(error.retry_after)))
     if binding == JSONRPC:
         body = jsonrpc_error_body(error, request_id, version)
-        # JSON-RPC errors travel with HTTP 200, except authentication and rate limits, which
-        # HTTP clients and proxies must see.
-        status = error.http_status if isinstance(error, Unauthenticated | RateLimited) else 200
+        # JSON-RPC errors travel with HTTP 200, except a wrong URL, authentication and rate
+        # limits, which HTTP clients and proxies must see.
+        transport_level = isinstance(error, Unauthenticated | RateLimited | TargetNotFound)
+        status = error.http_status if transport_level else 200
         return Reply(status, body, "application/json", tuple(headers))
     status, body = rest_error_body(error)
     return Reply(status, body, A2A_JSON, tuple(headers))

@@ -19,7 +19,8 @@ from asgiref.sync import sync_to_async
 
 from tasks_app import gateway
 from tasks_app.api import calls
-from tasks_app.api.views import A2AView, TargetNotFound, http_reply
+from tasks_app.api.calls import TargetNotFound
+from tasks_app.api.views import A2AView, http_reply
 from tasks_app.protocol.convert import parse_request_v1
 from tasks_app.protocol.errors import A2AError, InvalidParams, InvalidRequest, JSONParseError
 from tasks_app.protocol.versions import Operation, ProtocolVersion

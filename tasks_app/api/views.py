@@ -17,15 +17,10 @@ from rest_framework import exceptions
 from registry.auth import ApiKeyAuthentication, HasApiKey
 from tasks_app import gateway
 from tasks_app.api import calls
-from tasks_app.protocol.errors import A2AError, InternalError, MethodNotFound, Unauthenticated
+from tasks_app.api.calls import TargetNotFound
+from tasks_app.protocol.errors import A2AError, InternalError, Unauthenticated
 
 logger = logging.getLogger(__name__)
-
-
-class TargetNotFound(MethodNotFound):
-    """The URL names no agent or team the caller can reach."""
-
-    http_status = 404
 
 
 def http_reply(reply: calls.Reply) -> HttpResponse:
