@@ -16,6 +16,7 @@ VAR_DIR = Path(environ.Env().str("RELAY_VAR_DIR", default=str(BASE_DIR / "var"))
 # The embedded profile keeps its database and its Celery queue here.
 (VAR_DIR / "celery" / "queue").mkdir(parents=True, exist_ok=True)
 (VAR_DIR / "celery" / "processed").mkdir(parents=True, exist_ok=True)
+(VAR_DIR / "celery" / "control").mkdir(parents=True, exist_ok=True)
 (VAR_DIR / "static").mkdir(parents=True, exist_ok=True)
 
 env = environ.Env(
@@ -125,6 +126,7 @@ else:
         "data_folder_in": str(_celery_queue_dir),
         "data_folder_out": str(_celery_queue_dir),
         "processed_folder": str(VAR_DIR / "celery" / "processed"),
+        "control_folder": str(VAR_DIR / "celery" / "control"),
         "store_processed": False,
     }
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import ExitStack
-
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
