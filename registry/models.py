@@ -231,3 +231,51 @@ class ApiKey(models.Model):
     # DRF treats request.user as authenticated when this is true.
     is_authenticated = True
     is_staff = False
+
+
+class Team(models.Model):
+    """Agents that answer as one A2A agent. The default agent takes a conversation's first
+    message and every answer nobody else claims; it must be an enabled member."""
+
+    id = models.SlugField(primary_key=True, max_length=64)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    default_agent = models.ForeignKey(
+        Agent, on_delete=models.PROTECT, related_name="default_for_teams",
+        help_text="Must be an enabled member of the team.",
+    )
+    max_routing_hops = models.PositiveSmallIntegerField(
+        default=10, help_text="At most this many agent calls per caller message (1 to 10).",
+    )
+    enabled = models.BooleanField(default=True)
+    members = models.ManyToManyField(Agent, through="TeamMembership", related_name="teams")
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(max_routing_hops__gte=1, max_routing_hops__lte=10),
+                name="team_hops_between_1_and_10",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class TeamMembership(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="memberships")
+    order = models.PositiveIntegerField(default=0)
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["team", "order", "agent_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "agent"], name="membership_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team_id}: {self.agent_id}"
