@@ -205,3 +205,16 @@ async def default_target_set_async(kind: str, target_id: str) -> None:
     from asgiref.sync import sync_to_async
 
     await sync_to_async(default_target_set)(kind=kind, target_id=target_id)
+
+
+async def test_the_invocation_url_is_called_instead_of_the_cards_wrong_url(relay):
+    """The card advertises a closed port; the operator registered the right URL."""
+    from asgiref.sync import sync_to_async
+
+    from tests.agents import misadvertised_agent
+
+    with running(misadvertised_agent) as url:
+        await sync_to_async(agent_register)(url=url, agent_id="fixed", invocation_url=url)
+        response = await relay.post("/a2a/tasks/send",
+                                    json={"agentId": "fixed", "message": message("still here")})
+    assert response.json()["message"]["parts"] == [{"text": "still here"}]
