@@ -697,3 +697,10 @@ class ApiKeyAdmin(admin.ModelAdmin):
             self.message_user(request, f"Revoked: {', '.join(revoked)}.", messages.SUCCESS)
         else:
             self.message_user(request, "The selected keys were already revoked.", messages.INFO)
+
+
+# --- Teams ------------------------------------------------------------------------------------
+
+# Teams have their own module; importing it registers their admin. It imports RELAY_CSS from
+# here, so it comes last.
+from registry import admin_teams  # noqa: E402, F401

@@ -12,10 +12,10 @@ import binascii
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Case, IntegerField, QuerySet, Value, When
+from django.db.models import Case, IntegerField, Prefetch, QuerySet, Value, When
 from django.db.models.functions import Coalesce
 
-from registry.models import Agent, CardSnapshot, Skill
+from registry.models import Agent, CardSnapshot, Skill, Team, TeamMembership
 
 DEFAULT_PAGE_SIZE = 30
 MAX_PAGE_SIZE = 100
@@ -196,3 +196,33 @@ def skill_search(*, filters: SkillFilters, limit: int = 20) -> list[tuple[Skill,
     )
     return [(skill, round(skill.points / best, 3)) for skill in queryset[:limit]]
 
+
+# --- Teams ----------------------------------------------------------------------------------
+
+
+def teams_with_members(queryset: QuerySet[Team]) -> QuerySet[Team]:
+    """``queryset`` with each team's memberships (in team order) and their agents loaded in one
+    more query, whatever the number of teams or members."""
+    return queryset.prefetch_related(
+        Prefetch(
+            "memberships",
+            queryset=TeamMembership.objects.select_related("agent").order_by("order", "agent_id"),
+        )
+    )
+
+
+def team_list(*, limit: int = DEFAULT_PAGE_SIZE, cursor: str | None = None) -> Page:
+    """One page of teams ordered by id, with their members: two queries, keyset paging as
+    :func:`agent_list`."""
+    if not 1 <= limit <= MAX_PAGE_SIZE:
+        raise InvalidQueryError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
+    queryset = Team.objects.all()
+    if cursor:
+        queryset = queryset.filter(id__gt=decode_cursor(cursor))
+    teams = list(teams_with_members(queryset.order_by("id"))[: limit + 1])
+    next_cursor = encode_cursor(teams[limit - 1].id) if len(teams) > limit else None
+    return Page(items=teams[:limit], next_cursor=next_cursor)
+
+
+def team_get(*, team_id: str) -> Team | None:
+    return teams_with_members(Team.objects.filter(pk=team_id)).first()

@@ -9,13 +9,14 @@ from typing import Any
 
 import httpx
 from django.db import IntegrityError, transaction
+from django.db.models import ProtectedError
 from django.utils import timezone
 from django.utils.text import slugify
 
 from registry import secrets
 from registry.cards import ParsedCard
 from registry.fetching import CardFetchError, FetchedCard, fetch_card
-from registry.models import Agent, ApiKey, CardSnapshot, DeclaredExtension, Skill
+from registry.models import Agent, ApiKey, CardSnapshot, DeclaredExtension, Skill, Team
 
 
 class RegistryError(Exception):
@@ -143,7 +144,24 @@ def agent_update(*, agent: Agent, fields: dict[str, Any]) -> Agent:
 
 
 def agent_delete(*, agent: Agent) -> None:
-    agent.delete()
+    """Deletes the agent with its card history, skills and team memberships.
+
+    Raises RegistryError ``in_use`` (409), deleting nothing, while the agent is a team's default
+    agent: the team would be left without one."""
+    try:
+        with transaction.atomic():
+            agent.delete()
+    except ProtectedError as error:
+        teams = sorted(str(team.pk) for team in error.protected_objects if isinstance(team, Team))
+        why = (
+            f"it is the default agent of team {', '.join(map(repr, teams))}; choose another "
+            "default agent first"
+            if teams
+            else "other records still refer to it"
+        )
+        raise RegistryError(
+            "in_use", f"agent {agent.pk!r} cannot be deleted: {why}", status=409
+        ) from error
 
 
 def api_key_create(*, name: str, is_admin: bool = False, expires_at=None,

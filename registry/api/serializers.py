@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from registry.models import Agent, CardSnapshot, DeclaredExtension, Skill
+from registry.models import (
+    Agent,
+    CardSnapshot,
+    DeclaredExtension,
+    Skill,
+    Team,
+    TeamMembership,
+)
 from registry.services import Credentials
 
 
@@ -137,3 +144,95 @@ class SkillMatchSerializer(serializers.Serializer):
     tags = serializers.JSONField(source="skill.tags")
     score = serializers.FloatField()
     health = serializers.CharField(source="skill.agent.health")
+
+
+# --- Teams ----------------------------------------------------------------------------------
+
+
+def team_urls(request, team_id: str) -> tuple[str, str]:
+    """The absolute ``(a2aUrl, cardUrl)`` of a team, at the relay's public URL."""
+    # The relay's public base URL is the A2A layer's to decide; imported here, not at the top,
+    # so the registry's own modules load without it (as AgentCardView does for relay cards).
+    from tasks_app.api.cards import relay_base_url
+
+    base = relay_base_url(request, f"/a2a/teams/{team_id}/")
+    return base, f"{base}.well-known/agent-card.json"
+
+
+class TeamMemberSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(source="agent_id")
+    name = serializers.CharField(source="agent.name")
+    health = serializers.CharField(source="agent.health")
+    supportsClientRouting = serializers.BooleanField(source="agent.supports_client_routing")
+
+    class Meta:
+        model = TeamMembership
+        fields = ["id", "name", "order", "enabled", "health", "supportsClientRouting"]
+
+
+class TeamSerializer(serializers.ModelSerializer):
+    """A team as the registry shows it. Needs ``request`` in the context for its URLs."""
+
+    defaultAgent = serializers.CharField(source="default_agent_id")
+    maxRoutingHops = serializers.IntegerField(source="max_routing_hops")
+    members = TeamMemberSerializer(source="memberships", many=True)
+    a2aUrl = serializers.SerializerMethodField(
+        method_name="get_a2a_url", help_text="The team's A2A endpoint."
+    )
+    cardUrl = serializers.SerializerMethodField(
+        method_name="get_card_url", help_text="The team's Agent Card."
+    )
+    createdAt = serializers.DateTimeField(source="created_at")
+    updatedAt = serializers.DateTimeField(source="updated_at")
+
+    class Meta:
+        model = Team
+        fields = [
+            "id", "name", "description", "defaultAgent", "maxRoutingHops", "enabled", "members",
+            "a2aUrl", "cardUrl", "createdAt", "updatedAt",
+        ]
+
+    def get_a2a_url(self, team: Team) -> str:
+        return team_urls(self.context["request"], team.pk)[0]
+
+    def get_card_url(self, team: Team) -> str:
+        return team_urls(self.context["request"], team.pk)[1]
+
+
+class TeamPageSerializer(serializers.Serializer):
+    teams = TeamSerializer(many=True)
+    nextCursor = serializers.CharField(allow_null=True)
+
+
+def _agent_ids(**kwargs) -> serializers.ListField:
+    # Whitespace is kept: the service refuses an id that is not exactly a registered one.
+    return serializers.ListField(child=serializers.CharField(trim_whitespace=False), **kwargs)
+
+
+class TeamCreateSerializer(serializers.Serializer):
+    """Only the JSON types are checked here; what makes a valid team is
+    ``registry.teams.team_validate``'s to say, so the API and the admin give the same reasons."""
+
+    id = serializers.CharField(trim_whitespace=False, allow_blank=True, default="")
+    name = serializers.CharField(allow_blank=True, default="")
+    description = serializers.CharField(allow_blank=True, default="")
+    members = _agent_ids(default=list, help_text="Agent ids, in order.")
+    defaultAgent = serializers.CharField(
+        source="default_agent", allow_null=True, allow_blank=True, default=None,
+        help_text="An enabled member.",
+    )
+    maxRoutingHops = serializers.IntegerField(
+        source="max_routing_hops", default=10, help_text="1 to 10."
+    )
+    enabled = serializers.BooleanField(default=True)
+
+
+class TeamUpdateSerializer(serializers.Serializer):
+    name = serializers.CharField(required=False, allow_blank=True)
+    description = serializers.CharField(required=False, allow_blank=True)
+    members = _agent_ids(required=False, help_text="Replaces the members; agent ids, in order.")
+    defaultAgent = serializers.CharField(
+        source="default_agent", required=False, allow_null=True, allow_blank=True
+    )
+    maxRoutingHops = serializers.IntegerField(source="max_routing_hops", required=False)
+    enabled = serializers.BooleanField(required=False)

@@ -11,4 +11,7 @@ urlpatterns = [
     path("registry/<slug:agent_id>/history", views.AgentHistoryView.as_view(),
          name="registry-history"),
     path("skills", views.SkillSearchView.as_view(), name="skills"),
+    # No trailing slash: /a2a/teams/{id}/ is the team's A2A endpoint (tasks_app).
+    path("teams", views.TeamListView.as_view(), name="teams"),
+    path("teams/<slug:team_id>", views.TeamDetailView.as_view(), name="team"),
 ]

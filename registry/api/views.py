@@ -10,11 +10,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from registry import selectors, services
+from registry import selectors, services, teams
 from registry.api import serializers
 from registry.auth import RegistryPermission, RegistryReadPermission, caller_key
 from registry.cards import card_diff
-from registry.models import Agent
+from registry.models import Agent, Team
 
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
@@ -227,3 +227,75 @@ class SkillSearchView(APIView):
             [{"skill": skill, "score": score} for skill, score in matches], many=True
         ).data
         return Response({"matches": data})
+
+
+# --- Teams ----------------------------------------------------------------------------------
+
+
+def _get_team(team_id: str) -> Team:
+    team = selectors.team_get(team_id=team_id)
+    if team is None:
+        raise NotFound(f"no team with id {team_id!r}")
+    return team
+
+
+def _team_data(request: Request, team: Team) -> dict:
+    return serializers.TeamSerializer(team, context={"request": request}).data
+
+
+class TeamListView(APIView):
+    """``/a2a/teams``. The team's own A2A endpoint is ``/a2a/teams/{id}/``, with the slash."""
+
+    permission_classes = [RegistryPermission]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("limit", description="Page size, 1 to 100 (default 30)",
+                             required=False, type=int),
+            OpenApiParameter("cursor", description="nextCursor of the previous page",
+                             required=False, type=str),
+        ],
+        responses=serializers.TeamPageSerializer,
+    )
+    def get(self, request: Request) -> Response:
+        page = selectors.team_list(
+            limit=_int_param(request.query_params, "limit", selectors.DEFAULT_PAGE_SIZE),
+            cursor=request.query_params.get("cursor") or None,
+        )
+        return Response({
+            "teams": serializers.TeamSerializer(
+                page.items, many=True, context={"request": request}
+            ).data,
+            "nextCursor": page.next_cursor,
+        })
+
+    @extend_schema(request=serializers.TeamCreateSerializer,
+                   responses={201: serializers.TeamSerializer})
+    def post(self, request: Request) -> Response:
+        body = serializers.TeamCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        values = dict(body.validated_data)
+        team = teams.team_create(team_id=values.pop("id"), **values)
+        return Response(_team_data(request, _get_team(team.pk)), status=status.HTTP_201_CREATED)
+
+
+class TeamDetailView(APIView):
+    permission_classes = [RegistryPermission]
+
+    @extend_schema(responses=serializers.TeamSerializer)
+    def get(self, request: Request, team_id: str) -> Response:
+        return Response(_team_data(request, _get_team(team_id)))
+
+    @extend_schema(request=serializers.TeamUpdateSerializer,
+                   responses=serializers.TeamSerializer)
+    def patch(self, request: Request, team_id: str) -> Response:
+        team = _get_team(team_id)
+        body = serializers.TeamUpdateSerializer(data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        teams.team_update(team=team, fields=dict(body.validated_data))
+        return Response(_team_data(request, _get_team(team_id)))
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, team_id: str) -> Response:
+        teams.team_delete(team=_get_team(team_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseNotModified, JsonResponse
 from django.views.decorators.http import require_safe
 
-from registry.models import Agent
+from registry.models import Agent, Team, TeamMembership
 from tasks_app import cards
 
 
@@ -47,6 +47,47 @@ def agent_card(request: HttpRequest, target_id: str) -> HttpResponse:
                                        "message": f"no agent {target_id!r} at this relay"}},
                             status=404)
     return card_response(request, agent_relay_card(agent, request))
+
+
+def team_relay_card(team: Team, request: HttpRequest) -> dict:
+    """The team's synthesized card at ``/a2a/teams/{id}/``: the skills of its enabled members
+    (agents not disabled in the registry), in team order, each saying which member provides
+    it; streaming and the client-routing extension (not required); the 0.3 fields beside the
+    1.0 ones. Runs one query for the members, their agents and their cards."""
+    memberships = (
+        TeamMembership.objects.filter(team=team, enabled=True)
+        .exclude(agent__status=Agent.Status.DISABLED)
+        .select_related("agent__current_snapshot")
+        .order_by("order", "agent_id")
+    )
+    members = []
+    for membership in memberships:
+        agent = membership.agent
+        snapshot = agent.current_snapshot
+        members.append({
+            "id": agent.pk,
+            "name": agent.name,
+            "skills": (snapshot.normalized.get("skills") or []) if snapshot else [],
+            "streaming": agent.streaming,
+            "defaultInputModes": agent.default_input_modes,
+            "defaultOutputModes": agent.default_output_modes,
+        })
+    return cards.hybrid_card(cards.team_card(
+        team_id=team.pk, name=team.name, description=team.description,
+        base_url=relay_base_url(request, f"/a2a/teams/{team.pk}/"), members=members,
+    ))
+
+
+@require_safe
+def team_agent_card(request: HttpRequest, team_id: str) -> HttpResponse:
+    """``GET /a2a/teams/{id}/.well-known/agent-card.json``. Public, like every agent card; 404
+    for an unknown or disabled team."""
+    team = Team.objects.filter(pk=team_id, enabled=True).first()
+    if team is None:
+        return JsonResponse({"error": {"code": 404, "status": "NOT_FOUND",
+                                       "message": f"no team {team_id!r} at this relay"}},
+                            status=404)
+    return card_response(request, team_relay_card(team, request))
 
 
 def relay_card(request: HttpRequest) -> dict:

@@ -17,6 +17,9 @@ urlpatterns = [
          name="task-cancel"),
     path("a2a/agents/<slug:target_id>/.well-known/agent-card.json", cards.agent_card,
          name="agent-relay-card"),
+    # Before any a2a/teams/<id>/... route, so the team's endpoint never takes its card path.
+    path("a2a/teams/<slug:team_id>/.well-known/agent-card.json", cards.team_agent_card,
+         name="team-relay-card"),
     path("a2a/agents/<slug:target_id>/", views.JsonRpcView.as_view(), {"kind": "agent"},
          name="agent-jsonrpc"),
     path("a2a/agents/<slug:target_id>/<path:rest>", views.RestView.as_view(), {"kind": "agent"},

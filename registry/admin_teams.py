@@ -1,0 +1,301 @@
+"""Teams in the Django admin; ``registry.admin`` imports this module, which registers it.
+
+A team and its members are edited on one page (the members in an inline) and saved together by
+``registry.teams``: the inline's formset checks the whole team with ``teams.team_validate``, the
+same check the API's writes make, so the page says why a team cannot be saved (no default
+agent, a default agent that is not an enabled member, hops outside 1..10...). Members show their
+health and whether they take part in client routing; each team shows its latest conversations
+with their routing traces.
+"""
+
+from __future__ import annotations
+
+import math
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.db.models import Prefetch
+from django.forms.models import BaseInlineFormSet
+from django.template.loader import render_to_string
+from django.utils.html import format_html, format_html_join
+
+from registry import selectors, teams
+from registry.admin import RELAY_CSS
+from registry.models import Agent, Team, TeamMembership
+from registry.services import RegistryError
+
+RECENT_CONVERSATIONS = 10
+
+# Set by TeamAdmin.save_form on the team the formset checks: the team form's own fields are
+# valid, so checking the whole team means something (when they are not, the form says why).
+_TEAM_FORM_VALID = "_team_form_valid"
+
+
+def _health_badge(agent: Agent) -> str:
+    return render_to_string("registry/_health.html", {"agent": agent})
+
+
+class TeamForm(forms.ModelForm):
+    class Meta:
+        model = Team
+        fields = ["id", "name", "description", "default_agent", "max_routing_hops", "enabled"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        default_agent = self.fields.get("default_agent")
+        if default_agent is not None and not self.instance._state.adding:
+            # Editing: the choice is among the stored members (a small list, so a plain select
+            # rather than the registry-wide search used when adding).
+            default_agent.widget = forms.Select()
+            default_agent.queryset = Agent.objects.filter(
+                memberships__team_id=self.instance.pk
+            ).order_by("memberships__order", "id")
+            default_agent.help_text = (
+                "An enabled member. A member added below can be chosen once the team is saved."
+            )
+        elif default_agent is not None:
+            default_agent.help_text = "Must be one of the enabled members below."
+
+    def clean_max_routing_hops(self):
+        # Checked here too so the message sits on the field; it is team_validate's own rule.
+        hops = self.cleaned_data["max_routing_hops"]
+        try:
+            teams.validate_max_routing_hops(hops)
+        except RegistryError as error:
+            raise ValidationError(error.message) from error
+        return hops
+
+
+class TeamMembershipForm(forms.ModelForm):
+    order = forms.IntegerField(
+        required=False,
+        min_value=0,
+        help_text="Lower first; empty puts the member after the others.",
+    )
+
+    class Meta:
+        model = TeamMembership
+        fields = ["agent", "order", "enabled"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance._state.adding:
+            self.initial["order"] = None
+
+
+class TeamMembershipFormSet(BaseInlineFormSet):
+    """The team's members as submitted; :meth:`clean` checks the whole team with them."""
+
+    def members(self) -> list[teams.MemberSpec]:
+        """The submitted members, deleted rows left out, ordered by ``order`` (empty last),
+        then by row."""
+        rows = [
+            (
+                form.cleaned_data.get("order")
+                if form.cleaned_data.get("order") is not None
+                else math.inf,
+                index,
+                form.cleaned_data,
+            )
+            for index, form in enumerate(self.forms)
+            if form.cleaned_data
+            and form.cleaned_data.get("agent")
+            and not form.cleaned_data.get("DELETE")
+        ]
+        rows.sort(key=lambda row: row[:2])
+        return [
+            teams.MemberSpec(data["agent"].pk, bool(data.get("enabled"))) for _, _, data in rows
+        ]
+
+    def clean(self):
+        super().clean()
+        team = self.instance
+        if not getattr(team, _TEAM_FORM_VALID, False) or any(form.errors for form in self.forms):
+            return
+        try:
+            teams.team_validate(
+                team_id=team.pk,
+                name=team.name,
+                max_routing_hops=team.max_routing_hops,
+                default_agent_id=team.default_agent_id,
+                members=self.members(),
+            )
+        except RegistryError as error:
+            raise ValidationError(f"The team cannot be saved: {error.message}.") from error
+
+
+class TeamMembershipInline(admin.TabularInline):
+    model = TeamMembership
+    form = TeamMembershipForm
+    formset = TeamMembershipFormSet
+    fields = ("agent", "order", "enabled", "health", "client_routing")
+    readonly_fields = ("health", "client_routing")
+    autocomplete_fields = ("agent",)
+    ordering = ("order", "agent_id")
+    extra = 1
+    verbose_name = "member"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("agent")
+
+    @admin.display(description="Health")
+    def health(self, membership: TeamMembership) -> str:
+        return _health_badge(membership.agent) if membership.agent_id else "—"
+
+    @admin.display(description="Client routing", boolean=True)
+    def client_routing(self, membership: TeamMembership) -> bool | None:
+        return membership.agent.supports_client_routing if membership.agent_id else None
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    form = TeamForm
+    inlines = (TeamMembershipInline,)
+    list_display = (
+        "id",
+        "name",
+        "default_agent_id",
+        "members_at_a_glance",
+        "client_routing",
+        "max_routing_hops",
+        "enabled",
+        "updated_at",
+    )
+    list_display_links = ("id", "name")
+    list_filter = ("enabled",)
+    search_fields = ("id", "name", "description")
+    ordering = ("id",)
+    autocomplete_fields = ("default_agent",)
+    team_fieldset = (
+        None,
+        {"fields": ("id", "name", "description", "default_agent", "max_routing_hops", "enabled")},
+    )
+
+    class Media:
+        css = RELAY_CSS
+
+    def get_queryset(self, request):
+        return selectors.teams_with_members(super().get_queryset(request))
+
+    def get_fieldsets(self, request, obj=None):
+        if obj is None:
+            return (self.team_fieldset,)
+        return (
+            self.team_fieldset,
+            ("Endpoints", {"fields": ("endpoints",)}),
+            ("Recent conversations", {"fields": ("recent_conversations",)}),
+            ("Record", {"fields": ("created_at", "updated_at")}),
+        )
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return ()
+        # The id is the team's address (/a2a/teams/{id}/): it does not change.
+        return ("id", "endpoints", "recent_conversations", "created_at", "updated_at")
+
+    # -- columns and read-only fields --
+
+    @admin.display(description="Default agent", ordering="default_agent")
+    def default_agent_id(self, team: Team) -> str:
+        return team.default_agent_id
+
+    @admin.display(description="Members")
+    def members_at_a_glance(self, team: Team) -> str:
+        return format_html_join(
+            " ",
+            '<span class="health health-{}" title="{}: {}{}"><span class="dot"></span>{}{}</span>',
+            (
+                (
+                    m.agent.health,
+                    m.agent.name,
+                    m.agent.get_health_display(),
+                    "" if m.enabled else ", disabled in this team",
+                    m.agent_id if m.enabled else format_html("<s>{}</s>", m.agent_id),
+                    " ⇄" if m.agent.supports_client_routing else "",
+                )
+                for m in team.memberships.all()
+            ),
+        )
+
+    @admin.display(description="Client routing")
+    def client_routing(self, team: Team) -> str:
+        members = team.memberships.all()
+        routing = sum(1 for m in members if m.agent.supports_client_routing)
+        return f"{routing} of {len(members)}"
+
+    @admin.display(description="A2A")
+    def endpoints(self, team: Team) -> str:
+        base = f"/a2a/teams/{team.pk}/"
+        return format_html(
+            '<code>{}</code> · card: <a href="{}"><code>{}</code></a>',
+            base,
+            f"{base}.well-known/agent-card.json",
+            f"{base}.well-known/agent-card.json",
+        )
+
+    @admin.display(description="Latest tasks and their routing")
+    def recent_conversations(self, team: Team) -> str:
+        # Tasks and hops belong to the apps above the registry; they are imported here, at the
+        # admin's edge, so the registry's models and services never depend on them.
+        from routing.models import RoutingHop
+        from tasks_app.models import Task
+
+        conversations = (
+            Task.objects.filter(target_kind="team", target_id=team.pk)
+            .only("id", "state", "created_at", "error")
+            .order_by("-created_at", "-id")
+            .prefetch_related(Prefetch("hops", queryset=RoutingHop.objects.order_by("order")))
+        )[:RECENT_CONVERSATIONS]
+        return render_to_string(
+            "registry/_team_conversations.html", {"conversations": list(conversations)}
+        )
+
+    # -- writes through registry.teams --
+
+    def save_form(self, request, form, change):
+        team = super().save_form(request, form, change)
+        setattr(team, _TEAM_FORM_VALID, True)
+        return team
+
+    def save_model(self, request, obj: Team, form, change: bool) -> None:
+        """Nothing yet: the team and its members are one write, made in :meth:`save_related`
+        once the inline's members are known."""
+
+    def save_related(self, request, form, formsets, change: bool) -> None:
+        members = next(
+            formset for formset in formsets if isinstance(formset, TeamMembershipFormSet)
+        ).members()
+        values = {
+            name: form.cleaned_data[name]
+            for name in ("name", "description", "max_routing_hops", "enabled")
+        }
+        default_agent = form.cleaned_data["default_agent"].pk
+        if change:
+            teams.team_update(
+                team=form.instance,
+                fields={**values, "default_agent": default_agent, "members": members},
+            )
+            return
+        created = teams.team_create(
+            team_id=form.cleaned_data["id"], default_agent=default_agent, members=members, **values
+        )
+        # The admin goes on with the form's instance (log entry, redirect): make it the stored team.
+        for field in Team._meta.concrete_fields:
+            setattr(form.instance, field.attname, getattr(created, field.attname))
+        form.instance._state = created._state
+
+    def construct_change_message(self, request, form, formsets, add):
+        # The formsets were not saved by the admin (the service wrote the members), so they
+        # have no record of what changed; say only whether the members did.
+        message = super().construct_change_message(request, form, [], add)
+        if not add and any(formset.has_changed() for formset in formsets):
+            message.append({"changed": {"fields": ["members"]}})
+        return message
+
+    def delete_model(self, request, obj: Team) -> None:
+        teams.team_delete(team=obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for team in queryset:
+            teams.team_delete(team=team)
