@@ -88,7 +88,10 @@ def serve(app: ASGIApp | AppFactory, host: str = "127.0.0.1", port: int = 0) -> 
     """
     import uvicorn  # a development dependency: imported only when a server starts
 
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio turns Nagle off only for sockets that say TCP, and with
+    # Nagle on every keep-alive response waits ~40 ms for the client's delayed ACK.
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
