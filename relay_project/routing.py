@@ -15,7 +15,8 @@ import re
 A2A_BASE = re.compile(
     r"^/a2a/(?:(?P<kind>agents|teams)/(?P<target_id>[-\w]+)|(?P<relay>relay))/(?P<rest>.*)$")
 TASK_API_STREAM = "/a2a/tasks/sendSubscribe"
-REST_STREAM = re.compile(r"^(v1/)?(message:stream|tasks/[^/]+:subscribe)$")
+# An optional first segment: the 0.3 "v1/" or a 1.0 tenant.
+REST_STREAM = re.compile(r"^([^/]+/)?(message:stream|tasks/[^/]+:subscribe)$")
 STREAM_METHODS = {"SendStreamingMessage", "SubscribeToTask", "message/stream",
                   "tasks/resubscribe"}
 KINDS = {"agents": "agent", "teams": "team", None: "relay"}
@@ -57,9 +58,11 @@ async def _read_body(receive) -> bytes | None:
 def _method_of(body: bytes) -> str | None:
     try:
         payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):
         return None
-    return payload.get("method") if isinstance(payload, dict) else None
+    # Anything but a string method is Django's to refuse (-32600), not a crash here.
+    method = payload.get("method") if isinstance(payload, dict) else None
+    return method if isinstance(method, str) else None
 
 
 class A2ARouter:

@@ -36,6 +36,7 @@ class A2AStreamConsumer(AsyncHttpConsumer):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._stream: asyncio.Task | None = None
+        self._call: calls.Call | None = None
 
     async def http_request(self, message):
         self.body.append(message.get("body", b""))
@@ -55,18 +56,17 @@ class A2AStreamConsumer(AsyncHttpConsumer):
     async def handle(self, body: bytes) -> None:
         route = self.scope["url_route"]["kwargs"]
         binding = route["binding"]
-        call = None
+        self._call = None
         try:
             call, target, events = await self._open(route, body)
         except A2AError as error:
-            version = str(call.version) if call else "1.0"
-            await self._reply(calls.error_reply(binding, version, error,
-                                                getattr(error, "request_id", None)))
+            # Errors after parsing answer with the call's id and in its version.
+            await self._reply(calls.failure_reply(binding, error, self._call))
             return
         except Exception:
             logger.exception("opening a stream failed")
-            await self._reply(calls.error_reply(binding, "1.0",
-                                                InternalError("the relay failed")))
+            await self._reply(calls.failure_reply(binding, InternalError("the relay failed"),
+                                                  self._call))
             return
         echo = calls.extension_headers(call, calls.echoed(call, target))
         await self.send_headers(status=200, headers=SSE_HEADERS + [
@@ -83,6 +83,7 @@ class A2AStreamConsumer(AsyncHttpConsumer):
         else:
             query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
             call = calls.parse_rest_call(self.scope["method"], route["rest"], query, headers, body)
+        self._call = call
         target = await sync_to_async(gateway.resolve_target)(route["kind"], route["target_id"])
         if target is None:
             raise TargetNotFound(f"no {route['kind']} {route['target_id']!r} at this relay")

@@ -11,6 +11,8 @@ streaming and fan-out are done here once for all targets.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -20,11 +22,12 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from tasks_app import selectors, services, snapshots, streams, upstream
-from tasks_app.lifecycle import INTERRUPTED, TERMINAL, InvalidTransition
+from tasks_app.lifecycle import INTERRUPTED, TERMINAL, InvalidTransition, TaskState
 from tasks_app.models import Task
 from tasks_app.protocol.errors import (
     A2AError,
     ExtensionSupportRequired,
+    FieldViolation,
     InvalidAgentResponse,
     InvalidParams,
     TaskNotCancelable,
@@ -36,17 +39,24 @@ logger = logging.getLogger(__name__)
 
 FINAL_STATES = {s.value for s in TERMINAL | INTERRUPTED}
 KEEPALIVE_SECONDS = 15.0
+CONTEXT_ID_MAX_LENGTH = Task._meta.get_field("context_id").max_length
 
 
 @dataclass(frozen=True)
 class CallContext:
     """Who calls and how: the caller's key, the A2A version it speaks, the extensions it
-    activated, and the delegation chain the call belongs to."""
+    activated, and the delegation chain the call belongs to.
+
+    A call the relay makes on behalf of one of its own tasks (a team calling a member) names
+    that task as ``parent_task_id``, and may give the ``upstream_context_id`` (the agent's own
+    context id) a new task continues."""
 
     caller: Any
     version: str = "1.0"
     extensions: tuple[str, ...] = ()
     delegation: tuple[str, ...] = ()
+    parent_task_id: str | None = None
+    upstream_context_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -141,7 +151,7 @@ class AgentTarget(Target):
             yield _step(result, ids)
             return
         async for event in upstream.stream(self.endpoint, _op("STREAM"), outgoing,
-                                           extensions=ctx.extensions):
+                                           extensions=ctx.extensions, timeout=timeout):
             step = _step(event, ids)
             if step.upstream_task_id or step.upstream_context_id:
                 ids = snapshots.IdMap(task.id, task.context_id,
@@ -228,8 +238,10 @@ _running: dict[str, asyncio.Task] = {}
 
 def _spawn(task_id: str, coroutine) -> asyncio.Task:
     """Runs a task's producer apart from the request that started it: a client that goes away
-    does not stop the work."""
-    runner = asyncio.get_running_loop().create_task(coroutine)
+    does not stop the work. It runs in a fresh context: the request's names executors that die
+    with the request (asgiref's CurrentThreadExecutor), and every later sync_to_async would
+    fail on them."""
+    runner = asyncio.get_running_loop().create_task(coroutine, context=contextvars.Context())
     _running[task_id] = runner
     runner.add_done_callback(lambda _: _running.pop(task_id, None))
     return runner
@@ -283,13 +295,22 @@ async def _drive(target: Target, task: Task, request: dict[str, Any], ctx: CallC
     an A2A error from the agent on a fresh task removes the task and is raised."""
     seen_event = False
     try:
-        async for step in target.run(task, request, ctx, stream=stream):
-            if "message" in step.event and not seen_event:
-                return await _reply_as_message(task, step)
-            seen_event = True
-            task = await _record(task, step)
-            if task.state in FINAL_STATES:
-                break
+        # Closed here when we stop early (a final state): left to the garbage collector, the
+        # upstream stream would be closed later from another task, and fail there.
+        async with contextlib.aclosing(target.run(task, request, ctx, stream=stream)) as steps:
+            async for step in steps:
+                if "message" in step.event and not seen_event:
+                    return await _reply_as_message(task, step)
+                if not seen_event and TaskState(task.state) in INTERRUPTED:
+                    # The agent took the client's answer: the task works again. Left
+                    # interrupted, the first update of the resumed work (an artifact) would
+                    # look final and end the drive and the stream before the new state came.
+                    task = await _record(task, Step(services.status_event(task,
+                                                                          TaskState.WORKING)))
+                seen_event = True
+                task = await _record(task, step)
+                if task.state in FINAL_STATES:
+                    break
         return Outcome(task)
     except upstream.UpstreamError as error:
         return Outcome(await _fail(task, error.message))
@@ -306,12 +327,14 @@ async def _drive(target: Target, task: Task, request: dict[str, Any], ctx: CallC
         raise
 
 
-async def _drive_in_background(target, task, request, ctx, *, stream, fresh) -> None:
+async def _drive_in_background(target, task, request, ctx, *, stream) -> None:
+    """Drives a task nobody waits on. An A2A error from the agent ends the task failed with
+    the reason (a refused message must not leave it submitted, nor its streams waiting)."""
     try:
-        await _drive(target, task, request, ctx, stream=stream, fresh=fresh)
+        await _drive(target, task, request, ctx, stream=stream, fresh=False)
     except A2AError as error:
-        # Nobody waits for this answer; the task already says what happened.
         logger.info("task %s ended with %s", task.pk, error)
+        await _fail(task, error.message)
     except Exception:
         logger.exception("background task %s failed", task.pk)
 
@@ -323,7 +346,16 @@ async def _open(target: Target, ctx: CallContext, request: dict[str, Any]) -> tu
         raise ExtensionSupportRequired(
             f"{target.kind} {target.id!r} requires the extension {missing[0]}; activate it "
             f"with the A2A-Extensions header", metadata={"extension": missing[0]})
+    inline = (request.get("configuration") or {}).get("taskPushNotificationConfig")
+    if inline:
+        from tasks_app import push
+
+        # Refused before the task exists: a bad webhook must not leave a task behind.
+        push.config_check(inline, field="configuration.taskPushNotificationConfig")
     message = request["message"]
+    if len(message.get("contextId") or "") > CONTEXT_ID_MAX_LENGTH:
+        raise InvalidParams(field_violations=[FieldViolation(
+            "message.contextId", f"is longer than {CONTEXT_ID_MAX_LENGTH}")])
     if message.get("taskId"):
         task = await _load(target, ctx, message["taskId"])
         if task.is_terminal:
@@ -349,16 +381,17 @@ def _open_new(target: Target, ctx: CallContext, request: dict[str, Any]) -> Task
         caller=ctx.caller, target_kind=target.kind, target_id=target.id,
         agent_id=target.agent_id, message=message,
         client_version=ctx.version, context_id=context_id,
-        delegation_chain=list(ctx.delegation),
+        delegation_chain=list(ctx.delegation), parent_id=ctx.parent_task_id,
     )
-    if context_id:
+    previous = ctx.upstream_context_id
+    if context_id and not previous:
         # A new task in a known conversation reuses the upstream's context for it.
         previous = selectors.upstream_context(caller=ctx.caller, context_id=context_id,
                                               target_kind=target.kind, target_id=target.id,
                                               exclude=task.pk)
-        if previous:
-            Task.objects.filter(pk=task.pk).update(upstream_context_id=previous)
-            task.upstream_context_id = previous
+    if previous:
+        Task.objects.filter(pk=task.pk).update(upstream_context_id=previous)
+        task.upstream_context_id = previous
     return task
 
 
@@ -372,10 +405,14 @@ async def _load(target: Target | None, ctx: CallContext, task_id: str) -> Task:
 # --- Operations ---------------------------------------------------------------------------
 
 
-async def send_message(target: Target, ctx: CallContext,
-                       request: dict[str, Any]) -> dict[str, Any]:
+async def send_message(target: Target, ctx: CallContext, request: dict[str, Any], *,
+                       stream_upstream: bool = False) -> dict[str, Any]:
     """SendMessage: blocking by default (returns once the task ends or waits on the client);
     with ``returnImmediately`` it returns the submitted task and works on in the background.
+
+    ``stream_upstream`` follows a streaming target over a stream even while the caller blocks:
+    the task's upstream ids are then known from the first event, so a cancel reaches the agent
+    while it works (the team router calls members this way).
     """
     task, fresh = await _open(target, ctx, request)
     configuration = request.get("configuration") or {}
@@ -383,10 +420,11 @@ async def send_message(target: Target, ctx: CallContext,
     history_length = configuration.get("historyLength")
     if configuration.get("returnImmediately"):
         _spawn(task.id, _drive_in_background(target, task, request, ctx,
-                                             stream=target.streaming, fresh=False))
+                                             stream=target.streaming))
         return {"task": snapshots.trim(services.snapshot_of(task),
                                        history_length=history_length)}
-    outcome = await _drive(target, task, request, ctx, stream=False, fresh=fresh)
+    outcome = await _drive(target, task, request, ctx,
+                           stream=stream_upstream and target.streaming, fresh=fresh)
     if outcome.message is not None:
         return {"message": outcome.message}
     return {"task": snapshots.trim(services.snapshot_of(outcome.task),
@@ -401,15 +439,14 @@ async def stream_message(target: Target, ctx: CallContext,
     """
     if not target.streaming:
         raise UnsupportedOperation(f"{target.kind} {target.id!r} does not stream")
-    task, fresh = await _open(target, ctx, request)
+    task, _ = await _open(target, ctx, request)
     await _save_inline_push_config(task, request.get("configuration") or {})
-    return _stream_from_start(target, task, request, ctx, fresh)
+    return _stream_from_start(target, task, request, ctx)
 
 
-async def _stream_from_start(target, task, request, ctx, fresh):
+async def _stream_from_start(target, task, request, ctx):
     async with streams.subscription(task.id) as subscription:
-        _spawn(task.id, _drive_in_background(target, task, request, ctx, stream=True,
-                                             fresh=fresh))
+        _spawn(task.id, _drive_in_background(target, task, request, ctx, stream=True))
         first = True
         async for item in subscription.events(after=task.last_sequence,
                                                keepalive=KEEPALIVE_SECONDS):
@@ -503,6 +540,9 @@ async def cancel_task(target: Target | None, ctx: CallContext, task_id: str) -> 
     try:
         recorded = await sync_to_async(services.task_cancel)(task=task, reason=note)
     except services.TerminalTaskError as error:
+        if error.task.state == TaskState.CANCELED:
+            # The agent's own "canceled" was recorded first: the cancel is what was asked for.
+            return services.snapshot_of(error.task)
         raise TaskNotCancelable(f"task {task.id} ended before it could be canceled",
                                 metadata={"taskId": task.id}) from error
     await streams.publish(task.id, recorded.sequence, recorded.event, final=True)

@@ -10,27 +10,55 @@ from django.db import transaction
 from registry import secrets
 from relay_project import outbound
 from tasks_app.models import PushNotificationConfig, Task
-from tasks_app.protocol.errors import InvalidParams
+from tasks_app.protocol.errors import FieldViolation, InvalidParams
 
 
 def config_view(config: PushNotificationConfig) -> dict[str, Any]:
-    """The config as A2A returns it. Credentials are not echoed back."""
+    """The config as A2A returns it. Credentials are not echoed back, and the token only
+    masked (its last characters, so the caller can tell which one is set)."""
     view: dict[str, Any] = {"id": config.config_id, "taskId": config.task_id, "url": config.url}
     if config.token:
-        view["token"] = secrets.decrypt(config.token)
+        view["token"] = masked(secrets.decrypt(config.token))
     if config.auth_scheme:
         view["authentication"] = {"scheme": config.auth_scheme}
     return view
 
 
+def masked(secret: str) -> str:
+    """``****`` and, for a secret long enough to spare them, its last four characters."""
+    return "****" + (secret[-4:] if len(secret) >= 12 else "")
+
+
+# Longer values would not fit their columns; they are refused, not truncated.
+_MAX_LENGTHS = (("url", 2048), ("id", 200))
+_MAX_SCHEME_LENGTH = 50
+
+
+def config_check(config: dict[str, Any], *, field: str = "") -> None:
+    """Raises InvalidParams, naming the fields (under ``field``), when ``config`` cannot be
+    stored. Callers check an inline config before they write anything, so a refused request
+    leaves nothing behind."""
+    prefix = f"{field}." if field else ""
+    violations = []
+    try:
+        outbound.check_url_shape(config.get("url") or "")
+    except outbound.UnsafeURLError as error:
+        violations.append(FieldViolation(f"{prefix}url", str(error)))
+    for name, limit in _MAX_LENGTHS:
+        if len(config.get(name) or "") > limit:
+            violations.append(FieldViolation(f"{prefix}{name}", f"is longer than {limit}"))
+    if len((config.get("authentication") or {}).get("scheme") or "") > _MAX_SCHEME_LENGTH:
+        violations.append(FieldViolation(f"{prefix}authentication.scheme",
+                                         f"is longer than {_MAX_SCHEME_LENGTH}"))
+    if violations:
+        raise InvalidParams(field_violations=violations)
+
+
 def config_create(*, task: Task, config: dict[str, Any]) -> PushNotificationConfig:
     """Stores a webhook for the task. The URL must be http(s) with a host; whether its address
     is allowed is checked again at every delivery (it may resolve differently then)."""
-    url = config.get("url") or ""
-    try:
-        outbound.check_url_shape(url)
-    except outbound.UnsafeURLError as error:
-        raise InvalidParams(f"push notification url: {error}") from error
+    config_check(config)
+    url = config["url"]
     config_id = config.get("id") or task.id or str(uuid.uuid4())
     authentication = config.get("authentication") or {}
     with transaction.atomic():

@@ -121,8 +121,9 @@ def task_record(*, task: Task, event: dict[str, Any], upstream_task_id: str = ""
                           "artifactUpdate": TaskEvent.Kind.ARTIFACT}.get(kind,
                                                                         TaskEvent.Kind.TASK),
                 )
-                if task.has_push_configs:
-                    _queue_push(task, stored)
+                # Not the in-memory has_push_configs: a config created while this
+                # producer runs must get the events that follow.
+                _queue_push(task, stored)
         if moved == 1:
             for name, value in changes.items():
                 setattr(task, name, value)

@@ -12,6 +12,7 @@ task record, the circuit breaker and the health probes all use. HTTP goes throug
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import ssl
@@ -205,11 +206,13 @@ def _looks_like_json(response: httpx.Response) -> bool:
 
 async def stream(endpoint: Endpoint, operation: Operation, params: Mapping[str, Any], *,
                  extensions: Iterable[str] = (), extra_headers: Mapping[str, str] | None = None,
+                 timeout: float | None = None,
                  client: httpx.AsyncClient | None = None) -> AsyncIterator[dict[str, Any]]:
     """Calls a streaming operation and yields canonical StreamResponse dicts as they arrive.
 
     Raises like ``call``: before the first event for a refused request, or mid-stream when
-    the agent sends an error event or breaks the stream.
+    the agent sends an error event or breaks the stream. ``timeout`` bounds the wait for the
+    agent to start answering (its response headers); once it streams, it may stay quiet.
     """
     client = client or shared_client()
     headers = _headers(endpoint, extensions, extra_headers)
@@ -223,11 +226,18 @@ async def stream(endpoint: Endpoint, operation: Operation, params: Mapping[str, 
         prefix = "" if endpoint.wire_version == "1.0" else "/v1"
         method, url = planned.http_method, endpoint.url.rstrip("/") + prefix + planned.path
         body, query = planned.body, planned.query or None
-    timeout = httpx.Timeout(outbound.OutboundPolicy.from_settings().timeout, read=None)
+    read_forever = httpx.Timeout(outbound.OutboundPolicy.from_settings().timeout, read=None)
     try:
-        async with aconnect_sse(client, method, url, params=query, headers=headers,
-                                content=json.dumps(body) if body is not None else None,
-                                timeout=timeout) as source:
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                async with asyncio.timeout(timeout):
+                    source = await stack.enter_async_context(aconnect_sse(
+                        client, method, url, params=query, headers=headers,
+                        content=json.dumps(body) if body is not None else None,
+                        timeout=read_forever))
+            except TimeoutError as error:
+                raise UpstreamError("timeout", f"agent {endpoint.agent_id!r} did not answer "
+                                    "in time") from error
             response = source.response
             if "text/event-stream" not in response.headers.get("content-type", ""):
                 await response.aread()

@@ -63,25 +63,21 @@ class Reply:
 
 
 def parse_jsonrpc_call(headers: Mapping[str, str], body: bytes) -> Call:
-    """Raises A2AError (with ``request_id`` set when it could be read)."""
+    """Raises A2AError (with ``request_id`` and ``request_version`` set when they could be
+    read)."""
     request = jsonrpc.parse_jsonrpc(body)
     try:
-        check_method_version(lookup_method(request.method), _version_or_03(headers))
+        # A 0.3 method name decides the version whatever the header says; a 1.0 name needs
+        # a header naming a supported 1.x (and an unsupported one is named in the error).
+        if request.version == ProtocolVersion.V1_0:
+            check_method_version(lookup_method(request.method), negotiate_version(headers))
         params = jsonrpc.canonical_params(request.operation, request.version, request.params)
     except A2AError as error:
         error.request_id = request.id
+        error.request_version = str(request.version)
         raise
     return Call(JSONRPC, request.version, request.operation, params, request.id,
                 requested_extensions(headers))
-
-
-def _version_or_03(headers: Mapping[str, str]) -> ProtocolVersion:
-    try:
-        return negotiate_version(headers)
-    except A2AError:
-        # A 0.3 method name decides the version whatever the header says; a 1.0 name with a
-        # bad header is refused by check_method_version.
-        return ProtocolVersion.V0_3
 
 
 def rest_version(path: str, headers: Mapping[str, str]) -> ProtocolVersion:
@@ -115,6 +111,16 @@ def error_reply(binding: str, version: str, error: A2AError, request_id: Any = N
     return Reply(status, body, A2A_JSON, tuple(headers))
 
 
+def failure_reply(binding: str, error: A2AError, call: Call | None) -> Reply:
+    """The error reply for a call that failed anywhere, before or after it was parsed: with
+    the request id and in the version as far as they are known."""
+    request_id = error.request_id
+    if request_id is None and call is not None:
+        request_id = call.request_id
+    version = error.request_version or (str(call.version) if call is not None else "1.0")
+    return error_reply(binding, version, error, request_id)
+
+
 def result_reply(call: Call, result: Any, *, echo_extensions: tuple[str, ...] = ()) -> Reply:
     headers = extension_headers(call, echo_extensions)
     if call.binding == JSONRPC:
@@ -138,8 +144,9 @@ def stream_frame(call: Call, event: dict[str, Any]) -> bytes:
         payload = jsonrpc.jsonrpc_stream_frame(call.request_id, call.version, event)
     else:
         payload = rest.rest_stream_frame(call.version, event)
-    return b"data: " + json.dumps(payload, separators=(",", ":"),
-                                  ensure_ascii=False).encode() + b"\n\n"
+    # ASCII-escaped: clients that split lines like str.splitlines (httpx's aiter_lines) would
+    # cut a frame at a U+2028 or U+0085 inside the text.
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
 
 
 def stream_error_frame(call: Call, error: A2AError) -> bytes:

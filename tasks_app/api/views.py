@@ -18,7 +18,7 @@ from registry.auth import ApiKeyAuthentication, HasApiKey
 from tasks_app import gateway
 from tasks_app.api import calls
 from tasks_app.api.calls import TargetNotFound
-from tasks_app.protocol.errors import A2AError, InternalError, Unauthenticated
+from tasks_app.protocol.errors import A2AError, InternalError, MethodNotFound, Unauthenticated
 
 logger = logging.getLogger(__name__)
 
@@ -46,16 +46,18 @@ class A2AView(APIView):
     binding = calls.JSONRPC
 
     def handle_exception(self, exc):
-        request_id = getattr(exc, "request_id", None)
-        version = getattr(self, "_version", "1.0")
         if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
             exc = Unauthenticated(str(exc.detail))
+        elif isinstance(exc, exceptions.MethodNotAllowed):
+            # A verb no A2A route takes, answered like the REST binding's other wrong verbs.
+            exc = MethodNotFound(f"{self.request.method} is not an A2A call here")
         elif isinstance(exc, exceptions.APIException):
             return super().handle_exception(exc)
         elif not isinstance(exc, A2AError):
             logger.exception("A2A call failed")
             exc = InternalError("the relay failed to handle this call")
-        return http_reply(calls.error_reply(self.binding, version, exc, request_id))
+        # Errors after parsing answer with the call's id and in its version.
+        return http_reply(calls.failure_reply(self.binding, exc, getattr(self, "_call", None)))
 
     def get_authenticate_header(self, request):
         return 'Bearer realm="brass-relay"'
@@ -66,7 +68,7 @@ class JsonRpcView(A2AView):
 
     async def post(self, request, kind: str, target_id: str):
         call = calls.parse_jsonrpc_call(request.headers, request.body)
-        self._version = str(call.version)
+        self._call = call
         target = await load_target(kind, target_id)
         result = await calls.execute(target, call, request.auth)
         return http_reply(calls.result_reply(call, result,
@@ -79,7 +81,7 @@ class RestView(A2AView):
     async def _handle(self, request, kind: str, target_id: str, rest: str):
         call = calls.parse_rest_call(request.method, rest, request.GET.lists() and {
             key: values for key, values in request.GET.lists()}, request.headers, request.body)
-        self._version = str(call.version)
+        self._call = call
         target = await load_target(kind, target_id)
         result = await calls.execute(target, call, request.auth)
         return http_reply(calls.result_reply(call, result,

@@ -574,10 +574,13 @@ def _copy(source: Mapping[str, Any], target: JsonDict, *keys: str) -> None:
 
 
 def _normalize_v03_rest(data: object, message_type: str) -> JsonDict:
-    """Read 0.3 proto JSON (camelCase or snake_case) into camelCase, keeping extra keys."""
+    """Read 0.3 proto JSON (camelCase or snake_case) into camelCase, keeping extra keys.
+
+    Raises InvalidParams with the field violations; ``_converting`` makes that the peer's
+    fault (InvalidAgentResponse) when a result or event is being read."""
     normalized, violations = _walk(data, _v03_descriptor(message_type), keep_unknown=True)
     if violations:
-        raise _Malformed("; ".join(f"{v.field}: {v.description}" for v in violations))
+        raise InvalidParams(field_violations=violations)
     return normalized
 
 

@@ -55,7 +55,8 @@ class A2AError(Exception):
     ``data`` is only set when the error came from a 0.3 peer whose JSON-RPC ``error.data``
     was free-form; it is sent back verbatim to 0.3 clients so pass-through is faithful.
     ``request_id`` is set by the JSON-RPC parser on errors it raises, so the caller can
-    answer with the id it managed to read.
+    answer with the id it managed to read; ``request_version`` likewise when the method name
+    revealed the version (a 0.3 client gets the 0.3 ``error.data``).
     """
 
     code: ClassVar[int] = -32603
@@ -66,6 +67,7 @@ class A2AError(Exception):
     default_message: ClassVar[str] = "Internal error"
 
     request_id: JsonRpcId = None
+    request_version: str | None = None
 
     def __init__(
         self,

@@ -160,14 +160,16 @@ def requested_extensions(
     """Extension URIs the client activates, from ``A2A-Extensions`` and ``X-A2A-Extensions``.
 
     Values are comma-separated, repeated headers are merged, whitespace is trimmed, empty
-    entries are dropped and duplicates are kept once, in first-seen order.
+    entries are dropped and duplicates are kept once, in first-seen order. Entries that
+    cannot be URIs (non-ASCII or control characters) are dropped like any extension the
+    server does not know: they could not be forwarded in a header either.
     """
     uris: dict[str, None] = {}
     for name in (EXTENSIONS_HEADER, LEGACY_EXTENSIONS_HEADER):
         for value in _header_values(headers, name):
             for uri in value.split(","):
                 uri = uri.strip()
-                if uri:
+                if uri and uri.isascii() and uri.isprintable():
                     uris[uri] = None
     return tuple(uris)
 

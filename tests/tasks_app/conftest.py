@@ -1,0 +1,26 @@
+"""Fixtures for the live-relay tests: a relay of real processes per test module.
+
+A module may set ``RELAY_ENV = {...}`` for extra environment of its relay processes (e.g. a
+small RELAY_UPSTREAM_TIMEOUT), and registers the agents it needs with ``relay.serve_agent``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.live import live_relay, migrated_template
+
+
+@pytest.fixture(scope="session")
+def relay_template(tmp_path_factory):
+    """An embedded database migrated once per session; each relay starts from a copy."""
+    return migrated_template(tmp_path_factory.mktemp("relay-template"))
+
+
+@pytest.fixture(scope="module")
+def relay(request, tmp_path_factory, relay_template):
+    """A live relay (its database and keys copied from the template, daphne) for the whole
+    test module."""
+    env = getattr(request.module, "RELAY_ENV", {})
+    with live_relay(tmp_path_factory.mktemp("relay"), template=relay_template, **env) as live:
+        yield live
