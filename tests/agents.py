@@ -16,6 +16,8 @@ Agents (all answer like the echo agent unless said otherwise):
 - `input_required_agent`: asks for a name (input-required), then greets it and completes.
 - `never_finishing_agent`: stays working until cancelled (a blocking SendMessage to it never
   returns: stream, or set `returnImmediately`).
+- `scripted_agent(Script(slug))`: a client-routing agent whose answers name the recipients its
+  test script lists, one per call; it keeps the routing metadata it received.
 """
 
 from __future__ import annotations
@@ -37,9 +39,12 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from routing.demo.agents import (
+    BOTH_VERSIONS,
     CARD_PATH,
     ECHO,
     AgentSpec,
+    Answer,
+    AnsweringExecutor,
     Skill,
     TaskExecutor,
     build_agent_app,
@@ -275,3 +280,51 @@ def failing_card_server() -> CardServer:
 def redirecting_card_server(target_url: str) -> CardServer:
     """Answers its card path with 302 to `target_url` (a full URL, e.g. another card)."""
     return CardServer(redirect_to=target_url)
+
+
+# --- routing agents for the team tests -----------------------------------------------------
+
+
+class Script:
+    """What a scripted routing agent answers, call after call.
+
+    Each entry of `steps` decides one answer: a string is the recipient (an agent id, "user",
+    "sender"), a dict is the whole `metadata[URI]` of the answer (tagged recipients, reasons,
+    handoffs), None is no decision (no metadata at all). When the steps run out, it makes no
+    decision. The answer's text is "<slug>: <text received>". `received` keeps, per call, the
+    text and the routing metadata the agent got (None without any).
+    """
+
+    def __init__(self, slug: str) -> None:
+        self.slug = slug
+        self.steps: list[Any] = []
+        self.received: list[tuple[str, dict[str, Any] | None]] = []
+
+    def load(self, *steps: Any) -> Script:
+        """Replaces the steps and forgets what was received (one test's script)."""
+        self.steps = list(steps)
+        self.received.clear()
+        return self
+
+    def answer(self, text: str, routing: dict[str, Any] | None) -> Answer:
+        self.received.append((text, routing))
+        step = self.steps.pop(0) if self.steps else None
+        if isinstance(step, str):
+            step = {"recipient": step, "reason": f"{self.slug} step {len(self.received)}"}
+        return Answer(f"{self.slug}: {text}", step)
+
+
+def scripted_agent(script: Script, *, versions: tuple[str, ...] = BOTH_VERSIONS,
+                   client_routing: bool = True) -> Callable[[str], Starlette]:
+    """A `base_url -> app` factory of an agent that answers with Messages as `script` says and
+    declares the client-routing extension (unless `client_routing` is false)."""
+    spec = AgentSpec(
+        slug=script.slug,
+        name=f"Scripted {script.slug}",
+        description=f"Routes as its test script says ({script.slug}).",
+        skills=(Skill(id=script.slug, name=script.slug, description="Scripted answers.",
+                      tags=(script.slug, "scripted")),),
+        make_executor=lambda: AnsweringExecutor(script.answer),
+        client_routing=client_routing,
+    )
+    return lambda base_url: build_agent_app(spec, base_url=base_url, versions=versions)

@@ -202,22 +202,24 @@ def research_notes(text: str) -> str:
 def researcher_answer(text: str, routing: dict[str, Any] | None) -> Answer:
     """The researcher, checked in this order:
 
-    1. The text asks to write or draft ("write", "writing", "draft", ...): research only, so
-       the message goes back (`recipient` "sender").
+    1. The text asks to write or draft ("write", "writing", "draft", ...) and not to
+       research: not its job, so the message goes back (`recipient` "sender").
     2. Otherwise it answers with `research_notes(text)`, and:
        - names the first peer with capability "writing" as `recipient` when the text asks
-         for a report ("report", "reports") and such a peer is in `agentCards`;
+         for a report or for writing ("report", "write", "draft", ...) and such a peer is in
+         `agentCards` ("research the weather and write a report" goes on to the writer);
        - else makes no routing decision (no metadata), so the router decides.
     Without client-routing metadata it answers the same texts with no metadata at all.
     """
     stems = {stem(word) for word in content_words(text)}
-    if stems & {"writ", "draft"}:
+    asks_for_writing = bool(stems & {"writ", "draft"})
+    if asks_for_writing and "research" not in stems:
         return Answer(
             "The researcher only does research, not writing or drafting; sending this back.",
             None if routing is None else {"recipient": "sender", "reason": "not research"},
         )
     notes = research_notes(text)
-    if routing is None or "report" not in stems:
+    if routing is None or not (asks_for_writing or "report" in stems):
         return Answer(notes)
     writers = [
         peer

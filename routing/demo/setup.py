@@ -28,3 +28,39 @@ def demo_agents_register(urls: Mapping[str, str]) -> list[str]:
         except RegistryError as error:
             lines.append(f"could not register {slug}: {error.message}")
     return lines
+
+
+DEMO_TEAM = "demo"
+DEMO_TEAM_MEMBERS = ("triage", "researcher", "writer", "echo")
+DEMO_QUESTION = "please research the weather and write a report"
+
+
+def demo_team_ensure() -> str:
+    """Creates the demo team (default agent triage; members triage, researcher, writer, echo),
+    or puts it back as it should be, and points the relay's own endpoint at it. Returns a line
+    for the console. Needs the demo agents registered."""
+    from registry.models import Team
+    from registry.teams import team_create, team_update
+    from tasks_app.relay_endpoint import default_target_set
+
+    fields = {
+        "name": "Demo team",
+        "members": list(DEMO_TEAM_MEMBERS),
+        "default_agent": "triage",
+        "description": "Triage hands each request to the researcher or the writer.",
+        "max_routing_hops": 10,
+        "enabled": True,
+    }
+    team = Team.objects.filter(pk=DEMO_TEAM).first()
+    try:
+        if team is None:
+            team_create(team_id=DEMO_TEAM, **fields)
+        else:
+            team_update(team=team, fields=fields)
+    except RegistryError as error:
+        return f"could not set up team {DEMO_TEAM}: {error.message}"
+    default_target_set(kind="team", target_id=DEMO_TEAM)
+    return (
+        f"team      {DEMO_TEAM:<11} {', '.join(DEMO_TEAM_MEMBERS)} (default triage); "
+        "the relay's own endpoint answers as this team"
+    )

@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from registry.models import ApiKey
 from registry.services import api_key_create, api_key_revoke
+from routing.demo.setup import DEMO_QUESTION, DEMO_TEAM
 
 DEMO_KEY_NAME = "demo (run_relay)"
 
@@ -95,11 +96,12 @@ class Command(BaseCommand):
 
     def _start_demo(self, agents_port: int):
         from routing.demo.agents import serve_demo_agents
-        from routing.demo.setup import demo_agents_register
+        from routing.demo.setup import demo_agents_register, demo_team_ensure
 
         group = serve_demo_agents(host="127.0.0.1", first_port=agents_port)
         for line in demo_agents_register(group.urls):
             self.stdout.write(line)
+        self.stdout.write(demo_team_ensure())
         return group
 
     def _demo_key(self) -> str:
@@ -132,6 +134,10 @@ class Command(BaseCommand):
                 f"  curl -s '{relay}/a2a/skills?q=writing' | python -m json.tool",
                 f"  curl -s -X POST -H 'Authorization: Bearer {demo_key}' "
                 f"{relay}/a2a/registry/echo/refresh | python -m json.tool",
+                "",
+                "Ask the demo team (each hop is printed as it happens, then the answer):",
+                f"  python manage.py ask_team {DEMO_TEAM} \"{DEMO_QUESTION}\" --url {relay} "
+                f"--key {demo_key}",
             ]
         lines += ["", "Ctrl-C stops everything.", ""]
         self.stdout.write("\n".join(lines))

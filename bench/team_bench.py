@@ -1,0 +1,258 @@
+"""Team benchmark: what routing a conversation through a team costs next to calling its members
+directly, measured in the same run.
+
+Starts two scripted routing agents, "a" and "b" (a2a-sdk apps on uvicorn, each in a process of
+its own), and a relay (daphne, embedded profile, a temporary RELAY_VAR_DIR) with both agents
+registered and a team "bench" (members a and b, default a). The agents count down: a message
+"left=N" is answered "left=N-1", naming the other agent as the recipient, or "user" once N-1
+is 0. So a team conversation started with "left=k" is exactly k member calls, alternating
+a, b, a, ...
+
+For each k in 1, 3, 10 it times, one request at a time (keep-alive, after a warm-up):
+
+- team:     one blocking ``SendMessage`` to ``/a2a/teams/bench/`` with "left=k" (k hops);
+- direct k: the same k calls (a, b, a, ... with "left=k", "left=k-1", ...) made one after the
+            other straight to the agents;
+
+and, once, a single call to agent a directly and through the relay (``/a2a/agents/a/``):
+their p50 difference is the gateway's overhead for one hop. It prints per k: team p50, direct k
+p50, the team's overhead (team - direct k), and whether that overhead is at most
+k * hop overhead + CONSTANT_MS. The constant stands for what a team call does once, whatever
+k: the caller's own request to the relay (parsing, authentication, opening the team task, its
+final answer) and loading the team; measured at k = 1 it is about one more gateway hop.
+
+    python bench/team_bench.py [--runs 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+HOPS = (1, 3, 10)
+CONSTANT_MS = 10.0
+"""Allowed team overhead beyond k gateway hops (see the module docstring)."""
+WARMUP = 5
+REQUEST_TIMEOUT = 30.0
+TIME_BUDGET_SECONDS = 150.0
+"""The measuring stops early (and says so) past this; the whole run stays under 3 minutes."""
+
+
+# --- the agents, each run as `team_bench.py --serve SLUG PORT OTHER` ------------------------
+
+
+def countdown_answer(other: str):
+    """Answers "left=N" with "left=N-1" for `other`, or for "user" when nothing is left.
+    Without routing metadata (a direct call): the same text, no metadata."""
+    from routing.demo.agents import Answer
+
+    def answer(text: str, routing):
+        match = re.search(r"left=(\d+)", text)
+        left = int(match.group(1)) - 1 if match else 0
+        if routing is None:
+            return Answer(f"left={left}")
+        return Answer(
+            f"left={left}", {"recipient": other if left > 0 else "user", "reason": f"{left} left"}
+        )
+
+    return answer
+
+
+def serve_agent(slug: str, port: int, other: str) -> None:
+    """Served by uvicorn on a port it binds itself (see bench/gateway_bench.py: a socket bound
+    elsewhere keeps Nagle on and stalls keep-alive answers by about 40 ms)."""
+    import uvicorn
+
+    from routing.demo.agents import AgentSpec, AnsweringExecutor, Skill, build_agent_app
+
+    spec = AgentSpec(
+        slug=slug,
+        name=f"Countdown {slug}",
+        description="Counts down and passes on.",
+        skills=(
+            Skill(id="countdown", name="Countdown", description="Counts down.", tags=("bench",)),
+        ),
+        make_executor=lambda: AnsweringExecutor(countdown_answer(other)),
+        client_routing=True,
+    )
+    app = build_agent_app(spec, base_url=f"http://127.0.0.1:{port}")
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+# --- measuring -------------------------------------------------------------------------------
+
+
+def rpc(text: str) -> bytes:
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {
+                    "messageId": f"bench-{time.monotonic_ns()}",
+                    "role": "ROLE_USER",
+                    "parts": [{"text": text}],
+                }
+            },
+        }
+    ).encode()
+
+
+async def call(client: httpx.AsyncClient, url: str, text: str, headers: dict) -> dict:
+    response = await client.post(url, content=rpc(text), headers=headers)
+    response.raise_for_status()
+    body = response.json()
+    if "result" not in body:
+        raise RuntimeError(f"{url} answered {body}")
+    return body["result"]
+
+
+async def timed(action, runs: int, deadline: float) -> list[float]:
+    for _ in range(WARMUP):
+        await action()
+    samples = []
+    for _ in range(runs):
+        if time.monotonic() > deadline:
+            print(f"  (time budget reached after {len(samples)} runs)")
+            break
+        started = time.perf_counter()
+        await action()
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+async def measure(relay_url: str, key: str, agents: dict[str, str], runs: int) -> None:
+    deadline = time.monotonic() + TIME_BUDGET_SECONDS
+    relay_headers = {
+        "Authorization": f"Bearer {key}",
+        "A2A-Version": "1.0",
+        "Content-Type": "application/json",
+    }
+    direct_headers = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+    async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT) as client:
+
+        async def direct_one():
+            await call(client, agents["a"], "left=1", direct_headers)
+
+        async def relay_one():
+            await call(client, f"{relay_url}/a2a/agents/a/", "left=1", relay_headers)
+
+        direct = statistics.median(await timed(direct_one, runs * 2, deadline))
+        through_relay = statistics.median(await timed(relay_one, runs * 2, deadline))
+        hop_overhead = through_relay - direct
+        print(
+            f"one call to agent a: direct p50 {direct:.2f} ms, through the relay p50 "
+            f"{through_relay:.2f} ms -> gateway hop overhead {hop_overhead:.2f} ms\n"
+        )
+        print(
+            f"{'k':>3} {'team p50':>10} {'direct k p50':>13} {'team overhead':>14} "
+            f"{'k*hop+' + str(int(CONSTANT_MS)):>10}  within?"
+        )
+        for hops in HOPS:
+
+            async def team(hops=hops):
+                task = (
+                    await call(
+                        client, f"{relay_url}/a2a/teams/bench/", f"left={hops}", relay_headers
+                    )
+                )["task"]
+                if task["status"]["state"] != "TASK_STATE_COMPLETED":
+                    raise RuntimeError(f"the team task ended {task['status']}")
+
+            async def direct_k(hops=hops):
+                for left in range(hops, 0, -1):
+                    agent = agents["a"] if (hops - left) % 2 == 0 else agents["b"]
+                    await call(client, agent, f"left={left}", direct_headers)
+
+            team_p50 = statistics.median(await timed(team, runs, deadline))
+            direct_p50 = statistics.median(await timed(direct_k, runs, deadline))
+            overhead = team_p50 - direct_p50
+            bound = hops * hop_overhead + CONSTANT_MS
+            print(
+                f"{hops:>3} {team_p50:>8.2f} ms {direct_p50:>10.2f} ms {overhead:>11.2f} ms "
+                f"{bound:>7.2f} ms  {'yes' if overhead <= bound else 'NO'}"
+            )
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+def start_agent(stack: ExitStack, slug: str, other: str) -> str:
+    from tests.live import free_port, wait_for
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, __file__, "--serve", slug, str(port), other], cwd=ROOT
+    )
+    stack.callback(_stop, process)
+    url = f"http://127.0.0.1:{port}"
+
+    def answering() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"agent {slug} exited with {process.returncode}")
+        try:
+            return httpx.get(f"{url}/.well-known/agent-card.json", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(answering, f"agent {slug} answering")
+    return url
+
+
+def _stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=30, help="Timed runs per measurement.")
+    parser.add_argument(
+        "--serve", nargs=3, metavar=("SLUG", "PORT", "OTHER"), help=argparse.SUPPRESS
+    )
+    options = parser.parse_args()
+    if options.serve:
+        slug, port, other = options.serve
+        serve_agent(slug, int(port), other)
+        return
+
+    from tests.live import live_relay, manage
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as var_dir, ExitStack() as stack:
+        agents = {"a": start_agent(stack, "a", "b"), "b": start_agent(stack, "b", "a")}
+        relay = stack.enter_context(live_relay(Path(var_dir)))
+        for slug, url in agents.items():
+            relay.register(url, slug)
+        manage(
+            relay.env,
+            "shell",
+            "-c",
+            "from registry.teams import team_create; team_create(team_id='bench', "
+            "name='Bench', members=['a', 'b'], default_agent='a')",
+        )
+        print(f"relay {relay.url}, agents {agents}, ready in {time.monotonic() - started:.1f} s\n")
+        asyncio.run(measure(relay.url, relay.key, agents, options.runs))
+    print(f"\ndone in {time.monotonic() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

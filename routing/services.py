@@ -1,0 +1,113 @@
+"""Writes of the team router: one routing hop, and a member's upstream ids in a conversation."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from routing.models import MemberContext, RoutingHop
+from tasks_app.models import Task
+
+TEXT_EXCERPT = 500
+"""Characters of the message passed on that a hop keeps."""
+
+
+def hop_record(
+    *,
+    task_id: str,
+    team_id: str,
+    context_id: str,
+    order: int,
+    from_id: str,
+    to_id: str,
+    outcome: str,
+    next_id: str = "",
+    reason: str = "",
+    routing_error: str = "",
+    peers_offered: list[str] | None = None,
+    text: str = "",
+    latency_ms: float | None = None,
+    member_task_open: bool = False,
+    known: tuple[str, str] = ("", ""),
+    since: datetime | None = None,
+) -> RoutingHop:
+    """Stores one hop of a team task, with the upstream ids of the member task it opened (or
+    continued), and keeps the member's conversation for its next turn in this team
+    conversation: its upstream context, and its upstream task while that stays open
+    (``member_task_open``, a parked member). ``known`` is the (context, open task) stored
+    before; the row is written only when that changes, so a member that keeps its context
+    costs no write. The member task is the one of ``to_id`` last written ``since`` the call
+    began (none when the call failed before the gateway opened one)."""
+    member_tasks = Task.objects.filter(parent_id=task_id, agent_id=to_id)
+    if since is not None:
+        member_tasks = member_tasks.filter(updated_at__gte=since)
+    member_task = (
+        member_tasks.order_by("-updated_at")
+        .values("upstream_task_id", "upstream_context_id")
+        .first()
+    ) or {"upstream_task_id": "", "upstream_context_id": ""}
+    upstream_context_id = member_task["upstream_context_id"]
+    open_task = member_task["upstream_task_id"] if member_task_open else ""
+    with transaction.atomic():
+        hop = RoutingHop.objects.create(
+            task_id=task_id,
+            order=order,
+            from_id=from_id,
+            to_id=to_id,
+            reason=reason,
+            routing_error=routing_error,
+            peers_offered=peers_offered or [],
+            text=text[:TEXT_EXCERPT],
+            latency_ms=latency_ms,
+            outcome=outcome,
+            next_id=next_id,
+            upstream_task_id=member_task["upstream_task_id"],
+            upstream_context_id=upstream_context_id,
+        )
+        if upstream_context_id and (upstream_context_id, open_task) != tuple(known):
+            MemberContext.objects.bulk_create(
+                [
+                    MemberContext(
+                        team_id=team_id,
+                        context_id=context_id,
+                        agent_id=to_id,
+                        upstream_context_id=upstream_context_id,
+                        upstream_task_id=open_task,
+                        updated_at=timezone.now(),
+                    )
+                ],
+                update_conflicts=True,
+                unique_fields=["team", "context_id", "agent"],
+                update_fields=["upstream_context_id", "upstream_task_id", "updated_at"],
+            )
+    return hop
+
+
+def task_error_note(*, task_id: str, event: dict[str, Any]) -> None:
+    """Keeps why a team task is about to fail in its ``error`` (as the gateway does for agent
+    tasks), from the text of the failing status update."""
+    message = event["statusUpdate"]["status"].get("message") or {}
+    reason = "\n".join(part["text"] for part in message.get("parts", []) if "text" in part)
+    Task.objects.filter(pk=task_id).update(error=reason[:2000])
+
+
+def hop_as_json(hop: RoutingHop) -> dict[str, Any]:
+    """A hop as the trace API and the team task's hop updates show it."""
+    return {
+        "order": hop.order,
+        "from": hop.from_id,
+        "to": hop.to_id,
+        "reason": hop.reason,
+        "routingError": hop.routing_error,
+        "peersOffered": hop.peers_offered,
+        "text": hop.text,
+        "latencyMs": round(hop.latency_ms, 1) if hop.latency_ms is not None else None,
+        "outcome": hop.outcome,
+        "next": hop.next_id,
+        "upstreamTaskId": hop.upstream_task_id,
+        "upstreamContextId": hop.upstream_context_id,
+        "at": hop.created_at.isoformat(),
+    }
