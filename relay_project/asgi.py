@@ -1,6 +1,6 @@
 """ASGI entry point: ``daphne relay_project.asgi:application``.
 
-A2A streaming calls go to the Channels SSE consumer; everything else to Django
+A2A protocol calls go to the Channels consumer; everything else to Django
 (see ``relay_project.routing``).
 """
 
@@ -15,8 +15,8 @@ django_application = get_asgi_application()
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 
 from relay_project.routing import A2ARouter  # noqa: E402
-from tasks_app.consumers import A2AStreamConsumer  # noqa: E402
+from tasks_app.consumers import A2AConsumer  # noqa: E402
 
 application = ProtocolTypeRouter(
-    {"http": A2ARouter(django_application, A2AStreamConsumer.as_asgi())}
+    {"http": A2ARouter(django_application, A2AConsumer.as_asgi())}
 )

@@ -1,98 +1,104 @@
-"""The ASGI router in front of Django: it sends A2A *streaming* calls to the Channels SSE
-consumer and everything else to Django.
+"""The ASGI router in front of Django: it sends A2A protocol calls to the Channels consumer and
+everything else to Django.
 
-REST streaming calls are known by their path (``message:stream``, ``tasks/{id}:subscribe``).
-JSON-RPC calls all POST to the target's base URL, so the method decides: the router reads the
-(small, size-capped) body once, looks at ``method``, and replays the body to whichever app
-serves the call.
+A2A calls are JSON-RPC at a target's base URL (``/a2a/agents/{id}/``, ``/a2a/teams/{id}/``,
+``/a2a/relay/``) and HTTP+JSON under it, plus the task API's ``POST /a2a/tasks/sendSubscribe``
+stream; the consumer answers them, unary and streaming alike, without Django's per-request
+thread and middleware. The cards under those URLs (``.well-known/agent-card.json``), the
+registry, team and task APIs, the pages and the admin stay with Django, and so does any
+request whose Host Django would refuse, so it is refused the same way. Django's URL conf no
+longer names the A2A endpoints, so the router answers their slash-less spellings with the
+redirect APPEND_SLASH gave them.
 """
 
 from __future__ import annotations
 
-import json
 import re
 
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+
+# Target ids are slugs, as the URL patterns of the cards and APIs spell them.
 A2A_BASE = re.compile(
-    r"^/a2a/(?:(?P<kind>agents|teams)/(?P<target_id>[-\w]+)|(?P<relay>relay))/(?P<rest>.*)$")
+    r"^/a2a/(?:(?P<kind>agents|teams)/(?P<target_id>[-a-zA-Z0-9_]+)|(?P<relay>relay))/"
+    r"(?P<rest>.*)$")
+# /a2a/teams/{id} (no slash) is the registry's team resource, not a redirect.
+A2A_BASE_WITHOUT_SLASH = re.compile(r"^/a2a/(?:agents/[-a-zA-Z0-9_]+|relay)$")
 TASK_API_STREAM = "/a2a/tasks/sendSubscribe"
-# An optional first segment: the 0.3 "v1/" or a 1.0 tenant.
-REST_STREAM = re.compile(r"^([^/]+/)?(message:stream|tasks/[^/]+:subscribe)$")
-STREAM_METHODS = {"SendStreamingMessage", "SubscribeToTask", "message/stream",
-                  "tasks/resubscribe"}
+CARD = ".well-known/agent-card.json"
 KINDS = {"agents": "agent", "teams": "team", None: "relay"}
-MAX_PEEK_BYTES = 8 * 1024 * 1024
 
 
-def _replay(body: bytes, receive):
-    """A receive callable that hands over the body already read, then waits on the real one
-    (which reports the client's disconnect)."""
-    sent = False
-
-    async def replayed():
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed
-
-
-async def _read_body(receive) -> bytes | None:
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_PEEK_BYTES:
-            # Too large to be a streaming call worth reading twice: Django refuses it.
-            chunks.append(chunk)
-            return b"".join(chunks)
-        chunks.append(chunk)
-        if not message.get("more_body"):
-            return b"".join(chunks)
+def security_headers() -> list[tuple[bytes, bytes]]:
+    """The headers Django's SecurityMiddleware and XFrameOptionsMiddleware add to responses,
+    from the same settings, for the responses sent without Django."""
+    headers = []
+    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
+        headers.append((b"x-content-type-options", b"nosniff"))
+    if settings.SECURE_REFERRER_POLICY:
+        policy = settings.SECURE_REFERRER_POLICY
+        value = policy if isinstance(policy, str) else ",".join(policy)
+        headers.append((b"referrer-policy", value.encode()))
+    if settings.SECURE_CROSS_ORIGIN_OPENER_POLICY:
+        headers.append((b"cross-origin-opener-policy",
+                        settings.SECURE_CROSS_ORIGIN_OPENER_POLICY.encode()))
+    headers.append((b"x-frame-options", settings.X_FRAME_OPTIONS.upper().encode()))
+    return headers
 
 
-def _method_of(body: bytes) -> str | None:
-    try:
-        payload = json.loads(body)
-    except (ValueError, RecursionError):
+def host_allowed(scope) -> bool:
+    """Whether Django would accept the request's Host (ALLOWED_HOSTS, as HttpRequest.get_host
+    checks it)."""
+    host = next((value.decode("latin-1") for name, value in scope.get("headers", ())
+                 if name == b"host"), None)
+    if host is None:
+        server = scope.get("server") or ("", None)
+        host = server[0] if server[1] in (None, 80, 443) else f"{server[0]}:{server[1]}"
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    domain, _ = split_domain_port(host)
+    return bool(domain) and validate_host(domain, allowed)
+
+
+def a2a_route(scope) -> dict[str, str] | None:
+    """The consumer's route kwargs (kind, target_id, rest) of an A2A call; None for anything
+    else."""
+    path = scope["path"]
+    if path == TASK_API_STREAM and scope["method"] == "POST":
+        return {"kind": "task-api", "target_id": "", "rest": ""}
+    match = A2A_BASE.match(path)
+    if match is None or match["rest"] == CARD:
         return None
-    # Anything but a string method is Django's to refuse (-32600), not a crash here.
-    method = payload.get("method") if isinstance(payload, dict) else None
-    return method if isinstance(method, str) else None
+    return {"kind": KINDS[match["kind"]], "target_id": match["target_id"] or "default",
+            "rest": match["rest"]}
 
 
 class A2ARouter:
-    def __init__(self, django_app, stream_app) -> None:
+    def __init__(self, django_app, a2a_app) -> None:
         self.django_app = django_app
-        self.stream_app = stream_app
+        self.a2a_app = a2a_app
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.django_app(scope, receive, send)
-        if scope["path"] == TASK_API_STREAM and scope["method"] == "POST":
-            return await self._stream(scope, receive, send,
-                                      {"kind": "task-api", "target_id": "", "rest": ""},
-                                      "HTTP+JSON")
-        match = A2A_BASE.match(scope["path"])
-        if match is None:
-            return await self.django_app(scope, receive, send)
-        kwargs = {"kind": KINDS[match["kind"]], "target_id": match["target_id"] or "default",
-                  "rest": match["rest"]}
-        if scope["method"] in ("GET", "POST") and REST_STREAM.match(match["rest"]):
-            return await self._stream(scope, receive, send, kwargs, "HTTP+JSON")
-        if scope["method"] == "POST" and match["rest"] == "":
-            body = await _read_body(receive)
-            if body is None:
-                return None
-            if _method_of(body) in STREAM_METHODS:
-                return await self._stream(scope, _replay(body, receive), send, kwargs, "JSONRPC")
-            return await self.django_app(scope, _replay(body, receive), send)
+        if scope["type"] == "http":
+            if (settings.APPEND_SLASH and A2A_BASE_WITHOUT_SLASH.match(scope["path"])
+                    and host_allowed(scope)):
+                return await _redirect_with_slash(scope, send)
+            route = a2a_route(scope)
+            if route is not None and host_allowed(scope):
+                scope = dict(scope, url_route={"args": (), "kwargs": route})
+                return await self.a2a_app(scope, receive, send)
         return await self.django_app(scope, receive, send)
 
-    async def _stream(self, scope, receive, send, kwargs, binding):
-        scope = dict(scope, url_route={"args": (), "kwargs": dict(kwargs, binding=binding)})
-        return await self.stream_app(scope, receive, send)
+
+async def _redirect_with_slash(scope, send) -> None:
+    """301 to the path with its slash, as CommonMiddleware answers (Django's security headers
+    apply; the middleware after CommonMiddleware, X-Frame-Options among it, never runs)."""
+    location = scope.get("root_path", "") + scope["path"] + "/"
+    if scope.get("query_string"):
+        location += "?" + scope["query_string"].decode("latin-1")
+    headers = [(b"content-type", b"text/html; charset=utf-8"),
+               (b"location", location.encode("latin-1")), (b"content-length", b"0"),
+               *[header for header in security_headers() if header[0] != b"x-frame-options"]]
+    await send({"type": "http.response.start", "status": 301, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})

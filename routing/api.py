@@ -7,8 +7,7 @@ from asgiref.sync import sync_to_async
 
 from routing import selectors, services
 from tasks_app.api import calls
-from tasks_app.api.task_api import TaskApiView
-from tasks_app.api.views import http_reply
+from tasks_app.api.task_api import TaskApiView, http_reply
 from tasks_app.protocol.errors import TaskNotFound
 from tasks_app.snapshots import V1_STATE
 

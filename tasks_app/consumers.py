@@ -1,10 +1,16 @@
-"""SSE for A2A streaming calls, as a Channels consumer served by daphne.
+"""A2A calls over HTTP, as a Channels consumer served by daphne: JSON-RPC at a target's base
+URL, HTTP+JSON under it, unary and streaming alike (``relay_project.routing`` sends every A2A
+protocol call here; the registry, team and task APIs stay with Django and DRF).
 
-The stream itself comes from the gateway (events through the channel layer); this consumer
-authenticates, parses, sends errors that happen before the first event as ordinary responses,
-then writes one ``data:`` frame per event and keep-alive comments while idle. The stream runs
-in a task of its own so a client disconnect is noticed at once: the consumer stops writing, and
-the upstream work goes on.
+It reads the request, hands it to ``calls.answer``, and writes what comes back: a response, or
+an SSE stream (``data:`` frame per event, keep-alive comments while idle). The call runs in a
+task of its own so a client disconnect is noticed at once: the consumer stops, and a stream's
+upstream work goes on.
+
+This path skips what Django does per request and the relay does not need for A2A calls: a
+fresh thread, the middleware, DRF's request wrapping. Database work runs in Channels' one
+database thread, where connections persist for CONN_MAX_AGE: ``calls.answer`` closes old and
+broken ones around its first hop, the way Django does at each request's start and end.
 """
 
 from __future__ import annotations
@@ -13,15 +19,15 @@ import asyncio
 import logging
 from urllib.parse import parse_qs
 
-from asgiref.sync import sync_to_async
+from channels.consumer import get_handler_name
+from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
-from rest_framework import exceptions
+from django.conf import settings
 
-from registry.auth import api_key_from_header
-from tasks_app import gateway, streams
+from relay_project.routing import security_headers
+from tasks_app import streams
 from tasks_app.api import calls
-from tasks_app.api.calls import TargetNotFound
-from tasks_app.protocol.errors import A2AError, InternalError, Unauthenticated
+from tasks_app.protocol.errors import A2AError, InternalError
 
 logger = logging.getLogger(__name__)
 
@@ -32,79 +38,64 @@ SSE_HEADERS = [
 ]
 
 
-class A2AStreamConsumer(AsyncHttpConsumer):
+class A2AConsumer(AsyncHttpConsumer):
+    # No channel of its own: a stream subscribes to its task's group through tasks_app.streams.
+    channel_layer_alias = None
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._stream: asyncio.Task | None = None
-        self._call: calls.Call | None = None
+        self._size = 0
+        self._oversized = False
+        self._running: asyncio.Task | None = None
+
+    async def dispatch(self, message):
+        # AsyncConsumer closes old database connections before every message, a thread hop
+        # each; calls.answer does it once per call, in its first database hop.
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def http_request(self, message):
-        self.body.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        self._size += len(chunk)
+        if self._size > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+            # Kept no further: the call is refused as too large.
+            self._oversized, self.body = True, []
+        elif not self._oversized:
+            self.body.append(chunk)
         if not message.get("more_body"):
-            self._stream = asyncio.get_running_loop().create_task(
+            self._running = asyncio.get_running_loop().create_task(
                 self.handle(b"".join(self.body)))
 
     async def http_disconnect(self, message):
-        if self._stream is not None and not self._stream.done():
-            self._stream.cancel()
-        await super().http_disconnect(message)
-
-    def _headers(self) -> dict[str, str]:
-        return {key.decode("latin-1"): value.decode("latin-1")
-                for key, value in self.scope["headers"]}
+        if self._running is not None and not self._running.done():
+            self._running.cancel()
+        raise StopConsumer()
 
     async def handle(self, body: bytes) -> None:
         route = self.scope["url_route"]["kwargs"]
-        binding = route["binding"]
-        self._call = None
-        try:
-            call, target, events = await self._open(route, body)
-        except A2AError as error:
-            # Errors after parsing answer with the call's id and in its version.
-            await self._reply(calls.failure_reply(binding, error, self._call))
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"),
+                         keep_blank_values=True)
+        outcome = await calls.answer(calls.HttpCall(
+            kind=route["kind"], target_id=route["target_id"], rest=route["rest"],
+            http_method=self.scope["method"], query=query, headers=self.scope["headers"],
+            body=body, oversized=self._oversized,
+        ))
+        if isinstance(outcome, calls.Reply):
+            await self._reply(outcome)
             return
-        except Exception:
-            logger.exception("opening a stream failed")
-            await self._reply(calls.failure_reply(binding, InternalError("the relay failed"),
-                                                  self._call))
-            return
-        echo = calls.extension_headers(call, calls.echoed(call, target))
-        await self.send_headers(status=200, headers=SSE_HEADERS + [
-            (name.encode(), value.encode()) for name, value in echo])
-        await self._pump(call, events)
-
-    async def _open(self, route, body):
-        headers = self._headers()
-        caller = await sync_to_async(_authenticate)(headers.get("authorization"))
-        if route["kind"] == "task-api":
-            return await self._open_task_api(headers, body, caller)
-        if route["binding"] == calls.JSONRPC:
-            call = calls.parse_jsonrpc_call(headers, body)
-        else:
-            query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
-            call = calls.parse_rest_call(self.scope["method"], route["rest"], query, headers, body)
-        self._call = call
-        target = await sync_to_async(gateway.resolve_target)(route["kind"], route["target_id"])
-        if target is None:
-            raise TargetNotFound(f"no {route['kind']} {route['target_id']!r} at this relay")
-        return call, target, await calls.open_stream(target, call, caller)
-
-    async def _open_task_api(self, headers, body, caller):
-        """``POST /a2a/tasks/sendSubscribe``: the target is named in the body."""
-        from tasks_app.api import task_api
-        from tasks_app.protocol.versions import Operation
-
-        kind, target_id, params = task_api.target_and_request(task_api.parse_body(body),
-                                                              Operation.STREAM)
-        call = task_api.rest_call(Operation.STREAM, params, headers)
-        target = await sync_to_async(gateway.resolve_target)(kind, target_id)
-        if target is None:
-            raise TargetNotFound(f"no {kind} {target_id!r} at this relay")
-        return call, target, await calls.open_stream(target, call, caller)
+        await self.send_headers(status=200, headers=[
+            *SSE_HEADERS, *security_headers(),
+            *[(name.encode(), value.encode()) for name, value in outcome.headers]])
+        await self._pump(outcome.call, outcome.events)
 
     async def _reply(self, reply: calls.Reply) -> None:
-        await self.send_response(reply.status, reply.encoded(), headers=[
+        body = reply.encoded()
+        await self.send_response(reply.status, body, headers=[
             (b"content-type", reply.content_type.encode()),
+            (b"content-length", str(len(body)).encode()),
+            *security_headers(),
             *[(name.encode(), value.encode()) for name, value in reply.headers]])
 
     async def _pump(self, call: calls.Call, events) -> None:
@@ -125,13 +116,3 @@ class A2AStreamConsumer(AsyncHttpConsumer):
         finally:
             await events.aclose()
         await self.send_body(b"", more_body=False)
-
-
-def _authenticate(header: str | None):
-    try:
-        key = api_key_from_header(header)
-    except exceptions.AuthenticationFailed as error:
-        raise Unauthenticated(str(error.detail)) from error
-    if key is None:
-        raise Unauthenticated("an API key is required: send Authorization: Bearer <key>")
-    return key

@@ -339,8 +339,22 @@ async def _drive_in_background(target, task, request, ctx, *, stream) -> None:
         logger.exception("background task %s failed", task.pk)
 
 
-async def _open(target: Target, ctx: CallContext, request: dict[str, Any]) -> tuple[Task, bool]:
-    """The task a message belongs to: the one it names (checked), or a new one."""
+@dataclass(frozen=True)
+class Opened:
+    """The task a message belongs to, and whether this message created it."""
+
+    task: Task
+    fresh: bool
+
+
+def open_task(target: Target, ctx: CallContext, request: dict[str, Any], *,
+              stream: bool = False) -> Opened:
+    """The task a message belongs to: the one it names (checked, the message appended), or a
+    new one, with its inline push config stored. Synchronous, so a caller can run it in the
+    same thread hop as authentication and target resolution; raises the A2A error that
+    refuses the message before anything is stored."""
+    if stream and not target.streaming:
+        raise UnsupportedOperation(f"{target.kind} {target.id!r} does not stream")
     missing = [uri for uri in target.required_extensions if uri not in ctx.extensions]
     if missing:
         raise ExtensionSupportRequired(
@@ -357,7 +371,7 @@ async def _open(target: Target, ctx: CallContext, request: dict[str, Any]) -> tu
         raise InvalidParams(field_violations=[FieldViolation(
             "message.contextId", f"is longer than {CONTEXT_ID_MAX_LENGTH}")])
     if message.get("taskId"):
-        task = await _load(target, ctx, message["taskId"])
+        task = _owned_task(target, ctx, message["taskId"])
         if task.is_terminal:
             raise UnsupportedOperation(
                 f"task {task.id} is {task.state}; a terminal task takes no more messages")
@@ -366,12 +380,17 @@ async def _open(target: Target, ctx: CallContext, request: dict[str, Any]) -> tu
                 f"message.contextId {message['contextId']!r} does not match the task's "
                 f"context {task.context_id!r}")
         try:
-            task = await sync_to_async(services.task_add_message)(task=task, message=message)
+            task = services.task_add_message(task=task, message=message)
         except services.TerminalTaskError as error:
             raise UnsupportedOperation(f"task {task.id} ended meanwhile") from error
-        return task, False
-    task = await sync_to_async(_open_new)(target, ctx, request)
-    return task, True
+        opened = Opened(task, fresh=False)
+    else:
+        opened = Opened(_open_new(target, ctx, request), fresh=True)
+    if inline:
+        from tasks_app import push
+
+        push.config_create(task=opened.task, config=inline)
+    return opened
 
 
 def _open_new(target: Target, ctx: CallContext, request: dict[str, Any]) -> Task:
@@ -395,28 +414,35 @@ def _open_new(target: Target, ctx: CallContext, request: dict[str, Any]) -> Task
     return task
 
 
-async def _load(target: Target | None, ctx: CallContext, task_id: str) -> Task:
-    task = await sync_to_async(selectors.task_for_caller)(caller=ctx.caller, task_id=task_id)
+def _owned_task(target: Target | None, ctx: CallContext, task_id: str) -> Task:
+    task = selectors.task_for_caller(caller=ctx.caller, task_id=task_id)
     if task is None or (target is not None and not target.owns(task)):
         raise TaskNotFound(f"no task {task_id!r}", metadata={"taskId": str(task_id)})
     return task
+
+
+async def _load(target: Target | None, ctx: CallContext, task_id: str) -> Task:
+    return await sync_to_async(_owned_task)(target, ctx, task_id)
 
 
 # --- Operations ---------------------------------------------------------------------------
 
 
 async def send_message(target: Target, ctx: CallContext, request: dict[str, Any], *,
-                       stream_upstream: bool = False) -> dict[str, Any]:
+                       stream_upstream: bool = False,
+                       opened: Opened | None = None) -> dict[str, Any]:
     """SendMessage: blocking by default (returns once the task ends or waits on the client);
     with ``returnImmediately`` it returns the submitted task and works on in the background.
 
     ``stream_upstream`` follows a streaming target over a stream even while the caller blocks:
     the task's upstream ids are then known from the first event, so a cancel reaches the agent
-    while it works (the team router calls members this way).
+    while it works (the team router calls members this way). ``opened`` is the message's task
+    when the caller already ran ``open_task`` (in its own thread hop).
     """
-    task, fresh = await _open(target, ctx, request)
+    if opened is None:
+        opened = await sync_to_async(open_task)(target, ctx, request)
+    task, fresh = opened.task, opened.fresh
     configuration = request.get("configuration") or {}
-    await _save_inline_push_config(task, configuration)
     history_length = configuration.get("historyLength")
     if configuration.get("returnImmediately"):
         _spawn(task.id, _drive_in_background(target, task, request, ctx,
@@ -431,17 +457,16 @@ async def send_message(target: Target, ctx: CallContext, request: dict[str, Any]
                                    history_length=history_length)}
 
 
-async def stream_message(target: Target, ctx: CallContext,
-                         request: dict[str, Any]) -> AsyncIterator[Any]:
+async def stream_message(target: Target, ctx: CallContext, request: dict[str, Any], *,
+                         opened: Opened | None = None) -> AsyncIterator[Any]:
     """SendStreamingMessage: validates and opens the task before the first event (so errors
     are ordinary responses), then yields the task, its updates, and KEEPALIVE markers while
     idle. Closes on a terminal or interrupted state. The work goes on if the client leaves.
+    ``opened`` as for ``send_message`` (``open_task`` with ``stream=True``).
     """
-    if not target.streaming:
-        raise UnsupportedOperation(f"{target.kind} {target.id!r} does not stream")
-    task, _ = await _open(target, ctx, request)
-    await _save_inline_push_config(task, request.get("configuration") or {})
-    return _stream_from_start(target, task, request, ctx)
+    if opened is None:
+        opened = await sync_to_async(open_task)(target, ctx, request, stream=True)
+    return _stream_from_start(target, opened.task, request, ctx)
 
 
 async def _stream_from_start(target, task, request, ctx):
@@ -566,15 +591,6 @@ async def extended_card(target: Target, ctx: CallContext) -> dict[str, Any]:
 def target_of(task: Task) -> Target | None:
     """The target a stored task belongs to (for the target-agnostic task API)."""
     return resolve_target(task.target_kind, task.target_id)
-
-
-async def _save_inline_push_config(task: Task, configuration: dict[str, Any]) -> None:
-    inline = configuration.get("taskPushNotificationConfig")
-    if inline:
-        from tasks_app import push
-
-        await sync_to_async(push.config_create)(task=task, config=inline)
-
 
 
 # --- Push-notification configs ------------------------------------------------------------

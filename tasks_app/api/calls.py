@@ -1,19 +1,34 @@
 """One A2A call at the HTTP edge, whatever the binding: parse it into a ``Call`` (operation,
-version, canonical params), execute it on a target, and render results, errors and stream
-frames in the caller's binding and version. Shared by the DRF views and the SSE consumer."""
+version, canonical params), admit it (the caller's key, the target, the task a message opens)
+in one database hop, execute it on the target, and render results, errors and stream frames
+in the caller's binding and version.
+
+The one place A2A answers are rendered: ``answer`` serves every A2A protocol call for the
+Channels consumer (``tasks_app.consumers``), and the task API's DRF views render through the
+same functions.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from channels.db import database_sync_to_async
+from rest_framework import exceptions
+
+from registry.auth import api_key_from_header
 from tasks_app import gateway
 from tasks_app.protocol import jsonrpc, rest
+from tasks_app.protocol.convert import parse_request_v1
 from tasks_app.protocol.errors import (
     A2AError,
     InternalError,
+    InvalidParams,
+    InvalidRequest,
+    JSONParseError,
     MethodNotFound,
     RateLimited,
     Unauthenticated,
@@ -29,10 +44,18 @@ from tasks_app.protocol.versions import (
     requested_extensions,
 )
 
+logger = logging.getLogger(__name__)
+
 JSONRPC = "JSONRPC"
 REST = "HTTP+JSON"
 A2A_JSON = "application/a2a+json"
 STREAMING = {Operation.STREAM, Operation.SUBSCRIBE}
+OPENS_TASK = {Operation.SEND, Operation.STREAM}
+TASK_API = "task-api"
+"""The kind of ``POST /a2a/tasks/sendSubscribe``, whose body names the target."""
+TARGET_KEYS = {"agentId": "agent", "teamId": "team"}
+REST_VERBS = {"GET", "POST", "DELETE", "HEAD"}
+NO_KEY = "an API key is required: send Authorization: Bearer <key>"
 
 
 class TargetNotFound(MethodNotFound):
@@ -60,6 +83,43 @@ class Reply:
 
     def encoded(self) -> bytes:
         return json.dumps(self.body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@dataclass(frozen=True)
+class HttpCall:
+    """An A2A call as it arrived. ``kind`` and ``target_id`` come from the URL (for the task
+    API's ``sendSubscribe``, ``kind`` is TASK_API and the body names the target); ``rest`` is
+    the path under the target's base URL, empty for JSON-RPC. ``headers`` are the raw ASGI
+    pairs, so repeated headers all count; ``oversized`` says the body was too large to keep."""
+
+    kind: str
+    target_id: str
+    rest: str
+    http_method: str
+    query: Mapping[str, list[str]]
+    headers: Sequence[tuple[bytes, bytes]]
+    body: bytes
+    oversized: bool = False
+
+    @property
+    def binding(self) -> str:
+        return JSONRPC if self.kind != TASK_API and self.rest == "" else REST
+
+    @property
+    def authorization(self) -> str | None:
+        for name, value in self.headers:
+            if name.lower() == b"authorization":
+                return value.decode("latin-1")
+        return None
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A streaming call that opened: SSE frames of ``events`` follow a 200 with ``headers``."""
+
+    call: Call
+    headers: tuple[tuple[str, str], ...]
+    events: AsyncIterator[Any]
 
 
 def parse_jsonrpc_call(headers: Mapping[str, str], body: bytes) -> Call:
@@ -92,6 +152,54 @@ def parse_rest_call(http_method: str, path: str, query: Mapping[str, Any],
     version = rest_version(path, headers)
     operation, params = rest.parse_rest_request(http_method, path, query, body, version)
     return Call(REST, version, operation, params, None, requested_extensions(headers))
+
+
+def parse_task_api_body(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise JSONParseError(f"the body is not JSON: {error}") from None
+
+
+def task_api_target(payload: Any, operation: Operation) -> tuple[str, str, dict[str, Any]]:
+    """Splits the task API's ``{"agentId"|"teamId": ..., <SendMessageRequest>}`` into (kind,
+    id, canonical request). Exactly one target key is required."""
+    if not isinstance(payload, dict):
+        raise InvalidRequest("the body must be a JSON object")
+    named = [key for key in TARGET_KEYS if payload.get(key)]
+    if len(named) != 1:
+        raise InvalidParams("name exactly one target: agentId or teamId")
+    target_id = payload[named[0]]
+    if not isinstance(target_id, str):
+        raise InvalidParams(f"{named[0]} must be a string")
+    request = {key: value for key, value in payload.items() if key not in TARGET_KEYS}
+    return TARGET_KEYS[named[0]], target_id, parse_request_v1(operation, request)
+
+
+def task_api_call(operation: Operation, params: dict[str, Any], headers) -> Call:
+    """A task API call: HTTP+JSON, A2A 1.0 ProtoJSON."""
+    return Call(REST, ProtocolVersion.V1_0, operation, params, None,
+                requested_extensions(headers))
+
+
+def parse_http_call(request: HttpCall) -> tuple[str, str, Call]:
+    """(kind, target id, call) of a call as it arrived; raises A2AError for one that is not
+    an A2A call (a wrong verb included)."""
+    if request.oversized:
+        raise InvalidRequest("the request body is too large")
+    if request.kind == TASK_API:
+        kind, target_id, params = task_api_target(parse_task_api_body(request.body),
+                                                  Operation.STREAM)
+        return kind, target_id, task_api_call(Operation.STREAM, params, request.headers)
+    verbs = {"POST"} if request.binding == JSONRPC else REST_VERBS
+    if request.http_method not in verbs:
+        raise MethodNotFound(f"{request.http_method} is not an A2A call here")
+    if request.binding == JSONRPC:
+        call = parse_jsonrpc_call(request.headers, request.body)
+    else:
+        call = parse_rest_call(request.http_method, request.rest, request.query,
+                               request.headers, request.body)
+    return request.kind, request.target_id, call
 
 
 def error_reply(binding: str, version: str, error: A2AError, request_id: Any = None) -> Reply:
@@ -167,13 +275,81 @@ def echoed(call: Call, target: gateway.Target) -> tuple[str, ...]:
     return tuple(uri for uri in call.extensions if uri in target.declared_extensions)
 
 
-async def execute(target: gateway.Target, call: Call, caller) -> Any:
-    """Runs a non-streaming call and returns its canonical result."""
+def authenticate(authorization: str | None):
+    """The caller's usable API key; raises Unauthenticated for none, or a bad one."""
+    try:
+        key = api_key_from_header(authorization)
+    except exceptions.AuthenticationFailed as error:
+        raise Unauthenticated(str(error.detail)) from error
+    if key is None:
+        raise Unauthenticated(NO_KEY)
+    return key
+
+
+@dataclass(frozen=True)
+class Admitted:
+    caller: Any
+    target: gateway.Target
+    opened: gateway.Opened | None
+
+
+def admit(authorization: str | None, kind: str, target_id: str, call: Call) -> Admitted:
+    """Who calls, on what, and for a message the task it opens: the database work before a
+    call goes upstream, in one thread hop. Raises Unauthenticated, TargetNotFound, or the
+    error that refuses the message."""
+    caller = authenticate(authorization)
+    target = gateway.resolve_target(kind, target_id)
+    if target is None:
+        raise TargetNotFound(f"no {kind} {target_id!r} at this relay")
+    opened = None
+    if call.operation in OPENS_TASK:
+        opened = gateway.open_task(target, context_for(call, caller), call.params,
+                                   stream=call.operation is Operation.STREAM)
+    return Admitted(caller, target, opened)
+
+
+async def answer(request: HttpCall) -> Reply | Stream:
+    """Answers one A2A call: a Reply, or a Stream to send as SSE (a streaming call refused
+    before its first event gets a Reply). Never raises: every failure is rendered in the
+    call's binding, with its id and in its version as far as they are known. A caller without
+    a valid key gets 401 whatever else is wrong with its call."""
+    call: Call | None = None
+    try:
+        try:
+            kind, target_id, call = parse_http_call(request)
+        except A2AError:
+            await database_sync_to_async(authenticate)(request.authorization)
+            raise
+        try:
+            admitted = await database_sync_to_async(admit)(request.authorization, kind,
+                                                           target_id, call)
+        except Unauthenticated:
+            call = None  # refused before its call counts: answered like an unparsed one
+            raise
+        echo = echoed(call, admitted.target)
+        if call.operation in STREAMING:
+            events = await open_stream(admitted.target, call, admitted.caller,
+                                       opened=admitted.opened)
+            return Stream(call, extension_headers(call, echo), events)
+        result = await execute(admitted.target, call, admitted.caller, opened=admitted.opened)
+        return result_reply(call, result, echo_extensions=echo)
+    except A2AError as error:
+        return failure_reply(request.binding, error, call)
+    except Exception:
+        logger.exception("A2A call failed")
+        return failure_reply(request.binding,
+                             InternalError("the relay failed to handle this call"), call)
+
+
+async def execute(target: gateway.Target, call: Call, caller, *,
+                  opened: gateway.Opened | None = None) -> Any:
+    """Runs a non-streaming call and returns its canonical result. ``opened``: the task a
+    SendMessage opened in ``admit``."""
     ctx = context_for(call, caller)
     params = call.params
     match call.operation:
         case Operation.SEND:
-            return await gateway.send_message(target, ctx, params)
+            return await gateway.send_message(target, ctx, params, opened=opened)
         case Operation.GET_TASK:
             return await gateway.get_task(target, ctx, params["id"],
                                           history_length=params.get("historyLength"))
@@ -194,9 +370,10 @@ async def execute(target: gateway.Target, call: Call, caller) -> Any:
     raise InternalError(f"{call.operation} is not a unary operation")
 
 
-async def open_stream(target: gateway.Target, call: Call, caller):
+async def open_stream(target: gateway.Target, call: Call, caller, *,
+                      opened: gateway.Opened | None = None):
     """Starts a streaming call; errors before the first event are raised here."""
     ctx = context_for(call, caller)
     if call.operation is Operation.STREAM:
-        return await gateway.stream_message(target, ctx, call.params)
+        return await gateway.stream_message(target, ctx, call.params, opened=opened)
     return await gateway.subscribe(target, ctx, call.params["id"])

@@ -12,43 +12,36 @@ body (``agentId`` or ``teamId``). JSON is A2A 1.0 ProtoJSON; errors are the HTTP
 from __future__ import annotations
 
 import asyncio
-import json
+import logging
 from typing import Any
 
+from adrf.views import APIView
 from asgiref.sync import sync_to_async
+from django.http import HttpResponse
+from rest_framework import exceptions
 
+from registry.auth import ApiKeyAuthentication, HasApiKey
 from tasks_app import gateway
 from tasks_app.api import calls
 from tasks_app.api.calls import TargetNotFound
-from tasks_app.api.views import A2AView, http_reply
-from tasks_app.protocol.convert import parse_request_v1
-from tasks_app.protocol.errors import A2AError, InvalidParams, InvalidRequest, JSONParseError
-from tasks_app.protocol.versions import Operation, ProtocolVersion
+from tasks_app.protocol.errors import (
+    A2AError,
+    InternalError,
+    InvalidParams,
+    MethodNotFound,
+    Unauthenticated,
+)
+from tasks_app.protocol.versions import Operation
 
+logger = logging.getLogger(__name__)
 MAX_BATCH = 20
-TARGET_KEYS = {"agentId": "agent", "teamId": "team"}
 
 
-def parse_body(body: bytes) -> Any:
-    try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise JSONParseError(f"the body is not JSON: {error}") from None
-
-
-def target_and_request(payload: Any, operation: Operation) -> tuple[str, str, dict[str, Any]]:
-    """Splits ``{"agentId"|"teamId": ..., <SendMessageRequest>}`` into (kind, id, canonical
-    request). Exactly one target key is required."""
-    if not isinstance(payload, dict):
-        raise InvalidRequest("the body must be a JSON object")
-    named = [key for key in TARGET_KEYS if payload.get(key)]
-    if len(named) != 1:
-        raise InvalidParams("name exactly one target: agentId or teamId")
-    target_id = payload[named[0]]
-    if not isinstance(target_id, str):
-        raise InvalidParams(f"{named[0]} must be a string")
-    request = {key: value for key, value in payload.items() if key not in TARGET_KEYS}
-    return TARGET_KEYS[named[0]], target_id, parse_request_v1(operation, request)
+def http_reply(reply: calls.Reply) -> HttpResponse:
+    response = HttpResponse(reply.encoded(), status=reply.status, content_type=reply.content_type)
+    for name, value in reply.headers:
+        response[name] = value
+    return response
 
 
 async def _target(kind: str, target_id: str) -> gateway.Target:
@@ -58,22 +51,35 @@ async def _target(kind: str, target_id: str) -> gateway.Target:
     return target
 
 
-def rest_call(operation: Operation, params: dict[str, Any], headers) -> calls.Call:
-    from tasks_app.protocol.versions import requested_extensions
+class TaskApiView(APIView):
+    """API-key authentication, and errors in the HTTP+JSON binding's envelope, rendered by
+    ``calls`` like every A2A answer."""
 
-    return calls.Call(calls.REST, ProtocolVersion.V1_0, operation, params, None,
-                      requested_extensions(headers))
+    authentication_classes = [ApiKeyAuthentication]
+    permission_classes = [HasApiKey]
+    parser_classes: list = []
 
+    def handle_exception(self, exc):
+        if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+            exc = Unauthenticated(str(exc.detail))
+        elif isinstance(exc, exceptions.MethodNotAllowed):
+            exc = MethodNotFound(f"{self.request.method} is not an A2A call here")
+        elif isinstance(exc, exceptions.APIException):
+            return super().handle_exception(exc)
+        elif not isinstance(exc, A2AError):
+            logger.exception("task API call failed")
+            exc = InternalError("the relay failed to handle this call")
+        return http_reply(calls.failure_reply(calls.REST, exc, None))
 
-class TaskApiView(A2AView):
-    binding = calls.REST
-    _version = "1.0"
+    def get_authenticate_header(self, request):
+        return 'Bearer realm="brass-relay"'
 
 
 class SendView(TaskApiView):
     async def post(self, request):
-        kind, target_id, params = target_and_request(parse_body(request.body), Operation.SEND)
-        call = rest_call(Operation.SEND, params, request.headers)
+        kind, target_id, params = calls.task_api_target(calls.parse_task_api_body(request.body),
+                                                        Operation.SEND)
+        call = calls.task_api_call(Operation.SEND, params, request.headers)
         result = await calls.execute(await _target(kind, target_id), call, request.auth)
         return http_reply(calls.result_reply(call, result))
 
@@ -99,7 +105,7 @@ class TaskCancelView(TaskApiView):
 
 class SendBatchView(TaskApiView):
     async def post(self, request):
-        payload = parse_body(request.body)
+        payload = calls.parse_task_api_body(request.body)
         if not isinstance(payload, dict) or not isinstance(payload.get("requests"), list):
             raise InvalidParams("the body must be {\"requests\": [...]} with one send per entry")
         items = payload["requests"]
@@ -112,13 +118,13 @@ class SendBatchView(TaskApiView):
         if strategy not in ("individual", "merge"):
             raise InvalidParams("aggregationStrategy must be individual or merge")
         # Validate every entry before running any, so a bad batch runs nothing.
-        planned = [target_and_request(item, Operation.SEND) for item in items]
+        planned = [calls.task_api_target(item, Operation.SEND) for item in items]
         targets = [await _target(kind, target_id) for kind, target_id, _ in planned]
 
         async def run(target, params) -> dict[str, Any]:
             try:
-                return await calls.execute(target, rest_call(Operation.SEND, params, request.headers),
-                                           request.auth)
+                call = calls.task_api_call(Operation.SEND, params, request.headers)
+                return await calls.execute(target, call, request.auth)
             except A2AError as error:
                 return calls.error_reply(calls.REST, "1.0", error).body
 

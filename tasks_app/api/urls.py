@@ -1,15 +1,11 @@
 from django.urls import path
 
-from tasks_app.api import cards, task_api, views
+from tasks_app.api import cards, task_api
 
 urlpatterns = [
     path(".well-known/agent-card.json", cards.relay_agent_card, name="relay-card"),
     path(".well-known/agent.json", cards.relay_legacy_card, name="relay-card-0.2"),
     path("a2a/relay/.well-known/agent-card.json", cards.relay_agent_card),
-    path("a2a/relay/", views.JsonRpcView.as_view(), {"kind": "relay", "target_id": "default"},
-         name="relay-jsonrpc"),
-    path("a2a/relay/<path:rest>", views.RestView.as_view(),
-         {"kind": "relay", "target_id": "default"}, name="relay-rest"),
     path("a2a/tasks/send", task_api.SendView.as_view(), name="task-send"),
     path("a2a/tasks/sendBatch", task_api.SendBatchView.as_view(), name="task-send-batch"),
     path("a2a/tasks/<str:task_id>", task_api.TaskDetailView.as_view(), name="task-detail"),
@@ -17,11 +13,6 @@ urlpatterns = [
          name="task-cancel"),
     path("a2a/agents/<slug:target_id>/.well-known/agent-card.json", cards.agent_card,
          name="agent-relay-card"),
-    # Before any a2a/teams/<id>/... route, so the team's endpoint never takes its card path.
     path("a2a/teams/<slug:team_id>/.well-known/agent-card.json", cards.team_agent_card,
          name="team-relay-card"),
-    path("a2a/agents/<slug:target_id>/", views.JsonRpcView.as_view(), {"kind": "agent"},
-         name="agent-jsonrpc"),
-    path("a2a/agents/<slug:target_id>/<path:rest>", views.RestView.as_view(), {"kind": "agent"},
-         name="agent-rest"),
 ]

@@ -1,7 +1,7 @@
 """Every bad input and every refusal gets the protocol's own answer, in every binding.
 
 JSON-RPC 1.0 and 0.3, HTTP+JSON 1.0 and 0.3 (``/v1``), in process through the ASGI router
-(streaming calls go to the SSE consumer), against real a2a-sdk agents on 127.0.0.1. Each
+(which sends every A2A call to the A2A consumer), against real a2a-sdk agents on 127.0.0.1. Each
 refusal is checked for its code, its HTTP status, an ErrorInfo of the right domain first in
 the details, the request id echoed, and for storing nothing: the task count is unchanged.
 """
@@ -191,6 +191,55 @@ async def test_an_unknown_key_is_refused(binding, echo):
         UNAUTHENTICATED,
         http_status=401,
     )
+
+
+@ALL
+async def test_a_bad_request_without_a_key_gets_401_not_the_error(binding, echo):
+    request = Request("POST", "" if binding.jsonrpc else f"{binding.prefix}message:send", b"{")
+    await refused(
+        binding, echo.pk, request, binding.headers(), UNAUTHENTICATED, request_id=None,
+        http_status=401,
+    )
+
+
+# --- the HTTP edge -------------------------------------------------------------------------
+
+
+async def test_a_call_to_a_host_django_refuses_gets_djangos_400(echo, key):
+    async with relay_client() as client:
+        response = await client.post(
+            f"/a2a/agents/{echo.pk}/", content=json.dumps(JSONRPC_1.send().body),
+            headers={**JSONRPC_1.headers(key), "Host": "evil.example"},
+        )
+    assert response.status_code == 400
+    assert response.headers["content-type"].startswith("text/html")
+    assert await task_count() == 0
+
+
+@pytest.mark.parametrize("path", ["/a2a/agents/{id}", "/a2a/relay"])
+async def test_an_endpoint_without_its_slash_redirects_to_it(echo, path):
+    path = path.format(id=echo.pk)
+    async with relay_client() as client:
+        response = await client.post(f"{path}?x=1", content=b"{}")
+    assert response.status_code == 301
+    assert response.headers["location"] == f"{path}/?x=1"
+    assert not response.content
+
+
+@ALL
+async def test_a_body_over_the_upload_limit_is_an_invalid_request(binding, echo, key, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    request = binding.send(binding.message("x" * 2000))
+    await refused(binding, echo.pk, request, binding.headers(key), INVALID_REQUEST,
+                  request_id=None)
+
+
+async def test_a2a_answers_carry_djangos_security_headers(echo, key):
+    response = await send(JSONRPC_1, echo.pk, JSONRPC_1.send(), JSONRPC_1.headers(key))
+    assert response.status_code == 200, response.text
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["x-frame-options"] == "DENY"
+    assert response.headers["content-length"] == str(len(response.content))
 
 
 # --- the envelope --------------------------------------------------------------------------
