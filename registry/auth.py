@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
 from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
@@ -14,6 +16,9 @@ from registry.secrets import hash_api_key
 
 # last_used_at is written at most this often per key, so a busy key does not write on every call.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+REVOKED = "revoked"
+"""What the lookup cache holds for a key revoked lately, so no lookup that read the key just
+before the revocation can put it back."""
 
 
 def api_key_from_header(header: str | None) -> ApiKey | None:
@@ -21,6 +26,8 @@ def api_key_from_header(header: str | None) -> ApiKey | None:
 
     Returns None when there is no bearer header; raises AuthenticationFailed when there is one
     but the key is unknown, revoked or expired (all three read the same to the caller).
+    Usable keys are kept in Django's cache for RELAY_API_KEY_CACHE_SECONDS (``api_key_revoke``
+    replaces the entry at once); expiry is checked on every call.
     """
     if not header:
         return None
@@ -30,14 +37,44 @@ def api_key_from_header(header: str | None) -> ApiKey | None:
     key = key.strip()
     if not key:
         raise exceptions.AuthenticationFailed("empty bearer token")
-    api_key = ApiKey.objects.filter(key_hash=hash_api_key(key)).first()
-    if api_key is None or not api_key.is_usable:
+    key_hash = hash_api_key(key)
+    cache_key = _cache_key(key_hash)
+    api_key = cache.get(cache_key)
+    if api_key is None:
+        api_key = _stored_key(key_hash)
+        if api_key is not None and api_key.is_usable and _cache_seconds():
+            cache.add(cache_key, api_key, _cache_seconds())
+    if not isinstance(api_key, ApiKey) or not api_key.is_usable:
         raise exceptions.AuthenticationFailed("invalid, revoked or expired API key")
     now = timezone.now()
     if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
         api_key.last_used_at = now
+        # The next call reads the row again (and caches it with its new last_used_at).
+        cache.delete(cache_key)
     return api_key
+
+
+def api_key_forget(api_key: ApiKey) -> None:
+    """Marks the key revoked in the lookup cache once the current transaction commits: at
+    once for this process and, with Redis, for every process."""
+    cache_key = _cache_key(api_key.key_hash)
+    transaction.on_commit(lambda: cache.set(cache_key, REVOKED, max(_cache_seconds(), 1)))
+
+
+def _stored_key(key_hash: str) -> ApiKey | None:
+    try:
+        return ApiKey.objects.get(key_hash=key_hash)
+    except ApiKey.DoesNotExist:
+        return None
+
+
+def _cache_key(key_hash: str) -> str:
+    return f"relay:api-key:{key_hash}"
+
+
+def _cache_seconds() -> float:
+    return settings.RELAY_API_KEY_CACHE_SECONDS
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):

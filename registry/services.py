@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from registry import secrets
+from registry.auth import api_key_forget
 from registry.cards import ParsedCard
 from registry.fetching import CardFetchError, FetchedCard, fetch_card
 from registry.models import Agent, ApiKey, CardSnapshot, DeclaredExtension, Skill, Team
@@ -177,9 +178,12 @@ def api_key_create(*, name: str, is_admin: bool = False, expires_at=None,
 
 
 def api_key_revoke(*, api_key: ApiKey) -> None:
-    ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(
-        revoked_at=timezone.now()
-    )
+    """Revokes the key; calls with it are refused from the moment this commits."""
+    with transaction.atomic():
+        ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+        api_key_forget(api_key)
 
 
 def _free_agent_id(name: str) -> str:

@@ -196,6 +196,15 @@ RELAY_FETCH_TIMEOUT = env.float("RELAY_FETCH_TIMEOUT", default=10.0)
 RELAY_MAX_REDIRECTS = env.int("RELAY_MAX_REDIRECTS", default=3)
 # How long a blocking call to an upstream agent may take before the task fails.
 RELAY_UPSTREAM_TIMEOUT = env.float("RELAY_UPSTREAM_TIMEOUT", default=60.0)
+# How long a relay process may keep using what it read about an agent (its endpoint and
+# extensions) after another process changed it; changes made in the process itself apply at
+# once. 0 turns the cache off.
+RELAY_TARGET_CACHE_SECONDS = env.float("RELAY_TARGET_CACHE_SECONDS", default=5.0)
+# How long an API key lookup is kept in Django's cache. Revoking a key clears it at once in
+# the process that revoked it and, with Redis, in every process; with the local-memory cache
+# of the embedded profile, other processes see the revocation within this time. Expiry is
+# checked on every call. 0 turns the cache off.
+RELAY_API_KEY_CACHE_SECONDS = env.float("RELAY_API_KEY_CACHE_SECONDS", default=30.0)
 # Key for upstream credentials at rest (a Fernet key). Without it, one is derived from
 # SECRET_KEY, which is fine for the embedded profile; system check relay.W002 says so.
 RELAY_ENCRYPTION_KEY = env.str("RELAY_ENCRYPTION_KEY", default="")

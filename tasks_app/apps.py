@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_delete, post_save
 
 
 class TasksAppConfig(AppConfig):
@@ -6,5 +7,12 @@ class TasksAppConfig(AppConfig):
     verbose_name = "A2A tasks"
 
     def ready(self) -> None:
-        # Registers the "relay" target kind: the relay's own endpoint.
-        from tasks_app import relay_endpoint  # noqa: F401
+        from registry.models import Agent
+
+        # relay_endpoint registers the "relay" target kind: the relay's own endpoint.
+        from tasks_app import gateway, relay_endpoint  # noqa: F401
+
+        # A changed agent leaves the gateway's target cache at once.
+        post_save.connect(gateway.agent_changed, sender=Agent, dispatch_uid="gateway-agent-saved")
+        post_delete.connect(gateway.agent_changed, sender=Agent,
+                            dispatch_uid="gateway-agent-deleted")

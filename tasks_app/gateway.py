@@ -14,12 +14,14 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import transaction
 
 from tasks_app import selectors, services, snapshots, streams, upstream
 from tasks_app.lifecycle import INTERRUPTED, TERMINAL, InvalidTransition, TaskState
@@ -220,11 +222,67 @@ def _step(event: dict[str, Any], ids: snapshots.IdMap) -> Step:
     return Step(ids.to_relay(event), upstream_task or "", upstream_context or "")
 
 
+class _AgentTargetCache:
+    """Agent targets, per process: resolving one costs two queries, and most calls go to the
+    same few agents. A change to an agent (card refresh, update, disable, delete: each saves
+    or deletes the Agent row) drops its entry in this process at once, through the signals
+    TasksAppConfig.ready connects; other processes see it within RELAY_TARGET_CACHE_SECONDS.
+    Unknown and disabled agents are not kept, so a new agent is callable at once everywhere.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[float, AgentTarget]] = {}
+        self._generation = 0
+
+    def get(self, agent_id: str) -> AgentTarget | None:
+        cached = self._entries.get(agent_id)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        generation = self._generation
+        target = _load_agent_target(agent_id)
+        lifetime = settings.RELAY_TARGET_CACHE_SECONDS
+        # Not kept when an agent changed meanwhile: this read may predate the change.
+        if target is not None and lifetime > 0 and generation == self._generation:
+            self._entries[agent_id] = (time.monotonic() + lifetime, target)
+        return target
+
+    def forget(self, agent_id: str | None) -> None:
+        self._generation += 1
+        if agent_id is None:
+            self._entries.clear()
+        else:
+            self._entries.pop(agent_id, None)
+
+
+_agent_targets = _AgentTargetCache()
+
+
 def agent_target(agent_id: str) -> Target | None:
+    """The agent as a target, or None when it is unknown or disabled."""
+    return _agent_targets.get(agent_id)
+
+
+def _load_agent_target(agent_id: str) -> AgentTarget | None:
     from registry.models import Agent
 
-    agent = Agent.objects.callable().prefetch_related("extensions").filter(pk=agent_id).first()
-    return AgentTarget(agent) if agent else None
+    try:
+        agent = Agent.objects.callable().get(pk=agent_id)
+    except Agent.DoesNotExist:
+        return None
+    return AgentTarget(agent)
+
+
+def agent_changed(sender, instance, **kwargs) -> None:
+    """post_save and post_delete receiver for registry.Agent."""
+    forget_agent_targets(instance.pk)
+
+
+def forget_agent_targets(agent_id: str | None = None) -> None:
+    """Drops the cached target of one agent (of all without ``agent_id``), now and again when
+    the current transaction commits: a call in between may read the row as it was before."""
+    _agent_targets.forget(agent_id)
+    if transaction.get_connection().in_atomic_block:
+        transaction.on_commit(lambda: _agent_targets.forget(agent_id))
 
 
 register_target_kind("agent", agent_target)

@@ -5,6 +5,15 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def no_cached_targets():
+    """Each test starts with no agent target cached: the rows of earlier tests were rolled
+    back or flushed, which sends none of the signals that would drop them."""
+    from tasks_app import gateway
+
+    gateway.forget_agent_targets()
+
+
 @pytest.fixture
 def allow_private_urls(settings):
     """Lets the relay reach agents served on 127.0.0.1 by the test."""
