@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from tasks_app import snapshots
 from tasks_app.lifecycle import TERMINAL, TaskState, check_transition
-from tasks_app.models import PushDelivery, Task, TaskEvent
+from tasks_app.models import PushDelivery, PushNotificationConfig, Task, TaskEvent
 
 CAS_ATTEMPTS = 5
 
@@ -107,10 +107,17 @@ def task_record(*, task: Task, event: dict[str, Any], upstream_task_id: str = ""
             changes["upstream_task_id"] = upstream_task_id
         if upstream_context_id and not task.upstream_context_id:
             changes["upstream_context_id"] = upstream_context_id
+        # Only what changed is written: an artifact chunk leaves the history (which grows
+        # with every turn) and the status as they are.
+        changes = {name: value for name, value in changes.items()
+                   if name == "updated_at" or getattr(task, name) != value}
         sequence = task.last_sequence + 1
         with transaction.atomic():
+            # has_push_configs is compared too: a push config created (or the last one
+            # deleted) while this producer runs fails the update, and the retry rereads it.
             moved = Task.objects.filter(
-                pk=task.pk, state=task.state, last_sequence=task.last_sequence
+                pk=task.pk, state=task.state, last_sequence=task.last_sequence,
+                has_push_configs=task.has_push_configs,
             ).update(last_sequence=sequence, **changes)
             if moved == 1:
                 kind = next(k for k in ("task", "statusUpdate", "artifactUpdate", "message")
@@ -121,9 +128,8 @@ def task_record(*, task: Task, event: dict[str, Any], upstream_task_id: str = ""
                           "artifactUpdate": TaskEvent.Kind.ARTIFACT}.get(kind,
                                                                         TaskEvent.Kind.TASK),
                 )
-                # Not the in-memory has_push_configs: a config created while this
-                # producer runs must get the events that follow.
-                _queue_push(task, stored)
+                if task.has_push_configs:
+                    _queue_push(task, stored)
         if moved == 1:
             for name, value in changes.items():
                 setattr(task, name, value)
@@ -185,7 +191,7 @@ def task_cancel(*, task: Task, reason: str = "") -> Recorded:
 def _queue_push(task: Task, event: TaskEvent) -> None:
     from tasks_app.tasks import deliver_push
 
-    for config in task.push_configs.all():
+    for config in PushNotificationConfig.objects.filter(task_id=task.pk):
         delivery = PushDelivery.objects.create(config=config, event=event,
                                                payload=event.payload)
         transaction.on_commit(lambda pk=delivery.pk: deliver_push.delay(pk))
