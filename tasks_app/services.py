@@ -12,7 +12,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from tasks_app import snapshots
+from tasks_app import rows, snapshots
 from tasks_app.lifecycle import TERMINAL, TaskState, check_transition
 from tasks_app.models import PushDelivery, PushNotificationConfig, Task, TaskEvent
 
@@ -59,7 +59,7 @@ def task_open(*, caller, target_kind: str, target_id: str, agent_id: str | None,
                 delegation_chain=delegation_chain or [], expires_at=expires_at)
     task.context_id = context_id or task.id
     task.history = [dict(message, taskId=task.id, contextId=task.context_id)]
-    task.save(force_insert=True)
+    rows.insert(task)
     return task
 
 
@@ -115,19 +115,20 @@ def task_record(*, task: Task, event: dict[str, Any], upstream_task_id: str = ""
         with transaction.atomic():
             # has_push_configs is compared too: a push config created (or the last one
             # deleted) while this producer runs fails the update, and the retry rereads it.
-            moved = Task.objects.filter(
-                pk=task.pk, state=task.state, last_sequence=task.last_sequence,
-                has_push_configs=task.has_push_configs,
-            ).update(last_sequence=sequence, **changes)
+            moved = rows.update(Task, values={"last_sequence": sequence, **changes}, where={
+                "pk": task.pk, "state": task.state, "last_sequence": task.last_sequence,
+                "has_push_configs": task.has_push_configs,
+            })
             if moved == 1:
                 kind = next(k for k in ("task", "statusUpdate", "artifactUpdate", "message")
                             if k in event)
-                stored = TaskEvent.objects.create(
+                stored = TaskEvent(
                     task_id=task.pk, sequence=sequence, payload=event,
                     kind={"statusUpdate": TaskEvent.Kind.STATUS,
                           "artifactUpdate": TaskEvent.Kind.ARTIFACT}.get(kind,
                                                                         TaskEvent.Kind.TASK),
                 )
+                rows.insert(stored)
                 if task.has_push_configs:
                     _queue_push(task, stored)
         if moved == 1:

@@ -1,0 +1,86 @@
+"""Single-row writes for the task services' hot path, without the ORM building each
+statement anew.
+
+Every A2A message writes at least three rows (the task, its compare-and-set update, the
+event), all on the one database thread every A2A call of a process shares. The ORM spends
+0.2 to 0.5 ms of CPU building each of these statements, several times what the database
+takes to run them. These helpers run the same statements: the SQL text is made once per
+model and set of columns, and each value is prepared by its field exactly as the ORM
+prepares it (``pre_save`` and ``get_db_prep_save`` for values written, ``get_db_prep_value``
+for values compared), so SQLite and PostgreSQL receive what ``save()`` and ``update()``
+would send them. No model signals are sent: use them only for models without receivers.
+"""
+
+from __future__ import annotations
+
+from functools import cache, lru_cache
+from typing import Any
+
+from django.db import connection
+from django.db.models import Field, Model
+
+
+def insert(instance: Model) -> None:
+    """Inserts ``instance`` as ``save(force_insert=True)`` would; an automatic primary key
+    left unset is read back."""
+    model = type(instance)
+    pk = model._meta.pk
+    read_pk = getattr(instance, pk.attname) is None
+    sql, fields = _insert_statement(model, read_pk)
+    params = [field.get_db_prep_save(field.pre_save(instance, True), connection)
+              for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        if read_pk:
+            if connection.features.can_return_columns_from_insert:
+                value = cursor.fetchone()[0]
+            else:
+                value = connection.ops.last_insert_id(cursor, model._meta.db_table, pk.column)
+            setattr(instance, pk.attname, value)
+    instance._state.adding = False
+    instance._state.db = connection.alias
+
+
+def update(model: type[Model], *, where: dict[str, Any], values: dict[str, Any]) -> int:
+    """``UPDATE`` the rows whose ``where`` fields equal the given values (none of them None)
+    with ``values``; returns how many rows changed. With the expected state in ``where``,
+    a compare-and-set, as ``filter(**where).update(**values)``."""
+    sql, written, compared = _update_statement(model, tuple(values), tuple(where))
+    params = [field.get_db_prep_save(value, connection)
+              for field, value in zip(written, values.values(), strict=True)]
+    params += [field.get_db_prep_value(value, connection, prepared=False)
+               for field, value in zip(compared, where.values(), strict=True)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+@cache
+def _insert_statement(model: type[Model], read_pk: bool) -> tuple[str, list[Field]]:
+    meta = model._meta
+    fields = [field for field in meta.concrete_fields if not (read_pk and field is meta.pk)]
+    quote = connection.ops.quote_name
+    sql = (f"INSERT INTO {quote(meta.db_table)} "
+           f"({', '.join(quote(field.column) for field in fields)}) "
+           f"VALUES ({', '.join(['%s'] * len(fields))})")
+    if read_pk and connection.features.can_return_columns_from_insert:
+        sql += f" RETURNING {quote(meta.pk.column)}"
+    return sql, fields
+
+
+@lru_cache(maxsize=256)
+def _update_statement(model: type[Model], written: tuple[str, ...],
+                      compared: tuple[str, ...]) -> tuple[str, list[Field], list[Field]]:
+    meta = model._meta
+    quote = connection.ops.quote_name
+    written_fields = [_field(model, name) for name in written]
+    compared_fields = [_field(model, name) for name in compared]
+    sql = (f"UPDATE {quote(meta.db_table)} SET "
+           + ", ".join(f"{quote(field.column)} = %s" for field in written_fields)
+           + " WHERE "
+           + " AND ".join(f"{quote(field.column)} = %s" for field in compared_fields))
+    return sql, written_fields, compared_fields
+
+
+def _field(model: type[Model], name: str) -> Field:
+    return model._meta.pk if name == "pk" else model._meta.get_field(name)

@@ -1,0 +1,61 @@
+"""tasks_app.rows writes what save() and update() would: read back through the ORM, a row
+it wrote equals one the ORM wrote from the same values."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from django.forms.models import model_to_dict
+
+from registry.services import api_key_create
+from tasks_app import rows
+from tasks_app.models import Task, TaskEvent
+
+pytestmark = pytest.mark.django_db
+
+MOMENT = datetime(2025, 3, 4, 5, 6, 7, 891000, tzinfo=UTC)
+
+
+def task(**fields) -> Task:
+    caller, _ = api_key_create(name="rows")
+    return Task(caller=caller, target_kind="agent", target_id="x", context_id="c",
+                history=[{"messageId": "m", "parts": [{"text": "héllo \u2028"}]}],
+                metadata={"k": [1, 2.5, None, True]}, status_timestamp=MOMENT,
+                expires_at=MOMENT, created_at=MOMENT, updated_at=MOMENT,
+                delegation_chain=["a", "b"], **fields)
+
+
+def stored(pk: str) -> dict:
+    return model_to_dict(Task.objects.get(pk=pk), exclude=["id"])
+
+
+def test_an_inserted_task_reads_back_as_a_saved_one():
+    written, saved = task(), task()
+    rows.insert(written)
+    saved.save(force_insert=True)
+    assert not written._state.adding
+    assert stored(written.pk) == {**stored(saved.pk), "caller": written.caller_id}
+
+
+def test_an_inserted_event_gets_its_automatic_key():
+    parent = task()
+    rows.insert(parent)
+    first, second = (TaskEvent(task_id=parent.pk, sequence=n, kind="status", payload={"n": n})
+                     for n in (1, 2))
+    rows.insert(first)
+    rows.insert(second)
+    assert first.pk and second.pk == first.pk + 1
+    assert TaskEvent.objects.get(pk=second.pk).payload == {"n": 2}
+
+
+def test_an_update_changes_the_row_only_while_it_is_as_expected():
+    row = task()
+    rows.insert(row)
+    changes = {"state": "working", "artifacts": [{"artifactId": "a"}], "updated_at": MOMENT}
+    expected = {"pk": row.pk, "state": "submitted", "last_sequence": 0}
+    assert rows.update(Task, values={**changes, "last_sequence": 1}, where=expected) == 1
+    assert rows.update(Task, values={**changes, "last_sequence": 1}, where=expected) == 0
+    again = Task.objects.get(pk=row.pk)
+    assert (again.state, again.artifacts, again.updated_at, again.last_sequence) == (
+        "working", [{"artifactId": "a"}], MOMENT, 1)
