@@ -94,10 +94,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
     )
-    # A2A calls do their database work in Channels' one database thread, whose connection
-    # then lives across calls (an open costs more than the call's queries). Closed at this
-    # age, or at once after an error, by the close_old_connections around each call's first
-    # hop; Django's own requests run in a thread each and close theirs when it ends.
+    # A2A calls do their database work in one shared thread, whose connection then lives
+    # across calls (an open costs more than the call's queries). Closed at this age, or after
+    # an error, by the close_old_connections at each call's first hop; Django's own requests
+    # run in a thread each and close theirs when it ends.
     DATABASES["default"].setdefault("CONN_MAX_AGE", 600)
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", 60)

@@ -8,9 +8,10 @@ task of its own so a client disconnect is noticed at once: the consumer stops, a
 upstream work goes on.
 
 This path skips what Django does per request and the relay does not need for A2A calls: a
-fresh thread, the middleware, DRF's request wrapping. Database work runs in Channels' one
-database thread, where connections persist for CONN_MAX_AGE: ``calls.answer`` closes old and
-broken ones around its first hop, the way Django does at each request's start and end.
+fresh thread, the middleware, DRF's request wrapping. Database work runs in asgiref's one
+thread for thread-sensitive work (Channels' database thread), where connections persist for
+CONN_MAX_AGE: ``calls.answer`` closes old and broken ones at its first hop, as Django does at
+each request's start.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from channels.db import database_sync_to_async
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
 from rest_framework import exceptions
 
 from registry.auth import api_key_from_header
@@ -308,6 +309,14 @@ def admit(authorization: str | None, kind: str, target_id: str, call: Call) -> A
     return Admitted(caller, target, opened)
 
 
+def _first_hop(function, *args):
+    """Runs a call's first database work, in the thread every later hop of the call uses.
+    Like Django's request_started, it first closes connections past CONN_MAX_AGE or broken
+    by an error, so a connection is health-checked (CONN_HEALTH_CHECKS) once per call."""
+    close_old_connections()
+    return function(*args)
+
+
 async def answer(request: HttpCall) -> Reply | Stream:
     """Answers one A2A call: a Reply, or a Stream to send as SSE (a streaming call refused
     before its first event gets a Reply). Never raises: every failure is rendered in the
@@ -318,11 +327,11 @@ async def answer(request: HttpCall) -> Reply | Stream:
         try:
             kind, target_id, call = parse_http_call(request)
         except A2AError:
-            await database_sync_to_async(authenticate)(request.authorization)
+            await sync_to_async(_first_hop)(authenticate, request.authorization)
             raise
         try:
-            admitted = await database_sync_to_async(admit)(request.authorization, kind,
-                                                           target_id, call)
+            admitted = await sync_to_async(_first_hop)(admit, request.authorization, kind,
+                                                       target_id, call)
         except Unauthenticated:
             call = None  # refused before its call counts: answered like an unparsed one
             raise
