@@ -60,16 +60,59 @@ class Agent(models.Model):
     icon_url = models.URLField(max_length=2048, blank=True)
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.ACTIVE)
 
-    # A header sent when fetching the card (and, later, calling the agent). The value is
-    # encrypted at rest; see registry.secrets.
+    class CredentialKind(models.TextChoices):
+        NONE = "", "none"
+        BEARER = "bearer", "bearer token"
+        HEADER = "header", "API key header"
+        BASIC = "basic", "basic (user:password)"
+
+    class ScaleToZeroProbes(models.TextChoices):
+        CARD = "card", "card level only"
+        NONE = "none", "not probed"
+
+    class Breaker(models.TextChoices):
+        CLOSED = "closed"
+        OPEN = "open"
+        HALF_OPEN = "half_open", "half-open"
+
+    # The credential the relay sends upstream (card fetch, probes, calls). With ``kind`` bearer
+    # the value is the token, with header the header name is auth_header_name, with basic the
+    # value is "user:password". The value is encrypted at rest; see registry.secrets.
+    auth_kind = models.CharField(max_length=8, choices=CredentialKind.choices, blank=True,
+                                 default=CredentialKind.NONE)
     auth_header_name = models.CharField(max_length=100, blank=True)
     auth_header_value = models.TextField(blank=True, editable=False)
 
-    # Health, filled by the probes in routing.health.
+    # Health, filled by the probes in routing.health and by real calls (the circuit breaker).
     health = models.CharField(max_length=12, choices=Health.choices, default=Health.UNKNOWN)
     health_checked_at = models.DateTimeField(null=True, blank=True)
     health_latency_ms = models.FloatField(null=True, blank=True)
     health_detail = models.CharField(max_length=500, blank=True)
+    health_failures = models.PositiveIntegerField(
+        default=0, editable=False, help_text="Consecutive failed probes.")
+    health_successes = models.PositiveIntegerField(
+        default=0, editable=False, help_text="Consecutive successful probes.")
+    # How this agent is probed. Empty values take the RELAY_HEALTH_* settings.
+    probe_interval_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Seconds between probes; empty takes the default.")
+    probe_timeout_seconds = models.FloatField(
+        null=True, blank=True, help_text="Seconds one probe may take; empty takes the default.")
+    readiness_probe = models.BooleanField(
+        default=False,
+        help_text="Also send a real message (costs the agent work; off by default).")
+    readiness_message = models.TextField(
+        blank=True, help_text="The text of the readiness probe's message.")
+    scale_to_zero = models.BooleanField(
+        default=False, help_text="The agent sleeps when idle: probes must not wake it.")
+    scale_to_zero_probes = models.CharField(
+        max_length=4, choices=ScaleToZeroProbes.choices, default=ScaleToZeroProbes.CARD,
+        help_text="How an agent that scales to zero is probed.")
+    next_probe_at = models.DateTimeField(null=True, blank=True, db_index=True, editable=False)
+    # Passive health: real calls through the gateway.
+    breaker_state = models.CharField(max_length=9, choices=Breaker.choices,
+                                     default=Breaker.CLOSED, editable=False)
+    breaker_failures = models.PositiveIntegerField(default=0, editable=False)
+    breaker_opened_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     # Lower-cased search text and "|"-delimited facets, written with the card. They let search
     # and filters run on this one table with no joins, so a page costs the same at any size.
@@ -204,8 +247,21 @@ class ApiKey(models.Model):
     prefix = models.CharField(max_length=16, unique=True, editable=False)
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     is_admin = models.BooleanField(
-        default=False, help_text="May change and delete any agent, not only its own."
+        default=False, help_text="May change and delete any agent, not only its own, and "
+        "administer teams and keys."
     )
+    # Scopes. Empty agent and team lists mean "every agent" and "every team".
+    can_read_registry = models.BooleanField(default=True, help_text="May read the registry.")
+    can_register = models.BooleanField(default=True, help_text="May register agents.")
+    can_call = models.BooleanField(default=True, help_text="May call agents and teams.")
+    agents = models.ManyToManyField(
+        Agent, blank=True, related_name="+",
+        help_text="The agents this key may call; none chosen means every agent.")
+    teams = models.ManyToManyField(
+        "Team", blank=True, related_name="+",
+        help_text="The teams this key may call; none chosen means every team.")
+    rate_limit_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Calls per minute; empty takes RELAY_RATE_LIMIT_PER_KEY.")
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
@@ -279,3 +335,29 @@ class TeamMembership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team_id}: {self.agent_id}"
+
+
+class AuditEntry(models.Model):
+    """Who registered, changed or deleted an agent, a team or a key, and when."""
+
+    class Action(models.TextChoices):
+        CREATE = "create"
+        UPDATE = "update"
+        DELETE = "delete"
+        REVOKE = "revoke"
+
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.CharField(max_length=200, help_text='"key:<prefix>", "user:<name>" or "system".')
+    action = models.CharField(max_length=8, choices=Action.choices)
+    object_type = models.CharField(max_length=20, help_text="agent, team or apikey")
+    object_id = models.CharField(max_length=64)
+    changes = models.JSONField(default=dict, blank=True,
+                               help_text="Changed fields (secrets never appear).")
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["object_type", "object_id", "-at"], name="audit_object")]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} {self.object_type} {self.object_id}"

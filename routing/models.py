@@ -1,5 +1,6 @@
-"""What the team router records: every hop of a conversation, and each member's own upstream
-context, so multi-turn conversations continue with every member."""
+"""What the team router records (every hop of a conversation, and each member's own upstream
+context, so multi-turn conversations continue with every member) and what the health jobs
+record (every probe result and every change of an agent's health state)."""
 
 from __future__ import annotations
 
@@ -64,3 +65,60 @@ class RoutingHop(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_id}#{self.order} {self.from_id}->{self.to_id}"
+
+
+class ProbeResult(models.Model):
+    """One health check of one agent at one level, or one real call (passive health)."""
+
+    class Level(models.TextChoices):
+        CARD = "card", "card fetches and parses"
+        TRANSPORT = "transport", "the interface answers A2A"
+        READINESS = "readiness", "a real message is answered"
+        CALL = "call", "a real call through the gateway"
+
+    class Category(models.TextChoices):
+        NONE = "", "ok"
+        DNS = "dns", "DNS"
+        REFUSED = "refused", "connection refused"
+        TLS = "tls", "TLS"
+        TIMEOUT = "timeout", "timeout"
+        HTTP_STATUS = "http_status", "HTTP status"
+        INVALID_CARD = "invalid_card", "invalid card"
+        PROTOCOL = "protocol", "protocol error"
+        UNSAFE_URL = "unsafe_url", "refused URL"
+
+    agent = models.ForeignKey("registry.Agent", on_delete=models.CASCADE,
+                              related_name="probe_results")
+    level = models.CharField(max_length=9, choices=Level.choices)
+    ok = models.BooleanField()
+    latency_ms = models.FloatField(null=True, blank=True)
+    category = models.CharField(max_length=12, choices=Category.choices, blank=True)
+    detail = models.CharField(max_length=500, blank=True)
+    checked_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-checked_at", "-id"]
+        indexes = [models.Index(fields=["agent", "-checked_at"], name="probe_agent_time")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} {self.level} {'ok' if self.ok else self.category}"
+
+
+class HealthEvent(models.Model):
+    """A change of an agent's health state or circuit breaker, for admins to read."""
+
+    agent = models.ForeignKey("registry.Agent", on_delete=models.CASCADE,
+                              related_name="health_events")
+    kind = models.CharField(max_length=8, default="health",
+                            help_text='"health" (the state) or "breaker" (passive health).')
+    from_state = models.CharField(max_length=12)
+    to_state = models.CharField(max_length=12)
+    reason = models.CharField(max_length=500, blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["agent", "-at"], name="health_event_agent_time")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}: {self.from_state} -> {self.to_state}"
