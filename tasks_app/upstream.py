@@ -24,6 +24,7 @@ import httpx
 from httpx_sse import SSEError, aconnect_sse
 
 from relay_project import outbound
+from tasks_app import lifecycle
 from tasks_app.protocol import jsonrpc, rest
 from tasks_app.protocol.convert import Dialect, stream_response_to_v1
 from tasks_app.protocol.errors import A2AError, InvalidAgentResponse, error_from_rest
@@ -33,6 +34,9 @@ from tasks_app.protocol.versions import (
     activation_header_name,
 )
 
+DRAIN_SECONDS = 0.25
+"""How long a stream that sent its last event may take to end. Read to its end, its connection
+goes back to the pool; one that stays open longer is closed."""
 SPEAKS = ("1.0", "0.3", "0.2")
 BINDINGS = ("JSONRPC", "HTTP+JSON")
 _request_ids = itertools.count(1)
@@ -243,14 +247,43 @@ async def stream(endpoint: Endpoint, operation: Operation, params: Mapping[str, 
                 await response.aread()
                 yield _single_answer(endpoint, operation, response)
                 return
-            async for event in source.aiter_sse():
-                if not event.data:
-                    continue
-                yield _stream_event(endpoint, operation, event.event, event.data)
+            events, last = source.aiter_sse(), False
+            try:
+                async for event in events:
+                    if not event.data:
+                        continue
+                    answer = _stream_event(endpoint, operation, event.event, event.data)
+                    last = ends_stream(answer)
+                    yield answer
+            finally:
+                if last:
+                    # The caller stops at the last event; reading the little that is left
+                    # keeps the connection for the next call instead of closing it.
+                    with contextlib.suppress(Exception):
+                        async with asyncio.timeout(DRAIN_SECONDS):
+                            async for _ in events:
+                                pass
     except httpx.HTTPError as error:
         raise classify(error, endpoint.agent_id) from error
     except SSEError as error:
         raise classify(error, endpoint.agent_id) from error
+
+
+def ends_stream(answer: Mapping[str, Any]) -> bool:
+    """Whether a StreamResponse is the last one a stream sends: a message, or a task or status
+    update whose state is final or waits on the client."""
+    if "message" in answer:
+        return True
+    body = answer.get("task") or answer.get("statusUpdate")
+    if not isinstance(body, Mapping):
+        return False
+    status = body.get("status")
+    name = status.get("state") if isinstance(status, Mapping) else None
+    try:
+        state = lifecycle.from_wire(name) if isinstance(name, str) else None
+    except ValueError:
+        return False
+    return state in lifecycle.TERMINAL or state in lifecycle.INTERRUPTED
 
 
 def _single_answer(endpoint: Endpoint, operation: Operation,
