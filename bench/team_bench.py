@@ -12,7 +12,9 @@ For each k in 1, 3, 10 it times, one request at a time (keep-alive, after a warm
 
 - team:     one blocking ``SendMessage`` to ``/a2a/teams/bench/`` with "left=k" (k hops);
 - direct k: the same k calls (a, b, a, ... with "left=k", "left=k-1", ...) made one after the
-            other straight to the agents;
+            other straight to the agents, as ``SendStreamingMessage`` read to the end: that is
+            how the team calls a member that streams (so a cancel reaches the member while it
+            works), and an SSE answer costs the agent more than a plain one;
 
 and, once, a single call to agent a directly and through the relay (``/a2a/agents/a/``):
 their p50 difference is the gateway's overhead for one hop. It prints per k: team p50, direct k
@@ -96,12 +98,12 @@ def serve_agent(slug: str, port: int, other: str) -> None:
 # --- measuring -------------------------------------------------------------------------------
 
 
-def rpc(text: str) -> bytes:
+def rpc(text: str, method: str = "SendMessage") -> bytes:
     return json.dumps(
         {
             "jsonrpc": "2.0",
             "id": 1,
-            "method": "SendMessage",
+            "method": method,
             "params": {
                 "message": {
                     "messageId": f"bench-{time.monotonic_ns()}",
@@ -120,6 +122,23 @@ async def call(client: httpx.AsyncClient, url: str, text: str, headers: dict) ->
     if "result" not in body:
         raise RuntimeError(f"{url} answered {body}")
     return body["result"]
+
+
+async def call_streaming(client: httpx.AsyncClient, url: str, text: str, headers: dict) -> int:
+    """Streams one message and reads the stream to its end; returns how many events came."""
+    events = 0
+    body = rpc(text, "SendStreamingMessage")
+    headers = {**headers, "Accept": "text/event-stream"}
+    async with client.stream("POST", url, content=body, headers=headers) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                if '"error"' in line:
+                    raise RuntimeError(f"{url} streamed an error: {line}")
+                events += 1
+    if not events:
+        raise RuntimeError(f"{url} streamed nothing")
+    return events
 
 
 async def timed(action, runs: int, deadline: float) -> list[float]:
@@ -177,7 +196,7 @@ async def measure(relay_url: str, key: str, agents: dict[str, str], runs: int) -
             async def direct_k(hops=hops):
                 for left in range(hops, 0, -1):
                     agent = agents["a"] if (hops - left) % 2 == 0 else agents["b"]
-                    await call(client, agent, f"left={left}", direct_headers)
+                    await call_streaming(client, agent, f"left={left}", direct_headers)
 
             team_p50 = statistics.median(await timed(team, runs, deadline))
             direct_p50 = statistics.median(await timed(direct_k, runs, deadline))
