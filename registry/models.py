@@ -153,7 +153,20 @@ class Agent(models.Model):
 
     @property
     def has_credentials(self) -> bool:
-        return bool(self.auth_header_name and self.auth_header_value)
+        """A stored credential the relay can send: bearer and basic need only the value; a
+        header (or a credential stored before kinds existed) also needs the header's name."""
+        if not self.auth_header_value:
+            return False
+        if self.auth_kind in (self.CredentialKind.BEARER, self.CredentialKind.BASIC):
+            return True
+        return bool(self.auth_header_name)
+
+    @property
+    def credential_kind(self) -> str | None:
+        """bearer, header or basic; None without credentials."""
+        if not self.has_credentials:
+            return None
+        return self.auth_kind or self.CredentialKind.HEADER
 
 
 class CardSnapshot(models.Model):
