@@ -263,7 +263,8 @@ def api_key_create(*, name: str, is_admin: bool = False, expires_at=None, create
                    can_call: bool = True, agents: Iterable[str] = (),
                    teams: Iterable[str] = (), actor: str | None = None) -> tuple[ApiKey, str]:
     """Creates a key and returns it with its secret, which is not stored and cannot be shown
-    again. ``agents`` and ``teams`` (ids) are the only ones it may call; empty means all.
+    again. ``agents`` and ``teams`` (ids) are the only ones it may call; with neither, it may
+    call every agent and team.
     Raises RegistryError ``unknown_agent`` / ``unknown_team`` (storing nothing) for an id
     that is not registered."""
     agent_ids, team_ids = sorted(set(agents)), sorted(set(teams))
