@@ -610,11 +610,24 @@ class AgentAdmin(admin.ModelAdmin):
             self.message_user(request, f"Could not fetch: {'; '.join(failed)}.", messages.ERROR)
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records the relay writes itself: shown, never added, changed or deleted by hand."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
 # --- Card snapshots ---------------------------------------------------------------------------
 
 
 @admin.register(CardSnapshot)
-class CardSnapshotAdmin(admin.ModelAdmin):
+class CardSnapshotAdmin(ReadOnlyAdmin):
     """The card history: what each fetch that changed the card stored. Read-only."""
 
     list_display = ("agent", "fetched_at", "protocol_version", "short_hash", "source_url")
@@ -636,15 +649,6 @@ class CardSnapshotAdmin(admin.ModelAdmin):
 
     class Media:
         css = RELAY_CSS
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     @admin.display(description="Hash", ordering="content_hash")
     def short_hash(self, snapshot: CardSnapshot) -> str:
@@ -775,7 +779,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ReadOnlyAdmin):
     """Who registered, changed or deleted agents, teams and keys. Read-only: entries are written
     by the services, never by hand."""
 
@@ -789,15 +793,6 @@ class AuditEntryAdmin(admin.ModelAdmin):
     @admin.display(description="Changes")
     def changes_json(self, entry: AuditEntry) -> str:
         return _json_block(entry.changes) if entry.changes else "—"
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     class Media:
         css = RELAY_CSS

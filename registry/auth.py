@@ -174,45 +174,42 @@ class RegistryReadPermission(permissions.BasePermission):
         return key.can_read_registry or key.is_admin
 
 
+def _may_read(permission: permissions.BasePermission, request, view) -> bool:
+    """A read, allowed as RegistryReadPermission allows it, refused with its message."""
+    reading = RegistryReadPermission()
+    allowed = reading.has_permission(request, view)
+    permission.message = reading.message
+    return allowed
+
+
 class RegistryPermission(permissions.BasePermission):
-    """Reads as RegistryReadPermission. Writes need a staff user or a key; registering (POST)
-    needs a key that may register (``can_register``, or an admin key). Which agent a key may
-    change is the view's to check (the key that registered it, or an admin key)."""
+    """Reads as RegistryReadPermission. Writes need a staff user or a key; registering (POST
+    on a view with ``registers_agents``) needs a key that may register (``can_register``, or
+    an admin key). Which agent a key may change is the view's to check (the key that
+    registered it, or an admin key)."""
 
     message = IsApiKeyOrStaff.message
+    admin_writes = False
+    """Writes need an admin key (AdminWritePermission)."""
 
     def has_permission(self, request, view) -> bool:
         if request.method in permissions.SAFE_METHODS:
-            reading = RegistryReadPermission()
-            allowed = reading.has_permission(request, view)
-            self.message = reading.message
-            return allowed
+            return _may_read(self, request, view)
         if _is_staff(request):
             return True
         key = caller_key(request)
         if key is None:
             return False
+        if self.admin_writes:
+            self.message = "only an admin key may change teams"
+            return key.is_admin
         if request.method == "POST" and getattr(view, "registers_agents", False):
             self.message = "this API key may not register agents"
             return key.can_register or key.is_admin
         return True
 
 
-class AdminWritePermission(permissions.BasePermission):
+class AdminWritePermission(RegistryPermission):
     """Reads as RegistryReadPermission; writes need a staff user or an admin key (teams)."""
 
-    message = IsApiKeyOrStaff.message
-
-    def has_permission(self, request, view) -> bool:
-        if request.method in permissions.SAFE_METHODS:
-            reading = RegistryReadPermission()
-            allowed = reading.has_permission(request, view)
-            self.message = reading.message
-            return allowed
-        if _is_staff(request):
-            return True
-        key = caller_key(request)
-        if key is None:
-            return False
-        self.message = "only an admin key may change teams"
-        return key.is_admin
+    admin_writes = True
