@@ -21,7 +21,7 @@ from django.utils.html import format_html, format_html_join
 
 from registry import secrets, selectors, services
 from registry.cards import CLIENT_ROUTING_URI
-from registry.models import Agent, ApiKey, CardSnapshot, DeclaredExtension, Skill
+from registry.models import Agent, ApiKey, AuditEntry, CardSnapshot, DeclaredExtension, Skill
 from registry.views import card_history, pretty_json
 
 # The admin shows the registry pages' health badges, extension badges, JSON and diffs.
@@ -133,7 +133,19 @@ def _credential_header_field() -> forms.CharField:
         required=False,
         max_length=100,
         label="Credential header",
-        help_text="Sent when fetching the card and calling the agent, e.g. Authorization.",
+        help_text="For kind “API key header”: the header the value is sent in, e.g. X-Api-Key.",
+    )
+
+
+def _credential_kind_field() -> forms.ChoiceField:
+    return forms.ChoiceField(
+        required=False,
+        label="Credential kind",
+        choices=[("", "none (or a header, when a header name is given)"),
+                 *[(value, label) for value, label in Agent.CredentialKind.choices if value]],
+        help_text="Bearer sends Authorization: Bearer <value>; basic sends the value "
+        "user:password as Authorization: Basic; API key header sends the value in the header "
+        "named below. Used on card fetches, probes and calls.",
     )
 
 
@@ -146,6 +158,28 @@ def _credential_value_field(*, label: str, help_text: str) -> forms.CharField:
         help_text=help_text,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
     )
+
+
+def _credential_kind(cleaned) -> str:
+    """The kind asked for; none chosen with a header name given is a header."""
+    kind = cleaned.get("credential_kind") or ""
+    if not kind and cleaned.get("credential_header_name"):
+        return Agent.CredentialKind.HEADER
+    return kind
+
+
+def _check_credential(form: forms.Form, kind: str, name: str, value: str) -> None:
+    """Adds the form errors of a credential of ``kind`` given as ``name`` and ``value``."""
+    if kind == Agent.CredentialKind.HEADER and not name:
+        form.add_error("credential_header_name", "Name the header the value is sent in.")
+    if kind in (Agent.CredentialKind.BEARER, Agent.CredentialKind.BASIC) and name:
+        form.add_error("credential_header_name",
+                       "Bearer and basic credentials are sent in Authorization; leave this "
+                       "empty.")
+    if value and any(character in value for character in "\r\n\x00"):
+        form.add_error("credential_header_value", "The value cannot hold line breaks.")
+    if kind == Agent.CredentialKind.BASIC and value and ":" not in value:
+        form.add_error("credential_header_value", "A basic credential is user:password.")
 
 
 class AgentRegisterForm(forms.Form):
@@ -171,6 +205,7 @@ class AgentRegisterForm(forms.Form):
         help_text="Call the agent here instead of where its card says.",
     )
 
+    credential_kind = _credential_kind_field()
     credential_header_name = _credential_header_field()
     credential_header_value = _credential_value_field(
         label="Credential value", help_text="Stored encrypted; never shown again."
@@ -178,26 +213,32 @@ class AgentRegisterForm(forms.Form):
 
     def clean(self):
         cleaned = super().clean()
+        kind = _credential_kind(cleaned)
         name = cleaned.get("credential_header_name", "")
         value = cleaned.get("credential_header_value", "")
-        if bool(name) != bool(value):
+        if kind == Agent.CredentialKind.HEADER and bool(name) != bool(value):
             raise forms.ValidationError(
                 "Give both the credential header and its value, or neither."
             )
+        if kind and not value:
+            self.add_error("credential_header_value", "Enter the credential's value.")
+        elif value and not kind:
+            self.add_error("credential_kind", "Choose how the value is sent.")
+        _check_credential(self, kind, name, value)
         return cleaned
 
     def credentials(self) -> services.Credentials | None:
+        kind = _credential_kind(self.cleaned_data)
+        if not kind:
+            return None
         name = self.cleaned_data["credential_header_name"]
-        return (
-            services.Credentials(name, self.cleaned_data["credential_header_value"])
-            if name
-            else None
-        )
+        return services.Credentials(name, self.cleaned_data["credential_header_value"], kind)
 
 
 class AgentChangeForm(forms.ModelForm):
     """What an operator may change (as ``services.agent_update``), plus the credential."""
 
+    credential_kind = _credential_kind_field()
     credential_header_name = _credential_header_field()
     credential_header_value = _credential_value_field(
         label="New credential value", help_text="Leave empty to keep the stored value."
@@ -219,22 +260,33 @@ class AgentChangeForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if "credential_header_name" in self.fields:
             self.fields["credential_header_name"].initial = self.instance.auth_header_name
+        if "credential_kind" in self.fields:
+            self.fields["credential_kind"].initial = self.instance.credential_kind or ""
 
     def clean(self):
         cleaned = super().clean()
         if cleaned.get("clear_credentials"):
             return cleaned
+        kind = _credential_kind(cleaned)
         name = cleaned.get("credential_header_name", "")
         value = cleaned.get("credential_header_value", "")
-        if value and not name:
+        stored_kind = self.instance.credential_kind
+        if value and not kind:
             self.add_error("credential_header_name", "Name the header the value is sent in.")
-        elif not name and self.instance.has_credentials:
+            return cleaned
+        if not kind and self.instance.has_credentials:
             self.add_error(
                 "credential_header_name",
                 "To remove the credential, tick “Remove the stored credential”.",
             )
-        elif name and name != self.instance.auth_header_name and not value:
-            self.add_error("credential_header_value", "Enter the value to send in this header.")
+            return cleaned
+        changed = kind != (stored_kind or "") or (
+            kind == Agent.CredentialKind.HEADER and name != self.instance.auth_header_name)
+        if kind and changed and not value:
+            self.add_error("credential_header_value", "Enter the value to send in this header."
+                           if kind == Agent.CredentialKind.HEADER
+                           else "Enter the credential's value.")
+        _check_credential(self, kind, name, value)
         return cleaned
 
     def credentials_change(self) -> dict:
@@ -246,6 +298,7 @@ class AgentChangeForm(forms.ModelForm):
                 "credentials": services.Credentials(
                     self.cleaned_data["credential_header_name"],
                     self.cleaned_data["credential_header_value"],
+                    _credential_kind(self.cleaned_data),
                 )
             }
         return {}
@@ -286,6 +339,7 @@ class AgentAdmin(admin.ModelAdmin):
             {
                 "fields": (
                     "credential_status",
+                    "credential_kind",
                     "credential_header_name",
                     "credential_header_value",
                     "clear_credentials",
@@ -351,7 +405,8 @@ class AgentAdmin(admin.ModelAdmin):
     )
     register_fieldsets = (
         (None, {"fields": ("url", "agent_id", "invocation_url")}),
-        ("Credential", {"fields": ("credential_header_name", "credential_header_value")}),
+        ("Credential", {"fields": ("credential_kind", "credential_header_name",
+                                   "credential_header_value")}),
     )
 
     class Media:
@@ -428,7 +483,9 @@ class AgentAdmin(admin.ModelAdmin):
             shown = secrets.mask(secrets.decrypt(agent.auth_header_value))
         except ValueError:
             shown = "cannot be decrypted with the current key"
-        return format_html("<code>{}</code> is set ({})", agent.auth_header_name, shown)
+        if agent.credential_kind == Agent.CredentialKind.HEADER:
+            return format_html("<code>{}</code> is set ({})", agent.auth_header_name, shown)
+        return format_html("{} is set ({})", agent.get_auth_kind_display(), shown)
 
     @admin.display(description="Card as fetched")
     def current_card(self, agent: Agent) -> str:
@@ -455,7 +512,8 @@ class AgentAdmin(admin.ModelAdmin):
         }
         fields |= form.credentials_change()
         if fields:
-            services.agent_update(agent=obj, fields=fields)
+            services.agent_update(agent=obj, fields=fields,
+                                  actor=services.actor_of(user=request.user))
 
     def get_deleted_objects(self, objs, request):
         deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
@@ -465,11 +523,11 @@ class AgentAdmin(admin.ModelAdmin):
         return deleted, counts, perms_needed, protected
 
     def delete_model(self, request, obj: Agent) -> None:
-        services.agent_delete(agent=obj)
+        services.agent_delete(agent=obj, actor=services.actor_of(user=request.user))
 
     def delete_queryset(self, request, queryset) -> None:
         for agent in queryset:
-            services.agent_delete(agent=agent)
+            services.agent_delete(agent=agent, actor=services.actor_of(user=request.user))
 
     @csrf_protect_m
     def add_view(self, request, form_url="", extra_context=None):
@@ -486,6 +544,7 @@ class AgentAdmin(admin.ModelAdmin):
                     agent_id=form.cleaned_data["agent_id"] or None,
                     invocation_url=form.cleaned_data["invocation_url"],
                     credentials=form.credentials(),
+                    actor=services.actor_of(user=request.user),
                 )
             except services.RegistryError as error:
                 form.add_error(None, f"The agent could not be registered: {error.message}")
@@ -551,11 +610,24 @@ class AgentAdmin(admin.ModelAdmin):
             self.message_user(request, f"Could not fetch: {'; '.join(failed)}.", messages.ERROR)
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records the relay writes itself: shown, never added, changed or deleted by hand."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
 # --- Card snapshots ---------------------------------------------------------------------------
 
 
 @admin.register(CardSnapshot)
-class CardSnapshotAdmin(admin.ModelAdmin):
+class CardSnapshotAdmin(ReadOnlyAdmin):
     """The card history: what each fetch that changed the card stored. Read-only."""
 
     list_display = ("agent", "fetched_at", "protocol_version", "short_hash", "source_url")
@@ -577,15 +649,6 @@ class CardSnapshotAdmin(admin.ModelAdmin):
 
     class Media:
         css = RELAY_CSS
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     @admin.display(description="Hash", ordering="content_hash")
     def short_hash(self, snapshot: CardSnapshot) -> str:
@@ -634,14 +697,17 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "last_used_at",
         "usable",
     )
-    list_filter = ("is_admin", RevokedFilter)
+    list_filter = ("is_admin", "can_call", "can_register", "can_read_registry", RevokedFilter)
     search_fields = ("name", "prefix")
     actions = ("revoke",)
-    add_fields = ("name", "is_admin", "expires_at")
+    filter_horizontal = ("agents", "teams")
+    scope_fields = ("can_read_registry", "can_register", "can_call", "agents", "teams")
+    add_fields = ("name", "is_admin", *scope_fields, "expires_at")
     view_fields = (
         "name",
         "prefix",
         "is_admin",
+        *scope_fields,
         "created_at",
         "created_by",
         "expires_at",
@@ -666,11 +732,17 @@ class ApiKeyAdmin(admin.ModelAdmin):
         return request.user.has_perm("registry.change_apikey")
 
     def save_model(self, request, obj: ApiKey, form, change: bool) -> None:
+        data = form.cleaned_data
         created, key = services.api_key_create(
-            name=form.cleaned_data["name"],
-            is_admin=form.cleaned_data["is_admin"],
-            expires_at=form.cleaned_data["expires_at"],
+            name=data["name"],
+            is_admin=data["is_admin"],
+            expires_at=data["expires_at"],
             created_by=request.user,
+            can_read_registry=data["can_read_registry"],
+            can_register=data["can_register"],
+            can_call=data["can_call"],
+            agents=[agent.pk for agent in data["agents"]],
+            teams=[team.pk for team in data["teams"]],
         )
         # The admin goes on with ``obj`` (log entry, redirect): make it the stored key.
         for field in ApiKey._meta.concrete_fields:
@@ -691,12 +763,39 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def revoke(self, request, queryset) -> None:
         revoked = []
         for api_key in queryset.filter(revoked_at__isnull=True).order_by("name"):
-            services.api_key_revoke(api_key=api_key)
+            services.api_key_revoke(api_key=api_key, actor=services.actor_of(user=request.user))
             revoked.append(str(api_key))
         if revoked:
             self.message_user(request, f"Revoked: {', '.join(revoked)}.", messages.SUCCESS)
         else:
             self.message_user(request, "The selected keys were already revoked.", messages.INFO)
+
+
+    def save_related(self, request, form, formsets, change: bool) -> None:
+        """Nothing: ``api_key_create`` stored the key's agents and teams with it."""
+
+
+# --- Audit log --------------------------------------------------------------------------------
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(ReadOnlyAdmin):
+    """Who registered, changed or deleted agents, teams and keys. Read-only: entries are written
+    by the services, never by hand."""
+
+    list_display = ("at", "actor", "action", "object_type", "object_id")
+    list_filter = ("object_type", "action")
+    search_fields = ("actor", "object_id")
+    date_hierarchy = "at"
+    fields = ("at", "actor", "action", "object_type", "object_id", "changes_json")
+    readonly_fields = fields
+
+    @admin.display(description="Changes")
+    def changes_json(self, entry: AuditEntry) -> str:
+        return _json_block(entry.changes) if entry.changes else "—"
+
+    class Media:
+        css = RELAY_CSS
 
 
 # --- Teams ------------------------------------------------------------------------------------

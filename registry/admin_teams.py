@@ -20,7 +20,7 @@ from django.forms.models import BaseInlineFormSet
 from django.template.loader import render_to_string
 from django.utils.html import format_html, format_html_join
 
-from registry import selectors, teams
+from registry import selectors, services, teams
 from registry.admin import RELAY_CSS
 from registry.models import Agent, Team, TeamMembership
 from registry.services import RegistryError
@@ -275,10 +275,12 @@ class TeamAdmin(admin.ModelAdmin):
             teams.team_update(
                 team=form.instance,
                 fields={**values, "default_agent": default_agent, "members": members},
+                actor=services.actor_of(user=request.user),
             )
             return
         created = teams.team_create(
-            team_id=form.cleaned_data["id"], default_agent=default_agent, members=members, **values
+            team_id=form.cleaned_data["id"], default_agent=default_agent, members=members,
+            actor=services.actor_of(user=request.user), **values
         )
         # The admin goes on with the form's instance (log entry, redirect): make it the stored team.
         for field in Team._meta.concrete_fields:
@@ -294,8 +296,8 @@ class TeamAdmin(admin.ModelAdmin):
         return message
 
     def delete_model(self, request, obj: Team) -> None:
-        teams.team_delete(team=obj)
+        teams.team_delete(team=obj, actor=services.actor_of(user=request.user))
 
     def delete_queryset(self, request, queryset) -> None:
         for team in queryset:
-            teams.team_delete(team=team)
+            teams.team_delete(team=team, actor=services.actor_of(user=request.user))

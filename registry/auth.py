@@ -19,6 +19,10 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 REVOKED = "revoked"
 """What the lookup cache holds for a key revoked lately, so no lookup that read the key just
 before the revocation can put it back."""
+REALM = 'Bearer realm="brass-relay"'
+"""``WWW-Authenticate`` of a 401 for a request that sent no key."""
+REALM_INVALID_TOKEN = 'Bearer realm="brass-relay", error="invalid_token"'
+"""``WWW-Authenticate`` of a 401 for a key that is unknown, revoked or expired (RFC 6750)."""
 
 
 def api_key_from_header(header: str | None) -> ApiKey | None:
@@ -63,10 +67,38 @@ def api_key_forget(api_key: ApiKey) -> None:
 
 
 def _stored_key(key_hash: str) -> ApiKey | None:
+    """The key with its agent and team scopes loaded (they are cached with it: a key's scopes
+    are set when it is made and never change)."""
     try:
-        return ApiKey.objects.get(key_hash=key_hash)
+        api_key = ApiKey.objects.get(key_hash=key_hash)
     except ApiKey.DoesNotExist:
         return None
+    api_key.scope_agent_ids = frozenset(api_key.agents.values_list("pk", flat=True))
+    api_key.scope_team_ids = frozenset(api_key.teams.values_list("pk", flat=True))
+    return api_key
+
+
+def key_may_call(api_key: ApiKey | None, kind: str, target_id: str) -> bool:
+    """Whether the key may call this agent or team. A key without ``can_call`` may call
+    nothing; a key that names no agent and no team may call every one; a key that names some
+    may call only those. A refusal must read like an unknown target to the caller (the
+    gateway answers "not found")."""
+    if api_key is None or not api_key.can_call or kind not in ("agent", "team"):
+        return False
+    agents = _scope(api_key, "scope_agent_ids", "agents")
+    teams = _scope(api_key, "scope_team_ids", "teams")
+    if not agents and not teams:
+        return True
+    return target_id in (agents if kind == "agent" else teams)
+
+
+def _scope(api_key: ApiKey, attribute: str, relation: str) -> frozenset[str]:
+    scope = getattr(api_key, attribute, None)
+    if scope is None:
+        # A key not loaded by api_key_from_header (a test, a management command).
+        scope = frozenset(getattr(api_key, relation).values_list("pk", flat=True))
+        setattr(api_key, attribute, scope)
+    return scope
 
 
 def _cache_key(key_hash: str) -> str:
@@ -81,13 +113,18 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
     """``Authorization: Bearer <key>``. ``request.user`` becomes the ApiKey."""
 
     def authenticate(self, request):
-        api_key = api_key_from_header(request.META.get("HTTP_AUTHORIZATION"))
+        try:
+            api_key = api_key_from_header(request.META.get("HTTP_AUTHORIZATION"))
+        except exceptions.AuthenticationFailed:
+            # The 401 then says error="invalid_token" (authenticate_header reads this).
+            request.invalid_api_key = True
+            raise
         if api_key is None:
             return None
         return api_key, api_key
 
     def authenticate_header(self, request) -> str:
-        return 'Bearer realm="brass-relay"'
+        return REALM_INVALID_TOKEN if getattr(request, "invalid_api_key", False) else REALM
 
 
 def caller_key(request) -> ApiKey | None:
@@ -115,23 +152,64 @@ class IsApiKeyOrStaff(permissions.BasePermission):
         return bool(user and getattr(user, "is_staff", False) and user.is_authenticated)
 
 
-class RegistryReadPermission(permissions.BasePermission):
-    """Registry reads are public unless RELAY_REGISTRY_PUBLIC is off; then a key or staff."""
+def _is_staff(request) -> bool:
+    user = request.user
+    return bool(user and getattr(user, "is_staff", False) and user.is_authenticated)
 
-    message = IsApiKeyOrStaff.message
+
+class RegistryReadPermission(permissions.BasePermission):
+    """Registry reads are public unless RELAY_REGISTRY_PUBLIC is off; then a staff user or a
+    key that may read the registry (``can_read_registry``, or an admin key)."""
+
+    message = "this API key may not read the registry"
 
     def has_permission(self, request, view) -> bool:
-        if settings.RELAY_REGISTRY_PUBLIC:
+        if settings.RELAY_REGISTRY_PUBLIC or _is_staff(request):
             return True
-        return IsApiKeyOrStaff().has_permission(request, view)
+        key = caller_key(request)
+        if key is None:
+            # No key: DRF answers 401 (NotAuthenticated) with WWW-Authenticate.
+            self.message = IsApiKeyOrStaff.message
+            return False
+        return key.can_read_registry or key.is_admin
+
+
+def _may_read(permission: permissions.BasePermission, request, view) -> bool:
+    """A read, allowed as RegistryReadPermission allows it, refused with its message."""
+    reading = RegistryReadPermission()
+    allowed = reading.has_permission(request, view)
+    permission.message = reading.message
+    return allowed
 
 
 class RegistryPermission(permissions.BasePermission):
-    """Reads as RegistryReadPermission; writes need an API key or a staff user."""
+    """Reads as RegistryReadPermission. Writes need a staff user or a key; registering (POST
+    on a view with ``registers_agents``) needs a key that may register (``can_register``, or
+    an admin key). Which agent a key may change is the view's to check (the key that
+    registered it, or an admin key)."""
 
     message = IsApiKeyOrStaff.message
+    admin_writes = False
+    """Writes need an admin key (AdminWritePermission)."""
 
     def has_permission(self, request, view) -> bool:
         if request.method in permissions.SAFE_METHODS:
-            return RegistryReadPermission().has_permission(request, view)
-        return IsApiKeyOrStaff().has_permission(request, view)
+            return _may_read(self, request, view)
+        if _is_staff(request):
+            return True
+        key = caller_key(request)
+        if key is None:
+            return False
+        if self.admin_writes:
+            self.message = "only an admin key may change teams"
+            return key.is_admin
+        if request.method == "POST" and getattr(view, "registers_agents", False):
+            self.message = "this API key may not register agents"
+            return key.can_register or key.is_admin
+        return True
+
+
+class AdminWritePermission(RegistryPermission):
+    """Reads as RegistryReadPermission; writes need a staff user or an admin key (teams)."""
+
+    admin_writes = True

@@ -153,7 +153,20 @@ class Agent(models.Model):
 
     @property
     def has_credentials(self) -> bool:
-        return bool(self.auth_header_name and self.auth_header_value)
+        """A stored credential the relay can send: bearer and basic need only the value; a
+        header (or a credential stored before kinds existed) also needs the header's name."""
+        if not self.auth_header_value:
+            return False
+        if self.auth_kind in (self.CredentialKind.BEARER, self.CredentialKind.BASIC):
+            return True
+        return bool(self.auth_header_name)
+
+    @property
+    def credential_kind(self) -> str | None:
+        """bearer, header or basic; None without credentials."""
+        if not self.has_credentials:
+            return None
+        return self.auth_kind or self.CredentialKind.HEADER
 
 
 class CardSnapshot(models.Model):
@@ -250,16 +263,19 @@ class ApiKey(models.Model):
         default=False, help_text="May change and delete any agent, not only its own, and "
         "administer teams and keys."
     )
-    # Scopes. Empty agent and team lists mean "every agent" and "every team".
+    # Scopes. A key that names no agent and no team may call every agent and team; one that
+    # names some may call only those (a key for one team cannot call agents directly).
     can_read_registry = models.BooleanField(default=True, help_text="May read the registry.")
     can_register = models.BooleanField(default=True, help_text="May register agents.")
     can_call = models.BooleanField(default=True, help_text="May call agents and teams.")
     agents = models.ManyToManyField(
         Agent, blank=True, related_name="+",
-        help_text="The agents this key may call; none chosen means every agent.")
+        help_text="The agents this key may call. With no agent and no team chosen it may call "
+        "every agent and team; otherwise only those chosen.")
     teams = models.ManyToManyField(
         "Team", blank=True, related_name="+",
-        help_text="The teams this key may call; none chosen means every team.")
+        help_text="The teams this key may call (the relay then calls their members for it). "
+        "With no agent and no team chosen it may call every agent and team.")
     rate_limit_per_minute = models.PositiveIntegerField(
         null=True, blank=True, help_text="Calls per minute; empty takes RELAY_RATE_LIMIT_PER_KEY.")
     created_at = models.DateTimeField(default=timezone.now, editable=False)

@@ -4,7 +4,9 @@ nothing and no lock is held while waiting on an agent."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import base64
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -17,7 +19,18 @@ from registry import secrets
 from registry.auth import api_key_forget
 from registry.cards import ParsedCard
 from registry.fetching import CardFetchError, FetchedCard, fetch_card
-from registry.models import Agent, ApiKey, CardSnapshot, DeclaredExtension, Skill, Team
+from registry.models import (
+    Agent,
+    ApiKey,
+    AuditEntry,
+    CardSnapshot,
+    DeclaredExtension,
+    Skill,
+    Team,
+)
+
+SYSTEM = "system"
+"""The actor of writes nobody in particular asked for (management commands, jobs)."""
 
 
 class RegistryError(Exception):
@@ -36,27 +49,90 @@ class RegistryError(Exception):
         return cls(error.code, error.message, status=error.status, missing=error.missing)
 
 
+CredentialKind = Agent.CredentialKind
+
+
 @dataclass(frozen=True)
 class Credentials:
-    """A header to send when fetching the agent's card (and calling the agent)."""
+    """What the relay sends upstream for an agent (card fetch, probes, calls).
+
+    ``kind`` bearer: ``header_value`` is the token; basic: it is ``user:password``; header
+    (and "", the kind of credentials stored before kinds existed): it is sent as it is in the
+    header ``header_name``. ``repr`` never shows the value."""
 
     header_name: str
-    header_value: str
+    header_value: str = field(repr=False)
+    kind: str = CredentialKind.HEADER
 
     def as_headers(self) -> dict[str, str]:
-        return {self.header_name: self.header_value} if self.header_name else {}
+        return credential_headers(self.kind, self.header_name, self.header_value)
+
+
+def credential_headers(kind: str, header_name: str, value: str) -> dict[str, str]:
+    """The outgoing header of a credential: bearer -> ``Authorization: Bearer <value>``,
+    basic -> ``Authorization: Basic base64(user:password)``, header (or "" with a header
+    name) -> ``<header_name>: <value>``. Nothing when there is no value."""
+    if not value:
+        return {}
+    if kind == CredentialKind.BEARER:
+        return {"Authorization": f"Bearer {value}"}
+    if kind == CredentialKind.BASIC:
+        return {"Authorization": "Basic " + base64.b64encode(value.encode()).decode("ascii")}
+    return {header_name: value} if header_name else {}
 
 
 def agent_credentials(agent: Agent) -> Credentials | None:
+    """The agent's stored credentials, decrypted; None when it has none."""
     if not agent.has_credentials:
         return None
-    return Credentials(agent.auth_header_name, secrets.decrypt(agent.auth_header_value))
+    kind = agent.auth_kind or CredentialKind.HEADER
+    return Credentials(agent.auth_header_name, secrets.decrypt(agent.auth_header_value), kind)
+
+
+def upstream_auth_headers(agent: Agent) -> dict[str, str]:
+    """The headers that authenticate the relay to this agent, for every request it sends the
+    agent: card fetches, probes and calls. Empty when the agent has no credentials. The values
+    are secrets: never log them."""
+    credentials = agent_credentials(agent)
+    return credentials.as_headers() if credentials else {}
+
+
+def _store_credentials(agent: Agent, credentials: Credentials | None) -> None:
+    agent.auth_kind = credentials.kind if credentials else CredentialKind.NONE
+    agent.auth_header_name = (
+        credentials.header_name
+        if credentials and credentials.kind == CredentialKind.HEADER else ""
+    )
+    agent.auth_header_value = secrets.encrypt(credentials.header_value) if credentials else ""
+
+
+def actor_of(*, key: ApiKey | None = None, user=None) -> str:
+    """Who does a write, as the audit log names them: ``key:<prefix>`` for an API key,
+    ``user:<username>`` for a person (the admin, a staff session), else ``system``."""
+    if key is not None:
+        return f"key:{key.prefix}"
+    if user is not None and getattr(user, "is_authenticated", False):
+        return f"user:{user.get_username()}"
+    return SYSTEM
+
+
+def audit_record(*, actor: str, action: str, object_type: str, object_id: str,
+                 changes: dict[str, Any] | None = None) -> AuditEntry:
+    """Writes one audit entry, in the caller's transaction (so a write that fails records
+    nothing). ``changes`` must hold no secrets: credentials appear as their kind only."""
+    return AuditEntry.objects.create(actor=actor[:200], action=action, object_type=object_type,
+                                     object_id=str(object_id)[:64], changes=changes or {})
+
+
+def _credentials_note(credentials: Credentials | None) -> str:
+    return f"set ({credentials.kind})" if credentials else "removed"
 
 
 def agent_register(*, url: str, agent_id: str | None = None, invocation_url: str = "",
                    credentials: Credentials | None = None, created_by: ApiKey | None = None,
-                   client: httpx.Client | None = None) -> Agent:
-    """Fetches the card behind ``url`` and registers the agent.
+                   client: httpx.Client | None = None, actor: str | None = None) -> Agent:
+    """Fetches the card behind ``url`` and registers the agent. ``actor`` (for the audit log)
+    defaults to ``created_by``'s name, else system.
 
     Raises RegistryError (and stores nothing) when the card cannot be had, is not a valid card,
     the URL is already registered, or ``agent_id`` is taken.
@@ -84,9 +160,15 @@ def agent_register(*, url: str, agent_id: str | None = None, invocation_url: str
                 created_by=created_by,
             )
             if credentials:
-                agent.auth_header_name = credentials.header_name
-                agent.auth_header_value = secrets.encrypt(credentials.header_value)
+                _store_credentials(agent, credentials)
             _apply_card(agent, fetched, created=True)
+            changes = {"cardUrl": fetched.url, "name": agent.name}
+            if invocation_url:
+                changes["invocationUrl"] = invocation_url
+            if credentials:
+                changes["credentials"] = _credentials_note(credentials)
+            audit_record(actor=actor or actor_of(key=created_by), action=AuditEntry.Action.CREATE,
+                         object_type="agent", object_id=agent.pk, changes=changes)
     except IntegrityError as error:
         # Two registrations of the same id or URL raced; the loser stores nothing.
         raise RegistryError("duplicate", "that agent was registered at the same moment",
@@ -99,10 +181,8 @@ def agent_card_refresh(*, agent: Agent, client: httpx.Client | None = None) -> b
 
     Raises RegistryError when the card cannot be had; the stored card is then left as it was.
     """
-    credentials = agent_credentials(agent)
     try:
-        fetched = fetch_card(agent.card_url, client=client,
-                             headers=credentials.as_headers() if credentials else None)
+        fetched = fetch_card(agent.card_url, client=client, headers=upstream_auth_headers(agent))
     except CardFetchError as error:
         raise RegistryError.from_fetch(error) from error
     with transaction.atomic():
@@ -118,22 +198,26 @@ def agent_card_refresh(*, agent: Agent, client: httpx.Client | None = None) -> b
     return True
 
 
-def agent_update(*, agent: Agent, fields: dict[str, Any]) -> Agent:
+def agent_update(*, agent: Agent, fields: dict[str, Any], actor: str = SYSTEM) -> Agent:
     """Changes what an operator may change: name, description, invocation URL, status,
-    credentials. Card-derived fields change only through a refresh."""
+    credentials. Card-derived fields change only through a refresh. The audit log gets one
+    entry naming the fields that changed (credentials by their kind only)."""
     editable = {"name", "description", "invocation_url", "status"}
     unknown = set(fields) - editable - {"credentials"}
     if unknown:
         raise RegistryError("not_editable", f"cannot change {', '.join(sorted(unknown))}")
     with transaction.atomic():
-        for name in editable & set(fields):
+        # Compared with the stored row: a model form has already set the new values on
+        # ``agent``.
+        stored = Agent.objects.filter(pk=agent.pk).values(*editable).first() or {}
+        changes: dict[str, Any] = {}
+        for name in sorted(editable & set(fields)):
+            if stored.get(name) != fields[name]:
+                changes[_CAMEL.get(name, name)] = fields[name]
             setattr(agent, name, fields[name])
         if "credentials" in fields:
-            credentials: Credentials | None = fields["credentials"]
-            agent.auth_header_name = credentials.header_name if credentials else ""
-            agent.auth_header_value = (
-                secrets.encrypt(credentials.header_value) if credentials else ""
-            )
+            _store_credentials(agent, fields["credentials"])
+            changes["credentials"] = _credentials_note(fields["credentials"])
         if {"name", "description"} & set(fields):
             agent.search_text = _agent_search_text(
                 agent, agent.skills.values_list("search_text", flat=True)
@@ -141,17 +225,26 @@ def agent_update(*, agent: Agent, fields: dict[str, Any]) -> Agent:
         agent.updated_at = timezone.now()
         agent.full_clean(exclude=["current_snapshot", "created_by"])
         agent.save()
+        if changes:
+            audit_record(actor=actor, action=AuditEntry.Action.UPDATE, object_type="agent",
+                         object_id=agent.pk, changes=changes)
     return agent
 
 
-def agent_delete(*, agent: Agent) -> None:
+_CAMEL = {"invocation_url": "invocationUrl"}
+
+
+def agent_delete(*, agent: Agent, actor: str = SYSTEM) -> None:
     """Deletes the agent with its card history, skills and team memberships.
 
     Raises RegistryError ``in_use`` (409), deleting nothing, while the agent is a team's default
     agent: the team would be left without one."""
     try:
         with transaction.atomic():
+            agent_id = agent.pk
             agent.delete()
+            audit_record(actor=actor, action=AuditEntry.Action.DELETE, object_type="agent",
+                         object_id=agent_id, changes={"name": agent.name})
     except ProtectedError as error:
         teams = sorted(str(team.pk) for team in error.protected_objects if isinstance(team, Team))
         why = (
@@ -165,25 +258,52 @@ def agent_delete(*, agent: Agent) -> None:
         ) from error
 
 
-def api_key_create(*, name: str, is_admin: bool = False, expires_at=None,
-                   created_by=None) -> tuple[ApiKey, str]:
+def api_key_create(*, name: str, is_admin: bool = False, expires_at=None, created_by=None,
+                   can_read_registry: bool = True, can_register: bool = True,
+                   can_call: bool = True, agents: Iterable[str] = (),
+                   teams: Iterable[str] = (), actor: str | None = None) -> tuple[ApiKey, str]:
     """Creates a key and returns it with its secret, which is not stored and cannot be shown
-    again."""
-    key, prefix, key_hash = secrets.new_api_key()
-    api_key = ApiKey.objects.create(
-        name=name, prefix=prefix, key_hash=key_hash, is_admin=is_admin,
-        expires_at=expires_at, created_by=created_by,
-    )
+    again. ``agents`` and ``teams`` (ids) are the only ones it may call; with neither, it may
+    call every agent and team.
+    Raises RegistryError ``unknown_agent`` / ``unknown_team`` (storing nothing) for an id
+    that is not registered."""
+    agent_ids, team_ids = sorted(set(agents)), sorted(set(teams))
+    with transaction.atomic():
+        found_agents = set(Agent.objects.filter(pk__in=agent_ids).values_list("pk", flat=True))
+        found_teams = set(Team.objects.filter(pk__in=team_ids).values_list("pk", flat=True))
+        if missing := [a for a in agent_ids if a not in found_agents]:
+            raise RegistryError("unknown_agent", f"no agent {missing[0]!r} is registered")
+        if missing := [t for t in team_ids if t not in found_teams]:
+            raise RegistryError("unknown_team", f"no team {missing[0]!r} exists")
+        key, prefix, key_hash = secrets.new_api_key()
+        api_key = ApiKey.objects.create(
+            name=name, prefix=prefix, key_hash=key_hash, is_admin=is_admin,
+            expires_at=expires_at, created_by=created_by,
+            can_read_registry=can_read_registry, can_register=can_register, can_call=can_call,
+        )
+        api_key.agents.set(agent_ids)
+        api_key.teams.set(team_ids)
+        audit_record(
+            actor=actor or actor_of(user=created_by), action=AuditEntry.Action.CREATE,
+            object_type="apikey", object_id=prefix,
+            changes={"name": name, "isAdmin": is_admin, "canReadRegistry": can_read_registry,
+                     "canRegister": can_register, "canCall": can_call, "agents": agent_ids,
+                     "teams": team_ids,
+                     "expiresAt": expires_at.isoformat() if expires_at else None},
+        )
     return api_key, key
 
 
-def api_key_revoke(*, api_key: ApiKey) -> None:
+def api_key_revoke(*, api_key: ApiKey, actor: str = SYSTEM) -> None:
     """Revokes the key; calls with it are refused from the moment this commits."""
     with transaction.atomic():
-        ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(
+        revoked = ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(
             revoked_at=timezone.now()
         )
         api_key_forget(api_key)
+        if revoked:
+            audit_record(actor=actor, action=AuditEntry.Action.REVOKE, object_type="apikey",
+                         object_id=api_key.prefix, changes={"name": api_key.name})
 
 
 def _free_agent_id(name: str) -> str:

@@ -22,8 +22,8 @@ from django.core.validators import slug_re
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from registry.models import Agent, Team, TeamMembership
-from registry.services import RegistryError
+from registry.models import Agent, AuditEntry, Team, TeamMembership
+from registry.services import SYSTEM, RegistryError, audit_record
 
 TEAM_ID_MAX_LENGTH = Team._meta.get_field("id").max_length
 TEAM_NAME_MAX_LENGTH = Team._meta.get_field("name").max_length
@@ -125,6 +125,7 @@ def team_create(
     default_agent: str,
     max_routing_hops: int = MAX_ROUTING_HOPS,
     enabled: bool = True,
+    actor: str = SYSTEM,
 ) -> Team:
     """Creates the team with its members in list order (an agent id alone is an enabled
     member). Raises RegistryError, storing nothing, when :func:`team_validate` refuses the
@@ -153,6 +154,11 @@ def team_create(
                 updated_at=now,
             )
             _write_memberships(team, specs, current={})
+            audit_record(actor=actor, action=AuditEntry.Action.CREATE, object_type="team",
+                         object_id=team_id, changes={
+                             "name": name, "members": [spec.agent_id for spec in specs],
+                             "defaultAgent": default_agent,
+                             "maxRoutingHops": max_routing_hops, "enabled": enabled})
     except IntegrityError as error:
         # Lost a race: the same id created, or an agent deleted, at the same moment.
         if Team.objects.filter(pk=team_id).exists():
@@ -166,7 +172,7 @@ def team_create(
 _EDITABLE = {"name", "description", "members", "default_agent", "max_routing_hops", "enabled"}
 
 
-def team_update(*, team: Team, fields: dict[str, Any]) -> Team:
+def team_update(*, team: Team, fields: dict[str, Any], actor: str = SYSTEM) -> Team:
     """Changes any of name, description, members, default_agent (an agent id),
     max_routing_hops and enabled, checking the team as it would be with
     :func:`team_validate`; a refused change stores nothing and leaves ``team`` as it was.
@@ -201,6 +207,22 @@ def team_update(*, team: Team, fields: dict[str, Any]) -> Team:
             default_agent_id=default_agent_id,
             members=specs,
         )
+        # Compared with the stored row: a model form has already set the new values on
+        # ``team``.
+        stored = Team.objects.filter(pk=team.pk).values(*values, "default_agent_id").first()
+        stored = stored or {}
+        changes: dict[str, Any] = {
+            _TEAM_CAMEL.get(name, name): value
+            for name, value in values.items() if stored.get(name) != value
+        }
+        if default_agent_id != stored.get("default_agent_id"):
+            changes["defaultAgent"] = default_agent_id
+        if "members" in fields:
+            members = [spec.agent_id for spec in specs]
+            if members != list(current) or any(
+                    current[spec.agent_id].enabled != spec.enabled
+                    for spec in specs if spec.agent_id in current):
+                changes["members"] = members
         for name, value in values.items():
             setattr(team, name, value)
         team.default_agent_id = default_agent_id
@@ -208,16 +230,26 @@ def team_update(*, team: Team, fields: dict[str, Any]) -> Team:
         team.save()
         if "members" in fields:
             _write_memberships(team, specs, current=current)
+        if changes:
+            audit_record(actor=actor, action=AuditEntry.Action.UPDATE, object_type="team",
+                         object_id=team.pk, changes=changes)
     return team
 
 
-def team_delete(*, team: Team) -> None:
+_TEAM_CAMEL = {"max_routing_hops": "maxRoutingHops"}
+
+
+def team_delete(*, team: Team, actor: str = SYSTEM) -> None:
     """Deletes the team with its memberships. Its tasks stay, as the record of what happened."""
     with transaction.atomic():
+        team_id = team.pk
         team.delete()
+        audit_record(actor=actor, action=AuditEntry.Action.DELETE, object_type="team",
+                     object_id=team_id, changes={"name": team.name})
 
 
-def team_member_set_enabled(*, team: Team, agent_id: str, enabled: bool) -> TeamMembership:
+def team_member_set_enabled(*, team: Team, agent_id: str, enabled: bool,
+                            actor: str = SYSTEM) -> TeamMembership:
     """Lets the router call the member again (``enabled``) or stops it doing so. Raises
     RegistryError ``not_member`` (404) for an agent that is not a member, and refuses (as
     :func:`team_validate` does) to disable the default agent's membership."""
@@ -250,6 +282,9 @@ def team_member_set_enabled(*, team: Team, agent_id: str, enabled: bool) -> Team
             now = timezone.now()
             Team.objects.filter(pk=team.pk).update(updated_at=now)
             team.updated_at = now
+            audit_record(actor=actor, action=AuditEntry.Action.UPDATE, object_type="team",
+                         object_id=team.pk,
+                         changes={"memberEnabled": {"agent": agent_id, "enabled": enabled}})
     return membership
 
 

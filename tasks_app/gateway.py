@@ -125,9 +125,8 @@ class AgentTarget(Target):
     """A registered agent, called over its best interface through ``tasks_app.upstream``."""
 
     def __init__(self, agent) -> None:
-        from registry.services import agent_credentials
+        from registry.services import upstream_auth_headers
 
-        credentials = agent_credentials(agent)
         extensions = list(agent.extensions.all())
         super().__init__(
             kind="agent", id=agent.pk, name=agent.name, streaming=agent.streaming,
@@ -139,7 +138,7 @@ class AgentTarget(Target):
         self.endpoint = upstream.choose_endpoint(
             agent_id=agent.pk, interfaces=agent.interfaces,
             invocation_url=agent.invocation_url,
-            headers=credentials.as_headers() if credentials else None,
+            headers=upstream_auth_headers(agent) or None,
         )
 
     async def run(self, task, request, ctx, *, stream):

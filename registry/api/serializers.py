@@ -66,6 +66,9 @@ class AgentSerializer(serializers.ModelSerializer):
     skills = SkillSerializer(many=True)
     health = HealthSerializer(source="*")
     hasCredentials = serializers.BooleanField(source="has_credentials")
+    credentialKind = serializers.CharField(
+        source="credential_kind", allow_null=True,
+        help_text="bearer, header or basic; null without credentials (never the value).")
     supportsClientRouting = serializers.BooleanField(source="supports_client_routing")
     cardFetchedAt = serializers.DateTimeField(source="card_fetched_at")
     createdAt = serializers.DateTimeField(source="created_at")
@@ -77,7 +80,8 @@ class AgentSerializer(serializers.ModelSerializer):
             "id", "name", "description", "status", "version", "cardUrl", "invocationUrl",
             "cardProtocolVersion", "protocolVersions", "bindings", "interfaces", "capabilities",
             "defaultInputModes", "defaultOutputModes", "provider", "documentationUrl",
-            "iconUrl", "skills", "health", "hasCredentials", "supportsClientRouting",
+            "iconUrl", "skills", "health", "hasCredentials", "credentialKind",
+            "supportsClientRouting",
             "cardFetchedAt", "createdAt", "updatedAt",
         ]
 
@@ -87,16 +91,46 @@ class AgentPageSerializer(serializers.Serializer):
     nextCursor = serializers.CharField(allow_null=True)
 
 
+HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
+CREDENTIAL_KINDS = ["bearer", "header", "basic"]
+
+
 class CredentialsSerializer(serializers.Serializer):
+    """``{"kind": "bearer"|"header"|"basic", "headerName"?, "value"}``: bearer sends
+    ``Authorization: Bearer <value>``, basic ``Authorization: Basic`` of ``value`` given as
+    ``user:password``, header sends ``value`` in ``headerName``. The first shape of this API,
+    ``{"headerName", "headerValue"}``, is still accepted as kind header."""
+
+    kind = serializers.ChoiceField(choices=CREDENTIAL_KINDS, required=False)
     headerName = serializers.RegexField(
-        r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$", max_length=100,
+        HEADER_NAME, max_length=100, required=False,
         error_messages={"invalid": "headerName must be an HTTP header name"},
     )
-    headerValue = serializers.CharField(max_length=4096, trim_whitespace=False)
+    value = serializers.CharField(max_length=4096, trim_whitespace=False, required=False,
+                                  write_only=True)
+    headerValue = serializers.CharField(max_length=4096, trim_whitespace=False,
+                                        required=False, write_only=True)
 
-    def to_internal_value(self, data):
-        values = super().to_internal_value(data)
-        return Credentials(values["headerName"], values["headerValue"])
+    def validate(self, data):
+        if "value" in data and "headerValue" in data:
+            raise serializers.ValidationError({"value": "give value or headerValue, not both"})
+        value = data.get("value", data.get("headerValue"))
+        kind = data.get("kind") or "header"
+        if value is None:
+            raise serializers.ValidationError({"value": "the credential's value is required"})
+        if any(character in value for character in "\r\n\x00"):
+            raise serializers.ValidationError(
+                {"value": "the value cannot hold line breaks or NUL characters"})
+        if kind == "header" and not data.get("headerName"):
+            raise serializers.ValidationError(
+                {"headerName": "a header credential needs headerName"})
+        if kind != "header" and data.get("headerName"):
+            raise serializers.ValidationError(
+                {"headerName": f"a {kind} credential is sent in Authorization; "
+                               "headerName is only for kind header"})
+        if kind == "basic" and ":" not in value:
+            raise serializers.ValidationError({"value": "a basic credential is user:password"})
+        return Credentials(data.get("headerName", ""), value, kind)
 
 
 class AgentRegisterSerializer(serializers.Serializer):
@@ -104,7 +138,8 @@ class AgentRegisterSerializer(serializers.Serializer):
     id = serializers.SlugField(max_length=64, required=False)
     invocationUrl = serializers.URLField(max_length=2048, required=False, default="")
     credentials = CredentialsSerializer(
-        required=False, help_text="A header sent when fetching the card; stored encrypted."
+        required=False,
+        help_text="Sent on card fetches, probes and calls; stored encrypted, never returned.",
     )
 
 

@@ -12,7 +12,12 @@ from rest_framework.views import APIView
 
 from registry import selectors, services, teams
 from registry.api import serializers
-from registry.auth import RegistryPermission, RegistryReadPermission, caller_key
+from registry.auth import (
+    AdminWritePermission,
+    RegistryPermission,
+    RegistryReadPermission,
+    caller_key,
+)
 from registry.cards import card_diff
 from registry.models import Agent, Team
 
@@ -68,6 +73,11 @@ def _get_agent(agent_id: str) -> Agent:
     return agent
 
 
+def _actor(request: Request) -> str:
+    """Who the audit log names for this request's write."""
+    return services.actor_of(key=caller_key(request), user=request.user)
+
+
 def _check_may_change(request: Request, agent: Agent) -> None:
     """Staff users and admin keys may change any agent; other keys only those they registered."""
     key = caller_key(request)
@@ -97,7 +107,11 @@ _LIST_PARAMETERS = [
 
 
 class RegistryView(APIView):
+    """Reads list every agent whatever the key's agent scope: the registry is a discovery
+    directory, and a key's agent list limits what it may call, not what it may find."""
+
     permission_classes = [RegistryPermission]
+    registers_agents = True
 
     @extend_schema(parameters=_LIST_PARAMETERS, responses=serializers.AgentPageSerializer)
     def get(self, request: Request) -> Response:
@@ -122,6 +136,7 @@ class RegistryView(APIView):
             invocation_url=body.validated_data["invocationUrl"],
             credentials=body.validated_data.get("credentials"),
             created_by=caller_key(request),
+            actor=_actor(request),
         )
         agent = selectors.agent_get(agent_id=agent.pk)
         return Response(serializers.AgentSerializer(agent).data, status=status.HTTP_201_CREATED)
@@ -141,14 +156,15 @@ class AgentDetailView(APIView):
         _check_may_change(request, agent)
         body = serializers.AgentUpdateSerializer(data=request.data, partial=True)
         body.is_valid(raise_exception=True)
-        services.agent_update(agent=agent, fields=dict(body.validated_data))
+        services.agent_update(agent=agent, fields=dict(body.validated_data),
+                              actor=_actor(request))
         return Response(serializers.AgentSerializer(_get_agent(agent_id)).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, agent_id: str) -> Response:
         agent = _get_agent(agent_id)
         _check_may_change(request, agent)
-        services.agent_delete(agent=agent)
+        services.agent_delete(agent=agent, actor=_actor(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -181,6 +197,7 @@ class AgentRefreshView(APIView):
     @extend_schema(request=None, responses=serializers.AgentSerializer)
     def post(self, request: Request, agent_id: str) -> Response:
         agent = _get_agent(agent_id)
+        _check_may_change(request, agent)
         changed = services.agent_card_refresh(agent=agent)
         data = serializers.AgentSerializer(_get_agent(agent_id)).data
         return Response({**data, "cardChanged": changed})
@@ -246,7 +263,7 @@ def _team_data(request: Request, team: Team) -> dict:
 class TeamListView(APIView):
     """``/a2a/teams``. The team's own A2A endpoint is ``/a2a/teams/{id}/``, with the slash."""
 
-    permission_classes = [RegistryPermission]
+    permission_classes = [AdminWritePermission]
 
     @extend_schema(
         parameters=[
@@ -275,12 +292,12 @@ class TeamListView(APIView):
         body = serializers.TeamCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         values = dict(body.validated_data)
-        team = teams.team_create(team_id=values.pop("id"), **values)
+        team = teams.team_create(team_id=values.pop("id"), **values, actor=_actor(request))
         return Response(_team_data(request, _get_team(team.pk)), status=status.HTTP_201_CREATED)
 
 
 class TeamDetailView(APIView):
-    permission_classes = [RegistryPermission]
+    permission_classes = [AdminWritePermission]
 
     @extend_schema(responses=serializers.TeamSerializer)
     def get(self, request: Request, team_id: str) -> Response:
@@ -292,10 +309,10 @@ class TeamDetailView(APIView):
         team = _get_team(team_id)
         body = serializers.TeamUpdateSerializer(data=request.data, partial=True)
         body.is_valid(raise_exception=True)
-        teams.team_update(team=team, fields=dict(body.validated_data))
+        teams.team_update(team=team, fields=dict(body.validated_data), actor=_actor(request))
         return Response(_team_data(request, _get_team(team_id)))
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, team_id: str) -> Response:
-        teams.team_delete(team=_get_team(team_id))
+        teams.team_delete(team=_get_team(team_id), actor=_actor(request))
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -20,7 +20,7 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from rest_framework import exceptions
 
-from registry.auth import api_key_from_header
+from registry.auth import REALM, REALM_INVALID_TOKEN, api_key_from_header, key_may_call
 from tasks_app import gateway
 from tasks_app.protocol import jsonrpc, rest
 from tasks_app.protocol.convert import parse_request_v1
@@ -63,6 +63,11 @@ class TargetNotFound(MethodNotFound):
     """The URL names no agent or team the caller can reach: HTTP 404 in every binding."""
 
     http_status = 404
+
+
+class InvalidApiKey(Unauthenticated):
+    """A key was sent but is unknown, revoked or expired: 401 with ``error="invalid_token"``
+    in ``WWW-Authenticate`` (the three read the same)."""
 
 
 @dataclass(frozen=True)
@@ -206,7 +211,8 @@ def parse_http_call(request: HttpCall) -> tuple[str, str, Call]:
 def error_reply(binding: str, version: str, error: A2AError, request_id: Any = None) -> Reply:
     headers: list[tuple[str, str]] = []
     if isinstance(error, Unauthenticated):
-        headers.append(("WWW-Authenticate", 'Bearer realm="brass-relay"'))
+        headers.append(("WWW-Authenticate",
+                        REALM_INVALID_TOKEN if isinstance(error, InvalidApiKey) else REALM))
     if isinstance(error, RateLimited) and error.retry_after:
         headers.append(("Retry-After", str(error.retry_after)))
     if binding == JSONRPC:
@@ -281,7 +287,7 @@ def authenticate(authorization: str | None):
     try:
         key = api_key_from_header(authorization)
     except exceptions.AuthenticationFailed as error:
-        raise Unauthenticated(str(error.detail)) from error
+        raise InvalidApiKey(str(error.detail)) from error
     if key is None:
         raise Unauthenticated(NO_KEY)
     return key
@@ -294,14 +300,23 @@ class Admitted:
     opened: gateway.Opened | None
 
 
+def callable_target(caller, kind: str, target_id: str) -> gateway.Target:
+    """The target, when it exists and the caller's key may call it. Raises TargetNotFound
+    otherwise, with the same words either way: a key learns nothing of agents and teams
+    outside its scope. (For the relay's own endpoint the scope applies to the agent or team
+    it forwards to.)"""
+    target = gateway.resolve_target(kind, target_id)
+    if target is None or not key_may_call(caller, target.kind, target.id):
+        raise TargetNotFound(f"no {kind} {target_id!r} at this relay")
+    return target
+
+
 def admit(authorization: str | None, kind: str, target_id: str, call: Call) -> Admitted:
     """Who calls, on what, and for a message the task it opens: the database work before a
-    call goes upstream, in one thread hop. Raises Unauthenticated, TargetNotFound, or the
-    error that refuses the message."""
+    call goes upstream, in one thread hop. Raises Unauthenticated, TargetNotFound (also for a
+    target outside the key's scope), or the error that refuses the message."""
     caller = authenticate(authorization)
-    target = gateway.resolve_target(kind, target_id)
-    if target is None:
-        raise TargetNotFound(f"no {kind} {target_id!r} at this relay")
+    target = callable_target(caller, kind, target_id)
     opened = None
     if call.operation in OPENS_TASK:
         opened = gateway.open_task(target, context_for(call, caller), call.params,

@@ -23,7 +23,6 @@ from rest_framework import exceptions
 from registry.auth import ApiKeyAuthentication, HasApiKey
 from tasks_app import gateway
 from tasks_app.api import calls
-from tasks_app.api.calls import TargetNotFound
 from tasks_app.protocol.errors import (
     A2AError,
     InternalError,
@@ -44,11 +43,9 @@ def http_reply(reply: calls.Reply) -> HttpResponse:
     return response
 
 
-async def _target(kind: str, target_id: str) -> gateway.Target:
-    target = await sync_to_async(gateway.resolve_target)(kind, target_id)
-    if target is None:
-        raise TargetNotFound(f"no {kind} {target_id!r} at this relay")
-    return target
+async def _target(caller, kind: str, target_id: str) -> gateway.Target:
+    """The target, when the caller's key may call it; TargetNotFound otherwise."""
+    return await sync_to_async(calls.callable_target)(caller, kind, target_id)
 
 
 class TaskApiView(APIView):
@@ -60,7 +57,9 @@ class TaskApiView(APIView):
     parser_classes: list = []
 
     def handle_exception(self, exc):
-        if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        if isinstance(exc, exceptions.AuthenticationFailed):
+            exc = calls.InvalidApiKey(str(exc.detail))
+        elif isinstance(exc, exceptions.NotAuthenticated):
             exc = Unauthenticated(str(exc.detail))
         elif isinstance(exc, exceptions.MethodNotAllowed):
             exc = MethodNotFound(f"{self.request.method} is not an A2A call here")
@@ -72,7 +71,7 @@ class TaskApiView(APIView):
         return http_reply(calls.failure_reply(calls.REST, exc, None))
 
     def get_authenticate_header(self, request):
-        return 'Bearer realm="brass-relay"'
+        return ApiKeyAuthentication().authenticate_header(request)
 
 
 class SendView(TaskApiView):
@@ -80,7 +79,8 @@ class SendView(TaskApiView):
         kind, target_id, params = calls.task_api_target(calls.parse_task_api_body(request.body),
                                                         Operation.SEND)
         call = calls.task_api_call(Operation.SEND, params, request.headers)
-        result = await calls.execute(await _target(kind, target_id), call, request.auth)
+        result = await calls.execute(await _target(request.auth, kind, target_id), call,
+                                     request.auth)
         return http_reply(calls.result_reply(call, result))
 
 
@@ -119,7 +119,8 @@ class SendBatchView(TaskApiView):
             raise InvalidParams("aggregationStrategy must be individual or merge")
         # Validate every entry before running any, so a bad batch runs nothing.
         planned = [calls.task_api_target(item, Operation.SEND) for item in items]
-        targets = [await _target(kind, target_id) for kind, target_id, _ in planned]
+        targets = [await _target(request.auth, kind, target_id)
+                   for kind, target_id, _ in planned]
 
         async def run(target, params) -> dict[str, Any]:
             try:

@@ -78,6 +78,21 @@ def admin_api():
     return client
 
 
+@pytest.fixture
+def api(admin_api):
+    """Team writes need an admin key (or staff): the tests here write with one."""
+    return admin_api
+
+
+@pytest.fixture
+def plain_api():
+    """A client with an ordinary key: it may read teams, not change them."""
+    _, key = api_key_create(name="plain caller")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    return client
+
+
 # --- Services -------------------------------------------------------------------------------
 
 
@@ -531,6 +546,25 @@ def test_anonymous_writes_are_401_and_change_nothing(anonymous, agents, method, 
     assert response.json()["error"]["code"] == "not_authenticated"
     assert Team.objects.get(pk="crew").name == "Crew"
     assert Team.objects.count() == 1
+
+
+@pytest.mark.parametrize(("method", "path", "body"), [
+    ("post", "/a2a/teams", team_body(id="other")),
+    ("patch", "/a2a/teams/crew", {"name": "Renamed"}),
+    ("delete", "/a2a/teams/crew", None),
+])
+def test_an_ordinary_key_may_not_change_teams_and_changes_nothing(
+    plain_api, agents, method, path, body
+):
+    make_team()
+
+    response = getattr(plain_api, method)(path, body, format="json")
+
+    assert response.status_code == 403
+    assert response.json()["error"] == {
+        "code": "permission_denied", "message": "only an admin key may change teams"}
+    assert list(Team.objects.values_list("pk", "name")) == [("crew", "Crew")]
+    assert plain_api.get("/a2a/teams/crew").status_code == 200
 
 
 def test_a_staff_user_may_write_without_a_key(admin_user, agents):
