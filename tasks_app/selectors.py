@@ -92,3 +92,12 @@ def task_list(*, caller, target_kind: str | None, target_id: str | None,
         "pageSize": int(page_size),
         "totalSize": total,
     }
+
+
+def tasks_overdue(*, now, limit: int) -> list[Task]:
+    """Open tasks whose expiry has passed, the oldest expiry first, at most ``limit``, each
+    with its caller loaded (the gateway cancels upstream work on the caller's behalf)."""
+    return list(
+        Task.objects.open().filter(expires_at__lte=now).select_related("caller")
+        .order_by("expires_at", "id")[:limit]
+    )
