@@ -1,16 +1,21 @@
 """Reads for the team router: a team as the router sees it, where a team conversation stands,
-and a task's routing trace (scoped to its caller, like every task read)."""
+and a task's routing trace (scoped to its caller, like every task read); and an agent's
+metrics and recent health, for the metrics endpoint and the registry's pages."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
-from django.db.models import Prefetch
+from django.db.models import Avg, Count, F, Prefetch, Q, Window
+from django.db.models.functions import RowNumber, TruncHour
+from django.utils import timezone
 
 from registry.models import Agent, DeclaredExtension, Skill, Team, TeamMembership
-from routing.models import MemberContext, RoutingHop
+from routing import metrics
+from routing.models import HealthEvent, MemberContext, ProbeResult, RoutingHop
 from tasks_app import selectors as task_selectors
-from tasks_app.lifecycle import INTERRUPTED
+from tasks_app.lifecycle import INTERRUPTED, TaskState
 from tasks_app.models import Task
 
 
@@ -96,3 +101,129 @@ def trace_of(task_id: str) -> tuple[Task, list[RoutingHop]] | None:
     if task is None:
         return None
     return task, list(RoutingHop.objects.filter(task=task).order_by("order"))
+
+
+# --- Agent metrics and health history -------------------------------------------------------
+
+METRICS_MAX_HOURS = 168
+LATENCY_SAMPLE = 20_000
+DURATION_SAMPLE = 5_000
+SPARKLINE_POINTS = 30
+SPARKLINE_HOURS = 24
+ENDED_BADLY = (TaskState.FAILED, TaskState.REJECTED)
+
+
+@dataclass(frozen=True)
+class AgentMetrics:
+    """An agent's numbers over the last ``hours`` (see ``routing.metrics`` for what each
+    means), with the hourly series."""
+
+    agent_id: str
+    hours: int
+    since: datetime
+    until: datetime
+    probes: int
+    probes_ok: int
+    latency_avg_ms: float | None
+    latency_p95_ms: float | None
+    tasks_by_state: dict[str, int]
+    duration_avg_ms: float | None
+    duration_p95_ms: float | None
+    series: list[metrics.HourCounts]
+
+    @property
+    def tasks_completed(self) -> int:
+        return self.tasks_by_state.get(TaskState.COMPLETED, 0)
+
+    @property
+    def tasks_failed(self) -> int:
+        return sum(self.tasks_by_state.get(state, 0) for state in ENDED_BADLY)
+
+    @property
+    def success_rate(self) -> float | None:
+        successes = self.probes_ok + self.tasks_completed
+        return metrics.rate(successes, self.probes + self.tasks_completed + self.tasks_failed)
+
+    @property
+    def probe_success_rate(self) -> float | None:
+        return metrics.rate(self.probes_ok, self.probes)
+
+
+def agent_metrics(*, agent_id: str, hours: int = 24, now: datetime | None = None
+                  ) -> AgentMetrics:
+    """The agent's probes (by ``checked_at``) and its tasks called at it directly (target
+    kind agent, by the time they ended) over the last ``hours`` (1 to METRICS_MAX_HOURS).
+    Counts, averages and the hourly series are computed in SQL; the p95s in Python over the
+    latest LATENCY_SAMPLE probe latencies and DURATION_SAMPLE task durations. Five queries."""
+    until = now or timezone.now()
+    since = until - timedelta(hours=hours)
+    probes = ProbeResult.objects.filter(agent_id=agent_id, checked_at__gt=since,
+                                        checked_at__lte=until)
+    ended = Task.objects.filter(target_kind="agent", target_id=agent_id,
+                                completed_at__gt=since, completed_at__lte=until)
+    probe_hours = {
+        row["hour"]: row for row in probes.annotate(hour=TruncHour("checked_at"))
+        .values("hour").order_by("hour")
+        .annotate(total=Count("id"), failed=Count("id", filter=Q(ok=False)),
+                  latency=Avg("latency_ms"))
+    }
+    task_hours: dict[datetime, dict[str, int]] = {}
+    tasks_by_state: dict[str, int] = {}
+    for row in (ended.annotate(hour=TruncHour("completed_at")).values("hour", "state")
+                .order_by("hour").annotate(total=Count("id"))):
+        task_hours.setdefault(row["hour"], {}).setdefault(row["state"], 0)
+        task_hours[row["hour"]][row["state"]] += row["total"]
+        tasks_by_state[row["state"]] = tasks_by_state.get(row["state"], 0) + row["total"]
+    counts = []
+    for hour in sorted(set(probe_hours) | set(task_hours)):
+        probe_row, task_row = probe_hours.get(hour, {}), task_hours.get(hour, {})
+        counts.append(metrics.HourCounts(
+            start=hour, probes=probe_row.get("total", 0), probes_failed=probe_row.get("failed", 0),
+            latency_avg_ms=probe_row.get("latency"),
+            tasks_completed=task_row.get(TaskState.COMPLETED, 0),
+            tasks_failed=sum(task_row.get(state, 0) for state in ENDED_BADLY)))
+    latencies = list(probes.filter(latency_ms__isnull=False).order_by("-checked_at")
+                     .values_list("latency_ms", flat=True)[:LATENCY_SAMPLE])
+    durations = [
+        (completed - created).total_seconds() * 1000
+        for created, completed in ended.filter(state=TaskState.COMPLETED)
+        .order_by("-completed_at").values_list("created_at", "completed_at")[:DURATION_SAMPLE]
+    ]
+    totals = probes.aggregate(total=Count("id"), ok=Count("id", filter=Q(ok=True)),
+                              latency=Avg("latency_ms"))
+    return AgentMetrics(
+        agent_id=agent_id, hours=hours, since=since, until=until,
+        probes=totals["total"], probes_ok=totals["ok"], latency_avg_ms=totals["latency"],
+        latency_p95_ms=metrics.percentile(latencies, 0.95),
+        tasks_by_state=tasks_by_state,
+        duration_avg_ms=metrics.average(durations),
+        duration_p95_ms=metrics.percentile(durations, 0.95),
+        series=metrics.hourly_series(since, until, counts),
+    )
+
+
+def recent_probe_samples(*, agent_ids: list[str], now: datetime | None = None,
+                         points: int = SPARKLINE_POINTS
+                         ) -> dict[str, list[tuple[float | None, bool]]]:
+    """For each agent, its latest ``points`` probes of the last SPARKLINE_HOURS as
+    (latency ms or None, ok), oldest first. One query for any number of agents."""
+    if not agent_ids:
+        return {}
+    since = (now or timezone.now()) - timedelta(hours=SPARKLINE_HOURS)
+    rows = (
+        ProbeResult.objects.filter(agent_id__in=agent_ids, checked_at__gt=since)
+        .annotate(rank=Window(RowNumber(), partition_by=F("agent_id"),
+                              order_by=[F("checked_at").desc(), F("id").desc()]))
+        .filter(rank__lte=points)
+        .order_by("agent_id", "checked_at", "id")
+        .values_list("agent_id", "latency_ms", "ok")
+    )
+    samples: dict[str, list[tuple[float | None, bool]]] = {}
+    for agent_id, latency, ok in rows:
+        samples.setdefault(agent_id, []).append((latency, ok))
+    return samples
+
+
+def recent_health_events(*, agent_id: str, limit: int = 20) -> list[HealthEvent]:
+    """The agent's latest health and breaker changes, newest first."""
+    return list(HealthEvent.objects.filter(agent_id=agent_id).order_by("-at", "-id")[:limit])
