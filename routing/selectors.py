@@ -227,3 +227,9 @@ def recent_probe_samples(*, agent_ids: list[str], now: datetime | None = None,
 def recent_health_events(*, agent_id: str, limit: int = 20) -> list[HealthEvent]:
     """The agent's latest health and breaker changes, newest first."""
     return list(HealthEvent.objects.filter(agent_id=agent_id).order_by("-at", "-id")[:limit])
+
+
+def recent_probes(*, agent_id: str, limit: int = 50) -> list[ProbeResult]:
+    """The agent's latest probe results, newest first."""
+    return list(ProbeResult.objects.filter(agent_id=agent_id)
+                .order_by("-checked_at", "-id")[:limit])
