@@ -40,6 +40,7 @@ from tasks_app.protocol.errors import (
 logger = logging.getLogger(__name__)
 
 FINAL_STATES = {s.value for s in TERMINAL | INTERRUPTED}
+FINAL_V1_STATES = frozenset(snapshots.V1_STATE[state] for state in FINAL_STATES)
 KEEPALIVE_SECONDS = 15.0
 CONTEXT_ID_MAX_LENGTH = Task._meta.get_field("context_id").max_length
 
@@ -529,7 +530,7 @@ async def stream_message(target: Target, ctx: CallContext, request: dict[str, An
 
 
 async def _stream_from_start(target, task, request, ctx):
-    async with streams.subscription(task.id) as subscription:
+    async with streams.subscription(task.id, catch_up=_stored_events(task.id)) as subscription:
         _spawn(task.id, _drive_in_background(target, task, request, ctx, stream=True))
         first = True
         async for item in subscription.events(after=task.last_sequence,
@@ -553,6 +554,17 @@ async def _stream_from_start(target, task, request, ctx):
             yield event
             if final:
                 return
+
+
+def _stored_events(task_id: str) -> streams.CatchUp:
+    """Reads the task's events stored after a sequence, for a stream that has been idle: one
+    recorded by another process may not have come through the channel layer."""
+
+    async def catch_up(sequence: int):
+        return await sync_to_async(selectors.events_after)(
+            task_id=task_id, sequence=sequence, final_states=FINAL_V1_STATES)
+
+    return catch_up
 
 
 async def _after(subscription, sequence: int):
@@ -579,7 +591,7 @@ async def subscribe(target: Target | None, ctx: CallContext, task_id: str
 
 
 async def _stream_existing(task: Task):
-    async with streams.subscription(task.id) as subscription:
+    async with streams.subscription(task.id, catch_up=_stored_events(task.id)) as subscription:
         current = await sync_to_async(Task.objects.get)(pk=task.pk)
         yield {"task": services.snapshot_of(current)}
         if current.state in FINAL_STATES:

@@ -223,3 +223,33 @@ async def test_an_open_stream_gets_the_timeout_and_closes_and_the_agent_is_told_
     assert stored.state == TaskState.FAILED
     cancels = [r for r in recording.posts() if b"CancelTask" in r.body]
     assert cancels and cancels[-1].json()["params"]["id"] == stored.upstream_task_id
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("allow_private_urls")
+async def test_a_stream_closes_on_an_expiry_recorded_by_another_process(
+        never_agent, monkeypatch):
+    """A Celery worker's event does not reach a relay's in-memory channel layer: the idle
+    stream finds it in the database at its next keep-alive and closes."""
+    monkeypatch.setattr(gateway, "KEEPALIVE_SECONDS", 0.2)
+    url, _ = never_agent
+    agent = await sync_to_async(register)(url, NEVER_FINISHES, streaming=True)
+    _, secret = await sync_to_async(api_key_create)(name="streamer")
+    binding = JSONRPC_1
+
+    async with relay_client() as client:
+        streaming = asyncio.create_task(call(
+            client, agent.pk, binding.send(stream=True), binding.headers(secret)))
+
+        async def working_task():
+            return await sync_to_async(
+                Task.objects.filter(agent_id=agent.pk, state=TaskState.WORKING).first)()
+
+        task = await eventually(working_task, "the task to be working")
+        # Recorded without publishing, as another process with another channel layer would.
+        recorded = await sync_to_async(services.task_expire)(task=task)
+        assert recorded.event is not None
+        response = await asyncio.wait_for(streaming, STREAM_SECONDS)
+
+    events = sse_events(response.content)
+    assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_FAILED"
