@@ -136,3 +136,19 @@ def test_the_agent_page_query_count_does_not_grow_with_probes_or_events(
     with django_assert_max_num_queries(20) as many:
         client.get(reverse("agent-page", args=["weather"]))
     assert len(few.captured_queries) == len(many.captured_queries)
+
+
+def test_an_open_or_half_open_breaker_shows_as_a_badge(client):
+    from registry.models import Agent
+
+    make_agent(agent_id="tripped", health="healthy")
+    make_agent(agent_id="fine", health="healthy")
+    Agent.objects.filter(pk="tripped").update(breaker_state=Agent.Breaker.OPEN)
+
+    html = client.get(reverse("registry-page")).content.decode()
+
+    assert 'class="health breaker breaker-open"' in list_item(html, "tripped")
+    assert "breaker" not in list_item(html, "fine")
+    Agent.objects.filter(pk="tripped").update(breaker_state=Agent.Breaker.HALF_OPEN)
+    page = client.get(reverse("agent-page", args=["tripped"])).content.decode()
+    assert "breaker half-open" in page
