@@ -86,9 +86,12 @@ def _agent(agent_id: str) -> Agent:
 
 
 def fill(agents: int, tasks: int) -> str:
+    from tests.factories import make_agent
+
     now = timezone.now()
-    Agent.objects.bulk_create([_agent(f"agent-{n:05d}") for n in range(agents)])
-    busy = "agent-00000"
+    # The busy agent is registered from a card (its page shows the card); the rest in bulk.
+    busy = make_agent(agent_id="agent-00000").pk
+    Agent.objects.bulk_create([_agent(f"agent-{n:05d}") for n in range(1, agents)])
     ProbeResult.objects.bulk_create([
         ProbeResult(agent_id=busy, level="transport", ok=n % 50 != 0, latency_ms=20 + n % 90,
                     checked_at=now - timedelta(seconds=30 * n)) for n in range(2880)])

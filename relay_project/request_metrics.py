@@ -18,6 +18,7 @@ adds the numbers read from the database at scrape time.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -43,11 +44,27 @@ def route_kind(scope) -> str:
     path = scope["path"]
     if path == "/metrics":
         return "metrics"
-    if CARD_MARKER in path or a2a_route(scope) is not None:
+    if CARD_MARKER in path:
         return "a2a"
     if path.startswith(API_PREFIXES):
-        return "api"
+        return "a2a" if path.startswith("/a2a/") and a2a_route(scope) is not None else "api"
     return "pages"
+
+
+# The labelled children, kept: labels() takes a lock and builds a key on every call.
+_counters: dict[tuple[str, str], Any] = {}
+_histograms: dict[str, Any] = {}
+
+
+def _record(kind: str, status: str, seconds: float) -> None:
+    counter = _counters.get((kind, status))
+    if counter is None:
+        counter = _counters.setdefault((kind, status), REQUESTS.labels(kind, status))
+    histogram = _histograms.get(kind)
+    if histogram is None:
+        histogram = _histograms.setdefault(kind, DURATION.labels(kind))
+    counter.inc()
+    histogram.observe(seconds)
 
 
 class RequestMetricsMiddleware:
@@ -69,14 +86,12 @@ class RequestMetricsMiddleware:
             nonlocal answered
             if message["type"] == "http.response.start" and not answered:
                 answered = True
-                DURATION.labels(kind).observe(time.perf_counter() - started)
-                REQUESTS.labels(kind, str(message["status"])).inc()
+                _record(kind, str(message["status"]), time.perf_counter() - started)
             await send(message)
 
         try:
             await self.app(scope, receive, counting_send)
         except Exception:
             if not answered:
-                DURATION.labels(kind).observe(time.perf_counter() - started)
-                REQUESTS.labels(kind, "500").inc()
+                _record(kind, "500", time.perf_counter() - started)
             raise

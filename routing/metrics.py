@@ -54,12 +54,47 @@ class HourCounts:
     tasks_failed: int = 0
 
 
+def _hour(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def hour_counts(probes: Iterable[tuple[datetime, bool, float | None]],
+                tasks: Iterable[tuple[datetime, bool, bool]]) -> list[HourCounts]:
+    """Counts per clock hour of ``probes`` ((checked at, ok, latency ms or None)) and of ended
+    ``tasks`` ((ended at, completed, failed or rejected)); only hours with something."""
+    probe_counts: dict[datetime, list] = {}
+    for checked_at, ok, latency in probes:
+        entry = probe_counts.setdefault(_hour(checked_at), [0, 0, 0.0, 0])
+        entry[0] += 1
+        entry[1] += not ok
+        if latency is not None:
+            entry[2] += latency
+            entry[3] += 1
+    task_counts: dict[datetime, list[int]] = {}
+    for ended_at, completed, failed in tasks:
+        entry = task_counts.setdefault(_hour(ended_at), [0, 0])
+        entry[0] += completed
+        entry[1] += failed
+    return [
+        HourCounts(
+            start=hour,
+            probes=probe_counts.get(hour, [0])[0],
+            probes_failed=probe_counts.get(hour, [0, 0])[1],
+            latency_avg_ms=(probe_counts[hour][2] / probe_counts[hour][3]
+                            if hour in probe_counts and probe_counts[hour][3] else None),
+            tasks_completed=task_counts.get(hour, [0, 0])[0],
+            tasks_failed=task_counts.get(hour, [0, 0])[1],
+        )
+        for hour in sorted(set(probe_counts) | set(task_counts))
+    ]
+
+
 def hourly_series(since: datetime, until: datetime, counts: Iterable[HourCounts]
                   ) -> list[HourCounts]:
     """One entry per clock hour from the hour of ``since`` to the hour of ``until``, oldest
     first; hours with nothing are zeros."""
     by_hour = {entry.start: entry for entry in counts}
-    start = since.replace(minute=0, second=0, microsecond=0)
+    start = _hour(since)
     series = []
     while start <= until:
         series.append(by_hour.get(start, HourCounts(start)))

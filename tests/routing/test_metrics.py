@@ -61,6 +61,21 @@ def test_the_hourly_series_has_every_hour_with_zeros_where_nothing_happened():
     assert [hour.probes for hour in series] == [0, 4, 0, 0]
 
 
+def test_hour_counts_bucket_probes_and_tasks_by_clock_hour():
+    ten, eleven = datetime(2026, 11, 20, 10, tzinfo=UTC), datetime(2026, 11, 20, 11, tzinfo=UTC)
+    probes = [(ten + timedelta(minutes=5), True, 10.0), (ten + timedelta(minutes=59), False, None),
+              (eleven, True, 30.0), (eleven + timedelta(minutes=1), True, 50.0)]
+    tasks = [(ten + timedelta(minutes=30), True, False), (eleven, False, True),
+             (eleven, False, False)]  # canceled: neither
+    first, second = metrics.hour_counts(probes, tasks)
+    assert (first.start, first.probes, first.probes_failed, first.latency_avg_ms) == (
+        ten, 2, 1, 10.0)
+    assert (first.tasks_completed, first.tasks_failed) == (1, 0)
+    assert (second.start, second.probes, second.latency_avg_ms) == (eleven, 2, 40.0)
+    assert (second.tasks_completed, second.tasks_failed) == (0, 1)
+    assert metrics.hour_counts([(ten, False, None)], [])[0].latency_avg_ms is None
+
+
 def test_the_sparkline_puts_slower_probes_higher_and_marks_failures():
     line = metrics.sparkline([(10.0, True), (40.0, True), (None, False)], width=100, height=20)
     first, second = (tuple(map(float, point.split(","))) for point in line.points.split())
