@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import connection
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
@@ -253,3 +254,54 @@ async def test_a_stream_closes_on_an_expiry_recorded_by_another_process(
 
     events = sse_events(response.content)
     assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_FAILED"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor == "sqlite", reason=(
+    "the SQLite test database is shared-cache in memory, where a second writer fails at once "
+    "('table is locked') instead of waiting; run with DATABASE_URL set to PostgreSQL"))
+def test_a_completion_and_an_expiry_at_the_same_moment_leave_exactly_one_end():
+    """Both writers in their own thread and database connection, released together."""
+    agent = make_agent()
+    for _ in range(10):
+        task = open_task(agent)
+        results = race(task.pk, completion=complete,
+                       expiry=lambda mine: services.task_expire(task=mine))
+        winners = [name for name, recorded in results.items() if recorded.event is not None]
+        assert len(winners) == 1, results
+        stored = Task.objects.get(pk=task.pk)
+        assert stored.state == {"completion": TaskState.COMPLETED,
+                                "expiry": TaskState.FAILED}[winners[0]]
+        finals = [event for event in TaskEvent.objects.filter(task=task)
+                  if event.payload["statusUpdate"]["status"]["state"]
+                  in ("TASK_STATE_FAILED", "TASK_STATE_COMPLETED")]
+        assert len(finals) == 1
+
+
+def race(task_id: str, **writers) -> dict[str, services.Recorded]:
+    """Runs each writer on its own copy of the task, in its own thread and connection, all
+    released at once; returns what each wrote (raises the first error of any)."""
+    import threading
+
+    barrier = threading.Barrier(len(writers))
+    results: dict[str, services.Recorded] = {}
+    errors: list[BaseException] = []
+
+    def run(name, write):
+        try:
+            mine = Task.objects.get(pk=task_id)
+            barrier.wait(timeout=10)
+            results[name] = write(mine)
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=item) for item in writers.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    if errors:
+        raise errors[0]
+    return results
