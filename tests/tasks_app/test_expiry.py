@@ -167,8 +167,12 @@ def test_a_task_opened_through_the_gateway_expires_after_the_configured_time(set
 
 @pytest.mark.django_db
 def test_the_expiry_job_runs_every_minute_under_beat():
+    from relay_project.celery import app
+
     schedule = PeriodicTask.objects.get(name="Expire overdue tasks")
     assert schedule.task == "tasks_app.expire_tasks"
+    app.loader.import_default_modules()
+    assert app.tasks[schedule.task].name == expire_tasks.name == schedule.task
     assert schedule.enabled
     assert (schedule.interval.every, schedule.interval.period) == (60, "seconds")
 
