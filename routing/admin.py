@@ -7,16 +7,11 @@ from __future__ import annotations
 from django.contrib import admin
 
 from routing.models import HealthEvent, ProbeResult
+from tasks_app.admin import ReadOnlyAdmin as NoAddNoChangeAdmin
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Records nobody edits in the admin: they can be listed, filtered and read."""
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
+class ReadOnlyAdmin(NoAddNoChangeAdmin):
+    """Records nobody edits nor deletes in the admin: they can be listed, filtered and read."""
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False

@@ -12,10 +12,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from routing.models import HealthEvent, ProbeResult
-from tasks_app import services
 from tasks_app.lifecycle import TaskState
-from tasks_app.models import Task
-from tests.factories import make_agent
+from tests.factories import make_agent, make_task
 
 pytestmark = pytest.mark.django_db
 
@@ -28,15 +26,6 @@ def probes(agent, latencies, *, failed: int = 0):
     for _ in range(failed):
         ProbeResult.objects.create(agent=agent, level="transport", ok=False, category="refused",
                                    checked_at=now - timedelta(seconds=30))
-
-
-def completed_task(agent, state=TaskState.COMPLETED):
-    task = services.task_open(
-        caller=None, target_kind="agent", target_id=agent.pk, agent_id=agent.pk,
-        message={"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
-        client_version="1.0")
-    services.task_record(task=task, event=services.status_event(task, state, "done"))
-    return Task.objects.get(pk=task.pk)
 
 
 def list_item(html: str, agent_id: str) -> str:
@@ -79,8 +68,8 @@ def test_sparklines_cost_one_query_for_the_page_whatever_the_agent_count(
 def test_the_agent_page_shows_the_last_day_in_numbers_and_as_a_chart(client):
     agent = make_agent(agent_id="weather")
     probes(agent, [100.0, 300.0], failed=1)
-    completed_task(agent)
-    completed_task(agent, TaskState.FAILED)
+    make_task(agent, state=TaskState.COMPLETED)
+    make_task(agent, state=TaskState.FAILED)
 
     html = client.get(reverse("agent-page", args=["weather"])).content.decode()
 

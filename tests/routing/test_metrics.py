@@ -12,10 +12,9 @@ from django.utils import timezone
 from relay_project.routing import a2a_route
 from routing import metrics, selectors
 from routing.models import ProbeResult
-from tasks_app import services
 from tasks_app.lifecycle import TaskState
 from tasks_app.models import Task
-from tests.factories import make_agent
+from tests.factories import make_agent, make_task
 
 NOW = datetime(2026, 11, 20, 12, 30, tzinfo=UTC)
 
@@ -31,11 +30,7 @@ def probe(agent, *, minutes_ago: float, ok: bool = True, latency: float | None =
 def ended_task(agent, *, state: str, minutes_ago: float, took_seconds: float = 2.0,
                now: datetime = NOW, target_kind: str = "agent") -> Task:
     """A task to ``agent`` that ended in ``state`` ``minutes_ago`` after ``took_seconds``."""
-    task = services.task_open(
-        caller=None, target_kind=target_kind, target_id=agent.pk, agent_id=agent.pk,
-        message={"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
-        client_version="1.0")
-    services.task_record(task=task, event=services.status_event(task, state, "end"))
+    task = make_task(agent, state=state, target_kind=target_kind)
     completed = now - timedelta(minutes=minutes_ago)
     Task.objects.filter(pk=task.pk).update(
         created_at=completed - timedelta(seconds=took_seconds), completed_at=completed)

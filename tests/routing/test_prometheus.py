@@ -15,9 +15,8 @@ from registry.models import Agent
 from registry.services import api_key_create
 from relay_project.request_metrics import REQUESTS, route_kind
 from routing.models import ProbeResult
-from tasks_app import services
 from tasks_app.lifecycle import TaskState
-from tests.factories import make_agent
+from tests.factories import make_agent, make_task
 from tests.tasks_app.a2a_http import relay_client
 
 
@@ -34,25 +33,15 @@ def value(found, name: str, **labels: str) -> float | None:
     return found.get((name, tuple(sorted(labels.items()))))
 
 
-def open_task(agent, state: str):
-    task = services.task_open(
-        caller=None, target_kind="agent", target_id=agent.pk, agent_id=agent.pk,
-        message={"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
-        client_version="1.0")
-    if state != TaskState.SUBMITTED:
-        services.task_record(task=task, event=services.status_event(task, state, "x"))
-    return task
-
-
 @pytest.mark.django_db
 def test_metrics_show_tasks_agents_breakers_and_last_hour_probes(anonymous):
     weather = make_agent(agent_id="weather", health="healthy")
     slow = make_agent(agent_id="slow", health="degraded")
     Agent.objects.filter(pk=slow.pk).update(breaker_state=Agent.Breaker.OPEN,
                                             health_latency_ms=1500.0)
-    open_task(weather, TaskState.WORKING)
-    open_task(weather, TaskState.COMPLETED)
-    open_task(slow, TaskState.COMPLETED)
+    make_task(weather, state=TaskState.WORKING)
+    make_task(weather, state=TaskState.COMPLETED)
+    make_task(slow, state=TaskState.COMPLETED)
     now = timezone.now()
     for ok, category in [(True, ""), (True, ""), (False, "timeout")]:
         ProbeResult.objects.create(agent=weather, level="transport", ok=ok, category=category,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from contextlib import asynccontextmanager
 from datetime import timedelta
 
 import pytest
@@ -20,7 +21,7 @@ from tasks_app.lifecycle import TaskState
 from tasks_app.models import Task, TaskEvent
 from tasks_app.tasks import expire_tasks
 from tests.agents import NEVER_FINISHES, never_finishing_agent
-from tests.factories import make_agent
+from tests.factories import make_agent, make_task
 from tests.live import Recording, eventually
 from tests.servers import running
 from tests.tasks_app.a2a_http import JSONRPC_1, call, register, relay_client
@@ -29,16 +30,10 @@ STREAM_SECONDS = 20.0
 
 
 def open_task(agent, *, state: str = TaskState.WORKING, expires_in: float = -1.0) -> Task:
-    """A task to ``agent`` moved to ``state`` through the services, expiring ``expires_in``
-    seconds from now (in the past by default)."""
-    task = services.task_open(
-        caller=None, target_kind="agent", target_id=agent.pk, agent_id=agent.pk,
-        message={"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
-        client_version="1.0", expires_at=timezone.now() + timedelta(seconds=expires_in),
-    )
-    if state != TaskState.SUBMITTED:
-        services.task_record(task=task, event=services.status_event(task, state, "on it"))
-    return task
+    """A task to ``agent`` in ``state``, expiring ``expires_in`` seconds from now (in the
+    past by default)."""
+    return make_task(agent, state=state,
+                     expires_at=timezone.now() + timedelta(seconds=expires_in))
 
 
 def status_text(task: Task) -> str:
@@ -192,25 +187,30 @@ def sse_events(body: bytes) -> list[dict]:
             if line.startswith(b"data: ")]
 
 
+@asynccontextmanager
+async def streaming_task(agent_url: str):
+    """A SendStreamingMessage (JSON-RPC 1.0) to the never-finishing agent through the relay's
+    ASGI application, seen working; yields (the working task, the call's response future)."""
+    agent = await sync_to_async(register)(agent_url, NEVER_FINISHES, streaming=True)
+    _, secret = await sync_to_async(api_key_create)(name="streamer")
+    async with relay_client() as client:
+        response = asyncio.create_task(call(
+            client, agent.pk, JSONRPC_1.send(stream=True), JSONRPC_1.headers(secret)))
+
+        async def working_task():
+            return await sync_to_async(
+                Task.objects.filter(agent_id=agent.pk, state=TaskState.WORKING).first)()
+
+        yield await eventually(working_task, "the task to be working"), response
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("allow_private_urls")
 async def test_an_open_stream_gets_the_timeout_and_closes_and_the_agent_is_told_to_stop(
         never_agent, settings):
     settings.RELAY_TASK_TTL_SECONDS = 3600
     url, recording = never_agent
-    agent = await sync_to_async(register)(url, NEVER_FINISHES, streaming=True)
-    _, secret = await sync_to_async(api_key_create)(name="streamer")
-    binding = JSONRPC_1
-
-    async with relay_client() as client:
-        streaming = asyncio.create_task(call(
-            client, agent.pk, binding.send(stream=True), binding.headers(secret)))
-
-        async def working_task():
-            return await sync_to_async(
-                Task.objects.filter(agent_id=agent.pk, state=TaskState.WORKING).first)()
-
-        task = await eventually(working_task, "the task to be working")
+    async with streaming_task(url) as (task, streaming):
         lifetime = task.expires_at - task.created_at
         assert timedelta(seconds=3599) < lifetime < timedelta(seconds=3601)
         await sync_to_async(Task.objects.filter(pk=task.pk).update)(
@@ -238,19 +238,7 @@ async def test_a_stream_closes_on_an_expiry_recorded_by_another_process(
     stream finds it in the database at its next keep-alive and closes."""
     monkeypatch.setattr(gateway, "KEEPALIVE_SECONDS", 0.2)
     url, _ = never_agent
-    agent = await sync_to_async(register)(url, NEVER_FINISHES, streaming=True)
-    _, secret = await sync_to_async(api_key_create)(name="streamer")
-    binding = JSONRPC_1
-
-    async with relay_client() as client:
-        streaming = asyncio.create_task(call(
-            client, agent.pk, binding.send(stream=True), binding.headers(secret)))
-
-        async def working_task():
-            return await sync_to_async(
-                Task.objects.filter(agent_id=agent.pk, state=TaskState.WORKING).first)()
-
-        task = await eventually(working_task, "the task to be working")
+    async with streaming_task(url) as (task, streaming):
         # Recorded without publishing, as another process with another channel layer would.
         recorded = await sync_to_async(services.task_expire)(task=task)
         assert recorded.event is not None
