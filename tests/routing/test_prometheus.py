@@ -137,3 +137,26 @@ async def test_requests_through_the_asgi_application_are_counted_with_their_stat
         assert value(found, "relay_http_requests_total", kind=kind, status=status) == was + 1
     histogram_count = value(found, "relay_http_request_duration_seconds_count", kind="api")
     assert histogram_count is not None and histogram_count >= 2
+
+
+@pytest.mark.parametrize(("environment", "public"), [
+    ({}, "True"),
+    ({"DATABASE_URL": "postgres://relay@127.0.0.1:5432/relay"}, "False"),
+    ({"REDIS_URL": "redis://127.0.0.1:6379/0"}, "False"),
+    ({"REDIS_URL": "redis://127.0.0.1:6379/0", "RELAY_METRICS_PUBLIC": "true"}, "True"),
+])
+def test_metrics_are_public_by_default_only_in_the_embedded_profile(environment, public,
+                                                                     tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("DATABASE_URL", "REDIS_URL", "RELAY_"))}
+    env.update(environment, RELAY_VAR_DIR=str(tmp_path),
+               DJANGO_SETTINGS_MODULE="relay_project.settings")
+    shown = subprocess.run(
+        [sys.executable, "-c", "from django.conf import settings; "
+         "print(settings.RELAY_METRICS_PUBLIC)"],
+        env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert shown.stdout.strip() == public
