@@ -182,7 +182,7 @@ def agent_page(request, agent_id: str):
 
 def _health_context(agent: Agent) -> dict[str, Any]:
     """The agent page's metrics of the last 24 hours, their hourly chart, and the latest
-    health and breaker changes (six queries)."""
+    health and breaker changes (five queries)."""
     from routing import metrics
     from routing import selectors as routing_selectors
 

@@ -22,6 +22,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from tasks_app import selectors, services, snapshots, streams, upstream
 from tasks_app.lifecycle import INTERRUPTED, TERMINAL, InvalidTransition, TaskState
@@ -677,8 +678,6 @@ async def expire_overdue(*, now=None, batch: int = EXPIRY_BATCH) -> int:
     and the agent (or a team's members) is asked to cancel its work. Whatever that work
     sends later is ignored: the task is terminal. A task that ends otherwise meanwhile keeps
     that end (compare-and-set) and is not counted."""
-    from django.utils import timezone
-
     now = now or timezone.now()
     ended = 0
     while True:
