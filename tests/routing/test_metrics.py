@@ -236,3 +236,23 @@ async def test_metrics_reach_the_drf_view_through_the_asgi_application():
     assert response.json()["agentId"] == agent.pk
     assert bad.status_code == 400
     assert bad.json()["error"]["code"] == "invalid_query"
+
+
+def test_the_metrics_core_imports_no_django_in_a_fresh_interpreter():
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    probe = (
+        "import json, sys\n"
+        "before = set(sys.modules)\n"
+        "import routing.metrics\n"
+        "loaded = {name.partition('.')[0] for name in set(sys.modules) - before}\n"
+        "print(json.dumps({'django': 'django' in sys.modules, 'outside_stdlib': sorted("
+        "loaded - set(sys.stdlib_module_names) - {'routing'})}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            check=True, timeout=60,
+                            cwd=Path(__file__).resolve().parents[2])
+    assert json.loads(result.stdout) == {"django": False, "outside_stdlib": []}
