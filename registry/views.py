@@ -115,6 +115,7 @@ def registry_page(request):
     except selectors.InvalidQueryError as invalid:
         error = str(invalid)
         page = selectors.Page(items=[], next_cursor=None)
+    _attach_sparklines(page.items)
     filtered = any(value for name, value in params.items() if name != "cursor")
     context = {
         "params": params,
@@ -128,6 +129,18 @@ def registry_page(request):
         "client_routing_uri": CLIENT_ROUTING_URI,
     }
     return render(request, "registry/agent_list.html", context, status=400 if error else 200)
+
+
+def _attach_sparklines(agents: list[Agent]) -> None:
+    """Gives each agent of a page ``sparkline``: the layout of its recent probe latencies, or
+    None. One query for the whole page."""
+    # Probe results are recorded by routing, above the registry; the pages read them there.
+    from routing import metrics
+    from routing import selectors as routing_selectors
+
+    samples = routing_selectors.recent_probe_samples(agent_ids=[agent.pk for agent in agents])
+    for agent in agents:
+        agent.sparkline = metrics.sparkline(samples.get(agent.pk, []))
 
 
 def _next_page_query(params, cursor: str | None) -> str:
@@ -162,5 +175,20 @@ def agent_page(request, agent_id: str):
         },
         "history": card_history(selectors.agent_snapshots(agent=agent)),
         "client_routing_uri": CLIENT_ROUTING_URI,
+        **_health_context(agent),
     }
     return render(request, "registry/agent_detail.html", context)
+
+
+def _health_context(agent: Agent) -> dict[str, Any]:
+    """The agent page's metrics of the last 24 hours, their hourly chart, and the latest
+    health and breaker changes (five queries)."""
+    from routing import metrics
+    from routing import selectors as routing_selectors
+
+    found = routing_selectors.agent_metrics(agent_id=agent.pk)
+    return {
+        "metrics": found,
+        "metrics_chart": metrics.hour_chart(found.series),
+        "health_events": routing_selectors.recent_health_events(agent_id=agent.pk),
+    }

@@ -14,9 +14,11 @@ django_application = get_asgi_application()
 # Imported after Django is set up: they load models.
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 
+from relay_project.request_metrics import RequestMetricsMiddleware  # noqa: E402
 from relay_project.routing import A2ARouter  # noqa: E402
 from tasks_app.consumers import A2AConsumer  # noqa: E402
 
+# Every HTTP request is counted for /metrics (relay_project.request_metrics).
 application = ProtocolTypeRouter(
-    {"http": A2ARouter(django_application, A2AConsumer.as_asgi())}
+    {"http": RequestMetricsMiddleware(A2ARouter(django_application, A2AConsumer.as_asgi()))}
 )

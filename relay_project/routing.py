@@ -26,6 +26,8 @@ A2A_BASE = re.compile(
 A2A_BASE_WITHOUT_SLASH = re.compile(r"^/a2a/(?:agents/[-a-zA-Z0-9_]+|relay)$")
 TASK_API_STREAM = "/a2a/tasks/sendSubscribe"
 CARD = ".well-known/agent-card.json"
+# An agent's metrics (GET /a2a/agents/{id}/metrics) are a registry read, not an A2A path.
+AGENT_METRICS = "metrics"
 KINDS = {"agents": "agent", "teams": "team", None: "relay"}
 
 
@@ -69,6 +71,8 @@ def a2a_route(scope) -> dict[str, str] | None:
         return {"kind": "task-api", "target_id": "", "rest": ""}
     match = A2A_BASE.match(path)
     if match is None or match["rest"] == CARD:
+        return None
+    if match["kind"] == "agents" and match["rest"] == AGENT_METRICS:
         return None
     return {"kind": KINDS[match["kind"]], "target_id": match["target_id"] or "default",
             "rest": match["rest"]}

@@ -214,6 +214,16 @@ RELAY_DEFAULT_TARGET = env.str("RELAY_DEFAULT_TARGET", default="")
 # The public base URL of this relay, used in the cards it serves. Empty: taken from the request.
 RELAY_PUBLIC_URL = env.str("RELAY_PUBLIC_URL", default="")
 
+# --- Task expiry and metrics ----------------------------------------------------------------
+# A task that has not ended this many seconds after it was created ends failed with a timeout
+# error (the tasks_app.expire_tasks job, every minute). 0: tasks never expire.
+RELAY_TASK_TTL_SECONDS = env.int("RELAY_TASK_TTL_SECONDS", default=24 * 60 * 60)
+# GET /metrics (Prometheus) without a key or login: on by default in the embedded profile, off
+# in the production profile (DATABASE_URL or REDIS_URL set). Off: staff users and admin API
+# keys only.
+RELAY_METRICS_PUBLIC = env.bool("RELAY_METRICS_PUBLIC",
+                                default=not (PRODUCTION_DATABASE or bool(REDIS_URL)))
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

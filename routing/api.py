@@ -1,14 +1,26 @@
 """``GET /a2a/tasks/{taskId}/trace``: a task's routing trace, scoped to its caller like every
-task read (another key gets 404 TaskNotFound in the HTTP+JSON error envelope)."""
+task read (another key gets 404 TaskNotFound in the HTTP+JSON error envelope).
+
+``GET /a2a/agents/{id}/metrics``: an agent's metrics, a registry read."""
 
 from __future__ import annotations
 
-from asgiref.sync import sync_to_async
+from typing import Any
 
+from asgiref.sync import sync_to_async
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from registry import selectors as registry_selectors
+from registry.auth import RegistryReadPermission
 from routing import selectors, services
 from tasks_app.api import calls
 from tasks_app.api.task_api import TaskApiView, http_reply
 from tasks_app.protocol.errors import TaskNotFound
+from tasks_app.services import iso
 from tasks_app.snapshots import V1_STATE
 
 
@@ -28,3 +40,84 @@ class TaskTraceView(TaskApiView):
             "hops": [services.hop_as_json(hop) for hop in hops],
         }
         return http_reply(calls.Reply(200, body, "application/json"))
+
+
+class AgentMetricsView(APIView):
+    """Success rate, latency, task counts and an hourly series of one agent (``?hours=``,
+    1 to 168, default 24). Definitions in ``routing.metrics``."""
+
+    permission_classes = [RegistryReadPermission]
+
+    @extend_schema(
+        parameters=[OpenApiParameter("hours", description="The window, 1 to 168 hours "
+                                     "(default 24)", required=False, type=int)],
+        responses={200: dict},
+    )
+    def get(self, request: Request, agent_id: str) -> Response:
+        hours = _hours(request.query_params.get("hours"))
+        if registry_selectors.agent_get(agent_id=agent_id) is None:
+            raise NotFound(f"no agent with id {agent_id!r}")
+        return Response(metrics_json(selectors.agent_metrics(agent_id=agent_id, hours=hours)))
+
+
+def _hours(raw: str | None) -> int:
+    if raw in (None, ""):
+        return 24
+    try:
+        hours = int(raw)
+    except ValueError:
+        hours = 0
+    if not 1 <= hours <= selectors.METRICS_MAX_HOURS:
+        raise registry_selectors.InvalidQueryError(
+            f"hours must be a whole number from 1 to {selectors.METRICS_MAX_HOURS}, "
+            f"not {raw!r}")
+    return hours
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def _ratio(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def metrics_json(found: selectors.AgentMetrics) -> dict[str, Any]:
+    """The metrics as the API writes them (camelCase, milliseconds to 0.1, rates 0 to 1)."""
+    by_state = found.tasks_by_state
+    return {
+        "agentId": found.agent_id,
+        "hours": found.hours,
+        "since": iso(found.since),
+        "until": iso(found.until),
+        "successRate": _ratio(found.success_rate),
+        "latencyAvgMs": _ms(found.latency_avg_ms),
+        "latencyP95Ms": _ms(found.latency_p95_ms),
+        "tasksCompleted": found.tasks_completed,
+        "tasksFailed": found.tasks_failed,
+        "tasks": {
+            "completed": found.tasks_completed,
+            "failed": by_state.get("failed", 0),
+            "rejected": by_state.get("rejected", 0),
+            "canceled": by_state.get("canceled", 0),
+            "durationAvgMs": _ms(found.duration_avg_ms),
+            "durationP95Ms": _ms(found.duration_p95_ms),
+        },
+        "probes": {
+            "total": found.probes,
+            "ok": found.probes_ok,
+            "failed": found.probes - found.probes_ok,
+            "successRate": _ratio(found.probe_success_rate),
+        },
+        "series": [
+            {
+                "hour": iso(hour.start),
+                "probes": hour.probes,
+                "probesFailed": hour.probes_failed,
+                "latencyAvgMs": _ms(hour.latency_avg_ms),
+                "tasksCompleted": hour.tasks_completed,
+                "tasksFailed": hour.tasks_failed,
+            }
+            for hour in found.series
+        ],
+    }

@@ -1,16 +1,21 @@
 """Reads for the team router: a team as the router sees it, where a team conversation stands,
-and a task's routing trace (scoped to its caller, like every task read)."""
+and a task's routing trace (scoped to its caller, like every task read); and an agent's
+metrics and recent health, for the metrics endpoint and the registry's pages."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
-from django.db.models import Prefetch
+from django.db.models import Avg, Count, F, Prefetch, Q, Window
+from django.db.models.functions import RowNumber
+from django.utils import timezone
 
 from registry.models import Agent, DeclaredExtension, Skill, Team, TeamMembership
-from routing.models import MemberContext, RoutingHop
+from routing import metrics
+from routing.models import HealthEvent, MemberContext, ProbeResult, RoutingHop
 from tasks_app import selectors as task_selectors
-from tasks_app.lifecycle import INTERRUPTED
+from tasks_app.lifecycle import INTERRUPTED, TaskState
 from tasks_app.models import Task
 
 
@@ -96,3 +101,121 @@ def trace_of(task_id: str) -> tuple[Task, list[RoutingHop]] | None:
     if task is None:
         return None
     return task, list(RoutingHop.objects.filter(task=task).order_by("order"))
+
+
+# --- Agent metrics and health history -------------------------------------------------------
+
+METRICS_MAX_HOURS = 168
+PROBE_SAMPLE = 50_000
+TASK_SAMPLE = 20_000
+SPARKLINE_POINTS = 30
+SPARKLINE_HOURS = 24
+ENDED_BADLY = (TaskState.FAILED, TaskState.REJECTED)
+
+
+@dataclass(frozen=True)
+class AgentMetrics:
+    """An agent's numbers over the last ``hours`` (see ``routing.metrics`` for what each
+    means), with the hourly series."""
+
+    agent_id: str
+    hours: int
+    since: datetime
+    until: datetime
+    probes: int
+    probes_ok: int
+    latency_avg_ms: float | None
+    latency_p95_ms: float | None
+    tasks_by_state: dict[str, int]
+    duration_avg_ms: float | None
+    duration_p95_ms: float | None
+    series: list[metrics.HourCounts]
+
+    @property
+    def tasks_completed(self) -> int:
+        return self.tasks_by_state.get(TaskState.COMPLETED, 0)
+
+    @property
+    def tasks_failed(self) -> int:
+        return sum(self.tasks_by_state.get(state, 0) for state in ENDED_BADLY)
+
+    @property
+    def success_rate(self) -> float | None:
+        successes = self.probes_ok + self.tasks_completed
+        return metrics.rate(successes, self.probes + self.tasks_completed + self.tasks_failed)
+
+    @property
+    def probe_success_rate(self) -> float | None:
+        return metrics.rate(self.probes_ok, self.probes)
+
+
+def agent_metrics(*, agent_id: str, hours: int = 24, now: datetime | None = None
+                  ) -> AgentMetrics:
+    """The agent's probes (by ``checked_at``) and its tasks called at it directly (target
+    kind agent, by the time they ended) over the last ``hours`` (1 to METRICS_MAX_HOURS).
+
+    Counts and the average latency are exact (SQL aggregates). The hourly series, the p95
+    latency and the task durations are computed in Python (``routing.metrics``) over the
+    latest PROBE_SAMPLE probes and TASK_SAMPLE ended tasks of the window: a week of probes
+    every 15 seconds fits. No date truncation in SQL: SQLite would run it in Python per row.
+    Four queries."""
+    until = now or timezone.now()
+    since = until - timedelta(hours=hours)
+    probes = ProbeResult.objects.filter(agent_id=agent_id, checked_at__gt=since,
+                                        checked_at__lte=until)
+    ended = Task.objects.filter(target_kind="agent", target_id=agent_id,
+                                completed_at__gt=since, completed_at__lte=until)
+    totals = probes.aggregate(total=Count("id"), ok=Count("id", filter=Q(ok=True)),
+                              latency=Avg("latency_ms"))
+    tasks_by_state = dict(ended.order_by().values_list("state").annotate(n=Count("id")))
+    probe_rows = list(probes.order_by("-checked_at").values_list(
+        "checked_at", "ok", "latency_ms")[:PROBE_SAMPLE])
+    task_rows = list(ended.order_by("-completed_at").values_list(
+        "completed_at", "state", "created_at")[:TASK_SAMPLE])
+    durations = [(completed - created).total_seconds() * 1000
+                 for completed, state, created in task_rows if state == TaskState.COMPLETED]
+    outcomes = [(completed, state == TaskState.COMPLETED, state in ENDED_BADLY)
+                for completed, state, _ in task_rows]
+    return AgentMetrics(
+        agent_id=agent_id, hours=hours, since=since, until=until,
+        probes=totals["total"], probes_ok=totals["ok"], latency_avg_ms=totals["latency"],
+        latency_p95_ms=metrics.percentile(
+            [latency for _, _, latency in probe_rows if latency is not None], 0.95),
+        tasks_by_state=tasks_by_state,
+        duration_avg_ms=metrics.average(durations),
+        duration_p95_ms=metrics.percentile(durations, 0.95),
+        series=metrics.hourly_series(since, until, metrics.hour_counts(probe_rows, outcomes)),
+    )
+
+
+def recent_probe_samples(*, agent_ids: list[str], now: datetime | None = None,
+                         points: int = SPARKLINE_POINTS
+                         ) -> dict[str, list[tuple[float | None, bool]]]:
+    """For each agent, its latest ``points`` probes of the last SPARKLINE_HOURS as
+    (latency ms or None, ok), oldest first. One query for any number of agents."""
+    if not agent_ids:
+        return {}
+    since = (now or timezone.now()) - timedelta(hours=SPARKLINE_HOURS)
+    rows = (
+        ProbeResult.objects.filter(agent_id__in=agent_ids, checked_at__gt=since)
+        .annotate(rank=Window(RowNumber(), partition_by=F("agent_id"),
+                              order_by=[F("checked_at").desc(), F("id").desc()]))
+        .filter(rank__lte=points)
+        .order_by("agent_id", "checked_at", "id")
+        .values_list("agent_id", "latency_ms", "ok")
+    )
+    samples: dict[str, list[tuple[float | None, bool]]] = {}
+    for agent_id, latency, ok in rows:
+        samples.setdefault(agent_id, []).append((latency, ok))
+    return samples
+
+
+def recent_health_events(*, agent_id: str, limit: int = 20) -> list[HealthEvent]:
+    """The agent's latest health and breaker changes, newest first."""
+    return list(HealthEvent.objects.filter(agent_id=agent_id).order_by("-at", "-id")[:limit])
+
+
+def recent_probes(*, agent_id: str, limit: int = 50) -> list[ProbeResult]:
+    """The agent's latest probe results, newest first."""
+    return list(ProbeResult.objects.filter(agent_id=agent_id)
+                .order_by("-checked_at", "-id")[:limit])

@@ -22,6 +22,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from tasks_app import selectors, services, snapshots, streams, upstream
 from tasks_app.lifecycle import INTERRUPTED, TERMINAL, InvalidTransition, TaskState
@@ -40,6 +41,7 @@ from tasks_app.protocol.errors import (
 logger = logging.getLogger(__name__)
 
 FINAL_STATES = {s.value for s in TERMINAL | INTERRUPTED}
+FINAL_V1_STATES = frozenset(snapshots.V1_STATE[state] for state in FINAL_STATES)
 KEEPALIVE_SECONDS = 15.0
 CONTEXT_ID_MAX_LENGTH = Task._meta.get_field("context_id").max_length
 
@@ -458,6 +460,7 @@ def _open_new(target: Target, ctx: CallContext, request: dict[str, Any]) -> Task
         agent_id=target.agent_id, message=message,
         client_version=ctx.version, context_id=context_id,
         delegation_chain=list(ctx.delegation), parent_id=ctx.parent_task_id,
+        expires_at=services.task_expiry(),
     )
     previous = ctx.upstream_context_id
     if context_id and not previous:
@@ -527,7 +530,7 @@ async def stream_message(target: Target, ctx: CallContext, request: dict[str, An
 
 
 async def _stream_from_start(target, task, request, ctx):
-    async with streams.subscription(task.id) as subscription:
+    async with streams.subscription(task.id, catch_up=_stored_events(task.id)) as subscription:
         _spawn(task.id, _drive_in_background(target, task, request, ctx, stream=True))
         first = True
         async for item in subscription.events(after=task.last_sequence,
@@ -551,6 +554,17 @@ async def _stream_from_start(target, task, request, ctx):
             yield event
             if final:
                 return
+
+
+def _stored_events(task_id: str) -> streams.CatchUp:
+    """Reads the task's events stored after a sequence, for a stream that has been idle: one
+    recorded by another process may not have come through the channel layer."""
+
+    async def catch_up(sequence: int):
+        return await sync_to_async(selectors.events_after)(
+            task_id=task_id, sequence=sequence, final_states=FINAL_V1_STATES)
+
+    return catch_up
 
 
 async def _after(subscription, sequence: int):
@@ -577,7 +591,7 @@ async def subscribe(target: Target | None, ctx: CallContext, task_id: str
 
 
 async def _stream_existing(task: Task):
-    async with streams.subscription(task.id) as subscription:
+    async with streams.subscription(task.id, catch_up=_stored_events(task.id)) as subscription:
         current = await sync_to_async(Task.objects.get)(pk=task.pk)
         yield {"task": services.snapshot_of(current)}
         if current.state in FINAL_STATES:
@@ -648,6 +662,55 @@ async def extended_card(target: Target, ctx: CallContext) -> dict[str, Any]:
 def target_of(task: Task) -> Target | None:
     """The target a stored task belongs to (for the target-agnostic task API)."""
     return resolve_target(task.target_kind, task.target_id)
+
+
+# --- Expiry -------------------------------------------------------------------------------
+
+EXPIRY_BATCH = 200
+UPSTREAM_CANCEL_SECONDS = 10.0
+
+
+async def expire_overdue(*, now=None, batch: int = EXPIRY_BATCH) -> int:
+    """Ends every open task past its expiry ``failed`` with a timeout error, ``batch`` tasks
+    at a time; returns how many it ended. Each ended task's event is published as final, so
+    its open streams get it and close; a producer following it in this process is stopped,
+    and the agent (or a team's members) is asked to cancel its work. Whatever that work
+    sends later is ignored: the task is terminal. A task that ends otherwise meanwhile keeps
+    that end (compare-and-set) and is not counted."""
+    now = now or timezone.now()
+    ended = 0
+    while True:
+        overdue = await sync_to_async(selectors.tasks_overdue)(now=now, limit=batch)
+        ended_now = 0
+        for task in overdue:
+            try:
+                ended_now += await _expire(task)
+            except services.StaleTaskError:
+                logger.warning("task %s changed too often to expire; the next run retries",
+                               task.pk)
+        ended += ended_now
+        # A full batch of which none ended would come back the same: the next run retries.
+        if len(overdue) < batch or not ended_now:
+            return ended
+
+
+async def _expire(task: Task) -> bool:
+    recorded = await sync_to_async(services.task_expire)(task=task)
+    if recorded.event is None:
+        return False
+    await streams.publish(task.id, recorded.sequence, recorded.event, final=True)
+    runner = _running.get(task.id)
+    if runner is not None:
+        runner.cancel()
+    owner = await sync_to_async(target_of)(task)
+    if owner is not None:
+        try:
+            async with asyncio.timeout(UPSTREAM_CANCEL_SECONDS):
+                await owner.cancel_upstream(task, CallContext(caller=task.caller))
+        except (A2AError, upstream.UpstreamError, TimeoutError) as error:
+            logger.info("expired task %s: the agent could not be told to stop: %s", task.pk,
+                        error)
+    return True
 
 
 # --- Push-notification configs ------------------------------------------------------------

@@ -11,7 +11,7 @@ from django.db.models import Q
 from django.utils.dateparse import parse_datetime
 
 from tasks_app import snapshots
-from tasks_app.models import Task
+from tasks_app.models import Task, TaskEvent
 from tasks_app.protocol.errors import InvalidParams
 from tasks_app.services import snapshot_of
 
@@ -92,3 +92,26 @@ def task_list(*, caller, target_kind: str | None, target_id: str | None,
         "pageSize": int(page_size),
         "totalSize": total,
     }
+
+
+def tasks_overdue(*, now, limit: int) -> list[Task]:
+    """Open tasks whose expiry has passed, the oldest expiry first, at most ``limit``, each
+    with its caller loaded (the gateway cancels upstream work on the caller's behalf)."""
+    return list(
+        Task.objects.open().filter(expires_at__lte=now).select_related("caller")
+        .order_by("expires_at", "id")[:limit]
+    )
+
+
+def events_after(*, task_id: str, sequence: int, final_states: frozenset[str]
+                 ) -> list[tuple[int, dict[str, Any], bool]]:
+    """The task's stored events after ``sequence``, in order, as (sequence, event, final):
+    final when the event leaves the task in one of ``final_states`` (1.0 state names)."""
+    stored = TaskEvent.objects.filter(task_id=task_id, sequence__gt=sequence).order_by(
+        "sequence").values_list("sequence", "payload")
+    return [(number, event, _state_of(event) in final_states) for number, event in stored]
+
+
+def _state_of(event: dict[str, Any]) -> str | None:
+    body = event.get("statusUpdate") or event.get("task") or {}
+    return (body.get("status") or {}).get("state")

@@ -6,9 +6,10 @@ and re-decides. Services return what they wrote; the async gateway publishes it 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -187,6 +188,29 @@ def task_cancel(*, task: Task, reason: str = "") -> Recorded:
     if recorded.event is None:
         raise TerminalTaskError(task)
     return recorded
+
+
+def task_expiry(now: datetime | None = None) -> datetime | None:
+    """When a task opened now expires: RELAY_TASK_TTL_SECONDS from now, or None (never) when
+    the setting is 0."""
+    ttl = settings.RELAY_TASK_TTL_SECONDS
+    if ttl <= 0:
+        return None
+    return (now or timezone.now()) + timedelta(seconds=ttl)
+
+
+def expiry_reason(task: Task) -> str:
+    """The timeout error an expired task ends with."""
+    when = iso(task.expires_at) if task.expires_at else "its expiry"
+    return (f"timeout: the task did not reach a final state before it expired at {when} "
+            f"(RELAY_TASK_TTL_SECONDS)")
+
+
+def task_expire(*, task: Task) -> Recorded:
+    """Ends an open task past its expiry ``failed`` with a timeout error. The write is the
+    compare-and-set of ``task_record``: when a completion (or a cancel) wins the race, the
+    task keeps that end and ``event`` is None."""
+    return task_fail(task=task, reason=expiry_reason(task))
 
 
 def _queue_push(task: Task, event: TaskEvent) -> None:

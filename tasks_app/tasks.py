@@ -1,4 +1,5 @@
-"""Celery jobs of the gateway: push-notification delivery with retries and backoff."""
+"""Celery jobs of the gateway: push-notification delivery with retries and backoff, and the
+expiry of tasks that never end."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import logging
 
 import httpx
+from asgiref.sync import async_to_sync
 from celery import shared_task
 from django.utils import timezone
 
@@ -72,3 +74,15 @@ def deliver_push(self, delivery_id: int) -> str:
                        error)
         return "failed"
     raise self.retry(countdown=backoff_seconds(attempt), exc=None)
+
+
+@shared_task(name="tasks_app.expire_tasks", ignore_result=True)
+def expire_tasks() -> int:
+    """Ends every open task past its expiry ``failed`` with a timeout error (beat runs it
+    every minute: the "Expire overdue tasks" schedule). Returns how many it ended."""
+    from tasks_app import gateway
+
+    ended = async_to_sync(gateway.expire_overdue)()
+    if ended:
+        logger.info("expired %s overdue task(s)", ended)
+    return ended
