@@ -47,7 +47,7 @@ def pretty_json(value: Any) -> str:
 def card_history(snapshots: list[CardSnapshot]) -> list[HistoryEntry]:
     """Snapshots (newest first, as ``selectors.agent_snapshots`` gives them), each with its diff
     to the previous one. Pure: runs no queries."""
-    older_ones: list[CardSnapshot | None] = [*snapshots[1:], None]
+    older_ones: list[CardSnapshot | None] = [*snapshots[1:], None][: len(snapshots)]
     return [
         HistoryEntry(
             snapshot=newer,

@@ -363,3 +363,9 @@ def test_a_private_registry_still_shows_pages_to_staff(admin_client, settings, t
 
     assert listed_ids(admin_client.get("/")) == ["ledger", "weather"]
     assert admin_client.get("/agents/weather/").status_code == 200
+
+
+def test_the_card_history_of_an_agent_without_snapshots_is_empty():
+    from registry.views import card_history
+
+    assert card_history([]) == []
