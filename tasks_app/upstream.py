@@ -119,7 +119,12 @@ def _headers(endpoint: Endpoint, extensions: Iterable[str],
     extensions = list(dict.fromkeys(extensions))
     if extensions:
         headers[activation_header_name(endpoint.wire_version)] = ", ".join(extensions)
-    headers.update(extra or {})
+    if extra:
+        # The relay's own headers win over an agent's stored credential of the same name,
+        # whatever its case: it must not send both.
+        names = {name.lower() for name in extra}
+        headers = {name: value for name, value in headers.items() if name.lower() not in names}
+        headers.update(extra)
     return headers
 
 
