@@ -171,6 +171,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "registry.api.errors.exception_handler",
+    # Calls per minute per API key (RELAY_RATE_LIMIT_PER_KEY), shared with the A2A endpoints.
+    "DEFAULT_THROTTLE_CLASSES": ["registry.api.throttles.ApiKeyRateThrottle"],
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {

@@ -29,8 +29,10 @@ from tasks_app.protocol.errors import (
     InternalError,
     InvalidParams,
     MethodNotFound,
+    RateLimited,
     Unauthenticated,
 )
+from tasks_app.protocol.limits import check_params
 from tasks_app.protocol.versions import Operation
 
 logger = logging.getLogger(__name__)
@@ -48,6 +50,7 @@ async def _target(kind: str, target_id: str) -> gateway.Target:
     target = await sync_to_async(gateway.resolve_target)(kind, target_id)
     if target is None:
         raise TargetNotFound(f"no {kind} {target_id!r} at this relay")
+    calls.count_target(target)
     return target
 
 
@@ -62,6 +65,9 @@ class TaskApiView(APIView):
     def handle_exception(self, exc):
         if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
             exc = Unauthenticated(str(exc.detail))
+        elif isinstance(exc, exceptions.Throttled):
+            exc = RateLimited(f"rate limit exceeded: retry in {exc.wait} s",
+                              retry_after=int(exc.wait) if exc.wait else None)
         elif isinstance(exc, exceptions.MethodNotAllowed):
             exc = MethodNotFound(f"{self.request.method} is not an A2A call here")
         elif isinstance(exc, exceptions.APIException):
@@ -91,6 +97,7 @@ class TaskDetailView(TaskApiView):
             history_length = int(history) if history not in (None, "") else None
         except ValueError as error:
             raise InvalidParams("historyLength must be a whole number") from error
+        check_params({"historyLength": history_length}, calls.current_limits())
         ctx = gateway.CallContext(caller=request.auth)
         result = await gateway.get_task(None, ctx, task_id, history_length=history_length)
         return http_reply(calls.Reply(200, result, calls.A2A_JSON))
