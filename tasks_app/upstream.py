@@ -178,7 +178,8 @@ async def call(endpoint: Endpoint, operation: Operation, params: Mapping[str, An
                 content=json.dumps(planned.body) if planned.body is not None else None,
                 headers=headers, **kwargs,
             )
-    except httpx.HTTPError as error:
+    except (httpx.HTTPError, outbound.UnsafeURLError) as error:
+        # The SSRF guard refuses in the connection layer, outside httpx's own errors.
         raise classify(error, endpoint.agent_id) from error
     return _parse(endpoint, operation, response)
 
@@ -252,7 +253,8 @@ async def stream(endpoint: Endpoint, operation: Operation, params: Mapping[str, 
                 if not event.data:
                     continue
                 yield _stream_event(endpoint, operation, event.event, event.data)
-    except httpx.HTTPError as error:
+    except (httpx.HTTPError, outbound.UnsafeURLError) as error:
+        # The SSRF guard refuses in the connection layer, outside httpx's own errors.
         raise classify(error, endpoint.agent_id) from error
     except SSEError as error:
         raise classify(error, endpoint.agent_id) from error

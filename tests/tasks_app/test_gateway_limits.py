@@ -400,3 +400,60 @@ async def test_an_agent_credential_named_like_a_delegation_header_does_not_win(e
     headers = upstream._headers(endpoint, (), {"X-Relay-Caller": "key=real"})
     assert [v for n, v in headers.items() if n.lower() == "x-relay-caller"] == ["key=real"]
     assert headers["X-Api-Key"] == "k"
+
+
+# --- SSRF on agent calls -------------------------------------------------------------------
+
+
+async def test_an_agent_at_a_private_address_is_never_called(echo, key, settings):
+    """Registered while private URLs were allowed; with them off, a call is not sent and the
+    task fails saying why."""
+    settings.RELAY_ALLOW_PRIVATE_URLS = False
+    async with relay_client() as client:
+        response = await call(client, echo.pk, JSONRPC_1.send(), JSONRPC_1.headers(key))
+    assert "result" in response.json(), response.text
+    task = response.json()["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    text = task["status"]["message"]["parts"][0]["text"]
+    assert "at an address the relay may not call" in text
+    assert RECORDER.posts() == []
+
+
+async def test_dns_rebinding_on_an_agent_call_reaches_only_the_checked_address(
+        recorder_url, key, settings, monkeypatch):
+    """The agent's host answers a public address first and a private one after: the relay
+    connects to the address it checked, so the private server gets nothing."""
+    import socket
+
+    from relay_project import outbound
+
+    RECORDER.requests.clear()
+    port = int(recorder_url.rsplit(":", 1)[1])
+    agent = await sync_to_async(register)(f"http://rebind.test:{port}/")
+    settings.RELAY_ALLOW_PRIVATE_URLS = False
+    real_public = outbound.is_public_address
+    monkeypatch.setattr(outbound, "is_public_address",
+                        lambda address: address == "127.0.0.1" or real_public(address))
+    answers = ["127.0.0.1", "127.0.0.2"]
+    real_getaddrinfo = socket.getaddrinfo
+
+    def rebinding(host, port, *args, **kwargs):
+        if host == "rebind.test":
+            address = answers.pop(0) if len(answers) > 1 else answers[0]
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+        return real_getaddrinfo(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    private = Recording(lambda url: build_agent_app(ECHO, base_url=url))
+    from routing.demo.serve import serve
+
+    with serve(private, host="127.0.0.2", port=port):
+        async with relay_client() as client:
+            first = await call(client, agent.pk, JSONRPC_1.send(), JSONRPC_1.headers(key))
+            second = await call(client, agent.pk, JSONRPC_1.send(), JSONRPC_1.headers(key))
+    assert "message" in first.json()["result"], first.text
+    assert private.requests == []
+    assert len(RECORDER.posts()) >= 1
+    result = second.json()["result"]
+    if "task" in result:  # a new connection met the private answer: refused, not sent
+        assert result["task"]["status"]["state"] == "TASK_STATE_FAILED"
