@@ -89,10 +89,17 @@ class AgentPageSerializer(serializers.Serializer):
 
 class CredentialsSerializer(serializers.Serializer):
     headerName = serializers.RegexField(
-        r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$", max_length=100,
+        r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+\Z", max_length=100,
         error_messages={"invalid": "headerName must be an HTTP header name"},
     )
-    headerValue = serializers.CharField(max_length=4096, trim_whitespace=False)
+    # Printable ASCII, inner spaces and tabs: what an HTTP client can send as a header value.
+    # Anything else would be stored, then fail every call to the agent.
+    headerValue = serializers.RegexField(
+        r"^(?:[\x21-\x7e](?:[\t\x20-\x7e]*[\x21-\x7e])?)?\Z", max_length=4096,
+        trim_whitespace=False,
+        error_messages={"invalid": "headerValue must be printable ASCII, with no space or tab "
+                                   "at either end"},
+    )
 
     def to_internal_value(self, data):
         values = super().to_internal_value(data)

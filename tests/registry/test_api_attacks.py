@@ -215,3 +215,17 @@ def test_the_team_api_counts_against_the_same_budget(api, settings, fresh_counte
     assert api.get("/a2a/registry").status_code == 200
     assert api.get("/a2a/teams").status_code == 200
     assert api.get("/a2a/teams").status_code == 429
+
+
+# --- found by fuzzing ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["Ñ-secret", "line\r\nX-Injected: 1", " padded", "tab\t"])
+def test_a_credential_no_http_client_could_send_is_refused_not_a_500(api, value):
+    """Regression: a non-ASCII header value was stored, then crashed the card fetch (500)."""
+    response = register(api, "http://agent.example/",
+                        credentials={"headerName": "X-Api-Key", "headerValue": value})
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["code"] == "invalid_request"
+    assert "headerValue" in response.json()["error"]["message"]
+    assert nothing_stored()
