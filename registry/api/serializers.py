@@ -33,8 +33,8 @@ class ExtensionSerializer(serializers.ModelSerializer):
 
 class HealthSerializer(serializers.Serializer):
     state = serializers.CharField(source="health")
-    checkedAt = serializers.DateTimeField(source="health_checked_at")
-    latencyMs = serializers.FloatField(source="health_latency_ms")
+    checkedAt = serializers.DateTimeField(source="health_checked_at", allow_null=True)
+    latencyMs = serializers.FloatField(source="health_latency_ms", allow_null=True)
     detail = serializers.CharField(source="health_detail")
 
 
@@ -151,6 +151,12 @@ class SkillMatchSerializer(serializers.Serializer):
     tags = serializers.JSONField(source="skill.tags")
     score = serializers.FloatField()
     health = serializers.CharField(source="skill.agent.health")
+
+
+class SkillMatchPageSerializer(serializers.Serializer):
+    """The shape of ``GET /a2a/skills`` (for the schema)."""
+
+    matches = SkillMatchSerializer(many=True)
 
 
 # --- Teams ----------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import pytest
 import schemathesis
 from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, settings
-from schemathesis.checks import not_a_server_error
+from schemathesis.checks import not_a_server_error, response_schema_conformance
 
 from registry.models import Agent, CardSnapshot, DeclaredExtension, Skill, Team, TeamMembership
 from tests.factories import make_agent
@@ -61,7 +61,7 @@ def counts() -> tuple[int, ...]:
 def test_the_registry_api_never_fails_and_stores_nothing_it_refuses(case, fuzzing):
     before = counts()
     response = case.call(headers=fuzzing)
-    case.validate_response(response, checks=[not_a_server_error])
+    case.validate_response(response, checks=[not_a_server_error, response_schema_conformance])
     if response.status_code >= 400:
         assert counts() == before, f"{case.method} {case.path} refused, yet rows changed"
         content_type = (response.headers.get("content-type") or [""])[0]
