@@ -43,13 +43,7 @@ def hit(scope: str, identity: str, limit: int, *, now: float | None = None) -> R
     window = int(now // WINDOW_SECONDS)
     counter = f"{_PREFIX}:{scope}:{identity}:{window}"
     # A little longer than the window, so the counter outlives every call counted in it.
-    lifetime = WINDOW_SECONDS + 5
-    cache.add(counter, 0, timeout=lifetime)
-    try:
-        count = cache.incr(counter)
-    except ValueError:  # expired between add and incr
-        cache.add(counter, 1, timeout=lifetime)
-        count = 1
+    count = _count(counter, WINDOW_SECONDS + 5)
     if count <= limit:
         return None
     retry_after = max(1, math.ceil((window + 1) * WINDOW_SECONDS - now))
@@ -91,12 +85,7 @@ def stream_slot_take(api_key) -> Refusal | None:
         return None
     counter = _streams_counter(api_key)
     lifetime = settings.RELAY_STREAM_SLOT_SECONDS
-    cache.add(counter, 0, timeout=lifetime)
-    try:
-        count = cache.incr(counter)
-    except ValueError:
-        cache.add(counter, 1, timeout=lifetime)
-        count = 1
+    count = _count(counter, lifetime)
     cache.touch(counter, lifetime)
     if count > limit:
         _decrement(counter)
@@ -115,6 +104,18 @@ def stream_slot_give_back(api_key) -> None:
 def streams_open(api_key) -> int:
     """How many stream slots the key holds now."""
     return max(0, cache.get(_streams_counter(api_key), 0))
+
+
+def _count(counter: str, lifetime: float) -> int:
+    """Adds one to a counter and returns it; a counter that does not exist starts at 1 and
+    lives ``lifetime`` seconds. Atomic in both caches: of two processes that find it missing,
+    one creates it and the other counts on it."""
+    try:
+        return cache.incr(counter)  # the common case: one call (two round trips to Redis)
+    except ValueError:
+        if cache.add(counter, 1, timeout=lifetime):
+            return 1
+        return cache.incr(counter)
 
 
 def _decrement(counter: str) -> None:

@@ -88,33 +88,41 @@ def _bracket_depth(skeleton: bytes) -> int:
 def check_params(params: dict[str, Any], limits: Limits) -> None:
     """Raises InvalidParams naming every field of a request's canonical params that is over a
     limit: the message's parts, each ``metadata`` object (of the request, the message, a
-    part, a configuration), and ``historyLength`` wherever it appears."""
+    part), and ``historyLength`` (of the request or its configuration).
+
+    Only the places A2A requests put these are looked at, never the content of data parts, so
+    the cost does not grow with what a message carries."""
     violations: list[FieldViolation] = []
+    for path, value in _metadata_fields(params):
+        violations.extend(_metadata_violations(path, value, limits))
+    configuration = params.get("configuration")
+    for path, value in (("historyLength", params.get("historyLength")),
+                        ("configuration.historyLength",
+                         configuration.get("historyLength")
+                         if isinstance(configuration, dict) else None)):
+        violations.extend(_history_violations(path, value, limits))
     message = params.get("message")
     parts = message.get("parts") if isinstance(message, dict) else None
     if limits.max_parts and isinstance(parts, list) and len(parts) > limits.max_parts:
-        violations.append(FieldViolation(
+        violations.insert(0, FieldViolation(
             "message.parts", f"has {len(parts)} parts; the limit is {limits.max_parts}"))
-    for path, name, value in _fields(params, ""):
-        if name == "metadata":
-            violations.extend(_metadata_violations(path, value, limits))
-        elif name == "historyLength":
-            violations.extend(_history_violations(path, value, limits))
     if violations:
         raise InvalidParams(field_violations=violations)
 
 
-def _fields(value: Any, path: str) -> Iterator[tuple[str, str, Any]]:
-    """(path, name, value) of every object member, depth first; metadata is not entered."""
-    if isinstance(value, dict):
-        for name, member in value.items():
-            member_path = f"{path}.{name}" if path else str(name)
-            yield member_path, name, member
-            if name != "metadata":
-                yield from _fields(member, member_path)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _fields(item, f"{path}[{index}]")
+def _metadata_fields(params: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    if "metadata" in params:
+        yield "metadata", params["metadata"]
+    message = params.get("message")
+    if not isinstance(message, dict):
+        return
+    if "metadata" in message:
+        yield "message.metadata", message["metadata"]
+    parts = message.get("parts")
+    if isinstance(parts, list):
+        for index, part in enumerate(parts):
+            if isinstance(part, dict) and "metadata" in part:
+                yield f"message.parts[{index}].metadata", part["metadata"]
 
 
 def _metadata_violations(path: str, value: Any, limits: Limits) -> list[FieldViolation]:
