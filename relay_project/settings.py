@@ -221,6 +221,9 @@ RELAY_PUBLIC_URL = env.str("RELAY_PUBLIC_URL", default="")
 # error naming the limit, and nothing is stored. 0 turns a limit off.
 # Request bodies of A2A calls, in bytes (HTTP+JSON answers 413, JSON-RPC -32600).
 RELAY_MAX_BODY_BYTES = env.int("RELAY_MAX_BODY_BYTES", default=1024 * 1024)
+# The same bound for every other request (registry, team and task API, admin): 413 in the API's
+# own error body.
+DATA_UPLOAD_MAX_MEMORY_SIZE = RELAY_MAX_BODY_BYTES or None
 # How deep arrays and objects may nest in a request body.
 RELAY_MAX_JSON_DEPTH = env.int("RELAY_MAX_JSON_DEPTH", default=64)
 # Parts in one message.

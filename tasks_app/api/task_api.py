@@ -17,6 +17,7 @@ from typing import Any
 
 from adrf.views import APIView
 from asgiref.sync import sync_to_async
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse
 from rest_framework import exceptions
 
@@ -32,7 +33,7 @@ from tasks_app.protocol.errors import (
     RateLimited,
     Unauthenticated,
 )
-from tasks_app.protocol.limits import check_params
+from tasks_app.protocol.limits import body_too_large, check_params
 from tasks_app.protocol.versions import Operation
 
 logger = logging.getLogger(__name__)
@@ -65,6 +66,8 @@ class TaskApiView(APIView):
     def handle_exception(self, exc):
         if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
             exc = Unauthenticated(str(exc.detail))
+        elif isinstance(exc, RequestDataTooBig):
+            exc = body_too_large(calls.current_limits())
         elif isinstance(exc, exceptions.Throttled):
             exc = RateLimited(f"rate limit exceeded: retry in {exc.wait} s",
                               retry_after=int(exc.wait) if exc.wait else None)

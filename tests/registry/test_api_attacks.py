@@ -229,3 +229,14 @@ def test_a_credential_no_http_client_could_send_is_refused_not_a_500(api, value)
     assert response.json()["error"]["code"] == "invalid_request"
     assert "headerValue" in response.json()["error"]["message"]
     assert nothing_stored()
+
+
+@pytest.mark.parametrize("path", ["/a2a/registry", "/a2a/teams"])
+def test_a_body_over_the_size_limit_is_a_413_in_the_api_error_body(api, path):
+    """Regression: Django's own 400 page (HTML) answered bodies over the upload limit."""
+    body = json.dumps({"url": "http://agent.example/", "pad": "x" * (1024 * 1024 + 1)})
+    response = api.post(path, body, content_type="application/json")
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "too_large"
+    assert "1048576 bytes" in response.json()["error"]["message"]
+    assert nothing_stored()

@@ -457,3 +457,15 @@ async def test_dns_rebinding_on_an_agent_call_reaches_only_the_checked_address(
     result = second.json()["result"]
     if "task" in result:  # a new connection met the private answer: refused, not sent
         assert result["task"]["status"]["state"] == "TASK_STATE_FAILED"
+
+
+async def test_the_task_api_answers_a_body_over_every_limit_with_413_not_a_500(echo, key):
+    """Regression: a body over Django's upload limit made the task API answer 500."""
+    big = {"agentId": echo.pk, "message": {"messageId": "m", "role": "ROLE_USER",
+                                           "parts": [{"text": "x" * 3_000_000}]}}
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    async with relay_client() as client:
+        for path in ("/a2a/tasks/send", "/a2a/tasks/sendBatch"):
+            response = await client.post(path, content=json.dumps(big), headers=headers)
+            expect_error(REST_1, response, INVALID_REQUEST, http_status=413)
+    assert await task_count() == 0
