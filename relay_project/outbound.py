@@ -101,6 +101,27 @@ def check_url_shape(url: str) -> str:
     return parts.hostname
 
 
+def check_literal_address(url: str, policy: OutboundPolicy | None = None) -> None:
+    """Refuses, with no DNS lookup, a URL whose host is a non-public IP literal or
+    ``localhost``, unless private URLs are allowed: for URLs stored now and fetched later
+    (webhooks), so an obviously private one is refused when it is given. A host name is checked
+    when the relay connects, as every URL is. Raises UnsafeURLError."""
+    policy = policy or OutboundPolicy.from_settings()
+    if policy.allow_private:
+        return
+    host = check_url_shape(url).lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        raise UnsafeURLError(f"{host} is a loopback name; the relay does not call loopback, "
+                             "private, link-local or metadata addresses")
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return
+    if not is_public_address(host):
+        raise UnsafeURLError(f"{host} is a non-public address; the relay does not call "
+                             "loopback, private, link-local or metadata addresses")
+
+
 def _checked_addresses(host: str, infos: Iterable[tuple]) -> list[str]:
     addresses = [str(info[4][0]) for info in infos]
     if not addresses:

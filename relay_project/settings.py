@@ -171,6 +171,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "registry.api.errors.exception_handler",
+    # Calls per minute per API key (RELAY_RATE_LIMIT_PER_KEY), shared with the A2A endpoints.
+    "DEFAULT_THROTTLE_CLASSES": ["registry.api.throttles.ApiKeyRateThrottle"],
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
@@ -223,6 +225,50 @@ RELAY_TASK_TTL_SECONDS = env.int("RELAY_TASK_TTL_SECONDS", default=24 * 60 * 60)
 # keys only.
 RELAY_METRICS_PUBLIC = env.bool("RELAY_METRICS_PUBLIC",
                                 default=not (PRODUCTION_DATABASE or bool(REDIS_URL)))
+
+# --- Limits on callers ----------------------------------------------------------------------
+# What one A2A request may carry. A request over a limit is refused with the protocol's own
+# error naming the limit, and nothing is stored. 0 turns a limit off.
+# Request bodies of A2A calls, in bytes (HTTP+JSON answers 413, JSON-RPC -32600).
+RELAY_MAX_BODY_BYTES = env.int("RELAY_MAX_BODY_BYTES", default=1024 * 1024)
+# The same bound for every other request (registry, team and task API, admin): 413 in the API's
+# own error body.
+DATA_UPLOAD_MAX_MEMORY_SIZE = RELAY_MAX_BODY_BYTES or None
+# How deep arrays and objects may nest in a request body.
+RELAY_MAX_JSON_DEPTH = env.int("RELAY_MAX_JSON_DEPTH", default=64)
+# Parts in one message.
+RELAY_MAX_PARTS = env.int("RELAY_MAX_PARTS", default=100)
+# Each metadata object of a request (of the request, the message, a part): its size as
+# compact JSON, in bytes, and how deep it nests.
+RELAY_MAX_METADATA_BYTES = env.int("RELAY_MAX_METADATA_BYTES", default=16 * 1024)
+RELAY_MAX_METADATA_DEPTH = env.int("RELAY_MAX_METADATA_DEPTH", default=16)
+# The largest historyLength a caller may ask for.
+RELAY_MAX_HISTORY_LENGTH = env.int("RELAY_MAX_HISTORY_LENGTH", default=1000)
+# Calls per minute (fixed one-minute windows, counted in Django's cache: Redis in the production
+# profile, so every process shares the count) per API key, and per agent over all keys. A key's
+# own rate_limit_per_minute replaces the per-key default (0 there: no limit for that key).
+# Over the limit: HTTP 429 with Retry-After, in the binding's error envelope.
+RELAY_RATE_LIMIT_PER_KEY = env.int("RELAY_RATE_LIMIT_PER_KEY", default=600)
+RELAY_RATE_LIMIT_PER_AGENT = env.int("RELAY_RATE_LIMIT_PER_AGENT", default=0)
+# Streams (SSE) one API key may have open at once; one more is refused with 429. A stream's
+# slot is given back when it ends or its client leaves; the count of a key expires this many
+# seconds after its last stream opened, so a crashed process cannot hold slots for ever.
+RELAY_MAX_STREAMS_PER_KEY = env.int("RELAY_MAX_STREAMS_PER_KEY", default=20)
+RELAY_STREAM_SLOT_SECONDS = env.int("RELAY_STREAM_SLOT_SECONDS", default=3600)
+
+# --- Delegation -----------------------------------------------------------------------------
+# Every call the relay makes to an agent says who asked, in headers the relay sets itself
+# (whatever a client sent under those names is dropped):
+#   X-Relay-Caller: key=<key prefix>; name=<key name, percent-encoded>; relay=<RELAY_ID>
+#   X-Relay-Chain:  the relays the call went through, oldest first, this one last
+#   X-Relay-Signature: sha256=<hex HMAC of "caller\nchain" with RELAY_DELEGATION_SECRET>
+#                      (only when the secret is set), so agents can check the relay sent them.
+# A call arriving with a chain of RELAY_MAX_DELEGATION_DEPTH relays, or one naming this relay
+# (a loop), is refused.
+# This relay's name in chains; empty: "relay-" and 12 hex digits derived from SECRET_KEY.
+RELAY_ID = env.str("RELAY_ID", default="")
+RELAY_MAX_DELEGATION_DEPTH = env.int("RELAY_MAX_DELEGATION_DEPTH", default=5)
+RELAY_DELEGATION_SECRET = env.str("RELAY_DELEGATION_SECRET", default="")
 
 LOGGING = {
     "version": 1,

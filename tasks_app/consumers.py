@@ -60,8 +60,9 @@ class A2AConsumer(AsyncHttpConsumer):
     async def http_request(self, message):
         chunk = message.get("body", b"")
         self._size += len(chunk)
-        if self._size > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
-            # Kept no further: the call is refused as too large.
+        limit = settings.RELAY_MAX_BODY_BYTES
+        if limit and self._size > limit:
+            # Kept no further: the call is refused as too large, before anything parses it.
             self._oversized, self.body = True, []
         elif not self._oversized:
             self.body.append(chunk)

@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from tasks_app import selectors, services, snapshots, streams, upstream
+from tasks_app import delegation, selectors, services, snapshots, streams, upstream
 from tasks_app.lifecycle import INTERRUPTED, TERMINAL, InvalidTransition, TaskState
 from tasks_app.models import Task
 from tasks_app.protocol.errors import (
@@ -150,11 +150,13 @@ class AgentTarget(Target):
         timeout = settings.RELAY_UPSTREAM_TIMEOUT
         if not stream:
             result = await upstream.call(self.endpoint, _op("SEND"), outgoing,
-                                         extensions=ctx.extensions, timeout=timeout)
+                                         extensions=ctx.extensions, timeout=timeout,
+                                         extra_headers=_delegation_headers(ctx))
             yield _step(result, ids)
             return
         async for event in upstream.stream(self.endpoint, _op("STREAM"), outgoing,
-                                           extensions=ctx.extensions, timeout=timeout):
+                                           extensions=ctx.extensions, timeout=timeout,
+                                           extra_headers=_delegation_headers(ctx)):
             step = _step(event, ids)
             if step.upstream_task_id or step.upstream_context_id:
                 ids = snapshots.IdMap(task.id, task.context_id,
@@ -166,7 +168,7 @@ class AgentTarget(Target):
         if not task.upstream_task_id:
             return
         await upstream.call(self.endpoint, _op("CANCEL"), {"id": task.upstream_task_id},
-                            extensions=ctx.extensions)
+                            extensions=ctx.extensions, extra_headers=_delegation_headers(ctx))
 
     async def refresh(self, task, ctx):
         if not task.upstream_task_id:
@@ -174,7 +176,8 @@ class AgentTarget(Target):
         ids = snapshots.IdMap(task.id, task.context_id, task.upstream_task_id,
                               task.upstream_context_id)
         result = await upstream.call(self.endpoint, _op("GET_TASK"),
-                                     {"id": task.upstream_task_id}, extensions=ctx.extensions)
+                                     {"id": task.upstream_task_id}, extensions=ctx.extensions,
+                                     extra_headers=_delegation_headers(ctx))
         return Step({"task": ids.to_relay(result)}, task.upstream_task_id,
                     result.get("contextId", ""))
 
@@ -182,7 +185,14 @@ class AgentTarget(Target):
         if not self.extended_card_declared:
             raise UnsupportedOperation(f"agent {self.id!r} declares no extended card")
         return await upstream.call(self.endpoint, _op("EXTENDED_CARD"), {},
-                                   extensions=ctx.extensions)
+                                   extensions=ctx.extensions,
+                                   extra_headers=_delegation_headers(ctx))
+
+
+def _delegation_headers(ctx: CallContext) -> dict[str, str]:
+    """Who the call is for (X-Relay-Caller, X-Relay-Chain, X-Relay-Signature): set by the
+    relay on every call to an agent, never taken from the client."""
+    return delegation.outbound_headers(ctx.caller, ctx.delegation)
 
 
 def _op(name: str):

@@ -42,6 +42,7 @@ def config_check(config: dict[str, Any], *, field: str = "") -> None:
     violations = []
     try:
         outbound.check_url_shape(config.get("url") or "")
+        outbound.check_literal_address(config.get("url") or "")
     except outbound.UnsafeURLError as error:
         violations.append(FieldViolation(f"{prefix}url", str(error)))
     for name, limit in _MAX_LENGTHS:
@@ -55,8 +56,9 @@ def config_check(config: dict[str, Any], *, field: str = "") -> None:
 
 
 def config_create(*, task: Task, config: dict[str, Any]) -> PushNotificationConfig:
-    """Stores a webhook for the task. The URL must be http(s) with a host; whether its address
-    is allowed is checked again at every delivery (it may resolve differently then)."""
+    """Stores a webhook for the task. The URL must be http(s) with a host, and not a private
+    address literal (unless private URLs are allowed); what a host name resolves to is checked
+    at every delivery (it may resolve differently then)."""
     config_check(config)
     url = config["url"]
     config_id = config.get("id") or task.id or str(uuid.uuid4())

@@ -123,7 +123,12 @@ def _headers(endpoint: Endpoint, extensions: Iterable[str],
     extensions = list(dict.fromkeys(extensions))
     if extensions:
         headers[activation_header_name(endpoint.wire_version)] = ", ".join(extensions)
-    headers.update(extra or {})
+    if extra:
+        # The relay's own headers win over an agent's stored credential of the same name,
+        # whatever its case: it must not send both.
+        names = {name.lower() for name in extra}
+        headers = {name: value for name, value in headers.items() if name.lower() not in names}
+        headers.update(extra)
     return headers
 
 
@@ -177,7 +182,8 @@ async def call(endpoint: Endpoint, operation: Operation, params: Mapping[str, An
                 content=json.dumps(planned.body) if planned.body is not None else None,
                 headers=headers, **kwargs,
             )
-    except httpx.HTTPError as error:
+    except (httpx.HTTPError, outbound.UnsafeURLError) as error:
+        # The SSRF guard refuses in the connection layer, outside httpx's own errors.
         raise classify(error, endpoint.agent_id) from error
     return _parse(endpoint, operation, response)
 
@@ -263,7 +269,8 @@ async def stream(endpoint: Endpoint, operation: Operation, params: Mapping[str, 
                         async with asyncio.timeout(DRAIN_SECONDS):
                             async for _ in events:
                                 pass
-    except httpx.HTTPError as error:
+    except (httpx.HTTPError, outbound.UnsafeURLError) as error:
+        # The SSRF guard refuses in the connection layer, outside httpx's own errors.
         raise classify(error, endpoint.agent_id) from error
     except SSEError as error:
         raise classify(error, endpoint.agent_id) from error

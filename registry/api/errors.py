@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -32,6 +34,11 @@ def exception_handler(exc, context):
         return error_response(exc.code, exc.message, exc.status, **details)
     if isinstance(exc, InvalidQueryError):
         return error_response("invalid_query", str(exc), status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, RequestDataTooBig):
+        return error_response(
+            "too_large", f"the request body is larger than the limit of "
+            f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes",
+            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

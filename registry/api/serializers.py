@@ -33,8 +33,8 @@ class ExtensionSerializer(serializers.ModelSerializer):
 
 class HealthSerializer(serializers.Serializer):
     state = serializers.CharField(source="health")
-    checkedAt = serializers.DateTimeField(source="health_checked_at")
-    latencyMs = serializers.FloatField(source="health_latency_ms")
+    checkedAt = serializers.DateTimeField(source="health_checked_at", allow_null=True)
+    latencyMs = serializers.FloatField(source="health_latency_ms", allow_null=True)
     detail = serializers.CharField(source="health_detail")
 
 
@@ -91,7 +91,8 @@ class AgentPageSerializer(serializers.Serializer):
     nextCursor = serializers.CharField(allow_null=True)
 
 
-HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
+HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+\Z"
+HEADER_VALUE = r"^(?:[\x21-\x7e](?:[\t\x20-\x7e]*[\x21-\x7e])?)?\Z"
 CREDENTIAL_KINDS = ["bearer", "header", "basic"]
 
 
@@ -106,10 +107,18 @@ class CredentialsSerializer(serializers.Serializer):
         HEADER_NAME, max_length=100, required=False,
         error_messages={"invalid": "headerName must be an HTTP header name"},
     )
-    value = serializers.CharField(max_length=4096, trim_whitespace=False, required=False,
-                                  write_only=True)
-    headerValue = serializers.CharField(max_length=4096, trim_whitespace=False,
-                                        required=False, write_only=True)
+    # Printable ASCII, inner spaces and tabs: what an HTTP client can send as a header value.
+    # Anything else would be stored, then fail every call to the agent.
+    value = serializers.RegexField(
+        HEADER_VALUE, max_length=4096, trim_whitespace=False, required=False, write_only=True,
+        error_messages={"invalid": "value must be printable ASCII, with no space or tab at "
+                                   "either end"},
+    )
+    headerValue = serializers.RegexField(
+        HEADER_VALUE, max_length=4096, trim_whitespace=False, required=False, write_only=True,
+        error_messages={"invalid": "headerValue must be printable ASCII, with no space or tab "
+                                   "at either end"},
+    )
 
     def validate(self, data):
         if "value" in data and "headerValue" in data:
@@ -179,6 +188,12 @@ class SkillMatchSerializer(serializers.Serializer):
     tags = serializers.JSONField(source="skill.tags")
     score = serializers.FloatField()
     health = serializers.CharField(source="skill.agent.health")
+
+
+class SkillMatchPageSerializer(serializers.Serializer):
+    """The shape of ``GET /a2a/skills`` (for the schema)."""
+
+    matches = SkillMatchSerializer(many=True)
 
 
 # --- Teams ----------------------------------------------------------------------------------

@@ -228,7 +228,7 @@ class SkillSearchView(APIView):
             OpenApiParameter(name, required=False, type=str)
             for name in ("q", "tag", "inputMode", "outputMode", "extension")
         ] + [OpenApiParameter("limit", required=False, type=int)],
-        responses=serializers.SkillMatchSerializer(many=True),
+        responses=serializers.SkillMatchPageSerializer,
     )
     def get(self, request: Request) -> Response:
         params = request.query_params

@@ -13,15 +13,17 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import close_old_connections
 from rest_framework import exceptions
 
 from registry.auth import REALM, REALM_INVALID_TOKEN, api_key_from_header, key_may_call
-from tasks_app import gateway
+from relay_project import ratelimit
+from tasks_app import delegation, gateway
 from tasks_app.protocol import jsonrpc, rest
 from tasks_app.protocol.convert import parse_request_v1
 from tasks_app.protocol.errors import (
@@ -36,6 +38,7 @@ from tasks_app.protocol.errors import (
     jsonrpc_error_body,
     rest_error_body,
 )
+from tasks_app.protocol.limits import Limits, body_too_large, check_body, check_params
 from tasks_app.protocol.versions import (
     Operation,
     ProtocolVersion,
@@ -59,6 +62,18 @@ REST_VERBS = {"GET", "POST", "DELETE", "HEAD"}
 NO_KEY = "an API key is required: send Authorization: Bearer <key>"
 
 
+def current_limits() -> Limits:
+    """The request limits of the settings (RELAY_MAX_*)."""
+    return Limits(
+        max_body_bytes=settings.RELAY_MAX_BODY_BYTES,
+        max_json_depth=settings.RELAY_MAX_JSON_DEPTH,
+        max_parts=settings.RELAY_MAX_PARTS,
+        max_metadata_bytes=settings.RELAY_MAX_METADATA_BYTES,
+        max_metadata_depth=settings.RELAY_MAX_METADATA_DEPTH,
+        max_history_length=settings.RELAY_MAX_HISTORY_LENGTH,
+    )
+
+
 class TargetNotFound(MethodNotFound):
     """The URL names no agent or team the caller can reach: HTTP 404 in every binding."""
 
@@ -78,6 +93,8 @@ class Call:
     params: dict[str, Any]
     request_id: Any = None
     extensions: tuple[str, ...] = ()
+    delegation: tuple[str, ...] = ()
+    """The relays the call came through (``relay:<id>`` entries of X-Relay-Chain)."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +178,7 @@ def parse_rest_call(http_method: str, path: str, query: Mapping[str, Any],
 
 
 def parse_task_api_body(body: bytes) -> Any:
+    check_body(body, current_limits())
     try:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError) as error:
@@ -179,20 +197,23 @@ def task_api_target(payload: Any, operation: Operation) -> tuple[str, str, dict[
     if not isinstance(target_id, str):
         raise InvalidParams(f"{named[0]} must be a string")
     request = {key: value for key, value in payload.items() if key not in TARGET_KEYS}
-    return TARGET_KEYS[named[0]], target_id, parse_request_v1(operation, request)
+    params = parse_request_v1(operation, request)
+    check_params(params, current_limits())
+    return TARGET_KEYS[named[0]], target_id, params
 
 
 def task_api_call(operation: Operation, params: dict[str, Any], headers) -> Call:
     """A task API call: HTTP+JSON, A2A 1.0 ProtoJSON."""
     return Call(REST, ProtocolVersion.V1_0, operation, params, None,
-                requested_extensions(headers))
+                requested_extensions(headers), delegation.inbound(headers))
 
 
 def parse_http_call(request: HttpCall) -> tuple[str, str, Call]:
     """(kind, target id, call) of a call as it arrived; raises A2AError for one that is not
     an A2A call (a wrong verb included)."""
+    limits = current_limits()
     if request.oversized:
-        raise InvalidRequest("the request body is too large")
+        raise body_too_large(limits)
     if request.kind == TASK_API:
         kind, target_id, params = task_api_target(parse_task_api_body(request.body),
                                                   Operation.STREAM)
@@ -200,11 +221,18 @@ def parse_http_call(request: HttpCall) -> tuple[str, str, Call]:
     verbs = {"POST"} if request.binding == JSONRPC else REST_VERBS
     if request.http_method not in verbs:
         raise MethodNotFound(f"{request.http_method} is not an A2A call here")
+    check_body(request.body, limits)
     if request.binding == JSONRPC:
         call = parse_jsonrpc_call(request.headers, request.body)
     else:
         call = parse_rest_call(request.http_method, request.rest, request.query,
                                request.headers, request.body)
+    try:
+        check_params(call.params, limits)
+        call = replace(call, delegation=delegation.inbound(request.headers))
+    except A2AError as error:
+        error.request_id, error.request_version = call.request_id, str(call.version)
+        raise
     return request.kind, request.target_id, call
 
 
@@ -274,7 +302,7 @@ def stream_error_frame(call: Call, error: A2AError) -> bytes:
 
 def context_for(call: Call, caller) -> gateway.CallContext:
     return gateway.CallContext(caller=caller, version=str(call.version),
-                               extensions=call.extensions)
+                               extensions=call.extensions, delegation=call.delegation)
 
 
 def echoed(call: Call, target: gateway.Target) -> tuple[str, ...]:
@@ -293,11 +321,32 @@ def authenticate(authorization: str | None):
     return key
 
 
+def admit_caller(authorization: str | None):
+    """The caller's usable API key, with this call counted against the key's rate limit.
+    Raises Unauthenticated, or RateLimited over the limit."""
+    caller = authenticate(authorization)
+    refusal = ratelimit.hit_key(caller)
+    if refusal is not None:
+        raise RateLimited(refusal.message, retry_after=refusal.retry_after)
+    return caller
+
+
+def count_target(target: gateway.Target) -> None:
+    """Counts a call to an agent against RELAY_RATE_LIMIT_PER_AGENT; raises RateLimited over
+    it. Teams and the relay's own endpoint have no limit of their own."""
+    if target.kind != "agent":
+        return
+    refusal = ratelimit.hit_agent(target.id)
+    if refusal is not None:
+        raise RateLimited(refusal.message, retry_after=refusal.retry_after)
+
+
 @dataclass(frozen=True)
 class Admitted:
     caller: Any
     target: gateway.Target
     opened: gateway.Opened | None
+    holds_stream_slot: bool = False
 
 
 def callable_target(caller, kind: str, target_id: str) -> gateway.Target:
@@ -313,15 +362,60 @@ def callable_target(caller, kind: str, target_id: str) -> gateway.Target:
 
 def admit(authorization: str | None, kind: str, target_id: str, call: Call) -> Admitted:
     """Who calls, on what, and for a message the task it opens: the database work before a
-    call goes upstream, in one thread hop. Raises Unauthenticated, TargetNotFound (also for a
-    target outside the key's scope), or the error that refuses the message."""
-    caller = authenticate(authorization)
+    call goes upstream, in one thread hop. Counts the call against the key's and the agent's
+    rate limits, and takes a stream slot of the key for a streaming call (``Admitted`` says
+    so; the caller gives it back). Raises Unauthenticated, RateLimited, TargetNotFound (also
+    for a target outside the key's scope), or the error that refuses the message, with no
+    slot held and nothing stored."""
+    caller = admit_caller(authorization)
     target = callable_target(caller, kind, target_id)
-    opened = None
-    if call.operation in OPENS_TASK:
-        opened = gateway.open_task(target, context_for(call, caller), call.params,
-                                   stream=call.operation is Operation.STREAM)
-    return Admitted(caller, target, opened)
+    count_target(target)
+    streaming = call.operation in STREAMING
+    if streaming:
+        refusal = ratelimit.stream_slot_take(caller)
+        if refusal is not None:
+            raise RateLimited(refusal.message)
+    try:
+        opened = None
+        if call.operation in OPENS_TASK:
+            opened = gateway.open_task(target, context_for(call, caller), call.params,
+                                       stream=call.operation is Operation.STREAM)
+    except BaseException:
+        if streaming:
+            ratelimit.stream_slot_give_back(caller)
+        raise
+    return Admitted(caller, target, opened, holds_stream_slot=streaming)
+
+
+class _HoldingSlot:
+    """A stream's events that give the caller's stream slot back once, when the stream ends,
+    fails or is closed (also when it is closed before its first event)."""
+
+    def __init__(self, events: AsyncIterator[Any], caller) -> None:
+        self._events = events
+        self._caller = caller
+        self._held = True
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        try:
+            return await self._events.__anext__()
+        except BaseException:
+            self.give_back()
+            raise
+
+    async def aclose(self) -> None:
+        try:
+            await self._events.aclose()
+        finally:
+            self.give_back()
+
+    def give_back(self) -> None:
+        if self._held:
+            self._held = False
+            ratelimit.stream_slot_give_back(self._caller)
 
 
 def _first_hop(function, *args):
@@ -342,7 +436,7 @@ async def answer(request: HttpCall) -> Reply | Stream:
         try:
             kind, target_id, call = parse_http_call(request)
         except A2AError:
-            await sync_to_async(_first_hop)(authenticate, request.authorization)
+            await sync_to_async(_first_hop)(admit_caller, request.authorization)
             raise
         try:
             admitted = await sync_to_async(_first_hop)(admit, request.authorization, kind,
@@ -352,9 +446,14 @@ async def answer(request: HttpCall) -> Reply | Stream:
             raise
         echo = echoed(call, admitted.target)
         if call.operation in STREAMING:
-            events = await open_stream(admitted.target, call, admitted.caller,
-                                       opened=admitted.opened)
-            return Stream(call, extension_headers(call, echo), events)
+            try:
+                events = await open_stream(admitted.target, call, admitted.caller,
+                                           opened=admitted.opened)
+            except BaseException:
+                ratelimit.stream_slot_give_back(admitted.caller)
+                raise
+            return Stream(call, extension_headers(call, echo),
+                          _HoldingSlot(events, admitted.caller))
         result = await execute(admitted.target, call, admitted.caller, opened=admitted.opened)
         return result_reply(call, result, echo_extensions=echo)
     except A2AError as error:

@@ -17,6 +17,7 @@ from typing import Any
 
 from adrf.views import APIView
 from asgiref.sync import sync_to_async
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse
 from rest_framework import exceptions
 
@@ -28,8 +29,10 @@ from tasks_app.protocol.errors import (
     InternalError,
     InvalidParams,
     MethodNotFound,
+    RateLimited,
     Unauthenticated,
 )
+from tasks_app.protocol.limits import body_too_large, check_params
 from tasks_app.protocol.versions import Operation
 
 logger = logging.getLogger(__name__)
@@ -44,8 +47,11 @@ def http_reply(reply: calls.Reply) -> HttpResponse:
 
 
 async def _target(caller, kind: str, target_id: str) -> gateway.Target:
-    """The target, when the caller's key may call it; TargetNotFound otherwise."""
-    return await sync_to_async(calls.callable_target)(caller, kind, target_id)
+    """The target, when the caller's key may call it (TargetNotFound otherwise), with the call
+    counted against the agent's rate limit."""
+    target = await sync_to_async(calls.callable_target)(caller, kind, target_id)
+    calls.count_target(target)
+    return target
 
 
 class TaskApiView(APIView):
@@ -61,6 +67,11 @@ class TaskApiView(APIView):
             exc = calls.InvalidApiKey(str(exc.detail))
         elif isinstance(exc, exceptions.NotAuthenticated):
             exc = Unauthenticated(str(exc.detail))
+        elif isinstance(exc, RequestDataTooBig):
+            exc = body_too_large(calls.current_limits())
+        elif isinstance(exc, exceptions.Throttled):
+            exc = RateLimited(f"rate limit exceeded: retry in {exc.wait} s",
+                              retry_after=int(exc.wait) if exc.wait else None)
         elif isinstance(exc, exceptions.MethodNotAllowed):
             exc = MethodNotFound(f"{self.request.method} is not an A2A call here")
         elif isinstance(exc, exceptions.APIException):
@@ -91,6 +102,7 @@ class TaskDetailView(TaskApiView):
             history_length = int(history) if history not in (None, "") else None
         except ValueError as error:
             raise InvalidParams("historyLength must be a whole number") from error
+        check_params({"historyLength": history_length}, calls.current_limits())
         ctx = gateway.CallContext(caller=request.auth)
         result = await gateway.get_task(None, ctx, task_id, history_length=history_length)
         return http_reply(calls.Reply(200, result, calls.A2A_JSON))

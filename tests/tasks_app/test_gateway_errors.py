@@ -227,11 +227,13 @@ async def test_an_endpoint_without_its_slash_redirects_to_it(echo, path):
 
 
 @ALL
-async def test_a_body_over_the_upload_limit_is_an_invalid_request(binding, echo, key, settings):
-    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+async def test_a_body_over_the_size_limit_is_an_invalid_request(binding, echo, key, settings):
+    settings.RELAY_MAX_BODY_BYTES = 1000
     request = binding.send(binding.message("x" * 2000))
-    await refused(binding, echo.pk, request, binding.headers(key), INVALID_REQUEST,
-                  request_id=None)
+    _, info = await refused(binding, echo.pk, request, binding.headers(key), INVALID_REQUEST,
+                            request_id=None, http_status=None if binding.jsonrpc else 413)
+    if binding.version == "0.3" and binding.jsonrpc:
+        assert "1000 bytes" in info["message"]
 
 
 async def test_a2a_answers_carry_djangos_security_headers(echo, key):

@@ -6,6 +6,11 @@ plausible params and junk spliced in, raw bytes) and REST requests (real and inv
 and verbs, query strings, bodies) through the ASGI router to a fast echo agent on 127.0.0.1.
 After each example every stored task must be a valid 1.0 Task, terminal (the echo agent
 answers at once), with a history of real messages and one event per sequence number.
+
+The task API (``/a2a/tasks/send``, ``sendBatch``, ``sendSubscribe``) gets the same treatment,
+and bodies shaped as attacks (deeply nested, oversized, too many parts, fat metadata) go to
+every binding with small limits: each is refused in its binding's envelope, and a refused
+request leaves the task and event tables as they were.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from hypothesis import strategies as st
 from routing.demo.agents import ECHO, build_agent_app
 from tasks_app import gateway
 from tasks_app.lifecycle import TaskState
-from tasks_app.models import Task
+from tasks_app.models import Task, TaskEvent
 from tasks_app.protocol.convert import parse_v1
 from tasks_app.protocol.versions import METHODS, Operation, ProtocolVersion
 from tasks_app.services import snapshot_of
@@ -573,6 +578,7 @@ def _headers(world, version, extensions) -> dict:
 )
 async def test_any_jsonrpc_body_gets_a_jsonrpc_answer(world, call, extensions):
     body, version = _with_existing(list(call), await _existing_task(world))
+    before = await sync_to_async(rows)()
     async with relay_client() as client:
         response = await client.post(
             f"/a2a/agents/{world['agent']}/",
@@ -581,6 +587,8 @@ async def test_any_jsonrpc_body_gets_a_jsonrpc_answer(world, call, extensions):
         )
     check_jsonrpc_response(response, body)
     await _settle()
+    if _is_error(response):
+        assert await sync_to_async(rows)() == before, response.text
     await sync_to_async(stored_tasks_are_whole)()
 
 
@@ -600,6 +608,7 @@ async def test_any_bytes_get_a_jsonrpc_answer(world, raw, version):
 async def test_any_rest_request_gets_a_rest_answer(world, request, extensions):
     verb, path, query, body, version = _with_existing(list(request), await _existing_task(world))
     content = None if body is None else json.dumps(body).encode()
+    before = await sync_to_async(rows)()
     async with relay_client() as client:
         response = await client.request(
             verb,
@@ -610,4 +619,143 @@ async def test_any_rest_request_gets_a_rest_answer(world, request, extensions):
         )
     check_rest_response(response)
     await _settle()
+    if response.status_code != 301 and _is_error(response):
+        assert await sync_to_async(rows)() == before, response.text
     await sync_to_async(stored_tasks_are_whole)()
+
+
+# --- the task API, and bodies shaped as attacks --------------------------------------------
+
+
+def rows() -> tuple[int, int]:
+    return Task.objects.count(), TaskEvent.objects.count()
+
+
+def _is_error(response) -> bool:
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        return False
+    body = response.json()
+    return response.status_code >= 400 or (isinstance(body, dict) and "error" in body)
+
+
+@st.composite
+def task_api_requests(draw):
+    """(path, body) for the task API: mostly a send to the agent, sometimes anything."""
+    path = draw(st.sampled_from(["/a2a/tasks/send"] * 3 + ["/a2a/tasks/sendBatch",
+                                                          "/a2a/tasks/sendSubscribe"]))
+    send = draw(with_junk(PARAMS_V1[Operation.SEND]))
+    target = draw(mostly(st.just({"agentId": "@agent"}),
+                         st.sampled_from([{}, {"agentId": "nobody"}, {"teamId": "@agent"},
+                                          {"agentId": "@agent", "teamId": "x"}, {"agentId": 7}])))
+    entry = {**target, **send}
+    if path.endswith("sendBatch"):
+        body = draw(mostly(
+            st.fixed_dictionaries({"requests": st.lists(st.just(entry), min_size=1, max_size=3)},
+                                  optional={"executionMode": st.sampled_from(
+                                      ["parallel", "sequential", "x"]),
+                                      "aggregationStrategy": st.sampled_from(
+                                      ["individual", "merge", "y"])}),
+            json_values))
+    else:
+        body = draw(mostly(st.just(entry), json_values))
+    return path, body
+
+
+@FUZZ
+@given(request=task_api_requests())
+async def test_any_task_api_body_gets_a_rest_answer_and_a_refusal_writes_nothing(world,
+                                                                                 request):
+    path, body = _with_existing(list(request), await _existing_task(world))
+    body = json.loads(json.dumps(body).replace('"@agent"', json.dumps(world["agent"])))
+    before = await sync_to_async(rows)()
+    async with relay_client() as client:
+        response = await client.post(path, content=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json",
+                                              **_headers(world, None, None)})
+    check_rest_response(response)
+    await _settle()
+    if _is_error(response):
+        assert await sync_to_async(rows)() == before, response.text
+    await sync_to_async(stored_tasks_are_whole)()
+
+
+def _deep(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@st.composite
+def attacks(draw):
+    """(binding, path, body, what it attacks): an otherwise good send with one attack, sized
+    so it crosses one limit only (of those the test sets)."""
+    binding = draw(st.sampled_from(["jsonrpc-1.0", "jsonrpc-0.3", "rest-1.0", "task-api"]))
+    kind = draw(st.sampled_from(["depth", "size", "parts", "metadata-size", "metadata-depth"]))
+    text = "hi"
+    parts = [{"text": text}]
+    metadata: object = {}
+    extra = ""
+    if kind == "depth":
+        extra = _deep(draw(st.integers(17, 1500)))
+    elif kind == "size":
+        text = "x" * draw(st.integers(4100, 20_000))
+        parts = [{"text": text}]
+    elif kind == "parts":
+        parts = [{"text": text}] * draw(st.integers(4, 40))
+    elif kind == "metadata-size":
+        metadata = {"blob": "m" * draw(st.integers(300, 3000))}
+    else:
+        depth = draw(st.integers(5, 10))
+        metadata = json.loads('{"k": ' * depth + "0" + "}" * depth)
+    if binding == "jsonrpc-0.3":
+        parts = [{"kind": "text", **p} for p in parts]
+        message = {"kind": "message", "messageId": "m", "role": "user", "parts": parts}
+    else:
+        message = {"messageId": "m", "role": "ROLE_USER", "parts": parts}
+    if metadata:
+        message["metadata"] = metadata
+    params = {"message": message}
+    if binding.startswith("jsonrpc"):
+        method = "SendMessage" if binding.endswith("1.0") else "message/send"
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+        path = ""
+    elif binding == "rest-1.0":
+        body, path = json.dumps(params), "message:send"
+    else:
+        body, path = json.dumps({"agentId": "@agent", **params}), None
+    if extra:
+        body = body[:-1] + ', "extra": ' + extra + "}"
+    return binding, path, body, kind
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(attack=attacks())
+async def test_attack_shaped_bodies_are_refused_in_every_binding_and_store_nothing(
+        world, attack, settings):
+    settings.RELAY_MAX_BODY_BYTES = 4096
+    settings.RELAY_MAX_JSON_DEPTH = 16
+    settings.RELAY_MAX_PARTS = 3
+    settings.RELAY_MAX_METADATA_BYTES = 256
+    settings.RELAY_MAX_METADATA_DEPTH = 4
+    binding, path, body, kind = attack
+    event(f"{binding} {kind}")
+    await _existing_task(world)
+    body = body.replace('"@agent"', json.dumps(world["agent"]))
+    url = "/a2a/tasks/send" if path is None else f"/a2a/agents/{world['agent']}/{path}"
+    version = "1.0" if binding != "jsonrpc-0.3" else None
+    before = await sync_to_async(rows)()
+    async with relay_client() as client:
+        response = await client.post(url, content=body.encode(), headers={
+            "Content-Type": "application/json", **_headers(world, version, None)})
+    assert await sync_to_async(rows)() == before, response.text
+    assert response.status_code != 500, response.text
+    payload = response.json()
+    if binding.startswith("jsonrpc"):
+        assert response.status_code == 200, response.text
+        code = payload["error"]["code"]
+        assert code == (-32600 if kind in ("depth", "size") else -32602), payload
+    else:
+        error = payload["error"]
+        expected = 413 if kind == "size" else 400
+        assert response.status_code == expected == error["code"], payload
+        assert error["details"][0]["reason"] == (
+            "INVALID_REQUEST" if kind in ("depth", "size") else "INVALID_PARAMS"), payload

@@ -1,0 +1,127 @@
+"""Rate limits and stream slots, counted in Django's cache: the local-memory cache in the
+embedded profile (one count per process), Redis in the production profile (one count shared by
+every process).
+
+Rate limits use fixed one-minute windows: a counter per (scope, identity, window) that
+``cache.add`` creates and ``cache.incr`` counts, both atomic in either cache. A call over the
+limit is still counted, so a client that keeps hammering stays refused until the window ends;
+the answer says how long that is.
+
+Stream slots are a counter per API key, taken when a stream opens and given back when it ends.
+The counter expires ``RELAY_STREAM_SLOT_SECONDS`` after the last stream of the key opened, so
+slots held by a process that died come back on their own.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.cache import cache
+
+WINDOW_SECONDS = 60
+_PREFIX = "relay:limit"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a call is refused: a message for the caller and the seconds until it may retry."""
+
+    message: str
+    retry_after: int | None = None
+
+
+def hit(scope: str, identity: str, limit: int, *, now: float | None = None) -> Refusal | None:
+    """Counts one call of ``identity`` in ``scope`` ("key", "agent"); returns a Refusal when
+    that makes more than ``limit`` calls in the current minute, else None. ``limit`` 0 or less
+    counts nothing and refuses nothing."""
+    if limit <= 0:
+        return None
+    now = time.time() if now is None else now
+    window = int(now // WINDOW_SECONDS)
+    counter = f"{_PREFIX}:{scope}:{identity}:{window}"
+    # A little longer than the window, so the counter outlives every call counted in it.
+    count = _count(counter, WINDOW_SECONDS + 5)
+    if count <= limit:
+        return None
+    retry_after = max(1, math.ceil((window + 1) * WINDOW_SECONDS - now))
+    return Refusal(f"rate limit exceeded: {limit} calls per minute for this {scope}; retry in "
+                   f"{retry_after} s", retry_after)
+
+
+def key_identity(api_key) -> str:
+    # The prefix is unique, public and never reused, unlike a row id after a database reset.
+    return api_key.prefix
+
+
+def key_limit(api_key) -> int:
+    """Calls per minute for one API key: its own limit when set, else the default."""
+    own = getattr(api_key, "rate_limit_per_minute", None)
+    return settings.RELAY_RATE_LIMIT_PER_KEY if own is None else own
+
+
+def hit_key(api_key) -> Refusal | None:
+    """Counts one call of an API key against its limit."""
+    return hit("key", key_identity(api_key), key_limit(api_key))
+
+
+def hit_agent(agent_id: str) -> Refusal | None:
+    """Counts one call to an agent, whoever makes it, against RELAY_RATE_LIMIT_PER_AGENT."""
+    return hit("agent", agent_id, settings.RELAY_RATE_LIMIT_PER_AGENT)
+
+
+def _streams_counter(api_key) -> str:
+    return f"{_PREFIX}:streams:{key_identity(api_key)}"
+
+
+def stream_slot_take(api_key) -> Refusal | None:
+    """Takes a stream slot of the key; returns a Refusal (and takes nothing) when the key
+    already has RELAY_MAX_STREAMS_PER_KEY streams open. A limit of 0 takes and refuses
+    nothing; ``stream_slot_give_back`` is then a no-op too."""
+    limit = settings.RELAY_MAX_STREAMS_PER_KEY
+    if limit <= 0:
+        return None
+    counter = _streams_counter(api_key)
+    lifetime = settings.RELAY_STREAM_SLOT_SECONDS
+    count = _count(counter, lifetime)
+    cache.touch(counter, lifetime)
+    if count > limit:
+        _decrement(counter)
+        return Refusal(f"this key already has {limit} streams open, the most it may; close one "
+                       "first")
+    return None
+
+
+def stream_slot_give_back(api_key) -> None:
+    """Gives back a slot ``stream_slot_take`` took. Never raises."""
+    if settings.RELAY_MAX_STREAMS_PER_KEY <= 0:
+        return
+    _decrement(_streams_counter(api_key))
+
+
+def streams_open(api_key) -> int:
+    """How many stream slots the key holds now."""
+    return max(0, cache.get(_streams_counter(api_key), 0))
+
+
+def _count(counter: str, lifetime: float) -> int:
+    """Adds one to a counter and returns it; a counter that does not exist starts at 1 and
+    lives ``lifetime`` seconds. Atomic in both caches: of two processes that find it missing,
+    one creates it and the other counts on it."""
+    try:
+        return cache.incr(counter)  # the common case: one call (two round trips to Redis)
+    except ValueError:
+        if cache.add(counter, 1, timeout=lifetime):
+            return 1
+        return cache.incr(counter)
+
+
+def _decrement(counter: str) -> None:
+    try:
+        if cache.decr(counter) < 0:
+            # The counter expired and came back from Redis's DECR at -1: start afresh.
+            cache.delete(counter)
+    except ValueError:
+        pass  # expired: nothing left to give back

@@ -1,0 +1,127 @@
+"""The cache-backed rate limiter and stream slots, on the local-memory cache and on Redis."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+import pytest
+from django.core.cache.backends.locmem import LocMemCache
+
+from relay_project import ratelimit
+
+WINDOW_START = 1_800_000_000.0  # a multiple of 60
+
+
+@dataclass
+class Key:
+    prefix: str
+    rate_limit_per_minute: int | None = None
+
+
+def fresh_key(**fields) -> Key:
+    return Key(prefix=uuid.uuid4().hex[:12], **fields)
+
+
+@pytest.fixture(params=["locmem", "redis"])
+def cache(request, monkeypatch):
+    """The limiter on a cache of its own: local memory, or the production profile's Redis (run
+    with the other production tests, -m production, when Redis is on 127.0.0.1:6379)."""
+    if request.param == "locmem":
+        backend = LocMemCache(f"ratelimit-{uuid.uuid4().hex}", {})
+    else:
+        redis = pytest.importorskip("redis")
+        from django.core.cache.backends.redis import RedisCache
+
+        try:
+            redis.Redis.from_url("redis://127.0.0.1:6379/0", socket_timeout=1).ping()
+        except redis.exceptions.ConnectionError:
+            pytest.skip("no Redis on 127.0.0.1:6379")
+        backend = RedisCache("redis://127.0.0.1:6379/0",
+                             {"KEY_PREFIX": f"ratelimit-test-{uuid.uuid4().hex}"})
+    monkeypatch.setattr(ratelimit, "cache", backend)
+    return backend
+
+
+def test_calls_within_the_limit_pass_and_the_next_is_refused_until_the_window_ends(cache):
+    identity = uuid.uuid4().hex
+    for second in range(5):
+        assert ratelimit.hit("key", identity, 5, now=WINDOW_START + second) is None
+    refusal = ratelimit.hit("key", identity, 5, now=WINDOW_START + 20.5)
+    assert refusal is not None and refusal.retry_after == 40
+    assert "5 calls per minute for this key" in refusal.message
+    assert ratelimit.hit("key", identity, 5, now=WINDOW_START + 60) is None
+
+
+def test_the_last_second_of_a_window_asks_to_retry_in_one(cache):
+    identity = uuid.uuid4().hex
+    ratelimit.hit("agent", identity, 1, now=WINDOW_START)
+    assert ratelimit.hit("agent", identity, 1, now=WINDOW_START + 59.9).retry_after == 1
+
+
+def test_a_limit_of_zero_counts_nothing(cache):
+    identity = uuid.uuid4().hex
+    assert all(ratelimit.hit("key", identity, 0) is None for _ in range(100))
+
+
+def test_a_keys_own_limit_wins_over_the_default(cache, settings):
+    settings.RELAY_RATE_LIMIT_PER_KEY = 1
+    own = fresh_key(rate_limit_per_minute=3)
+    assert [ratelimit.hit_key(own) is None for _ in range(4)] == [True, True, True, False]
+    unlimited = fresh_key(rate_limit_per_minute=0)
+    assert all(ratelimit.hit_key(unlimited) is None for _ in range(10))
+    default = fresh_key()
+    assert [ratelimit.hit_key(default) is None for _ in range(2)] == [True, False]
+
+
+def test_concurrent_calls_are_counted_exactly(cache):
+    identity = uuid.uuid4().hex
+    refused: list[bool] = []
+    lock = threading.Lock()
+
+    def caller():
+        for _ in range(10):
+            outcome = ratelimit.hit("key", identity, 25, now=WINDOW_START)
+            with lock:
+                refused.append(outcome is not None)
+
+    threads = [threading.Thread(target=caller) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert refused.count(False) == 25 and refused.count(True) == 25
+
+
+def test_stream_slots_are_taken_refused_and_given_back(cache, settings):
+    settings.RELAY_MAX_STREAMS_PER_KEY = 2
+    key = fresh_key()
+    assert ratelimit.stream_slot_take(key) is None
+    assert ratelimit.stream_slot_take(key) is None
+    refusal = ratelimit.stream_slot_take(key)
+    assert refusal is not None and "already has 2 streams open" in refusal.message
+    assert ratelimit.streams_open(key) == 2  # a refused take holds nothing
+    ratelimit.stream_slot_give_back(key)
+    assert ratelimit.stream_slot_take(key) is None
+
+
+def test_slots_of_an_expired_count_are_not_given_back_below_zero(cache, settings):
+    settings.RELAY_MAX_STREAMS_PER_KEY = 1
+    key = fresh_key()
+    ratelimit.stream_slot_give_back(key)  # nothing held: the counter does not exist
+    ratelimit.stream_slot_give_back(key)
+    assert ratelimit.streams_open(key) == 0
+    assert ratelimit.stream_slot_take(key) is None
+    assert ratelimit.stream_slot_take(key) is not None
+
+
+def test_the_stream_count_expires_so_a_crashed_process_cannot_hold_slots(cache, settings):
+    settings.RELAY_MAX_STREAMS_PER_KEY = 1
+    settings.RELAY_STREAM_SLOT_SECONDS = 1
+    key = fresh_key()
+    assert ratelimit.stream_slot_take(key) is None  # never given back, as by a crashed process
+    assert ratelimit.stream_slot_take(key) is not None
+    time.sleep(1.2)
+    assert ratelimit.stream_slot_take(key) is None
