@@ -152,6 +152,7 @@ def test_each_api_view_names_its_permission(endpoint):
 @pytest.mark.parametrize("endpoint", ENDPOINTS, ids=str)
 def test_each_url_refuses_a_caller_without_credentials(endpoint, client, settings):
     settings.RELAY_REGISTRY_PUBLIC = False
+    settings.RELAY_METRICS_PUBLIC = False
     path = endpoint.sample_path()
     for method in ("get", "post"):
         response = getattr(client, method)(path)

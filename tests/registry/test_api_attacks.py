@@ -232,8 +232,11 @@ def test_a_credential_no_http_client_could_send_is_refused_not_a_500(api, value)
 
 
 @pytest.mark.parametrize("path", ["/a2a/registry", "/a2a/teams"])
-def test_a_body_over_the_size_limit_is_a_413_in_the_api_error_body(api, path):
-    """Regression: Django's own 400 page (HTML) answered bodies over the upload limit."""
+def test_a_body_over_the_size_limit_is_a_413_in_the_api_error_body(api, api_key, path):
+    """Regression: Django's own 400 page (HTML) answered bodies over the upload limit. (Team
+    writes need an admin key; any other key is refused before its body is read.)"""
+    api_key[0].is_admin = True
+    api_key[0].save(update_fields=["is_admin"])
     body = json.dumps({"url": "http://agent.example/", "pad": "x" * (1024 * 1024 + 1)})
     response = api.post(path, body, content_type="application/json")
     assert response.status_code == 413
