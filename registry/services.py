@@ -105,6 +105,13 @@ def agent_card_refresh(*, agent: Agent, client: httpx.Client | None = None) -> b
                              headers=credentials.as_headers() if credentials else None)
     except CardFetchError as error:
         raise RegistryError.from_fetch(error) from error
+    return agent_card_store(agent=agent, fetched=fetched)
+
+
+def agent_card_store(*, agent: Agent, fetched: FetchedCard) -> bool:
+    """Stores a card fetched for ``agent`` (by a refresh or a health probe): a new snapshot,
+    with the agent's fields, skills and extensions, when its content changed. Returns True
+    then; otherwise only notes the time of the fetch."""
     with transaction.atomic():
         current = (
             CardSnapshot.objects.filter(agent=agent).values_list("content_hash", flat=True).first()

@@ -230,3 +230,16 @@ def read_limited(response: httpx.Response, limit: int) -> bytes:
         if len(body) > limit:
             raise ResponseTooLargeError(limit)
     return bytes(body)
+
+
+async def aread_limited(response: httpx.Response, limit: int) -> bytes:
+    """``read_limited`` for a streamed response of an async client."""
+    declared = response.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise ResponseTooLargeError(limit)
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body.extend(chunk)
+        if len(body) > limit:
+            raise ResponseTooLargeError(limit)
+    return bytes(body)

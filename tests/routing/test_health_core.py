@@ -17,7 +17,6 @@ from routing.health import (
     HEALTHY,
     OPEN,
     UNHEALTHY,
-    UNKNOWN,
     Breaker,
     BreakerSettings,
     HealthCount,

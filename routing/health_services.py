@@ -1,0 +1,270 @@
+"""Writes of the health checks: the sweep (probe the agents that are due, store every result,
+move health states), the circuit breaker's writes for real calls, and pruning old results.
+
+State changes are compare-and-set on the agent row, so two sweeps (or a sweep and
+``check_agents``) cannot both move the same agent; each change is a ``HealthEvent``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import httpx
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from registry.models import Agent
+from registry.services import agent_card_store, agent_credentials
+from relay_project import outbound
+from routing import health, probes, selectors
+from routing.models import HealthEvent, ProbeResult
+
+logger = logging.getLogger(__name__)
+
+ID_BATCH = 500
+"""Agents per statement when many rows are written at once (SQLite's variable limit)."""
+
+
+def thresholds() -> health.Thresholds:
+    return health.Thresholds(unhealthy_after=settings.RELAY_HEALTH_UNHEALTHY_AFTER,
+                             healthy_after=settings.RELAY_HEALTH_HEALTHY_AFTER)
+
+
+def breaker_settings() -> health.BreakerSettings:
+    return health.BreakerSettings(
+        open_after=settings.RELAY_BREAKER_FAILURES,
+        cooldown=timedelta(seconds=settings.RELAY_BREAKER_COOLDOWN_SECONDS))
+
+
+@dataclass(frozen=True)
+class AgentCheck:
+    """One agent's round as the sweep stored it (``check_agents`` prints these)."""
+
+    agent_id: str
+    results: list[probes.LevelResult]
+    state_before: str
+    state_after: str
+    card_changed: bool = False
+
+
+# --- the sweep -------------------------------------------------------------------------------
+
+
+def probe_target_of(agent: Agent) -> probes.ProbeTarget:
+    """How the probes see an agent row (its credentials decrypted here, never logged)."""
+    if agent.scale_to_zero:
+        levels: tuple[str, ...] = (probes.CARD,)
+    else:
+        levels = (probes.CARD, probes.TRANSPORT)
+        if agent.readiness_probe:
+            levels += (probes.READINESS,)
+    credentials = agent_credentials(agent)
+    snapshot = agent.current_snapshot
+    return probes.ProbeTarget(
+        agent_id=agent.pk,
+        card_url=agent.card_url,
+        card_hash=snapshot.content_hash if snapshot else "",
+        interfaces=tuple(agent.interfaces or ()),
+        invocation_url=agent.invocation_url,
+        headers=tuple(credentials.as_headers().items()) if credentials else (),
+        levels=levels,
+        timeout=agent.probe_timeout_seconds or settings.RELAY_HEALTH_TIMEOUT_SECONDS,
+        readiness_text=agent.readiness_message or settings.RELAY_HEALTH_READINESS_TEXT,
+        max_card_bytes=settings.RELAY_CARD_MAX_BYTES,
+    )
+
+
+def probes_claim(*, now: datetime, agent_ids: list[str] | None = None
+                 ) -> tuple[list[probes.ProbeTarget], dict[str, health.HealthCount]]:
+    """Picks the agents to probe now and moves their next probe time one interval on (so the
+    next sweep does not pick them again while this one runs). Returns their probe targets and
+    the health counts they had."""
+    agents = selectors.agents_to_probe(now=now, agent_ids=agent_ids)
+    by_interval: dict[int, list[str]] = {}
+    for agent in agents:
+        interval = agent.probe_interval_seconds or settings.RELAY_HEALTH_INTERVAL_SECONDS
+        by_interval.setdefault(interval, []).append(agent.pk)
+    with transaction.atomic():
+        for interval, ids in by_interval.items():
+            for start in range(0, len(ids), ID_BATCH):
+                Agent.objects.filter(pk__in=ids[start:start + ID_BATCH]).update(
+                    next_probe_at=now + timedelta(seconds=interval))
+    counts = {
+        agent.pk: health.HealthCount(agent.health, agent.health_failures, agent.health_successes)
+        for agent in agents
+    }
+    return [probe_target_of(agent) for agent in agents], counts
+
+
+async def sweep(*, agent_ids: list[str] | None = None, client: httpx.AsyncClient | None = None,
+                concurrency: int | None = None) -> list[AgentCheck]:
+    """Probes every agent that is due (or those named), at most ``concurrency`` at a time,
+    each level under the agent's own timeout, so a hanging agent holds one slot for its
+    timeout and delays no one else. Stores every result and returns what it found."""
+    now = timezone.now()
+    targets, counts = await sync_to_async(probes_claim)(now=now, agent_ids=agent_ids)
+    if not targets:
+        return []
+    limit = asyncio.Semaphore(concurrency or settings.RELAY_HEALTH_CONCURRENCY)
+    owns_client = client is None
+    client = client or outbound.async_client(limits=httpx.Limits(
+        max_connections=concurrency or settings.RELAY_HEALTH_CONCURRENCY,
+        max_keepalive_connections=concurrency or settings.RELAY_HEALTH_CONCURRENCY))
+
+    async def one(target: probes.ProbeTarget) -> probes.AgentRound:
+        async with limit:
+            return await probes.probe_agent(target, client=client)
+
+    try:
+        rounds = await asyncio.gather(*(one(target) for target in targets))
+    finally:
+        if owns_client:
+            await client.aclose()
+    return await sync_to_async(health_record_rounds)(rounds=list(rounds), counts=counts)
+
+
+def sweep_now(*, agent_ids: list[str] | None = None) -> list[AgentCheck]:
+    """``sweep`` for synchronous callers (Celery jobs, management commands)."""
+    return asyncio.run(sweep(agent_ids=agent_ids))
+
+
+def health_record_rounds(*, rounds: list[probes.AgentRound],
+                         counts: dict[str, health.HealthCount]) -> list[AgentCheck]:
+    """Stores a sweep's rounds: every level result, each agent's new health (compare-and-set
+    on what it had when the sweep picked it), an event for every state change, and changed
+    cards as new snapshots."""
+    rules = thresholds()
+    checks: list[AgentCheck] = []
+    events: list[HealthEvent] = []
+    results: list[ProbeResult] = []
+    with transaction.atomic():
+        for agent_round in rounds:
+            target = agent_round.target
+            results += [
+                ProbeResult(agent_id=target.agent_id, level=result.level, ok=result.ok,
+                            latency_ms=result.latency_ms, category=result.category,
+                            detail=result.detail, checked_at=agent_round.checked_at)
+                for result in agent_round.results
+            ]
+            before = counts.get(target.agent_id, health.HealthCount())
+            after = _health_move(agent_round, before, rules)
+            if after is None:
+                continue  # the agent was deleted meanwhile
+            before, after = after
+            if after.state != before.state:
+                reason = _detail(agent_round) or "every probe passes"
+                events.append(HealthEvent(agent_id=target.agent_id, kind="health",
+                                          from_state=before.state, to_state=after.state,
+                                          reason=reason[:500], at=agent_round.checked_at))
+                logger.info("agent %s is now %s (was %s): %s", target.agent_id, after.state,
+                            before.state, reason)
+            checks.append(AgentCheck(target.agent_id, agent_round.results, before.state,
+                                     after.state, agent_round.changed_card is not None))
+        stored = {check.agent_id for check in checks}
+        results = [result for result in results if result.agent_id in stored]
+        ProbeResult.objects.bulk_create(results, batch_size=ID_BATCH)
+        HealthEvent.objects.bulk_create(events, batch_size=ID_BATCH)
+    for agent_round in rounds:
+        if agent_round.changed_card is not None:
+            _store_card(agent_round)
+    return checks
+
+
+def _health_move(agent_round: probes.AgentRound, before: health.HealthCount,
+                 rules: health.Thresholds
+                 ) -> tuple[health.HealthCount, health.HealthCount] | None:
+    """Writes the agent's next health with compare-and-set; re-reads and tries again when
+    another writer moved it first. Returns (before, after), or None when the agent is gone."""
+    target = agent_round.target
+    outcomes = {result.level: result.ok for result in agent_round.results}
+    verdict = health.verdict_of(outcomes, deepest=target.deepest)
+    deepest = next(r for r in agent_round.results if r.level == target.deepest)
+    for _attempt in range(3):
+        after = health.next_health(before, verdict, rules)
+        moved = Agent.objects.filter(
+            pk=target.agent_id, health=before.state, health_failures=before.failures,
+            health_successes=before.successes,
+        ).update(
+            health=after.state, health_failures=after.failures,
+            health_successes=after.successes, health_checked_at=agent_round.checked_at,
+            health_latency_ms=deepest.latency_ms, health_detail=_detail(agent_round)[:500],
+        )
+        if moved == 1:
+            return before, after
+        row = (Agent.objects.filter(pk=target.agent_id)
+               .values_list("health", "health_failures", "health_successes").first())
+        if row is None:
+            return None
+        before = health.HealthCount(*row)
+    logger.warning("agent %s: health not recorded, other writers kept moving it",
+                   target.agent_id)
+    return before, before
+
+
+def _detail(agent_round: probes.AgentRound) -> str:
+    return "; ".join(f"{r.level}: {r.detail}" for r in agent_round.results if not r.ok)
+
+
+def _store_card(agent_round: probes.AgentRound) -> None:
+    agent = Agent.objects.filter(pk=agent_round.target.agent_id).first()
+    if agent is None:
+        return
+    if agent_card_store(agent=agent, fetched=agent_round.changed_card):
+        logger.info("agent %s published a new card; stored as a new snapshot", agent.pk)
+
+
+def probe_results_prune(*, now: datetime | None = None) -> int:
+    """Deletes probe results older than RELAY_HEALTH_RETENTION_DAYS; returns how many."""
+    cutoff = (now or timezone.now()) - timedelta(days=settings.RELAY_HEALTH_RETENTION_DAYS)
+    deleted, _ = ProbeResult.objects.filter(checked_at__lt=cutoff).delete()
+    return deleted
+
+
+# --- the circuit breaker (passive health) ------------------------------------------------------
+
+
+def breaker_of(agent: Agent) -> health.Breaker:
+    return health.Breaker(agent.breaker_state, agent.breaker_failures, agent.breaker_opened_at)
+
+
+def breaker_trial_claim(*, agent_id: str, before: health.Breaker, after: health.Breaker) -> bool:
+    """Moves an open breaker to half-open for one trial call; compare-and-set, so among many
+    processes only one gets the trial. Returns whether this one did."""
+    with transaction.atomic():
+        moved = Agent.objects.filter(
+            pk=agent_id, breaker_state=before.state, breaker_opened_at=before.since,
+        ).update(breaker_state=after.state, breaker_opened_at=after.since)
+        if moved == 1:
+            HealthEvent.objects.create(
+                agent_id=agent_id, kind="breaker", from_state=before.state,
+                to_state=after.state, reason="cool-down over: one trial call goes through")
+    return moved == 1
+
+
+def call_outcome_record(*, agent_id: str, before: health.Breaker, after: health.Breaker,
+                        ok: bool, category: str = "", detail: str = "",
+                        latency_ms: float | None = None) -> None:
+    """Stores what a real call through the gateway did to the agent's breaker: a failed call
+    as a ``call`` probe result, the breaker's new state, and an event when it changed."""
+    now = timezone.now()
+    with transaction.atomic():
+        if not ok:
+            ProbeResult.objects.create(agent_id=agent_id, level=ProbeResult.Level.CALL, ok=False,
+                                       latency_ms=latency_ms, category=category,
+                                       detail=detail[:500], checked_at=now)
+        Agent.objects.filter(pk=agent_id).update(
+            breaker_state=after.state, breaker_failures=after.failures,
+            breaker_opened_at=after.since)
+        if after.state != before.state:
+            reason = (f"{after.failures} calls failed in a row: {detail}" if not ok
+                      else "a call succeeded")
+            HealthEvent.objects.create(agent_id=agent_id, kind="breaker",
+                                       from_state=before.state, to_state=after.state,
+                                       reason=reason[:500], at=now)
+            logger.info("agent %s: circuit breaker %s -> %s", agent_id, before.state,
+                        after.state)
