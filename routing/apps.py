@@ -11,3 +11,11 @@ class RoutingConfig(AppConfig):
         from tasks_app import gateway
 
         gateway.register_target_kind("team", team_target)
+
+        # Health: the beat schedules exist once the tables do.
+        from django.db.models.signals import post_migrate
+
+        from routing.schedules import ensure_after_migrate
+
+        post_migrate.connect(ensure_after_migrate, sender=self,
+                             dispatch_uid="routing.beat_schedules")
