@@ -12,6 +12,11 @@ class RoutingConfig(AppConfig):
 
         gateway.register_target_kind("team", team_target)
 
+        # Passive health: real calls to agents drive their circuit breakers.
+        from routing.breaker import BreakerGuard
+
+        gateway.register_call_guard(BreakerGuard())
+
         # Health: the beat schedules exist once the tables do.
         from django.db.models.signals import post_migrate
 

@@ -228,43 +228,39 @@ def probe_results_prune(*, now: datetime | None = None) -> int:
 # --- the circuit breaker (passive health) ------------------------------------------------------
 
 
-def breaker_of(agent: Agent) -> health.Breaker:
-    return health.Breaker(agent.breaker_state, agent.breaker_failures, agent.breaker_opened_at)
+def breaker_stored(agent_id: str) -> health.Breaker | None:
+    row = (Agent.objects.filter(pk=agent_id)
+           .values_list("breaker_state", "breaker_failures", "breaker_opened_at").first())
+    return health.Breaker(*row) if row else None
 
 
-def breaker_trial_claim(*, agent_id: str, before: health.Breaker, after: health.Breaker) -> bool:
-    """Moves an open breaker to half-open for one trial call; compare-and-set, so among many
-    processes only one gets the trial. Returns whether this one did."""
-    with transaction.atomic():
-        moved = Agent.objects.filter(
-            pk=agent_id, breaker_state=before.state, breaker_opened_at=before.since,
-        ).update(breaker_state=after.state, breaker_opened_at=after.since)
-        if moved == 1:
-            HealthEvent.objects.create(
-                agent_id=agent_id, kind="breaker", from_state=before.state,
-                to_state=after.state, reason="cool-down over: one trial call goes through")
-    return moved == 1
-
-
-def call_outcome_record(*, agent_id: str, before: health.Breaker, after: health.Breaker,
-                        ok: bool, category: str = "", detail: str = "",
-                        latency_ms: float | None = None) -> None:
-    """Stores what a real call through the gateway did to the agent's breaker: a failed call
-    as a ``call`` probe result, the breaker's new state, and an event when it changed."""
+def breaker_move(*, agent_id: str, before: health.Breaker, after: health.Breaker,
+                 reason: str = "", failed_call: probes.LevelResult | None = None
+                 ) -> health.Breaker | None:
+    """Moves the agent's breaker from ``before`` to ``after`` (compare-and-set), with an event
+    when its state changes and a ``call`` result for a failed call. Returns ``after`` when this
+    write won; otherwise the breaker as stored (another process moved it), or None when the
+    agent is gone."""
     now = timezone.now()
     with transaction.atomic():
-        if not ok:
-            ProbeResult.objects.create(agent_id=agent_id, level=ProbeResult.Level.CALL, ok=False,
-                                       latency_ms=latency_ms, category=category,
-                                       detail=detail[:500], checked_at=now)
-        Agent.objects.filter(pk=agent_id).update(
-            breaker_state=after.state, breaker_failures=after.failures,
-            breaker_opened_at=after.since)
+        moved = Agent.objects.filter(
+            pk=agent_id, breaker_state=before.state, breaker_failures=before.failures,
+        ).update(breaker_state=after.state, breaker_failures=after.failures,
+                 breaker_opened_at=after.since)
+        stored = after if moved == 1 else breaker_stored(agent_id)
+        if stored is None:
+            return None  # the agent is gone
+        if failed_call is not None:
+            ProbeResult.objects.create(
+                agent_id=agent_id, level=ProbeResult.Level.CALL, ok=False,
+                latency_ms=failed_call.latency_ms, category=failed_call.category,
+                detail=failed_call.detail[:500], checked_at=now)
+        if moved != 1:
+            return stored
         if after.state != before.state:
-            reason = (f"{after.failures} calls failed in a row: {detail}" if not ok
-                      else "a call succeeded")
             HealthEvent.objects.create(agent_id=agent_id, kind="breaker",
                                        from_state=before.state, to_state=after.state,
                                        reason=reason[:500], at=now)
-            logger.info("agent %s: circuit breaker %s -> %s", agent_id, before.state,
-                        after.state)
+            logger.info("agent %s: circuit breaker %s -> %s (%s)", agent_id, before.state,
+                        after.state, reason)
+    return after
