@@ -125,10 +125,16 @@ def agent_card_store(*, agent: Agent, fetched: FetchedCard) -> bool:
     return True
 
 
+PROBE_FIELDS = ("probe_interval_seconds", "probe_timeout_seconds", "readiness_probe",
+                "readiness_message", "scale_to_zero", "scale_to_zero_probes")
+"""The agent's health-probe settings an operator may change."""
+
+
 def agent_update(*, agent: Agent, fields: dict[str, Any]) -> Agent:
     """Changes what an operator may change: name, description, invocation URL, status,
-    credentials. Card-derived fields change only through a refresh."""
-    editable = {"name", "description", "invocation_url", "status"}
+    credentials, and how the agent is probed (``PROBE_FIELDS``; a change takes effect at the
+    next sweep). Card-derived fields change only through a refresh."""
+    editable = {"name", "description", "invocation_url", "status", *PROBE_FIELDS}
     unknown = set(fields) - editable - {"credentials"}
     if unknown:
         raise RegistryError("not_editable", f"cannot change {', '.join(sorted(unknown))}")
@@ -141,6 +147,8 @@ def agent_update(*, agent: Agent, fields: dict[str, Any]) -> Agent:
             agent.auth_header_value = (
                 secrets.encrypt(credentials.header_value) if credentials else ""
             )
+        if set(PROBE_FIELDS) & set(fields):
+            agent.next_probe_at = None
         if {"name", "description"} & set(fields):
             agent.search_text = _agent_search_text(
                 agent, agent.skills.values_list("search_text", flat=True)
