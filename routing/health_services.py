@@ -26,6 +26,7 @@ from routing.models import HealthEvent, ProbeResult
 
 logger = logging.getLogger(__name__)
 
+LEVELS = (probes.CARD, probes.TRANSPORT, probes.READINESS)
 ID_BATCH = 500
 """Agents per statement when many rows are written at once (SQLite's variable limit)."""
 
@@ -110,11 +111,14 @@ async def sweep(*, agent_ids: list[str] | None = None, client: httpx.AsyncClient
     targets, counts = await sync_to_async(probes_claim)(now=now, agent_ids=agent_ids)
     if not targets:
         return []
-    limit = asyncio.Semaphore(concurrency or settings.RELAY_HEALTH_CONCURRENCY)
+    concurrency = concurrency or settings.RELAY_HEALTH_CONCURRENCY
+    limit = asyncio.Semaphore(concurrency)
     owns_client = client is None
+    # Up to three levels of one agent run at once: a connection for each, so no probe waits
+    # for a connection another agent holds (the wait would count against its timeout).
+    connections = concurrency * len(LEVELS)
     client = client or outbound.async_client(limits=httpx.Limits(
-        max_connections=concurrency or settings.RELAY_HEALTH_CONCURRENCY,
-        max_keepalive_connections=concurrency or settings.RELAY_HEALTH_CONCURRENCY))
+        max_connections=connections, max_keepalive_connections=connections))
 
     async def one(target: probes.ProbeTarget) -> probes.AgentRound:
         async with limit:
