@@ -21,9 +21,9 @@ class Schedule:
 
     @property
     def expires_seconds(self) -> int:
-        # A run the worker could not start before the next one is due is dropped, not queued
-        # up behind it.
-        return max(self.every_seconds, 1)
+        # Runs a busy worker could not start for a while are dropped rather than piling up;
+        # the margin covers the broker's delivery (the filesystem transport polls each second).
+        return max(2 * self.every_seconds, 60)
 
 
 def schedules() -> list[Schedule]:

@@ -20,10 +20,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from starlette.applications import Starlette
 from starlette.responses import JSONResponse
+from starlette.routing import Route
 
-from tests.cardservers import card_json, card_site
 from tests.registry.test_cards import card_v1
+from tests.servers import running
 
 ROOT = Path(__file__).resolve().parent.parent
 POSTGRES_ADMIN_URL = os.environ.get("RELAY_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test")
@@ -89,15 +91,20 @@ async def task_not_found(request) -> JSONResponse:
                          "error": {"code": -32001, "message": "Task not found"}})
 
 
-def agent_routes(document: dict) -> dict:
-    """The card (read at each request, so a test may change it) and the JSON-RPC endpoint."""
-    return {"/.well-known/agent-card.json": lambda request: card_json(document)(request),
-            "/rpc": task_not_found}
+@contextmanager
+def agent_site(document: dict):
+    """Serves the card (read at each request, so a test may change it) and a JSON-RPC
+    endpoint at ``/rpc`` that the card names; yields (None, base URL)."""
 
+    async def card(request) -> JSONResponse:
+        return JSONResponse(document)
 
-def served_at(document: dict, url: str) -> None:
-    document["supportedInterfaces"] = [
-        {"url": f"{url}/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]
+    app = Starlette(routes=[Route("/.well-known/agent-card.json", card, methods=["GET"]),
+                            Route("/rpc", task_not_found, methods=["POST"])])
+    with running(app) as url:
+        document["supportedInterfaces"] = [
+            {"url": f"{url}/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]
+        yield None, url
 
 
 HEALTH_ENV = {"RELAY_HEALTH_SWEEP_SECONDS": "1", "RELAY_HEALTH_INTERVAL_SECONDS": "1"}
@@ -121,8 +128,7 @@ def test_embedded_profile_runs_a_real_worker_with_nothing_installed(tmp_path):
     def snapshots() -> int:
         return query("select count(*) from registry_cardsnapshot")[0]
 
-    with card_site(agent_routes(document)) as (site, url), worker(env) as celery:
-        served_at(document, url)
+    with agent_site(document) as (site, url), worker(env) as celery:
         assert "Registered weather" in manage(env, "register_agent", url)
         document["version"] = "9.9.9"
         enqueue_refresh(env, "weather")
@@ -176,8 +182,7 @@ def test_production_profile_on_postgresql_and_redis(tmp_path):
         manage(env, "migrate", "--verbosity=0")
         key = manage(env, "create_api_key", "profile-test").strip().splitlines()[-1]
         with ExitStack() as stack:
-            site, url = stack.enter_context(card_site(agent_routes(document)))
-            served_at(document, url)
+            site, url = stack.enter_context(agent_site(document))
             relay = stack.enter_context(process(
                 env, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                 "relay_project.asgi:application"))
