@@ -204,8 +204,10 @@ def async_client(policy: OutboundPolicy | None = None, **kwargs) -> httpx.AsyncC
     """An async client with the relay's limits and, unless private URLs are allowed, the guard."""
     policy = policy or OutboundPolicy.from_settings()
     limits = kwargs.pop("limits", httpx.Limits(max_connections=200, max_keepalive_connections=50))
+    # ``verify``: an ssl.SSLContext to share between many clients (building one is slow).
+    verify = kwargs.pop("verify", True)
     transport = kwargs.pop("transport", None) or _transport(
-        policy, asynchronous=True, limits=limits
+        policy, asynchronous=True, limits=limits, verify=verify
     )
     return httpx.AsyncClient(
         transport=transport,
