@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from registry.models import Agent
@@ -140,56 +140,126 @@ def sweep_now(*, agent_ids: list[str] | None = None) -> list[AgentCheck]:
 
 def health_record_rounds(*, rounds: list[probes.AgentRound],
                          counts: dict[str, health.HealthCount]) -> list[AgentCheck]:
-    """Stores a sweep's rounds: every level result, each agent's new health (compare-and-set
-    on what it had when the sweep picked it), an event for every state change, and changed
-    cards as new snapshots."""
+    """Stores a sweep's rounds: every level result, each agent's new health, an event for
+    every state change, and changed cards as new snapshots.
+
+    Each agent's health is a compare-and-set on the counts it had when the sweep picked it,
+    written in batches (one prepared statement per batch); an agent another writer moved
+    meanwhile is read again and moved from where it is."""
     rules = thresholds()
-    checks: list[AgentCheck] = []
-    events: list[HealthEvent] = []
-    results: list[ProbeResult] = []
+    moves: dict[str, tuple[health.HealthCount, health.HealthCount]] = {}
     with transaction.atomic():
+        for start in range(0, len(rounds), ID_BATCH):
+            batch = rounds[start:start + ID_BATCH]
+            planned = {}
+            for agent_round in batch:
+                before = counts.get(agent_round.target.agent_id, health.HealthCount())
+                planned[agent_round.target.agent_id] = (
+                    before, health.next_health(before, _verdict(agent_round), rules))
+            written = _health_compare_and_set(batch, planned)
+            for agent_round in batch:
+                agent_id = agent_round.target.agent_id
+                if agent_id in written:
+                    moves[agent_id] = planned[agent_id]
+                    continue
+                moved = _health_move(agent_round, rules)
+                if moved is not None:  # else the agent was deleted meanwhile
+                    moves[agent_id] = moved
+        checks, events, results = [], [], []
         for agent_round in rounds:
-            target = agent_round.target
+            agent_id = agent_round.target.agent_id
+            if agent_id not in moves:
+                continue
+            before, after = moves[agent_id]
             results += [
-                ProbeResult(agent_id=target.agent_id, level=result.level, ok=result.ok,
+                ProbeResult(agent_id=agent_id, level=result.level, ok=result.ok,
                             latency_ms=result.latency_ms, category=result.category,
                             detail=result.detail, checked_at=agent_round.checked_at)
                 for result in agent_round.results
             ]
-            before = counts.get(target.agent_id, health.HealthCount())
-            after = _health_move(agent_round, before, rules)
-            if after is None:
-                continue  # the agent was deleted meanwhile
-            before, after = after
             if after.state != before.state:
                 reason = _detail(agent_round) or "every probe passes"
-                events.append(HealthEvent(agent_id=target.agent_id, kind="health",
+                events.append(HealthEvent(agent_id=agent_id, kind="health",
                                           from_state=before.state, to_state=after.state,
                                           reason=reason[:500], at=agent_round.checked_at))
-                logger.info("agent %s is now %s (was %s): %s", target.agent_id, after.state,
+                logger.info("agent %s is now %s (was %s): %s", agent_id, after.state,
                             before.state, reason)
-            checks.append(AgentCheck(target.agent_id, agent_round.results, before.state,
+            checks.append(AgentCheck(agent_id, agent_round.results, before.state,
                                      after.state, agent_round.changed_card is not None))
-        stored = {check.agent_id for check in checks}
-        results = [result for result in results if result.agent_id in stored]
         ProbeResult.objects.bulk_create(results, batch_size=ID_BATCH)
         HealthEvent.objects.bulk_create(events, batch_size=ID_BATCH)
     for agent_round in rounds:
-        if agent_round.changed_card is not None:
+        if agent_round.changed_card is not None and agent_round.target.agent_id in moves:
             _store_card(agent_round)
     return checks
 
 
-def _health_move(agent_round: probes.AgentRound, before: health.HealthCount,
-                 rules: health.Thresholds
-                 ) -> tuple[health.HealthCount, health.HealthCount] | None:
-    """Writes the agent's next health with compare-and-set; re-reads and tries again when
-    another writer moved it first. Returns (before, after), or None when the agent is gone."""
-    target = agent_round.target
+_SET = ("health", "health_failures", "health_successes", "health_checked_at",
+        "health_latency_ms", "health_detail")
+_WHERE = ("id", "health", "health_failures", "health_successes")
+
+
+def _health_compare_and_set(
+        batch: list[probes.AgentRound],
+        planned: dict[str, tuple[health.HealthCount, health.HealthCount]]) -> set[str]:
+    """Writes each agent's planned health where the row still has the counts it had before,
+    in one prepared statement for the batch. Returns the ids written."""
+    columns = {field.name: connection.ops.quote_name(field.column)
+               for field in Agent._meta.concrete_fields}
+    table = connection.ops.quote_name(Agent._meta.db_table)
+    sql = (f"UPDATE {table} SET " + ", ".join(f"{columns[name]} = %s" for name in _SET)
+           + " WHERE " + " AND ".join(f"{columns[name]} = %s" for name in _WHERE))
+    params = []
+    for agent_round in batch:
+        agent_id = agent_round.target.agent_id
+        before, after = planned[agent_id]
+        params.append((
+            after.state, after.failures, after.successes,
+            connection.ops.adapt_datetimefield_value(agent_round.checked_at),
+            _deepest_latency(agent_round), _detail(agent_round)[:500],
+            agent_id, before.state, before.failures, before.successes,
+        ))
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
+        written = cursor.rowcount
+    ids = list(planned)
+    if written == len(ids):
+        return set(ids)
+    # Some rows had moved: the ones that hold exactly what this batch wrote were written.
+    return {
+        agent_id
+        for agent_id, state, failures, successes, checked_at in Agent.objects.filter(
+            pk__in=ids).values_list("pk", "health", "health_failures", "health_successes",
+                                    "health_checked_at")
+        if (state, failures, successes) == tuple(
+            getattr(planned[agent_id][1], name) for name in ("state", "failures", "successes"))
+        and checked_at == next(r.checked_at for r in batch if r.target.agent_id == agent_id)
+    }
+
+
+def _verdict(agent_round: probes.AgentRound) -> health.Verdict:
     outcomes = {result.level: result.ok for result in agent_round.results}
-    verdict = health.verdict_of(outcomes, deepest=target.deepest)
-    deepest = next(r for r in agent_round.results if r.level == target.deepest)
+    return health.verdict_of(outcomes, deepest=agent_round.target.deepest)
+
+
+def _deepest_latency(agent_round: probes.AgentRound) -> float:
+    return next(r.latency_ms for r in agent_round.results
+                if r.level == agent_round.target.deepest)
+
+
+def _health_move(agent_round: probes.AgentRound, rules: health.Thresholds
+                 ) -> tuple[health.HealthCount, health.HealthCount] | None:
+    """Moves an agent another writer moved first: reads where it is now, then writes its next
+    health with compare-and-set (again, should it move once more). Returns (before, after),
+    or None when the agent is gone."""
+    target = agent_round.target
+    verdict = _verdict(agent_round)
     for _attempt in range(3):
+        row = (Agent.objects.filter(pk=target.agent_id)
+               .values_list("health", "health_failures", "health_successes").first())
+        if row is None:
+            return None
+        before = health.HealthCount(*row)
         after = health.next_health(before, verdict, rules)
         moved = Agent.objects.filter(
             pk=target.agent_id, health=before.state, health_failures=before.failures,
@@ -197,15 +267,11 @@ def _health_move(agent_round: probes.AgentRound, before: health.HealthCount,
         ).update(
             health=after.state, health_failures=after.failures,
             health_successes=after.successes, health_checked_at=agent_round.checked_at,
-            health_latency_ms=deepest.latency_ms, health_detail=_detail(agent_round)[:500],
+            health_latency_ms=_deepest_latency(agent_round),
+            health_detail=_detail(agent_round)[:500],
         )
         if moved == 1:
             return before, after
-        row = (Agent.objects.filter(pk=target.agent_id)
-               .values_list("health", "health_failures", "health_successes").first())
-        if row is None:
-            return None
-        before = health.HealthCount(*row)
     logger.warning("agent %s: health not recorded, other writers kept moving it",
                    target.agent_id)
     return before, before

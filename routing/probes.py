@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from registry.cards import InvalidCardError, parse_card
+from registry.cards import InvalidCardError, content_hash, parse_card
 from registry.fetching import LEGACY_PATH, FetchedCard
 from relay_project import outbound
 from tasks_app import upstream
@@ -155,6 +155,8 @@ async def _card(target: ProbeTarget, client: httpx.AsyncClient,
     except (UnicodeDecodeError, ValueError) as error:
         raise ProbeFailedError("invalid_card", f"{name}: its card URL did not return JSON"
                                ) from error
+    if isinstance(document, dict) and content_hash(document) == target.card_hash:
+        return  # the card the registry holds, which parsed when it was stored
     try:
         card = parse_card(document, legacy_path=urlsplit(final_url).path.endswith(LEGACY_PATH))
     except InvalidCardError as error:
