@@ -166,19 +166,23 @@ class AgentTarget(Target):
                             agent.breaker_opened_at)
 
     async def run(self, task, request, ctx, *, stream):
+        # The upstream steps are closed here when the caller stops early, as _drive closes
+        # these: left to the garbage collector, an upstream stream would close in another task.
         if _call_guard is None:
-            async for step in self._run(task, request, ctx, stream=stream):
-                yield step
+            async with contextlib.aclosing(self._run(task, request, ctx, stream=stream)) as steps:
+                async for step in steps:
+                    yield step
             return
         await _call_guard.admit(self)
         started = time.perf_counter()
         answered = False
         try:
-            async for step in self._run(task, request, ctx, stream=stream):
-                if not answered:
-                    answered = True
-                    await _call_guard.report(self, ok=True)
-                yield step
+            async with contextlib.aclosing(self._run(task, request, ctx, stream=stream)) as steps:
+                async for step in steps:
+                    if not answered:
+                        answered = True
+                        await _call_guard.report(self, ok=True)
+                    yield step
         except (upstream.UpstreamError, InvalidAgentResponse) as error:
             await _call_guard.report(
                 self, ok=False, category=getattr(error, "category", "protocol"),
