@@ -254,7 +254,19 @@ class AgentChangeForm(forms.ModelForm):
 
     class Meta:
         model = Agent
-        fields = ["name", "description", "status", "invocation_url"]
+        fields = ["name", "description", "status", "invocation_url", *services.PROBE_FIELDS]
+
+    def clean_probe_interval_seconds(self):
+        interval = self.cleaned_data.get("probe_interval_seconds")
+        if interval is not None and interval < 1:
+            raise forms.ValidationError("Probe at most once a second (1 or more).")
+        return interval
+
+    def clean_probe_timeout_seconds(self):
+        timeout = self.cleaned_data.get("probe_timeout_seconds")
+        if timeout is not None and not 0 < timeout <= 300:
+            raise forms.ValidationError("Give a timeout above 0 and at most 300 seconds.")
+        return timeout
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -372,9 +384,13 @@ class AgentAdmin(admin.ModelAdmin):
                     "health_checked_at",
                     "health_latency_ms",
                     "health_detail",
+                    "breaker_state",
+                    "breaker_failures",
+                    "breaker_opened_at",
                 ),
             },
         ),
+        ("Probes", {"fields": services.PROBE_FIELDS}),
         ("Current card", {"fields": ("current_card",)}),
         ("Card history", {"fields": ("history",)}),
         ("Health history", {"fields": ("health_history",)}),
@@ -398,6 +414,9 @@ class AgentAdmin(admin.ModelAdmin):
         "health_checked_at",
         "health_latency_ms",
         "health_detail",
+        "breaker_state",
+        "breaker_failures",
+        "breaker_opened_at",
         "current_card",
         "history",
         "created_by",

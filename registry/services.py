@@ -185,6 +185,13 @@ def agent_card_refresh(*, agent: Agent, client: httpx.Client | None = None) -> b
         fetched = fetch_card(agent.card_url, client=client, headers=upstream_auth_headers(agent))
     except CardFetchError as error:
         raise RegistryError.from_fetch(error) from error
+    return agent_card_store(agent=agent, fetched=fetched)
+
+
+def agent_card_store(*, agent: Agent, fetched: FetchedCard) -> bool:
+    """Stores a card fetched for ``agent`` (by a refresh or a health probe): a new snapshot,
+    with the agent's fields, skills and extensions, when its content changed. Returns True
+    then; otherwise only notes the time of the fetch."""
     with transaction.atomic():
         current = (
             CardSnapshot.objects.filter(agent=agent).values_list("content_hash", flat=True).first()
@@ -198,11 +205,17 @@ def agent_card_refresh(*, agent: Agent, client: httpx.Client | None = None) -> b
     return True
 
 
+PROBE_FIELDS = ("probe_interval_seconds", "probe_timeout_seconds", "readiness_probe",
+                "readiness_message", "scale_to_zero", "scale_to_zero_probes")
+"""The agent's health-probe settings an operator may change."""
+
+
 def agent_update(*, agent: Agent, fields: dict[str, Any], actor: str = SYSTEM) -> Agent:
     """Changes what an operator may change: name, description, invocation URL, status,
-    credentials. Card-derived fields change only through a refresh. The audit log gets one
+    credentials, and how the agent is probed (``PROBE_FIELDS``; a change takes effect at the
+    next sweep). Card-derived fields change only through a refresh. The audit log gets one
     entry naming the fields that changed (credentials by their kind only)."""
-    editable = {"name", "description", "invocation_url", "status"}
+    editable = {"name", "description", "invocation_url", "status", *PROBE_FIELDS}
     unknown = set(fields) - editable - {"credentials"}
     if unknown:
         raise RegistryError("not_editable", f"cannot change {', '.join(sorted(unknown))}")
@@ -218,6 +231,8 @@ def agent_update(*, agent: Agent, fields: dict[str, Any], actor: str = SYSTEM) -
         if "credentials" in fields:
             _store_credentials(agent, fields["credentials"])
             changes["credentials"] = _credentials_note(fields["credentials"])
+        if set(PROBE_FIELDS) & set(fields):
+            agent.next_probe_at = None
         if {"name", "description"} & set(fields):
             agent.search_text = _agent_search_text(
                 agent, agent.skills.values_list("search_text", flat=True)

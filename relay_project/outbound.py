@@ -225,8 +225,10 @@ def async_client(policy: OutboundPolicy | None = None, **kwargs) -> httpx.AsyncC
     """An async client with the relay's limits and, unless private URLs are allowed, the guard."""
     policy = policy or OutboundPolicy.from_settings()
     limits = kwargs.pop("limits", httpx.Limits(max_connections=200, max_keepalive_connections=50))
+    # ``verify``: an ssl.SSLContext to share between many clients (building one is slow).
+    verify = kwargs.pop("verify", True)
     transport = kwargs.pop("transport", None) or _transport(
-        policy, asynchronous=True, limits=limits
+        policy, asynchronous=True, limits=limits, verify=verify
     )
     return httpx.AsyncClient(
         transport=transport,
@@ -247,6 +249,19 @@ def read_limited(response: httpx.Response, limit: int) -> bytes:
         raise ResponseTooLargeError(limit)
     body = bytearray()
     for chunk in response.iter_bytes():
+        body.extend(chunk)
+        if len(body) > limit:
+            raise ResponseTooLargeError(limit)
+    return bytes(body)
+
+
+async def aread_limited(response: httpx.Response, limit: int) -> bytes:
+    """``read_limited`` for a streamed response of an async client."""
+    declared = response.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise ResponseTooLargeError(limit)
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
         body.extend(chunk)
         if len(body) > limit:
             raise ResponseTooLargeError(limit)

@@ -270,6 +270,26 @@ RELAY_ID = env.str("RELAY_ID", default="")
 RELAY_MAX_DELEGATION_DEPTH = env.int("RELAY_MAX_DELEGATION_DEPTH", default=5)
 RELAY_DELEGATION_SECRET = env.str("RELAY_DELEGATION_SECRET", default="")
 
+# --- Health -----------------------------------------------------------------------------------
+# Probes run as the Celery job routing.health_sweep, which beat starts every
+# RELAY_HEALTH_SWEEP_SECONDS; each run probes the agents whose own interval has passed. The
+# schedules are django-celery-beat rows, created with these values at migrate and editable in
+# the admin afterwards. With the defaults a stopped agent is unhealthy within about a minute.
+RELAY_HEALTH_SWEEP_SECONDS = env.int("RELAY_HEALTH_SWEEP_SECONDS", default=5)
+RELAY_HEALTH_INTERVAL_SECONDS = env.int("RELAY_HEALTH_INTERVAL_SECONDS", default=15)
+RELAY_HEALTH_TIMEOUT_SECONDS = env.float("RELAY_HEALTH_TIMEOUT_SECONDS", default=5.0)
+RELAY_HEALTH_CONCURRENCY = env.int("RELAY_HEALTH_CONCURRENCY", default=50)
+RELAY_HEALTH_UNHEALTHY_AFTER = env.int("RELAY_HEALTH_UNHEALTHY_AFTER", default=3)
+RELAY_HEALTH_HEALTHY_AFTER = env.int("RELAY_HEALTH_HEALTHY_AFTER", default=2)
+RELAY_HEALTH_RETENTION_DAYS = env.int("RELAY_HEALTH_RETENTION_DAYS", default=7)
+RELAY_HEALTH_READINESS_TEXT = env.str("RELAY_HEALTH_READINESS_TEXT", default="ping")
+# The circuit breaker on real calls: open after this many failures in a row, let one call
+# through after the cool-down.
+RELAY_BREAKER_FAILURES = env.int("RELAY_BREAKER_FAILURES", default=5)
+RELAY_BREAKER_COOLDOWN_SECONDS = env.float("RELAY_BREAKER_COOLDOWN_SECONDS", default=30.0)
+# Every agent's card is fetched again this often (the job registry.refresh_all_cards).
+RELAY_CARD_SYNC_SECONDS = env.int("RELAY_CARD_SYNC_SECONDS", default=3600)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -47,7 +47,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from registry.extensions import CLIENT_ROUTING_URI
-from routing import selectors, services
+from routing import breaker, selectors, services
 from routing.models import RoutingHop
 from routing.router import (
     USER,
@@ -267,7 +267,7 @@ def team_target(team_id: str) -> TeamTarget | None:
 
 def _member(agent, target: gateway.AgentTarget | None) -> Member:
     """The router's view of an agent: skill tags (or ids) as capabilities; unhealthy when its
-    health check says so or it cannot be called at all."""
+    health check says so, its circuit breaker refuses calls, or it cannot be called at all."""
     skills = list(agent.skills.all())
     tags = list(dict.fromkeys(tag for skill in skills for tag in skill.tags or []))
     return Member(
@@ -276,7 +276,8 @@ def _member(agent, target: gateway.AgentTarget | None) -> Member:
         description=agent.description,
         capabilities=tuple(tags or [skill.skill_id for skill in skills]),
         supports_routing=any(e.uri == CLIENT_ROUTING_URI for e in agent.extensions.all()),
-        healthy=target is not None and agent.health != agent.Health.UNHEALTHY,
+        healthy=(target is not None and agent.health != agent.Health.UNHEALTHY
+                 and not breaker.blocks(target)),
         protocol_version=target.endpoint.version if target else "1.0",
     )
 

@@ -219,3 +219,28 @@ def recent_probes(*, agent_id: str, limit: int = 50) -> list[ProbeResult]:
     """The agent's latest probe results, newest first."""
     return list(ProbeResult.objects.filter(agent_id=agent_id)
                 .order_by("-checked_at", "-id")[:limit])
+
+
+# --- health --------------------------------------------------------------------------------
+
+
+def agents_to_probe(*, now, agent_ids: list[str] | None = None) -> list[Agent]:
+    """The agents a sweep probes now: not disabled, not a scale-to-zero agent that must not be
+    probed, and due (never probed, or their next probe time has come). Naming ``agent_ids``
+    picks those agents whether due or not. One query, with the current card's hash."""
+    queryset = (
+        Agent.objects.callable()
+        .exclude(scale_to_zero=True, scale_to_zero_probes=Agent.ScaleToZeroProbes.NONE)
+        .select_related("current_snapshot")
+        .only(
+            "id", "card_url", "invocation_url", "interfaces", "auth_kind", "auth_header_name",
+            "auth_header_value", "health", "health_failures", "health_successes",
+            "probe_interval_seconds", "probe_timeout_seconds", "readiness_probe",
+            "readiness_message", "scale_to_zero", "scale_to_zero_probes",
+            "current_snapshot__content_hash",
+        )
+        .order_by("id")
+    )
+    if agent_ids is not None:
+        return list(queryset.filter(pk__in=agent_ids))
+    return list(queryset.filter(Q(next_probe_at__isnull=True) | Q(next_probe_at__lte=now)))

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -123,6 +123,26 @@ def resolve_target(kind: str, target_id: str) -> Target | None:
     return resolver(target_id) if resolver else None
 
 
+class CallGuard(Protocol):
+    """Passive health for messages sent to agents (the routing app's circuit breaker)."""
+
+    async def admit(self, target: AgentTarget) -> None:
+        """Lets the call go, or raises upstream.UpstreamError saying why it may not."""
+
+    async def report(self, target: AgentTarget, *, ok: bool, category: str = "",
+                     detail: str = "", latency_ms: float | None = None) -> None:
+        """Hears how the call went: ``ok`` once the agent answered, or why it failed."""
+
+
+_call_guard: CallGuard | None = None
+
+
+def register_call_guard(guard: CallGuard | None) -> None:
+    """The routing app plugs its circuit breaker in here (None unplugs it)."""
+    global _call_guard
+    _call_guard = guard
+
+
 class AgentTarget(Target):
     """A registered agent, called over its best interface through ``tasks_app.upstream``."""
 
@@ -142,8 +162,39 @@ class AgentTarget(Target):
             invocation_url=agent.invocation_url,
             headers=upstream_auth_headers(agent) or None,
         )
+        # The circuit breaker as the row had it; the call guard keeps it up to date.
+        self.breaker_row = (agent.breaker_state, agent.breaker_failures,
+                            agent.breaker_opened_at)
 
     async def run(self, task, request, ctx, *, stream):
+        # The upstream steps are closed here when the caller stops early, as _drive closes
+        # these: left to the garbage collector, an upstream stream would close in another task.
+        if _call_guard is None:
+            async with contextlib.aclosing(self._run(task, request, ctx, stream=stream)) as steps:
+                async for step in steps:
+                    yield step
+            return
+        await _call_guard.admit(self)
+        started = time.perf_counter()
+        answered = False
+        try:
+            async with contextlib.aclosing(self._run(task, request, ctx, stream=stream)) as steps:
+                async for step in steps:
+                    if not answered:
+                        answered = True
+                        await _call_guard.report(self, ok=True)
+                    yield step
+        except (upstream.UpstreamError, InvalidAgentResponse) as error:
+            await _call_guard.report(
+                self, ok=False, category=getattr(error, "category", "protocol"),
+                detail=error.message, latency_ms=(time.perf_counter() - started) * 1000)
+            raise
+        except A2AError:
+            if not answered:  # the agent answered, with a protocol error: it is up
+                await _call_guard.report(self, ok=True)
+            raise
+
+    async def _run(self, task, request, ctx, *, stream):
         ids = snapshots.IdMap(task.id, task.context_id, task.upstream_task_id,
                               task.upstream_context_id)
         outgoing = _upstream_request(request, ids)

@@ -1,5 +1,6 @@
 """Both profiles for real: separate processes (migrate, daphne, a Celery worker with beat)
-sharing only the database and the broker, exactly as they run in deployment.
+sharing only the database and the broker, exactly as they run in deployment. Beat runs the
+health sweep on its schedule (created at migrate) and the worker stores what it finds.
 
 The embedded profile needs nothing installed. The production profile runs against the
 PostgreSQL and Redis on 127.0.0.1 and is skipped, saying why, where they are absent.
@@ -19,9 +20,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
-from tests.cardservers import card_json, card_site
 from tests.registry.test_cards import card_v1
+from tests.servers import running
 
 ROOT = Path(__file__).resolve().parent.parent
 POSTGRES_ADMIN_URL = os.environ.get("RELAY_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test")
@@ -80,27 +84,60 @@ def base_env(**extra: str) -> dict[str, str]:
     return env
 
 
+async def task_not_found(request) -> JSONResponse:
+    """A JSON-RPC endpoint that knows no task: what the health sweep's transport probe wants."""
+    call = await request.json()
+    return JSONResponse({"jsonrpc": "2.0", "id": call.get("id"),
+                         "error": {"code": -32001, "message": "Task not found"}})
+
+
+@contextmanager
+def agent_site(document: dict):
+    """Serves the card (read at each request, so a test may change it) and a JSON-RPC
+    endpoint at ``/rpc`` that the card names; yields (None, base URL)."""
+
+    async def card(request) -> JSONResponse:
+        return JSONResponse(document)
+
+    app = Starlette(routes=[Route("/.well-known/agent-card.json", card, methods=["GET"]),
+                            Route("/rpc", task_not_found, methods=["POST"])])
+    with running(app) as url:
+        document["supportedInterfaces"] = [
+            {"url": f"{url}/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]
+        yield None, url
+
+
+HEALTH_ENV = {"RELAY_HEALTH_SWEEP_SECONDS": "1", "RELAY_HEALTH_INTERVAL_SECONDS": "1"}
+
+
 def enqueue_refresh(env, agent_id: str) -> None:
     manage(env, "shell", "-c",
            f"from registry.tasks import refresh_card; refresh_card.delay({agent_id!r})")
 
 
 def test_embedded_profile_runs_a_real_worker_with_nothing_installed(tmp_path):
-    env = base_env(RELAY_VAR_DIR=str(tmp_path))
+    env = base_env(RELAY_VAR_DIR=str(tmp_path), **HEALTH_ENV)
     document = card_v1()
     manage(env, "migrate", "--verbosity=0")
     database = tmp_path / "relay.sqlite3"
 
-    def snapshots() -> int:
+    def query(sql: str):
         with sqlite3.connect(database) as connection:
-            return connection.execute("select count(*) from registry_cardsnapshot").fetchone()[0]
+            return connection.execute(sql).fetchone()
 
-    routes = {"/.well-known/agent-card.json": lambda request: card_json(document)(request)}
-    with card_site(routes) as (site, url), worker(env) as celery:
+    def snapshots() -> int:
+        return query("select count(*) from registry_cardsnapshot")[0]
+
+    with agent_site(document) as (site, url), worker(env) as celery:
         assert "Registered weather" in manage(env, "register_agent", url)
         document["version"] = "9.9.9"
         enqueue_refresh(env, "weather")
         wait_until(lambda: snapshots() == 2, "the worker refreshing the card", celery)
+        # Beat starts the health sweep on its own; the worker probes and stores.
+        wait_until(lambda: query("select health from registry_agent")[0] == "healthy",
+                   "beat's health sweep finding the agent healthy", celery)
+        assert query("select count(*) from routing_proberesult where ok and level = 'transport'"
+                     )[0] >= 1
     assert list((tmp_path / "celery" / "queue").iterdir()) == []
 
 
@@ -131,7 +168,8 @@ def test_production_profile_on_postgresql_and_redis(tmp_path):
     psycopg, name = _postgres_database()
     database_url = POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
     env = base_env(DATABASE_URL=database_url, REDIS_URL=REDIS_TEST_URL,
-                   RELAY_VAR_DIR=str(tmp_path), RELAY_CHANNEL_PREFIX=f"test-{name}")
+                   RELAY_VAR_DIR=str(tmp_path), RELAY_CHANNEL_PREFIX=f"test-{name}",
+                   **HEALTH_ENV)
     port = free_port()
     document = card_v1()
 
@@ -143,9 +181,8 @@ def test_production_profile_on_postgresql_and_redis(tmp_path):
     try:
         manage(env, "migrate", "--verbosity=0")
         key = manage(env, "create_api_key", "profile-test").strip().splitlines()[-1]
-        routes = {"/.well-known/agent-card.json": lambda request: card_json(document)(request)}
         with ExitStack() as stack:
-            site, url = stack.enter_context(card_site(routes))
+            site, url = stack.enter_context(agent_site(document))
             relay = stack.enter_context(process(
                 env, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                 "relay_project.asgi:application"))
@@ -172,6 +209,20 @@ def test_production_profile_on_postgresql_and_redis(tmp_path):
             enqueue_refresh(env, "weather")
             wait_until(lambda: snapshots() == 2, "the worker refreshing the card over Redis",
                        celery)
+
+            def health() -> tuple:
+                with psycopg.connect(database_url) as connection:
+                    return connection.execute(
+                        "select a.health, count(p.id) from registry_agent a join "
+                        "routing_proberesult p on p.agent_id = a.id and p.ok "
+                        "group by a.health").fetchone() or ("", 0)
+
+            wait_until(lambda: health()[0] == "healthy",
+                       "beat's health sweep finding the agent healthy over Redis", celery)
+            assert health()[1] >= 2
+            agent = httpx.get(f"{base}/a2a/registry/weather").json()
+            assert agent["health"]["state"] == "healthy"
+            assert agent["health"]["breaker"]["state"] == "closed"
     finally:
         with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -31,11 +31,22 @@ class ExtensionSerializer(serializers.ModelSerializer):
         fields = ["uri", "description", "required", "params"]
 
 
+class BreakerSerializer(serializers.Serializer):
+    """The circuit breaker on real calls: closed, open (calls fail fast) or half_open."""
+
+    state = serializers.CharField(source="breaker_state")
+    failures = serializers.IntegerField(source="breaker_failures")
+    openedAt = serializers.DateTimeField(source="breaker_opened_at")
+
+
 class HealthSerializer(serializers.Serializer):
     state = serializers.CharField(source="health")
     checkedAt = serializers.DateTimeField(source="health_checked_at", allow_null=True)
     latencyMs = serializers.FloatField(source="health_latency_ms", allow_null=True)
     detail = serializers.CharField(source="health_detail")
+    consecutiveFailures = serializers.IntegerField(source="health_failures")
+    nextCheckAt = serializers.DateTimeField(source="next_probe_at")
+    breaker = BreakerSerializer(source="*")
 
 
 class CapabilitiesSerializer(serializers.Serializer):

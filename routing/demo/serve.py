@@ -65,6 +65,11 @@ class RunningServer:
     def port(self) -> int:
         return int(self.url.rsplit(":", 1)[1])
 
+    @property
+    def running(self) -> bool:
+        """Whether the server thread still serves (False once stopped)."""
+        return self._thread.is_alive()
+
     def stop(self) -> None:
         """Stops the server; returns within about `SHUTDOWN_TIMEOUT` seconds. Idempotent."""
         self._server.should_exit = True

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 
 from registry.extensions import CLIENT_ROUTING_URI as URI
 from registry.models import Agent
@@ -579,3 +581,45 @@ async def test_the_demo_team_researches_then_writes_and_ask_team_prints_each_hop
     assert any(line.startswith("DRAFT: ") for line in lines)
     assert any("[artifact draft]" in line for line in lines)
     assert await sync_to_async(default_target)() == ("team", "demo")
+
+
+async def test_a_member_whose_circuit_breaker_is_open_is_left_out(relay):
+    await sync_to_async(make_team)("lead", "worker", "helper")
+    await Agent.objects.filter(pk="worker").aupdate(
+        breaker_state=Agent.Breaker.OPEN, breaker_failures=5, breaker_opened_at=timezone.now())
+    LEAD.load("helper", "user")
+    HELPER.load("worker")
+
+    task = await send(relay, user_message("needs the worker"))
+
+    hops = await trace(relay, task["id"])
+    assert hops[0]["peersOffered"] == ["helper"]
+    assert hops[2]["routingError"] == "recipient 'worker' is unavailable (unhealthy)"
+    assert WORKER.received == []
+
+
+async def test_a_default_agent_whose_breaker_is_open_answers_at_once(relay):
+    await sync_to_async(make_team)("lead", "worker")
+    await Agent.objects.filter(pk="lead").aupdate(
+        breaker_state=Agent.Breaker.OPEN, breaker_failures=5, breaker_opened_at=timezone.now())
+
+    task = await send(relay, user_message("anyone?"))
+
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert answer_text(task) == "the team's default agent 'lead' is unavailable"
+    assert message_calls("lead") == []
+
+
+async def test_a_breaker_whose_cooldown_passed_lets_the_member_be_routed_to_again(relay, settings):
+    settings.RELAY_BREAKER_COOLDOWN_SECONDS = 30
+    await sync_to_async(make_team)("lead", "worker")
+    await Agent.objects.filter(pk="lead").aupdate(
+        breaker_state=Agent.Breaker.OPEN, breaker_failures=5,
+        breaker_opened_at=timezone.now() - timedelta(seconds=31))
+    LEAD.load("user")
+
+    task = await send(relay, user_message("anyone?"))
+
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    lead = await Agent.objects.aget(pk="lead")
+    assert (lead.breaker_state, lead.breaker_failures) == (Agent.Breaker.CLOSED, 0)

@@ -62,6 +62,9 @@ class Command(BaseCommand):
             if not no_demo:
                 demo = self._start_demo(agents_port)
             self._print_summary(relay, demo_key=None if no_demo else self._demo_key())
+            if demo is not None:
+                threading.Thread(target=self._demo_controls, args=(demo,), daemon=True,
+                                 name="demo-controls").start()
             while not stop.wait(1.0):
                 exited = [child for child in children if child.poll() is not None]
                 if exited:
@@ -104,6 +107,12 @@ class Command(BaseCommand):
         self.stdout.write(demo_team_ensure())
         return group
 
+    def _demo_controls(self, demo) -> None:
+        """Reads "stop NAME" and "start NAME" lines on stdin: a demo agent goes away and comes
+        back on its port, so its health can be watched turning unhealthy and healthy again."""
+        for line in sys.stdin:
+            self.stdout.write(demo_control(demo, line))
+
     def _demo_key(self) -> str:
         """A fresh key for the printed examples; the previous run's demo key is revoked."""
         for old in ApiKey.objects.usable().filter(name=DEMO_KEY_NAME):
@@ -139,5 +148,36 @@ class Command(BaseCommand):
                 f"  python manage.py ask_team {DEMO_TEAM} \"{DEMO_QUESTION}\" --url {relay} "
                 f"--key {demo_key}",
             ]
+            lines += [
+                "",
+                f"Health: the worker probes every agent every "
+                f"{settings.RELAY_HEALTH_INTERVAL_SECONDS} s (badges on the registry page; "
+                "`python manage.py check_agents` probes now).",
+                "Type 'stop echo' here to watch it turn unhealthy, 'start echo' to bring it back.",
+            ]
         lines += ["", "Ctrl-C stops everything.", ""]
         self.stdout.write("\n".join(lines))
+
+
+def demo_control(demo, line: str) -> str:
+    """Carries out one control line on the running demo agents; returns what happened."""
+    from routing.demo.agents import DEMO_AGENTS, app_factory
+    from routing.demo.serve import serve
+
+    words = line.split()
+    specs = {spec.slug: spec for spec in DEMO_AGENTS}
+    if len(words) != 2 or words[0] not in ("stop", "start") or words[1] not in specs:
+        return (f"Type 'stop NAME' or 'start NAME' (NAME: {', '.join(specs)}); the registry "
+                "page shows the agent's health change.")
+    action, name = words
+    server = demo.servers[name]
+    running = server.running
+    if action == "stop":
+        if not running:
+            return f"{name} is already stopped."
+        server.stop()
+        return f"Stopped {name}; the health checks will find it unhealthy."
+    if running:
+        return f"{name} is already running."
+    demo.servers[name] = serve(app_factory(specs[name]), host="127.0.0.1", port=server.port)
+    return f"Started {name} again at {demo.servers[name].url}."

@@ -1,0 +1,64 @@
+"""The beat schedules of the relay's periodic jobs, as django-celery-beat rows (so admins can
+change or pause them under *Periodic tasks*). Created once with the values of the settings;
+an existing row is left as the admin set it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from django.conf import settings
+
+PREFIX = "Brass Relay: "
+
+
+@dataclass(frozen=True)
+class Schedule:
+    name: str
+    task: str
+    every_seconds: int
+    description: str
+
+    @property
+    def expires_seconds(self) -> int:
+        # Runs a busy worker could not start for a while are dropped rather than piling up;
+        # the margin covers the broker's delivery (the filesystem transport polls each second).
+        return max(2 * self.every_seconds, 60)
+
+
+def schedules() -> list[Schedule]:
+    return [
+        Schedule(PREFIX + "health sweep", "routing.health_sweep",
+                 settings.RELAY_HEALTH_SWEEP_SECONDS,
+                 "Probes the agents whose probe interval has passed."),
+        Schedule(PREFIX + "prune probe results", "routing.prune_probe_results", 3600,
+                 "Deletes probe results older than RELAY_HEALTH_RETENTION_DAYS."),
+        Schedule(PREFIX + "card re-sync", "registry.refresh_all_cards",
+                 settings.RELAY_CARD_SYNC_SECONDS,
+                 "Fetches every agent's card again; a changed card becomes a new snapshot."),
+    ]
+
+
+def beat_schedules_ensure() -> list[str]:
+    """Creates the periodic tasks that do not exist yet; returns the names created."""
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+    created = []
+    for schedule in schedules():
+        if PeriodicTask.objects.filter(name=schedule.name).exists():
+            continue
+        interval, _ = IntervalSchedule.objects.get_or_create(
+            every=schedule.every_seconds, period=IntervalSchedule.SECONDS)
+        PeriodicTask.objects.create(
+            name=schedule.name, task=schedule.task, interval=interval, args=json.dumps([]),
+            expire_seconds=schedule.expires_seconds, description=schedule.description)
+        created.append(schedule.name)
+    return created
+
+
+def ensure_after_migrate(sender, using="default", **kwargs) -> None:
+    """post_migrate receiver: the schedules exist as soon as the tables do."""
+    from django.db import connections
+
+    if "django_celery_beat_periodictask" in connections[using].introspection.table_names():
+        beat_schedules_ensure()
