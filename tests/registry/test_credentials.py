@@ -266,3 +266,29 @@ def test_agent_update_keeps_credentials_out_of_the_audit_log():
     entry = AuditEntry.objects.get(object_id="weather", action="update")
     assert entry.changes == {"name": "Weather 2", "credentials": "set (header)"}
     assert entry.actor == "key:br_test"
+
+
+# --- probes -----------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("kind", ["bearer", "header", "basic"])
+def test_each_kind_reaches_the_agent_on_health_probes(kind):
+    """The card and transport probes carry the credential: the guarded agent answers them."""
+    from routing import health_services
+    from routing.models import ProbeResult
+
+    body, header, value = KINDS[kind]
+    recording = Recording(v1_only_agent)
+    with running(guarded(header, value, recording)) as url:
+        client, _ = client_with_key()
+        response = client.post("/a2a/registry", {"url": url, "id": "guarded", "credentials": body},
+                               format="json")
+        assert response.status_code == 201, response.content
+        recording.requests.clear()
+        health_services.sweep_now(agent_ids=["guarded"])
+    results = {result.level: result for result in ProbeResult.objects.filter(agent_id="guarded")}
+    assert {level: result.ok for level, result in results.items()} == {
+        "card": True, "transport": True}, {r.level: r.detail for r in results.values()}
+    assert len(recording.requests) == 2
+    assert all(request.headers.get(header) == value for request in recording.requests)
