@@ -24,9 +24,7 @@ from django.utils import timezone
 from registry.models import ApiKey
 from registry.services import api_key_create, api_key_revoke
 from registry.teams import team_create
-from routing.demo.agents import ECHO, build_agent_app
 from tasks_app.models import Task
-from tests.servers import running
 from tests.tasks_app.a2a_http import (
     BINDINGS,
     JSONRPC_1,
@@ -48,17 +46,6 @@ pytestmark = [
 ALL = pytest.mark.parametrize("binding", BINDINGS, ids=str)
 NO_KEY_CHALLENGE = 'Bearer realm="brass-relay"'
 BAD_KEY_CHALLENGE = 'Bearer realm="brass-relay", error="invalid_token"'
-
-
-@pytest.fixture(scope="module")
-def echo_url():
-    with running(lambda url: build_agent_app(ECHO, base_url=url)) as url:
-        yield url
-
-
-@pytest.fixture
-def echo(echo_url, transactional_db):
-    return register(echo_url)
 
 
 @pytest.fixture

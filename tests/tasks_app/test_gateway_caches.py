@@ -20,9 +20,7 @@ from django.utils import timezone
 
 from registry import services
 from registry.models import Agent
-from routing.demo.agents import ECHO, build_agent_app
 from tasks_app.api import calls
-from tests.servers import running
 from tests.tasks_app.a2a_http import (
     JSONRPC_1,
     METHOD_NOT_FOUND,
@@ -30,7 +28,6 @@ from tests.tasks_app.a2a_http import (
     call,
     card_document,
     expect_error,
-    register,
     relay_client,
 )
 
@@ -38,17 +35,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("allow_private_urls"),
 ]
-
-
-@pytest.fixture(scope="module")
-def echo_url():
-    with running(lambda url: build_agent_app(ECHO, base_url=url)) as url:
-        yield url
-
-
-@pytest.fixture
-def echo(echo_url, transactional_db):
-    return register(echo_url)
 
 
 async def send(agent_id: str, secret: str):

@@ -19,7 +19,6 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from registry.services import api_key_create, api_key_revoke
-from routing.demo.agents import ECHO, build_agent_app
 from tasks_app import gateway
 from tasks_app.models import Task
 from tests.agents import ASKS_FOR_INPUT, input_required_agent
@@ -64,12 +63,6 @@ REQUIRED_URI = "https://ext.example/must-have/v1"
 
 
 @pytest.fixture(scope="module")
-def echo_url():
-    with running(lambda url: build_agent_app(ECHO, base_url=url)) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
 def asker_url():
     with running(input_required_agent) as url:
         yield url
@@ -96,11 +89,6 @@ def refusing_url():
     """An agent that answers every JSON-RPC call with an A2A error."""
     with running(Starlette(routes=[Route("/", _refuse, methods=["POST"])])) as url:
         yield url
-
-
-@pytest.fixture
-def echo(echo_url, transactional_db):
-    return register(echo_url)
 
 
 @pytest.fixture

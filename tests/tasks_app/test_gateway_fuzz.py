@@ -24,14 +24,12 @@ from asgiref.sync import sync_to_async
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from routing.demo.agents import ECHO, build_agent_app
 from tasks_app import gateway
 from tasks_app.lifecycle import TaskState
 from tasks_app.models import Task, TaskEvent
 from tasks_app.protocol.convert import parse_v1
 from tasks_app.protocol.versions import METHODS, Operation, ProtocolVersion
 from tasks_app.services import snapshot_of
-from tests.servers import running
 from tests.tasks_app.a2a_http import ERROR_INFO, register, relay_client
 
 pytestmark = [
@@ -499,12 +497,6 @@ def stored_tasks_are_whole() -> None:
 
 
 # --- fixtures ------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def echo_url():
-    with running(lambda url: build_agent_app(ECHO, base_url=url)) as url:
-        yield url
 
 
 @pytest.fixture
