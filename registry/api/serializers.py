@@ -36,7 +36,7 @@ class BreakerSerializer(serializers.Serializer):
 
     state = serializers.CharField(source="breaker_state")
     failures = serializers.IntegerField(source="breaker_failures")
-    openedAt = serializers.DateTimeField(source="breaker_opened_at")
+    openedAt = serializers.DateTimeField(source="breaker_opened_at", allow_null=True)
 
 
 class HealthSerializer(serializers.Serializer):
@@ -45,7 +45,7 @@ class HealthSerializer(serializers.Serializer):
     latencyMs = serializers.FloatField(source="health_latency_ms", allow_null=True)
     detail = serializers.CharField(source="health_detail")
     consecutiveFailures = serializers.IntegerField(source="health_failures")
-    nextCheckAt = serializers.DateTimeField(source="next_probe_at")
+    nextCheckAt = serializers.DateTimeField(source="next_probe_at", allow_null=True)
     breaker = BreakerSerializer(source="*")
 
 
