@@ -8,6 +8,7 @@ a "public" server next to a private one (127.0.0.2), as in tests/registry/test_f
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 
@@ -147,12 +148,15 @@ def test_dns_rebinding_at_registration_reaches_only_the_checked_address(
 
 
 def endless_card(request):
-    """A card whose JSON never ends and that declares no length (chunked)."""
+    """A card that declares no length (chunked) and goes on far past any limit: 16 MiB of a
+    string that never closes. (Bounded, and yielding between chunks, so the server stops
+    once the relay hangs up instead of writing to a closed socket for the rest of the run.)"""
 
     async def body():
         yield b'{"name": "Endless", "description": "'
-        while True:
+        for _ in range(256):
             yield b"x" * 65536
+            await asyncio.sleep(0)
 
     return StreamingResponse(body(), media_type="application/json")
 
