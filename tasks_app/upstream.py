@@ -4,9 +4,9 @@ probes share.
 It picks the interface to use from what the agent declares (1.0 before 0.3, JSON-RPC before
 HTTP+JSON, the invocation URL overriding the card's own), speaks that binding and version
 through the protocol layer, and turns transport failures into ``UpstreamError`` with a stable
-category (``dns``, ``refused``, ``tls``, ``timeout``, ``http_status``, ``protocol``) that the
-task record, the circuit breaker and the health probes all use. HTTP goes through
-``relay_project.outbound``, so the SSRF guard covers every call.
+category (``dns``, ``refused``, ``tls``, ``timeout``, ``http_status``, ``protocol``,
+``unsafe_url``) that the task record, the circuit breaker and the health probes all use. HTTP
+goes through ``relay_project.outbound``, so the SSRF guard covers every call.
 """
 
 from __future__ import annotations
@@ -138,7 +138,8 @@ def classify(error: BaseException, agent_id: str) -> UpstreamError:
     if isinstance(error, UpstreamError):
         return error
     if isinstance(error, outbound.UnsafeURLError):
-        return UpstreamError("refused", f"{name} is at an address the relay may not call: {error}")
+        return UpstreamError("unsafe_url",
+                             f"{name} is at an address the relay may not call: {error}")
     if isinstance(error, httpx.TimeoutException):
         return UpstreamError("timeout", f"{name} did not answer in time")
     if isinstance(error, httpx.ConnectError):

@@ -1,4 +1,5 @@
-"""Both profiles for real: separate processes (migrate, daphne, a Celery worker with beat)
+"""Both profiles for real: separate processes (migrate, daphne, a Celery worker, and beat:
+inside the worker in the embedded profile, a process of its own in the production profile)
 sharing only the database and the broker, exactly as they run in deployment. Beat runs the
 health sweep on its schedule (created at migrate) and the worker stores what it finds.
 
@@ -55,9 +56,18 @@ def process(env: dict[str, str], *command: str):
             child.wait(5)
 
 
-def worker(env):
-    return process(env, "-m", "celery", "-A", "relay_project", "worker", "--beat",
+def worker(env, *, with_beat: bool = True):
+    """A Celery worker; with ``with_beat`` it also runs beat (the embedded way)."""
+    return process(env, "-m", "celery", "-A", "relay_project", "worker",
+                   *(["--beat"] if with_beat else []),
                    "--loglevel=WARNING", "--concurrency=1", "--pool=solo")
+
+
+def beat(env, schedule_dir):
+    """Celery beat on its own, as the production profile runs it (django-celery-beat's database
+    scheduler; its state file goes under ``schedule_dir``)."""
+    return process(env, "-m", "celery", "-A", "relay_project", "beat", "--loglevel=WARNING",
+                   f"--schedule={schedule_dir / 'celerybeat-schedule'}")
 
 
 def free_port() -> int:
@@ -186,7 +196,8 @@ def test_production_profile_on_postgresql_and_redis(tmp_path):
             relay = stack.enter_context(process(
                 env, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                 "relay_project.asgi:application"))
-            celery = stack.enter_context(worker(env))
+            celery = stack.enter_context(worker(env, with_beat=False))
+            scheduler = stack.enter_context(beat(env, tmp_path))
             base = f"http://127.0.0.1:{port}"
 
             def listening() -> bool:
@@ -219,6 +230,7 @@ def test_production_profile_on_postgresql_and_redis(tmp_path):
 
             wait_until(lambda: health()[0] == "healthy",
                        "beat's health sweep finding the agent healthy over Redis", celery)
+            assert scheduler.poll() is None, "beat, a process of its own, is still running"
             assert health()[1] >= 2
             agent = httpx.get(f"{base}/a2a/registry/weather").json()
             assert agent["health"]["state"] == "healthy"
