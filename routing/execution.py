@@ -37,14 +37,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.utils import timezone
 
 from registry.extensions import CLIENT_ROUTING_URI
 from routing import breaker, selectors, services
@@ -82,7 +83,8 @@ class MemberAnswer:
     answer: dict[str, Any]
     state: str
     latency_ms: float
-    started_at: datetime
+    upstream_task_id: str = ""
+    upstream_context_id: str = ""
 
     @property
     def failed(self) -> bool:
@@ -114,8 +116,12 @@ class TeamTarget(gateway.Target):
         )
 
     async def run(self, task, request, ctx, *, stream):
-        conversation = await sync_to_async(selectors.conversation_of)(team_id=self.id, task=task)
         message = request["message"]
+        if message.get("taskId") or message.get("contextId"):
+            conversation = await sync_to_async(selectors.conversation_of)(
+                team_id=self.id, task=task)
+        else:  # a new conversation: nothing of it is stored yet
+            conversation = selectors.Conversation()
         hop = first_hop(self.view, message, parked_on=conversation.parked_on)
         hops_done, answer = 0, None
         while isinstance(hop, Deliver):
@@ -132,8 +138,8 @@ class TeamTarget(gateway.Target):
             )
             hops_done += 1
             decision = self._decide(hop, answer, hops_done)
-            recorded = await self._record_hop(task, conversation, hop, outgoing, answer, decision)
-            yield _hop_step(task, recorded)
+            recorded, save = self._hop(task, conversation, hop, outgoing, answer, decision)
+            yield _hop_step(task, recorded, also=save)
             for artifact in answer.answer.get("task", {}).get("artifacts", []):
                 yield _artifact_step(task, artifact)
             if decision is None:
@@ -163,7 +169,7 @@ class TeamTarget(gateway.Target):
             hops_done=hops_done,
         )
 
-    async def _record_hop(
+    def _hop(
         self,
         task: Task,
         conversation: selectors.Conversation,
@@ -171,13 +177,13 @@ class TeamTarget(gateway.Target):
         outgoing: dict[str, Any],
         answer: MemberAnswer,
         decision,
-    ) -> RoutingHop:
-        """Stores the hop, and what the member's conversation now is in ``conversation``."""
+    ) -> tuple[RoutingHop, Callable[[], None]]:
+        """The hop, and the write that stores it with the team task's hop event (one thread
+        hop, one transaction); ``conversation`` moves on to what the member's conversation
+        now is."""
         parked = isinstance(decision, Park)
-        recorded = await sync_to_async(services.hop_record)(
+        recorded = services.hop_new(
             task_id=task.id,
-            team_id=self.id,
-            context_id=task.context_id,
             order=conversation.hops_recorded + 1,
             from_id=hop.sender,
             to_id=hop.target,
@@ -188,9 +194,16 @@ class TeamTarget(gateway.Target):
             latency_ms=answer.latency_ms,
             outcome=_outcome(answer, decision),
             next_id=_next_id(decision),
+            upstream_task_id=answer.upstream_task_id,
+            upstream_context_id=answer.upstream_context_id,
+        )
+        save = functools.partial(
+            services.hop_save,
+            recorded,
+            team_id=self.id,
+            context_id=task.context_id,
             member_task_open=parked,
             known=conversation.contexts.get(hop.target, ("", "")),
-            since=answer.started_at,
         )
         conversation.hops_recorded = recorded.order
         conversation.parked_on = conversation.parked_child_id = None
@@ -199,7 +212,7 @@ class TeamTarget(gateway.Target):
                 recorded.upstream_context_id,
                 recorded.upstream_task_id if parked else "",
             )
-        return recorded
+        return recorded, save
 
     async def _call(
         self,
@@ -216,10 +229,10 @@ class TeamTarget(gateway.Target):
         gets the answer on that same task; any other continues its upstream context of this
         conversation. Never raises for the member's failures: they come back as a ``failed``
         answer saying why."""
-        started, started_at = time.perf_counter(), timezone.now()
+        started = time.perf_counter()
         member = self.members.get(agent_id)
         if member is None:
-            return _failed_answer(f"agent {agent_id!r} cannot be called", started, started_at)
+            return _failed_answer(f"agent {agent_id!r} cannot be called", started)
         resume_id = conversation.parked_child_id if agent_id == conversation.parked_on else None
         if resume_id:
             message = dict(message, taskId=resume_id)
@@ -230,19 +243,26 @@ class TeamTarget(gateway.Target):
             parent_task_id=task.id,
             upstream_context_id="" if resume_id else conversation.contexts.get(agent_id, ("",))[0],
         )
+        member_task: list[Task] = []
         try:
             # Streamed, so the member task's upstream id is known (and cancelable) while it
             # works.
             answer = await gateway.send_message(
-                member, child_ctx, {"message": message}, stream_upstream=True
+                member, child_ctx, {"message": message}, stream_upstream=True,
+                on_task=member_task.append,
             )
             answer = await _until_settled(member, child_ctx, answer)
         except A2AError as error:
-            return _failed_answer(f"agent {agent_id!r}: {error.message}", started, started_at)
+            return _failed_answer(f"agent {agent_id!r}: {error.message}", started)
         state = STATE_OF_WIRE.get(
             answer.get("task", {}).get("status", {}).get("state"), TaskState.COMPLETED
         )
-        return MemberAnswer(answer, state, (time.perf_counter() - started) * 1000, started_at)
+        ids = member_task[0] if member_task else None
+        return MemberAnswer(
+            answer, state, (time.perf_counter() - started) * 1000,
+            upstream_task_id=ids.upstream_task_id if ids else "",
+            upstream_context_id=ids.upstream_context_id if ids else "",
+        )
 
     async def cancel_upstream(self, task, ctx):
         """Cancels the member tasks in flight (or waiting) for this team task, at the relay and
@@ -322,9 +342,9 @@ def _failed_task(task: dict[str, Any], text: str) -> dict[str, Any]:
     return {"task": {**task, "status": status}}
 
 
-def _failed_answer(text: str, started: float, started_at: datetime) -> MemberAnswer:
+def _failed_answer(text: str, started: float) -> MemberAnswer:
     latency_ms = (time.perf_counter() - started) * 1000
-    return MemberAnswer(_failed_task({}, text), TaskState.FAILED, latency_ms, started_at)
+    return MemberAnswer(_failed_task({}, text), TaskState.FAILED, latency_ms)
 
 
 def _for_member(message: dict[str, Any]) -> dict[str, Any]:
@@ -424,15 +444,16 @@ def _relay_message(message_id: str, text: str, **fields: Any) -> dict[str, Any]:
     return {"messageId": message_id, "role": "ROLE_AGENT", "parts": [{"text": text}], **fields}
 
 
-def _hop_step(task: Task, hop: RoutingHop) -> gateway.Step:
+def _hop_step(task: Task, hop: RoutingHop, *, also: Callable[[], None]) -> gateway.Step:
     """The hop as a ``working`` update: its note as the status message, the hop itself in the
-    message's ``metadata[URI].hop`` (so the team task's history keeps every hop too)."""
+    message's ``metadata[URI].hop`` (so the team task's history keeps every hop too). ``also``
+    stores the hop with the update."""
     note = _relay_message(
         f"{task.id}-hop-{hop.order}",
         _hop_note(hop),
         metadata={CLIENT_ROUTING_URI: {"hop": services.hop_as_json(hop)}},
     )
-    return _status_step(task, TaskState.WORKING, note)
+    return dataclasses.replace(_status_step(task, TaskState.WORKING, note), also=also)
 
 
 def _artifact_step(task: Task, artifact: dict[str, Any]) -> gateway.Step:

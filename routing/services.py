@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
 from routing.models import MemberContext, RoutingHop
+from tasks_app import rows
 from tasks_app.models import Task
 
 TEXT_EXCERPT = 500
 """Characters of the message passed on that a hop keeps."""
 
 
-def hop_record(
+def hop_new(
     *,
     task_id: str,
-    team_id: str,
-    context_id: str,
     order: int,
     from_id: str,
     to_id: str,
@@ -30,60 +27,60 @@ def hop_record(
     peers_offered: list[str] | None = None,
     text: str = "",
     latency_ms: float | None = None,
+    upstream_task_id: str = "",
+    upstream_context_id: str = "",
+) -> RoutingHop:
+    """One hop of a team task, not yet stored (``hop_save`` stores it), with the upstream ids
+    of the member task it opened or continued (none when the call failed before the gateway
+    opened one)."""
+    return RoutingHop(
+        task_id=task_id,
+        order=order,
+        from_id=from_id,
+        to_id=to_id,
+        reason=reason,
+        routing_error=routing_error,
+        peers_offered=peers_offered or [],
+        text=text[:TEXT_EXCERPT],
+        latency_ms=latency_ms,
+        outcome=outcome,
+        next_id=next_id,
+        upstream_task_id=upstream_task_id,
+        upstream_context_id=upstream_context_id,
+    )
+
+
+def hop_save(
+    hop: RoutingHop,
+    *,
+    team_id: str,
+    context_id: str,
     member_task_open: bool = False,
     known: tuple[str, str] = ("", ""),
-    since: datetime | None = None,
-) -> RoutingHop:
-    """Stores one hop of a team task, with the upstream ids of the member task it opened (or
-    continued), and keeps the member's conversation for its next turn in this team
-    conversation: its upstream context, and its upstream task while that stays open
-    (``member_task_open``, a parked member). ``known`` is the (context, open task) stored
-    before; the row is written only when that changes, so a member that keeps its context
-    costs no write. The member task is the one of ``to_id`` last written ``since`` the call
-    began (none when the call failed before the gateway opened one)."""
-    member_tasks = Task.objects.filter(parent_id=task_id, agent_id=to_id)
-    if since is not None:
-        member_tasks = member_tasks.filter(updated_at__gte=since)
-    member_task = (
-        member_tasks.order_by("-updated_at")
-        .values("upstream_task_id", "upstream_context_id")
-        .first()
-    ) or {"upstream_task_id": "", "upstream_context_id": ""}
-    upstream_context_id = member_task["upstream_context_id"]
-    open_task = member_task["upstream_task_id"] if member_task_open else ""
-    with transaction.atomic():
-        hop = RoutingHop.objects.create(
-            task_id=task_id,
-            order=order,
-            from_id=from_id,
-            to_id=to_id,
-            reason=reason,
-            routing_error=routing_error,
-            peers_offered=peers_offered or [],
-            text=text[:TEXT_EXCERPT],
-            latency_ms=latency_ms,
-            outcome=outcome,
-            next_id=next_id,
-            upstream_task_id=member_task["upstream_task_id"],
-            upstream_context_id=upstream_context_id,
+) -> None:
+    """Stores a hop (inside the caller's transaction: the team task's hop event is written
+    with it) and keeps the member's conversation for its next turn in this team conversation:
+    its upstream context, and its upstream task while that stays open (``member_task_open``,
+    a parked member). ``known`` is the (context, open task) stored before; the row is written
+    only when that changes, so a member that keeps its context costs no write."""
+    rows.insert(hop)
+    open_task = hop.upstream_task_id if member_task_open else ""
+    if hop.upstream_context_id and (hop.upstream_context_id, open_task) != tuple(known):
+        MemberContext.objects.bulk_create(
+            [
+                MemberContext(
+                    team_id=team_id,
+                    context_id=context_id,
+                    agent_id=hop.to_id,
+                    upstream_context_id=hop.upstream_context_id,
+                    upstream_task_id=open_task,
+                    updated_at=timezone.now(),
+                )
+            ],
+            update_conflicts=True,
+            unique_fields=["team", "context_id", "agent"],
+            update_fields=["upstream_context_id", "upstream_task_id", "updated_at"],
         )
-        if upstream_context_id and (upstream_context_id, open_task) != tuple(known):
-            MemberContext.objects.bulk_create(
-                [
-                    MemberContext(
-                        team_id=team_id,
-                        context_id=context_id,
-                        agent_id=to_id,
-                        upstream_context_id=upstream_context_id,
-                        upstream_task_id=open_task,
-                        updated_at=timezone.now(),
-                    )
-                ],
-                update_conflicts=True,
-                unique_fields=["team", "context_id", "agent"],
-                update_fields=["upstream_context_id", "upstream_task_id", "updated_at"],
-            )
-    return hop
 
 
 def task_error_note(*, task_id: str, event: dict[str, Any]) -> None:

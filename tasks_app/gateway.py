@@ -65,11 +65,14 @@ class CallContext:
 
 @dataclass(frozen=True)
 class Step:
-    """One event from a target, in relay ids, and the upstream ids it revealed."""
+    """One event from a target, in relay ids, and the upstream ids it revealed. ``also`` is a
+    write of the target's own that belongs with the event (a team's routing hop): it runs in
+    the transaction that records the event, or on its own when the task has already ended."""
 
     event: dict[str, Any]
     upstream_task_id: str = ""
     upstream_context_id: str = ""
+    also: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -377,7 +380,7 @@ async def _record(task: Task, step: Step) -> Task:
     try:
         recorded = await sync_to_async(services.task_record)(
             task=task, event=step.event, upstream_task_id=step.upstream_task_id,
-            upstream_context_id=step.upstream_context_id,
+            upstream_context_id=step.upstream_context_id, also=step.also,
         )
     except InvalidTransition as error:
         raise InvalidAgentResponse(f"the agent moved the task in a way A2A forbids: {error}"
@@ -551,14 +554,16 @@ async def _load(target: Target | None, ctx: CallContext, task_id: str) -> Task:
 
 async def send_message(target: Target, ctx: CallContext, request: dict[str, Any], *,
                        stream_upstream: bool = False,
-                       opened: Opened | None = None) -> dict[str, Any]:
+                       opened: Opened | None = None,
+                       on_task: Callable[[Task], None] | None = None) -> dict[str, Any]:
     """SendMessage: blocking by default (returns once the task ends or waits on the client);
     with ``returnImmediately`` it returns the submitted task and works on in the background.
 
     ``stream_upstream`` follows a streaming target over a stream even while the caller blocks:
     the task's upstream ids are then known from the first event, so a cancel reaches the agent
     while it works (the team router calls members this way). ``opened`` is the message's task
-    when the caller already ran ``open_task`` (in its own thread hop).
+    when the caller already ran ``open_task`` (in its own thread hop). ``on_task`` gets the
+    relay's task row once a blocking call has run (the team router reads its upstream ids).
     """
     if opened is None:
         opened = await sync_to_async(open_task)(target, ctx, request)
@@ -572,6 +577,8 @@ async def send_message(target: Target, ctx: CallContext, request: dict[str, Any]
                                        history_length=history_length)}
     outcome = await _drive(target, task, request, ctx,
                            stream=stream_upstream and target.streaming, fresh=fresh)
+    if on_task is not None:
+        on_task(outcome.task)
     if outcome.message is not None:
         return {"message": outcome.message}
     return {"task": snapshots.trim(services.snapshot_of(outcome.task),

@@ -5,6 +5,7 @@ and re-decides. Services return what they wrote; the async gateway publishes it 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -89,12 +90,18 @@ class TerminalTaskError(Exception):
 
 
 def task_record(*, task: Task, event: dict[str, Any], upstream_task_id: str = "",
-                upstream_context_id: str = "") -> Recorded:
+                upstream_context_id: str = "", also: Callable[[], None] | None = None
+                ) -> Recorded:
     """Applies one canonical StreamResponse (relay ids) to the task and stores it as the next
     event. A task already terminal ignores it (returns ``event=None``): a late completion
-    after a cancel changes nothing. An invalid transition raises InvalidTransition."""
+    after a cancel changes nothing. An invalid transition raises InvalidTransition. ``also``
+    (a write that belongs with the event) runs in the event's transaction, or alone when the
+    event is ignored."""
     for _ in range(CAS_ATTEMPTS):
         if task.is_terminal:
+            if also is not None:
+                with transaction.atomic():
+                    also()
             return Recorded(task, None, task.last_sequence)
         before = snapshot_of(task)
         after = snapshots.apply_event(before, event)
@@ -130,6 +137,8 @@ def task_record(*, task: Task, event: dict[str, Any], upstream_task_id: str = ""
                                                                         TaskEvent.Kind.TASK),
                 )
                 rows.insert(stored)
+                if also is not None:
+                    also()
                 if task.has_push_configs:
                     _queue_push(task, stored)
         if moved == 1:
