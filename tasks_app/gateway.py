@@ -137,13 +137,23 @@ class CallGuard(Protocol):
         """Hears how the call went: ``ok`` once the agent answered, or why it failed."""
 
 
-_call_guard: CallGuard | None = None
+class _NoGuard:
+    """Lets every call go and hears nothing: the guard while none is plugged in."""
+
+    async def admit(self, target: AgentTarget) -> None:
+        return None
+
+    async def report(self, target: AgentTarget, **outcome: Any) -> None:
+        return None
+
+
+_call_guard: CallGuard = _NoGuard()
 
 
 def register_call_guard(guard: CallGuard | None) -> None:
     """The routing app plugs its circuit breaker in here (None unplugs it)."""
     global _call_guard
-    _call_guard = guard
+    _call_guard = guard if guard is not None else _NoGuard()
 
 
 class AgentTarget(Target):
@@ -170,17 +180,12 @@ class AgentTarget(Target):
                             agent.breaker_opened_at)
 
     async def run(self, task, request, ctx, *, stream):
-        # The upstream steps are closed here when the caller stops early, as _drive closes
-        # these: left to the garbage collector, an upstream stream would close in another task.
-        if _call_guard is None:
-            async with contextlib.aclosing(self._run(task, request, ctx, stream=stream)) as steps:
-                async for step in steps:
-                    yield step
-            return
         await _call_guard.admit(self)
         started = time.perf_counter()
         answered = False
         try:
+            # Closed here when the caller stops early, as _drive closes these steps: left to
+            # the garbage collector, an upstream stream would close in another task.
             async with contextlib.aclosing(self._run(task, request, ctx, stream=stream)) as steps:
                 async for step in steps:
                     if not answered:

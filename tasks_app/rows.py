@@ -1,5 +1,5 @@
-"""Single-row writes for the task services' hot path, without the ORM building each
-statement anew.
+"""Single-row writes for the hot path of A2A calls (the task services, and the team router's
+hops), without the ORM building each statement anew.
 
 Every A2A message writes at least three rows (the task, its compare-and-set update, the
 event), all on the one database thread every A2A call of a process shares. The ORM spends
