@@ -6,21 +6,26 @@ class RoutingConfig(AppConfig):
     verbose_name = "Teams, routing and health"
 
     def ready(self) -> None:
-        # Teams answer A2A calls as gateway targets of kind "team".
-        from routing.execution import team_target
+        from django.db.models.signals import post_delete, post_migrate, post_save
+
+        from registry.models import Agent, DeclaredExtension, Skill, Team, TeamMembership
+        from routing.breaker import BreakerGuard
+        from routing.execution import team_changed, team_target
+        from routing.schedules import ensure_after_migrate
         from tasks_app import gateway
 
+        # Teams answer A2A calls as gateway targets of kind "team". A loaded team is dropped
+        # (in this process) when anything it is made of changes.
         gateway.register_target_kind("team", team_target)
+        for model in (Team, TeamMembership, Agent, Skill, DeclaredExtension):
+            name = model.__name__
+            post_save.connect(team_changed, sender=model, dispatch_uid=f"team-cache-{name}-saved")
+            post_delete.connect(team_changed, sender=model,
+                                dispatch_uid=f"team-cache-{name}-deleted")
 
         # Passive health: real calls to agents drive their circuit breakers.
-        from routing.breaker import BreakerGuard
-
         gateway.register_call_guard(BreakerGuard())
 
         # Health: the beat schedules exist once the tables do.
-        from django.db.models.signals import post_migrate
-
-        from routing.schedules import ensure_after_migrate
-
         post_migrate.connect(ensure_after_migrate, sender=self,
                              dispatch_uid="routing.beat_schedules")

@@ -8,6 +8,8 @@ costs a call nothing: no query, no write.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
@@ -25,6 +27,12 @@ def breaker_of(target) -> health.Breaker:
         breaker = health.Breaker(*target.breaker_row)
         target.extra["breaker"] = breaker
     return breaker
+
+
+def remember(target, row: tuple[str, int, datetime | None]) -> None:
+    """Sets the breaker this process knows for an agent target from its stored row (state,
+    failures, since): a target kept across calls learns what other processes wrote."""
+    target.extra["breaker"] = health.Breaker(*row)
 
 
 def blocks(target) -> bool:

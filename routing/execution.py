@@ -48,6 +48,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from registry.extensions import CLIENT_ROUTING_URI
+from registry.models import Agent
 from routing import breaker, selectors, services
 from routing.models import RoutingHop
 from routing.router import (
@@ -91,28 +92,51 @@ class MemberAnswer:
         return self.state in (TaskState.FAILED, TaskState.REJECTED)
 
 
-class TeamTarget(gateway.Target):
-    """A team, answering as one A2A agent (kind "team")."""
+@dataclass(frozen=True)
+class LoadedTeam:
+    """What a call to a team needs that changes only when the team, its memberships or its
+    members' cards do: kept per process (``team_target``). ``agents`` are the members that can
+    be called; ``members`` is every member as the router sees it, its health not yet known."""
 
-    def __init__(self, team, agents) -> None:
+    id: str
+    name: str
+    default_agent: str
+    max_hops: int
+    agents: dict[str, gateway.AgentTarget]
+    members: tuple[Member, ...]
+
+
+class TeamTarget(gateway.Target):
+    """A team, answering as one A2A agent (kind "team"): the loaded team, with its members'
+    health and circuit breakers as stored at the time of the call (``states``, from
+    ``selectors.member_states``; a member missing there was disabled meanwhile)."""
+
+    def __init__(self, team: LoadedTeam, states: dict[str, selectors.MemberState]) -> None:
         super().__init__(
             kind="team",
-            id=team.pk,
+            id=team.id,
             name=team.name,
             streaming=True,
             declared_extensions=(CLIENT_ROUTING_URI,),
         )
         self.members: dict[str, gateway.AgentTarget] = {}
         view_members = []
-        for agent in agents:
-            with contextlib.suppress(upstream.NoUsableInterfaceError):
-                self.members[agent.pk] = gateway.AgentTarget(agent)
-            view_members.append(_member(agent, self.members.get(agent.pk)))
+        for member in team.members:
+            state = states.get(member.id)
+            if state is None:
+                continue
+            target = team.agents.get(member.id)
+            if target is not None:
+                breaker.remember(target, state.breaker)
+                self.members[member.id] = target
+            healthy = (target is not None and state.health != Agent.Health.UNHEALTHY
+                       and not breaker.blocks(target))
+            view_members.append(dataclasses.replace(member, healthy=healthy))
         self.view = TeamView(
-            id=team.pk,
+            id=team.id,
             members=tuple(view_members),
-            default_agent=team.default_agent_id,
-            max_hops=team.max_routing_hops,
+            default_agent=team.default_agent,
+            max_hops=team.max_hops,
         )
 
     async def run(self, task, request, ctx, *, stream):
@@ -276,18 +300,56 @@ class TeamTarget(gateway.Target):
         return task.target_kind == "team" and task.target_id == self.id
 
 
-def team_target(team_id: str) -> TeamTarget | None:
-    """The team as a gateway target, or None when there is no enabled team with this id."""
+def _load_team(team_id: str) -> LoadedTeam | None:
     loaded = selectors.team_with_members(team_id)
-    return TeamTarget(*loaded) if loaded else None
+    if loaded is None:
+        return None
+    team, agents = loaded
+    targets: dict[str, gateway.AgentTarget] = {}
+    for agent in agents:
+        with contextlib.suppress(upstream.NoUsableInterfaceError):
+            targets[agent.pk] = gateway.AgentTarget(agent)
+    return LoadedTeam(
+        id=team.pk,
+        name=team.name,
+        default_agent=team.default_agent_id,
+        max_hops=team.max_routing_hops,
+        agents=targets,
+        members=tuple(_member(agent, targets.get(agent.pk)) for agent in agents),
+    )
+
+
+_teams = gateway.TargetCache(_load_team, gateway.target_cache_seconds)
+"""Loaded teams (four queries each). A saved or deleted team, membership, agent, skill or
+declared extension drops them all, through the signals RoutingConfig.ready connects."""
+
+
+def team_target(team_id: str) -> TeamTarget | None:
+    """The team as a gateway target, or None when there is no enabled team with this id. Its
+    members' health and breakers are read at each call (one query), so the health jobs'
+    verdicts count at once, from any process."""
+    team = _teams.get(team_id)
+    if team is None:
+        return None
+    return TeamTarget(team, selectors.member_states([member.id for member in team.members]))
+
+
+def team_changed(sender, **kwargs) -> None:
+    """post_save and post_delete receiver for what a loaded team is made of."""
+    forget_team_targets()
+
+
+def forget_team_targets() -> None:
+    """Drops every loaded team in this process."""
+    _teams.forget()
 
 
 # --- helpers ----------------------------------------------------------------------------
 
 
 def _member(agent, target: gateway.AgentTarget | None) -> Member:
-    """The router's view of an agent: skill tags (or ids) as capabilities; unhealthy when its
-    health check says so, its circuit breaker refuses calls, or it cannot be called at all."""
+    """The router's view of an agent: skill tags (or ids) as capabilities. Whether it is
+    healthy is decided at each call (``TeamTarget``); one that cannot be called never is."""
     skills = list(agent.skills.all())
     tags = list(dict.fromkeys(tag for skill in skills for tag in skill.tags or []))
     return Member(
@@ -296,8 +358,6 @@ def _member(agent, target: gateway.AgentTarget | None) -> Member:
         description=agent.description,
         capabilities=tuple(tags or [skill.skill_id for skill in skills]),
         supports_routing=any(e.uri == CLIENT_ROUTING_URI for e in agent.extensions.all()),
-        healthy=(target is not None and agent.health != agent.Health.UNHEALTHY
-                 and not breaker.blocks(target)),
         protocol_version=target.endpoint.version if target else "1.0",
     )
 

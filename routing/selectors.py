@@ -39,6 +39,26 @@ def team_with_members(team_id: str) -> tuple[Team, list[Agent]] | None:
     return team, [membership.agent for membership in memberships]
 
 
+@dataclass(frozen=True)
+class MemberState:
+    """A member's health and circuit breaker (state, failures, since) as stored."""
+
+    health: str
+    breaker: tuple[str, int, datetime | None]
+
+
+def member_states(agent_ids: list[str]) -> dict[str, MemberState]:
+    """The stored health and breaker of these agents, by id, leaving out disabled ones (one
+    query)."""
+    rows = (
+        Agent.objects.filter(pk__in=agent_ids)
+        .exclude(status=Agent.Status.DISABLED)
+        .values_list("pk", "health", "breaker_state", "breaker_failures", "breaker_opened_at")
+    )
+    return {pk: MemberState(health, (state, failures, since))
+            for pk, health, state, failures, since in rows}
+
+
 @dataclass
 class Conversation:
     """Where a team task stands when a caller's message arrives.

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -292,44 +292,53 @@ def _step(event: dict[str, Any], ids: snapshots.IdMap) -> Step:
     return Step(ids.to_relay(event), upstream_task or "", upstream_context or "")
 
 
-class _AgentTargetCache:
-    """Agent targets, per process: resolving one costs two queries, and most calls go to the
-    same few agents. A change to an agent (card refresh, update, disable, delete: each saves
-    or deletes the Agent row) drops its entry in this process at once, through the signals
-    TasksAppConfig.ready connects; other processes see it within RELAY_TARGET_CACHE_SECONDS.
-    Unknown and disabled agents are not kept, so a new agent is callable at once everywhere.
+T = TypeVar("T")
+
+
+class TargetCache(Generic[T]):
+    """What a loader read about targets, per process and per id, for ``lifetime()`` seconds:
+    resolving a target costs queries, and most calls go to the same few targets. Whatever
+    changes a target in this process calls ``forget`` (through signals the apps connect), so
+    its next call reads it afresh; other processes see the change within the lifetime. Missing
+    targets (the loader's None) are not kept, so a new one is callable at once everywhere.
     """
 
-    def __init__(self) -> None:
-        self._entries: dict[str, tuple[float, AgentTarget]] = {}
+    def __init__(self, load: Callable[[str], T | None], lifetime: Callable[[], float]) -> None:
+        self._load = load
+        self._lifetime = lifetime
+        self._entries: dict[str, tuple[float, T]] = {}
         self._generation = 0
 
-    def get(self, agent_id: str) -> AgentTarget | None:
-        cached = self._entries.get(agent_id)
+    def get(self, target_id: str) -> T | None:
+        cached = self._entries.get(target_id)
         if cached is not None and cached[0] > time.monotonic():
             return cached[1]
         generation = self._generation
-        target = _load_agent_target(agent_id)
-        lifetime = settings.RELAY_TARGET_CACHE_SECONDS
-        # Not kept when an agent changed meanwhile: this read may predate the change.
-        if target is not None and lifetime > 0 and generation == self._generation:
-            self._entries[agent_id] = (time.monotonic() + lifetime, target)
-        return target
+        loaded = self._load(target_id)
+        lifetime = self._lifetime()
+        # Not kept when a target changed meanwhile: this read may predate the change.
+        if loaded is not None and lifetime > 0 and generation == self._generation:
+            self._entries[target_id] = (time.monotonic() + lifetime, loaded)
+        return loaded
 
-    def forget(self, agent_id: str | None) -> None:
+    def forget(self, target_id: str | None = None) -> None:
+        """Drops one entry (all without ``target_id``), now and again when the current
+        transaction commits: a read in between may see the rows as they were before."""
+        self._drop(target_id)
+        if transaction.get_connection().in_atomic_block:
+            transaction.on_commit(lambda: self._drop(target_id))
+
+    def _drop(self, target_id: str | None) -> None:
         self._generation += 1
-        if agent_id is None:
+        if target_id is None:
             self._entries.clear()
         else:
-            self._entries.pop(agent_id, None)
+            self._entries.pop(target_id, None)
 
 
-_agent_targets = _AgentTargetCache()
-
-
-def agent_target(agent_id: str) -> Target | None:
-    """The agent as a target, or None when it is unknown or disabled."""
-    return _agent_targets.get(agent_id)
+def target_cache_seconds() -> float:
+    """How long a process keeps a target it loaded (RELAY_TARGET_CACHE_SECONDS)."""
+    return settings.RELAY_TARGET_CACHE_SECONDS
 
 
 def _load_agent_target(agent_id: str) -> AgentTarget | None:
@@ -342,17 +351,24 @@ def _load_agent_target(agent_id: str) -> AgentTarget | None:
     return AgentTarget(agent)
 
 
+_agent_targets = TargetCache(_load_agent_target, target_cache_seconds)
+"""Agent targets (two queries each to load). Saving or deleting the Agent row (card refresh,
+update, disable, delete) drops its entry, through the signals TasksAppConfig.ready connects."""
+
+
+def agent_target(agent_id: str) -> Target | None:
+    """The agent as a target, or None when it is unknown or disabled."""
+    return _agent_targets.get(agent_id)
+
+
 def agent_changed(sender, instance, **kwargs) -> None:
     """post_save and post_delete receiver for registry.Agent."""
     forget_agent_targets(instance.pk)
 
 
 def forget_agent_targets(agent_id: str | None = None) -> None:
-    """Drops the cached target of one agent (of all without ``agent_id``), now and again when
-    the current transaction commits: a call in between may read the row as it was before."""
+    """Drops the cached target of one agent (of all without ``agent_id``)."""
     _agent_targets.forget(agent_id)
-    if transaction.get_connection().in_atomic_block:
-        transaction.on_commit(lambda: _agent_targets.forget(agent_id))
 
 
 register_target_kind("agent", agent_target)

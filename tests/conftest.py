@@ -7,11 +7,13 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def no_cached_targets():
-    """Each test starts with no agent target cached: the rows of earlier tests were rolled
+    """Each test starts with no agent or team target cached: the rows of earlier tests were rolled
     back or flushed, which sends none of the signals that would drop them."""
+    from routing import execution
     from tasks_app import gateway
 
     gateway.forget_agent_targets()
+    execution.forget_team_targets()
 
 
 @pytest.fixture
