@@ -8,20 +8,21 @@ registered and a team "bench" (members a and b, default a). The agents count dow
 is 0. So a team conversation started with "left=k" is exactly k member calls, alternating
 a, b, a, ...
 
-For each k in 1, 3, 10 it times, one request at a time (keep-alive, after a warm-up):
+For each k in 1, 3, 10 it times, one request at a time (keep-alive, after a warm-up), in
+rounds of one of each (so the machine's slower and faster spells weigh on all alike):
 
 - team:     one blocking ``SendMessage`` to ``/a2a/teams/bench/`` with "left=k" (k hops);
 - direct k: the same k calls (a, b, a, ... with "left=k", "left=k-1", ...) made one after the
             other straight to the agents, as ``SendStreamingMessage`` read to the end: that is
             how the team calls a member that streams (so a cancel reaches the member while it
             works), and an SSE answer costs the agent more than a plain one;
+- relay 1 and direct 1: a single call to agent a through the relay (``/a2a/agents/a/``) and
+            directly: their p50 difference is the gateway's overhead for one hop.
 
-and, once, a single call to agent a directly and through the relay (``/a2a/agents/a/``):
-their p50 difference is the gateway's overhead for one hop. It prints per k: team p50, direct k
-p50, the team's overhead (team - direct k), and whether that overhead is at most
-k * hop overhead + CONSTANT_MS. The constant stands for what a team call does once, whatever
-k: the caller's own request to the relay (parsing, authentication, opening the team task, its
-final answer) and loading the team; measured at k = 1 it is about one more gateway hop.
+It prints per k: team p50, direct k p50, the team's overhead (team - direct k), the hop
+overhead, and whether the team's overhead is at most k * hop overhead + CONSTANT_MS. The
+constant stands for what a team call does once, whatever k: opening the team task, reading its
+members' health, recording its answer.
 
     python bench/team_bench.py [--runs 30]
 """
@@ -39,6 +40,7 @@ import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -141,18 +143,23 @@ async def call_streaming(client: httpx.AsyncClient, url: str, text: str, headers
     return events
 
 
-async def timed(action, runs: int, deadline: float) -> list[float]:
+async def timed_rounds(actions: dict[str, Any], runs: int, deadline: float
+                       ) -> dict[str, float]:
+    """The p50 of each action, in ms, measured in rounds (each action once per round, in
+    turn), so that a slower or faster spell of the machine weighs on all of them alike."""
     for _ in range(WARMUP):
-        await action()
-    samples = []
-    for _ in range(runs):
+        for action in actions.values():
+            await action()
+    samples: dict[str, list[float]] = {name: [] for name in actions}
+    for done in range(runs):
         if time.monotonic() > deadline:
-            print(f"  (time budget reached after {len(samples)} runs)")
+            print(f"  (time budget reached after {done} rounds)")
             break
-        started = time.perf_counter()
-        await action()
-        samples.append((time.perf_counter() - started) * 1000)
-    return samples
+        for name, action in actions.items():
+            started = time.perf_counter()
+            await action()
+            samples[name].append((time.perf_counter() - started) * 1000)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 async def measure(relay_url: str, key: str, agents: dict[str, str], runs: int) -> None:
@@ -171,16 +178,9 @@ async def measure(relay_url: str, key: str, agents: dict[str, str], runs: int) -
         async def relay_one():
             await call(client, f"{relay_url}/a2a/agents/a/", "left=1", relay_headers)
 
-        direct = statistics.median(await timed(direct_one, runs * 2, deadline))
-        through_relay = statistics.median(await timed(relay_one, runs * 2, deadline))
-        hop_overhead = through_relay - direct
-        print(
-            f"one call to agent a: direct p50 {direct:.2f} ms, through the relay p50 "
-            f"{through_relay:.2f} ms -> gateway hop overhead {hop_overhead:.2f} ms\n"
-        )
         print(
             f"{'k':>3} {'team p50':>10} {'direct k p50':>13} {'team overhead':>14} "
-            f"{'k*hop+' + str(int(CONSTANT_MS)):>10}  within?"
+            f"{'hop overhead':>13} {'k*hop+' + str(int(CONSTANT_MS)):>10}  within?"
         )
         for hops in HOPS:
 
@@ -198,13 +198,18 @@ async def measure(relay_url: str, key: str, agents: dict[str, str], runs: int) -
                     agent = agents["a"] if (hops - left) % 2 == 0 else agents["b"]
                     await call_streaming(client, agent, f"left={left}", direct_headers)
 
-            team_p50 = statistics.median(await timed(team, runs, deadline))
-            direct_p50 = statistics.median(await timed(direct_k, runs, deadline))
-            overhead = team_p50 - direct_p50
+            p50 = await timed_rounds(
+                {"team": team, "direct k": direct_k, "relay 1": relay_one,
+                 "direct 1": direct_one},
+                runs, deadline,
+            )
+            overhead = p50["team"] - p50["direct k"]
+            hop_overhead = p50["relay 1"] - p50["direct 1"]
             bound = hops * hop_overhead + CONSTANT_MS
             print(
-                f"{hops:>3} {team_p50:>8.2f} ms {direct_p50:>10.2f} ms {overhead:>11.2f} ms "
-                f"{bound:>7.2f} ms  {'yes' if overhead <= bound else 'NO'}"
+                f"{hops:>3} {p50['team']:>8.2f} ms {p50['direct k']:>10.2f} ms "
+                f"{overhead:>11.2f} ms {hop_overhead:>10.2f} ms {bound:>7.2f} ms  "
+                f"{'yes' if overhead <= bound else 'NO'}"
             )
 
 

@@ -147,7 +147,7 @@ class TeamTarget(gateway.Target):
         else:  # a new conversation: nothing of it is stored yet
             conversation = selectors.Conversation()
         hop = first_hop(self.view, message, parked_on=conversation.parked_on)
-        hops_done, answer = 0, None
+        hops_done = 0
         while isinstance(hop, Deliver):
             outgoing, headers = prepare_message(
                 _for_member(message),
@@ -163,21 +163,22 @@ class TeamTarget(gateway.Target):
             hops_done += 1
             decision = self._decide(hop, answer, hops_done)
             recorded, save = self._hop(task, conversation, hop, outgoing, answer, decision)
-            yield _hop_step(task, recorded, also=save)
-            for artifact in answer.answer.get("task", {}).get("artifacts", []):
-                yield _artifact_step(task, artifact)
+            # The hop, the artifacts it brought and, when the conversation ends here, the
+            # team task's answer: recorded in one round trip.
+            then = [_artifact_step(task, artifact)
+                    for artifact in answer.answer.get("task", {}).get("artifacts", [])]
             if decision is None:
                 text = f"the task of member '{hop.target}' was canceled"
-                yield _final_step(task, TaskState.CANCELED, text=text)
-                return
+                then.append(_final_step(task, TaskState.CANCELED, text=text))
+            elif not isinstance(decision, Deliver):
+                then.append(_ending(task, decision, answer))
+            yield dataclasses.replace(_hop_step(task, recorded, also=save), then=tuple(then))
             message = _as_next_message(
                 answer.answer, answerer=hop.target, message_id=f"{task.id}-hop-{recorded.order}"
             )
             hop = decision
-        final = _ending(task, hop, answer)
-        if final.event["statusUpdate"]["status"]["state"] == WIRE_STATE[TaskState.FAILED]:
-            await sync_to_async(services.task_error_note)(task_id=task.id, event=final.event)
-        yield final
+        if hops_done == 0:  # nobody could be called: the default agent is unavailable
+            yield _ending(task, hop, None)
 
     def _decide(self, hop: Deliver, answer: MemberAnswer, hops_done: int):
         """Where the member's answer goes next; None when its task was canceled (the team task
@@ -380,14 +381,17 @@ async def _until_settled(
 
 def _ending(task: Task, hop, answer: MemberAnswer | None) -> gateway.Step:
     """The team task's last update: the reply, the question for the caller (parked), or the
-    failure (hop limit, unavailable default agent)."""
+    failure (hop limit, unavailable default agent), whose reason is kept in the task's
+    ``error`` too."""
     if isinstance(hop, Reply):
         reply = prepare_reply(answer.answer, routing_error=hop.routing_error)
         return _final_step(task, answer.state, message=_answer_message(reply))
     if isinstance(hop, Park):
         question = _answer_message(prepare_reply(answer.answer))
         return _final_step(task, TaskState(STATE_OF_WIRE[hop.state]), message=question)
-    return _final_step(task, TaskState.FAILED, text=hop.message)  # Fail or Unavailable
+    failed = _final_step(task, TaskState.FAILED, text=hop.message)  # Fail or Unavailable
+    note = functools.partial(services.task_error_note, task_id=task.id, event=failed.event)
+    return dataclasses.replace(failed, also=note)
 
 
 def _failed_task(task: dict[str, Any], text: str) -> dict[str, Any]:

@@ -67,12 +67,16 @@ class CallContext:
 class Step:
     """One event from a target, in relay ids, and the upstream ids it revealed. ``also`` is a
     write of the target's own that belongs with the event (a team's routing hop): it runs in
-    the transaction that records the event, or on its own when the task has already ended."""
+    the transaction that records the event, or on its own when the task has already ended.
+    ``then`` are events known at the same moment (a team's hop, the artifacts it brought and
+    the answer it ends with): recorded right after this one, in the same database round trip.
+    """
 
     event: dict[str, Any]
     upstream_task_id: str = ""
     upstream_context_id: str = ""
     also: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+    then: tuple[Step, ...] = ()
 
 
 @dataclass
@@ -398,18 +402,30 @@ class Outcome:
 
 
 async def _record(task: Task, step: Step) -> Task:
+    """Records the step and those it brings (``then``) in one thread hop, and publishes what
+    was recorded."""
     try:
-        recorded = await sync_to_async(services.task_record)(
-            task=task, event=step.event, upstream_task_id=step.upstream_task_id,
-            upstream_context_id=step.upstream_context_id, also=step.also,
-        )
+        recorded = await sync_to_async(_record_steps)(task, step)
     except InvalidTransition as error:
         raise InvalidAgentResponse(f"the agent moved the task in a way A2A forbids: {error}"
                                    ) from error
-    if recorded.event is not None:
-        await streams.publish(task.id, recorded.sequence, recorded.event,
-                              final=recorded.task.state in FINAL_STATES)
-    return recorded.task
+    for sequence, event, final in recorded:
+        await streams.publish(task.id, sequence, event, final=final)
+    return task
+
+
+def _record_steps(task: Task, step: Step) -> list[tuple[int, dict[str, Any], bool]]:
+    """(sequence, event, whether it is final) of each event recorded (a task already ended
+    ignores the rest); ``task`` is brought up to date."""
+    recorded = []
+    for each in (step, *step.then):
+        done = services.task_record(
+            task=task, event=each.event, upstream_task_id=each.upstream_task_id,
+            upstream_context_id=each.upstream_context_id, also=each.also,
+        )
+        if done.event is not None:
+            recorded.append((done.sequence, done.event, task.state in FINAL_STATES))
+    return recorded
 
 
 async def _fail(task: Task, reason: str) -> Task:

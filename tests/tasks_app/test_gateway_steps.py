@@ -1,0 +1,118 @@
+"""How the gateway records what a target yields: each step is an event of the task, in order.
+A step's ``then`` events are recorded right after it, in the same database round trip (a team
+records a hop with the artifacts it brought and the answer it ends with), and published one by
+one, only the last one as final. ``also`` runs with its event, or alone when the task has
+already ended."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from tasks_app import gateway, services, streams
+from tasks_app.lifecycle import TaskState
+from tasks_app.models import Task, TaskEvent
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REQUEST = {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "go"}]}}
+
+
+class Scripted(gateway.Target):
+    """A target that yields the steps ``script(task)`` gives, and nothing else."""
+
+    def __init__(self, script) -> None:
+        super().__init__(kind="scripted", id="scripted")
+        self.script = script
+
+    async def run(self, task, request, ctx, *, stream):
+        for step in await self.script(task):
+            yield step
+
+
+def status(task: Task, state: str, text: str = "") -> dict:
+    return services.status_event(task, state, text or None)
+
+
+def artifact(task: Task, name: str) -> dict:
+    return {"artifactUpdate": {"taskId": task.id, "contextId": task.context_id, "lastChunk": True,
+                               "artifact": {"artifactId": name, "parts": [{"text": name}]}}}
+
+
+def noted(task_id: str, note: str):
+    """An ``also`` write: keeps ``note`` in the task's error column."""
+    return lambda: Task.objects.filter(pk=task_id).update(error=note)
+
+
+async def run(target: Scripted) -> tuple[dict, list[tuple[dict, bool]]]:
+    """Sends REQUEST to ``target``; returns the answer and what a subscriber of the task got
+    until a final event."""
+    ctx = gateway.CallContext(caller=None)
+    opened = await sync_to_async(gateway.open_task)(target, ctx, REQUEST)
+    received = []
+
+    async def follow():
+        async with streams.subscription(opened.task.id) as subscription:
+            ready.set()
+            async for item in subscription.events(after=0, keepalive=5):
+                received.append(item)
+
+    ready = asyncio.Event()
+    follower = asyncio.create_task(follow())
+    await ready.wait()
+    answer = await gateway.send_message(target, ctx, REQUEST, opened=opened)
+    await asyncio.wait_for(follower, 5)
+    return answer, received
+
+
+async def test_then_events_are_recorded_in_order_and_only_the_last_is_final():
+    async def script(task):
+        return [gateway.Step(status(task, TaskState.WORKING, "hop 1"), also=noted(task.id, "hop"),
+                             then=(gateway.Step(artifact(task, "draft")),
+                                   gateway.Step(status(task, TaskState.COMPLETED, "done"))))]
+
+    answer, received = await run(Scripted(script))
+
+    task = answer["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert [a["artifactId"] for a in task["artifacts"]] == ["draft"]
+    stored = await sync_to_async(list)(
+        TaskEvent.objects.filter(task_id=task["id"]).order_by("sequence")
+        .values_list("sequence", "payload"))
+    assert [(sequence, next(iter(payload))) for sequence, payload in stored] == [
+        (1, "statusUpdate"), (2, "artifactUpdate"), (3, "statusUpdate")]
+    assert [(next(iter(event)), final) for event, final in received] == [
+        ("statusUpdate", False), ("artifactUpdate", False), ("statusUpdate", True)]
+    row = await Task.objects.aget(pk=task["id"])
+    assert row.error == "hop" and row.last_sequence == 3
+
+
+async def test_a_final_event_in_the_middle_ends_the_task_and_the_rest_is_ignored():
+    async def script(task):
+        return [gateway.Step(status(task, TaskState.FAILED, "gave up"),
+                             then=(gateway.Step(status(task, TaskState.COMPLETED, "late"),
+                                                also=noted(task.id, "late also")),))]
+
+    answer, received = await run(Scripted(script))
+
+    assert answer["task"]["status"]["state"] == "TASK_STATE_FAILED"
+    assert [final for _, final in received] == [True]
+    row = await Task.objects.aget(pk=answer["task"]["id"])
+    assert row.last_sequence == 1
+    assert row.error == "late also"  # ``also`` still runs, on its own
+
+
+async def test_steps_for_a_task_canceled_meanwhile_are_ignored_but_also_runs():
+    async def script(task):
+        await sync_to_async(services.task_cancel)(task=await Task.objects.aget(pk=task.id))
+        return [gateway.Step(status(task, TaskState.WORKING, "hop 1"), also=noted(task.id, "hop"),
+                             then=(gateway.Step(status(task, TaskState.COMPLETED, "done")),))]
+
+    ctx = gateway.CallContext(caller=None)
+    answer = await gateway.send_message(Scripted(script), ctx, REQUEST)
+
+    assert answer["task"]["status"]["state"] == "TASK_STATE_CANCELED"
+    row = await Task.objects.aget(pk=answer["task"]["id"])
+    assert row.last_sequence == 1 and row.error == "hop"
