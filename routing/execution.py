@@ -41,7 +41,7 @@ import dataclasses
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -86,6 +86,9 @@ class MemberAnswer:
     latency_ms: float
     upstream_task_id: str = ""
     upstream_context_id: str = ""
+    record_end: Callable[[], list[gateway.Published]] | None = field(
+        default=None, compare=False, repr=False)
+    """Records the member task's last event, held back to be stored with the hop."""
 
     @property
     def failed(self) -> bool:
@@ -202,10 +205,10 @@ class TeamTarget(gateway.Target):
         outgoing: dict[str, Any],
         answer: MemberAnswer,
         decision,
-    ) -> tuple[RoutingHop, Callable[[], None]]:
-        """The hop, and the write that stores it with the team task's hop event (one thread
-        hop, one transaction); ``conversation`` moves on to what the member's conversation
-        now is."""
+    ) -> tuple[RoutingHop, Callable[[], list[gateway.Published]]]:
+        """The hop, and the write that stores it, with the end of the member's task, in the
+        transaction of the team task's hop event; ``conversation`` moves on to what the
+        member's conversation now is."""
         parked = isinstance(decision, Park)
         recorded = services.hop_new(
             task_id=task.id,
@@ -222,7 +225,7 @@ class TeamTarget(gateway.Target):
             upstream_task_id=answer.upstream_task_id,
             upstream_context_id=answer.upstream_context_id,
         )
-        save = functools.partial(
+        hop_save = functools.partial(
             services.hop_save,
             recorded,
             team_id=self.id,
@@ -230,6 +233,12 @@ class TeamTarget(gateway.Target):
             member_task_open=parked,
             known=conversation.contexts.get(hop.target, ("", "")),
         )
+
+        def save() -> list[gateway.Published]:
+            published = answer.record_end() if answer.record_end else []
+            hop_save()
+            return published
+
         conversation.hops_recorded = recorded.order
         conversation.parked_on = conversation.parked_child_id = None
         if recorded.upstream_context_id:
@@ -250,8 +259,9 @@ class TeamTarget(gateway.Target):
         routing: bool,
     ) -> MemberAnswer:
         """Calls one member through the gateway, as a child task of the team task, and waits
-        until that task ends or waits on its client. A member that asked the caller for input
-        gets the answer on that same task; any other continues its upstream context of this
+        until that task ends or waits on its client; the event that ends it is recorded with
+        the hop (``MemberAnswer.record_end``). A member that asked the caller for input gets
+        the answer on that same task; any other continues its upstream context of this
         conversation. Never raises for the member's failures: they come back as a ``failed``
         answer saying why."""
         started = time.perf_counter()
@@ -268,25 +278,21 @@ class TeamTarget(gateway.Target):
             parent_task_id=task.id,
             upstream_context_id="" if resume_id else conversation.contexts.get(agent_id, ("",))[0],
         )
-        member_task: list[Task] = []
         try:
-            # Streamed, so the member task's upstream id is known (and cancelable) while it
-            # works.
-            answer = await gateway.send_message(
-                member, child_ctx, {"message": message}, stream_upstream=True,
-                on_task=member_task.append,
-            )
-            answer = await _until_settled(member, child_ctx, answer)
+            sent = await gateway.send_for_task(member, child_ctx, {"message": message})
+            answer = sent.answer
+            if sent.held is None:
+                answer = await _until_settled(member, child_ctx, answer)
         except A2AError as error:
             return _failed_answer(f"agent {agent_id!r}: {error.message}", started)
         state = STATE_OF_WIRE.get(
             answer.get("task", {}).get("status", {}).get("state"), TaskState.COMPLETED
         )
-        ids = member_task[0] if member_task else None
         return MemberAnswer(
             answer, state, (time.perf_counter() - started) * 1000,
-            upstream_task_id=ids.upstream_task_id if ids else "",
-            upstream_context_id=ids.upstream_context_id if ids else "",
+            upstream_task_id=sent.upstream_task_id,
+            upstream_context_id=sent.upstream_context_id,
+            record_end=sent.held.record if sent.held else None,
         )
 
     async def cancel_upstream(self, task, ctx):

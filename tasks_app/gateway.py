@@ -16,7 +16,7 @@ import contextvars
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
 
 from asgiref.sync import sync_to_async
@@ -25,7 +25,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from tasks_app import delegation, selectors, services, snapshots, streams, upstream
-from tasks_app.lifecycle import INTERRUPTED, TERMINAL, InvalidTransition, TaskState
+from tasks_app.lifecycle import (
+    INTERRUPTED,
+    TERMINAL,
+    InvalidTransition,
+    TaskState,
+    check_transition,
+)
 from tasks_app.models import Task
 from tasks_app.protocol.errors import (
     A2AError,
@@ -66,17 +72,33 @@ class CallContext:
 @dataclass(frozen=True)
 class Step:
     """One event from a target, in relay ids, and the upstream ids it revealed. ``also`` is a
-    write of the target's own that belongs with the event (a team's routing hop): it runs in
-    the transaction that records the event, or on its own when the task has already ended.
-    ``then`` are events known at the same moment (a team's hop, the artifacts it brought and
-    the answer it ends with): recorded right after this one, in the same database round trip.
+    write of the target's own that belongs with the event (a team's routing hop, with the end
+    of the member task that made it): it runs in the transaction that records the event, or
+    on its own when the task has already ended, and returns the events it recorded for other
+    tasks, to publish. ``then`` are events known at the same moment (a team's hop, the
+    artifacts it brought and the answer it ends with): recorded right after this one, in the
+    same database round trip.
     """
 
     event: dict[str, Any]
     upstream_task_id: str = ""
     upstream_context_id: str = ""
-    also: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+    also: Callable[[], list[Published] | None] | None = field(
+        default=None, compare=False, repr=False)
     then: tuple[Step, ...] = ()
+
+
+@dataclass(frozen=True)
+class Published:
+    """An event recorded for a task, for the task's streams once its transaction committed."""
+
+    task_id: str
+    sequence: int
+    event: dict[str, Any]
+    final: bool
+
+    async def send(self) -> None:
+        await streams.publish(self.task_id, self.sequence, self.event, final=self.final)
 
 
 @dataclass
@@ -399,6 +421,57 @@ def _spawn(task_id: str, coroutine) -> asyncio.Task:
 class Outcome:
     task: Task
     message: dict[str, Any] | None = None
+    held: Held | None = None
+
+
+@dataclass(frozen=True)
+class Held:
+    """A task's last event, known but not yet recorded (``send_for_task``): ``answer`` is
+    what the call answers with it (the task as that event leaves it, or the agent's message);
+    ``record`` records it (synchronous: in the caller's transaction when it has one) and
+    returns what to publish."""
+
+    task: Task
+    step: Step
+    answer: dict[str, Any]
+
+    def record(self) -> list[Published]:
+        recorded = services.task_record(
+            task=self.task, event=self.step.event, upstream_task_id=self.step.upstream_task_id,
+            upstream_context_id=self.step.upstream_context_id)
+        if recorded.event is None:  # the task ended meanwhile (canceled, expired)
+            return []
+        # Stream subscribers of a task answered by a message get the message alone.
+        event = self.answer if "message" in self.answer else recorded.event
+        return [Published(self.task.id, recorded.sequence, event, True)]
+
+    @property
+    def upstream_task_id(self) -> str:
+        return self.task.upstream_task_id or self.step.upstream_task_id
+
+    @property
+    def upstream_context_id(self) -> str:
+        return self.task.upstream_context_id or self.step.upstream_context_id
+
+
+def _held(task: Task, step: Step) -> Held | None:
+    """The step held back, when it ends the task (final or waiting on the client) by a move
+    A2A allows; None otherwise (it is then recorded as usual). A message (given only as the
+    agent's first answer) ends the task completed with that message."""
+    if "message" in step.event:
+        completed = {"statusUpdate": {"taskId": task.id, "contextId": task.context_id,
+                                      "status": {"state": "TASK_STATE_COMPLETED",
+                                                 "message": step.event["message"]}}}
+        return Held(task, replace(step, event=completed, upstream_task_id=""), step.event)
+    after = snapshots.apply_event(services.snapshot_of(task), step.event)
+    state = snapshots.state_of(after)
+    if state not in FINAL_STATES:
+        return None
+    try:
+        check_transition(task.state, state)
+    except InvalidTransition:
+        return None
+    return Held(task, step, {"task": after})
 
 
 async def _record(task: Task, step: Step) -> Task:
@@ -409,22 +482,27 @@ async def _record(task: Task, step: Step) -> Task:
     except InvalidTransition as error:
         raise InvalidAgentResponse(f"the agent moved the task in a way A2A forbids: {error}"
                                    ) from error
-    for sequence, event, final in recorded:
-        await streams.publish(task.id, sequence, event, final=final)
+    for published in recorded:
+        await published.send()
     return task
 
 
-def _record_steps(task: Task, step: Step) -> list[tuple[int, dict[str, Any], bool]]:
-    """(sequence, event, whether it is final) of each event recorded (a task already ended
-    ignores the rest); ``task`` is brought up to date."""
-    recorded = []
+def _record_steps(task: Task, step: Step) -> list[Published]:
+    """Records the step and its ``then`` (a task already ended ignores the rest), bringing
+    ``task`` up to date; returns what to publish, in order."""
+    recorded: list[Published] = []
     for each in (step, *step.then):
+        also = None
+        if each.also is not None:
+            def also(write=each.also):
+                recorded.extend(write() or ())
         done = services.task_record(
             task=task, event=each.event, upstream_task_id=each.upstream_task_id,
-            upstream_context_id=each.upstream_context_id, also=each.also,
+            upstream_context_id=each.upstream_context_id, also=also,
         )
         if done.event is not None:
-            recorded.append((done.sequence, done.event, task.state in FINAL_STATES))
+            recorded.append(Published(task.id, done.sequence, done.event,
+                                      task.state in FINAL_STATES))
     return recorded
 
 
@@ -438,21 +516,17 @@ async def _fail(task: Task, reason: str) -> Task:
 async def _reply_as_message(task: Task, step: Step) -> Outcome:
     """The agent answered with a Message, not a task: the relay's task ends completed with
     that message, and stream subscribers get the message alone."""
-    message = step.event["message"]
-    event = {"statusUpdate": {"taskId": task.id, "contextId": task.context_id,
-                              "status": {"state": "TASK_STATE_COMPLETED", "message": message}}}
-    recorded = await sync_to_async(services.task_record)(
-        task=task, event=event, upstream_context_id=step.upstream_context_id)
-    if recorded.event is not None:
-        await streams.publish(task.id, recorded.sequence, {"message": message}, final=True)
-    return Outcome(recorded.task, message)
+    for published in await sync_to_async(_held(task, step).record)():
+        await published.send()
+    return Outcome(task, step.event["message"])
 
 
 async def _drive(target: Target, task: Task, request: dict[str, Any], ctx: CallContext, *,
-                 stream: bool, fresh: bool) -> Outcome:
+                 stream: bool, fresh: bool, hold_end: bool = False) -> Outcome:
     """Runs the message on the target until the task ends or waits on the client, recording
-    and publishing every event. Upstream failures end the task ``failed`` with the reason;
-    an A2A error from the agent on a fresh task removes the task and is raised."""
+    and publishing every event (but the last with ``hold_end``: it comes back as ``held``).
+    Upstream failures end the task ``failed`` with the reason; an A2A error from the agent on
+    a fresh task removes the task and is raised."""
     seen_event = False
     try:
         # Closed here when we stop early (a final state): left to the garbage collector, the
@@ -460,6 +534,8 @@ async def _drive(target: Target, task: Task, request: dict[str, Any], ctx: CallC
         async with contextlib.aclosing(target.run(task, request, ctx, stream=stream)) as steps:
             async for step in steps:
                 if "message" in step.event and not seen_event:
+                    if hold_end:
+                        return Outcome(task, held=_held(task, step))
                     return await _reply_as_message(task, step)
                 if not seen_event and TaskState(task.state) in INTERRUPTED:
                     # The agent took the client's answer: the task works again. Left
@@ -468,6 +544,9 @@ async def _drive(target: Target, task: Task, request: dict[str, Any], ctx: CallC
                     task = await _record(task, Step(services.status_event(task,
                                                                           TaskState.WORKING)))
                 seen_event = True
+                held = _held(task, step) if hold_end and "message" not in step.event else None
+                if held is not None:
+                    return Outcome(task, held=held)
                 task = await _record(task, step)
                 if task.state in FINAL_STATES:
                     break
@@ -590,17 +669,11 @@ async def _load(target: Target | None, ctx: CallContext, task_id: str) -> Task:
 
 
 async def send_message(target: Target, ctx: CallContext, request: dict[str, Any], *,
-                       stream_upstream: bool = False,
-                       opened: Opened | None = None,
-                       on_task: Callable[[Task], None] | None = None) -> dict[str, Any]:
+                       opened: Opened | None = None) -> dict[str, Any]:
     """SendMessage: blocking by default (returns once the task ends or waits on the client);
     with ``returnImmediately`` it returns the submitted task and works on in the background.
-
-    ``stream_upstream`` follows a streaming target over a stream even while the caller blocks:
-    the task's upstream ids are then known from the first event, so a cancel reaches the agent
-    while it works (the team router calls members this way). ``opened`` is the message's task
-    when the caller already ran ``open_task`` (in its own thread hop). ``on_task`` gets the
-    relay's task row once a blocking call has run (the team router reads its upstream ids).
+    ``opened`` is the message's task when the caller already ran ``open_task`` (in its own
+    thread hop).
     """
     if opened is None:
         opened = await sync_to_async(open_task)(target, ctx, request)
@@ -612,14 +685,46 @@ async def send_message(target: Target, ctx: CallContext, request: dict[str, Any]
                                              stream=target.streaming))
         return {"task": snapshots.trim(services.snapshot_of(task),
                                        history_length=history_length)}
-    outcome = await _drive(target, task, request, ctx,
-                           stream=stream_upstream and target.streaming, fresh=fresh)
-    if on_task is not None:
-        on_task(outcome.task)
+    outcome = await _drive(target, task, request, ctx, stream=False, fresh=fresh)
     if outcome.message is not None:
         return {"message": outcome.message}
     return {"task": snapshots.trim(services.snapshot_of(outcome.task),
                                    history_length=history_length)}
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What ``send_for_task`` got: the answer, the relay's task, and the answer's last event
+    when it was held back (None when it was recorded: the task is still working, or the call
+    failed)."""
+
+    answer: dict[str, Any]
+    task: Task
+    held: Held | None
+
+    @property
+    def upstream_task_id(self) -> str:
+        return self.held.upstream_task_id if self.held else self.task.upstream_task_id
+
+    @property
+    def upstream_context_id(self) -> str:
+        return self.held.upstream_context_id if self.held else self.task.upstream_context_id
+
+
+async def send_for_task(target: Target, ctx: CallContext, request: dict[str, Any]) -> Sent:
+    """SendMessage on behalf of one of the relay's own tasks (a team calling a member),
+    blocking. A streaming target is followed over a stream, so the task's upstream ids are
+    known, and a cancel reaches the agent, while it works. The event that ends the task is
+    held back: the caller records it with its own write (``Held.record``, in its
+    transaction) and publishes it, one database round trip for both."""
+    opened = await sync_to_async(open_task)(target, ctx, request)
+    outcome = await _drive(target, opened.task, request, ctx, stream=target.streaming,
+                           fresh=opened.fresh, hold_end=True)
+    if outcome.held is not None:
+        return Sent(outcome.held.answer, outcome.task, outcome.held)
+    if outcome.message is not None:
+        return Sent({"message": outcome.message}, outcome.task, None)
+    return Sent({"task": services.snapshot_of(outcome.task)}, outcome.task, None)
 
 
 async def stream_message(target: Target, ctx: CallContext, request: dict[str, Any], *,

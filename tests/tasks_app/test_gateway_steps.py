@@ -2,7 +2,8 @@
 A step's ``then`` events are recorded right after it, in the same database round trip (a team
 records a hop with the artifacts it brought and the answer it ends with), and published one by
 one, only the last one as final. ``also`` runs with its event, or alone when the task has
-already ended."""
+already ended. ``send_for_task`` (a team calling a member) holds the event that ends the task
+back, for the caller to record with its own write."""
 
 from __future__ import annotations
 
@@ -42,8 +43,13 @@ def artifact(task: Task, name: str) -> dict:
 
 
 def noted(task_id: str, note: str):
-    """An ``also`` write: keeps ``note`` in the task's error column."""
-    return lambda: Task.objects.filter(pk=task_id).update(error=note)
+    """An ``also`` write: keeps ``note`` in the task's error column (and records no event of
+    another task)."""
+
+    def write():
+        Task.objects.filter(pk=task_id).update(error=note)
+
+    return write
 
 
 async def run(target: Scripted) -> tuple[dict, list[tuple[dict, bool]]]:
@@ -116,3 +122,56 @@ async def test_steps_for_a_task_canceled_meanwhile_are_ignored_but_also_runs():
     assert answer["task"]["status"]["state"] == "TASK_STATE_CANCELED"
     row = await Task.objects.aget(pk=answer["task"]["id"])
     assert row.last_sequence == 1 and row.error == "hop"
+
+
+async def test_send_for_task_holds_the_last_event_until_the_caller_records_it():
+    async def script(task):
+        return [gateway.Step(status(task, TaskState.WORKING, "on it")),
+                gateway.Step(artifact(task, "draft")),
+                gateway.Step(status(task, TaskState.INPUT_REQUIRED, "which one?"),
+                             upstream_task_id="up-1", upstream_context_id="ctx-1")]
+
+    sent = await gateway.send_for_task(Scripted(script), gateway.CallContext(caller=None),
+                                       REQUEST)
+
+    assert sent.answer["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert [a["artifactId"] for a in sent.answer["task"]["artifacts"]] == ["draft"]
+    assert (sent.upstream_task_id, sent.upstream_context_id) == ("up-1", "ctx-1")
+    row = await Task.objects.aget(pk=sent.task.id)
+    assert (row.state, row.last_sequence) == (TaskState.WORKING, 2)  # not recorded yet
+
+    published = await sync_to_async(sent.held.record)()
+
+    row = await Task.objects.aget(pk=sent.task.id)
+    assert (row.state, row.last_sequence) == (TaskState.INPUT_REQUIRED, 3)
+    assert (row.upstream_task_id, row.upstream_context_id) == ("up-1", "ctx-1")
+    assert [(p.task_id, p.sequence, p.final) for p in published] == [(row.id, 3, True)]
+
+
+async def test_send_for_task_holds_a_message_answer_and_publishes_the_message_alone():
+    async def script(task):
+        return [gateway.Step({"message": {"messageId": "a-1", "role": "ROLE_AGENT",
+                                          "parts": [{"text": "hello"}]}})]
+
+    sent = await gateway.send_for_task(Scripted(script), gateway.CallContext(caller=None),
+                                       REQUEST)
+
+    assert sent.answer == {"message": {"messageId": "a-1", "role": "ROLE_AGENT",
+                                       "parts": [{"text": "hello"}]}}
+    published = await sync_to_async(sent.held.record)()
+    row = await Task.objects.aget(pk=sent.task.id)
+    assert row.state == TaskState.COMPLETED
+    assert [p.event for p in published] == [sent.answer]
+
+
+async def test_a_held_end_of_a_task_canceled_meanwhile_records_nothing():
+    async def script(task):
+        return [gateway.Step(status(task, TaskState.COMPLETED, "done"))]
+
+    sent = await gateway.send_for_task(Scripted(script), gateway.CallContext(caller=None),
+                                       REQUEST)
+    await sync_to_async(services.task_cancel)(task=await Task.objects.aget(pk=sent.task.id))
+
+    assert await sync_to_async(sent.held.record)() == []
+    row = await Task.objects.aget(pk=sent.task.id)
+    assert row.state == TaskState.CANCELED
