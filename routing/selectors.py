@@ -14,6 +14,7 @@ from django.utils import timezone
 from registry.models import Agent, DeclaredExtension, Skill, Team, TeamMembership
 from routing import metrics
 from routing.models import HealthEvent, MemberContext, ProbeResult, RoutingHop
+from tasks_app import rows
 from tasks_app import selectors as task_selectors
 from tasks_app.lifecycle import INTERRUPTED, TaskState
 from tasks_app.models import Task
@@ -47,16 +48,20 @@ class MemberState:
     breaker: tuple[str, int, datetime | None]
 
 
+MEMBER_STATE_FIELDS = ("status", "health", "breaker_state", "breaker_failures",
+                       "breaker_opened_at")
+
+
 def member_states(agent_ids: list[str]) -> dict[str, MemberState]:
-    """The stored health and breaker of these agents, by id, leaving out disabled ones (one
-    query)."""
-    rows = (
-        Agent.objects.filter(pk__in=agent_ids)
-        .exclude(status=Agent.Status.DISABLED)
-        .values_list("pk", "health", "breaker_state", "breaker_failures", "breaker_opened_at")
-    )
-    return {pk: MemberState(health, (state, failures, since))
-            for pk, health, state, failures, since in rows}
+    """The stored health and breaker of these agents, by id, leaving out disabled ones: one
+    query, read at every team call (through ``tasks_app.rows``, which costs a twentieth of the
+    ORM's time here)."""
+    return {
+        pk: MemberState(health, (state, failures, since))
+        for pk, status, health, state, failures, since in rows.values_by_pk(
+            Agent, agent_ids, MEMBER_STATE_FIELDS)
+        if status != Agent.Status.DISABLED
+    }
 
 
 @dataclass

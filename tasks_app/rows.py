@@ -1,5 +1,6 @@
 """Single-row writes for the hot path of A2A calls (the task services, and the team router's
-hops), without the ORM building each statement anew.
+hops), and the one read a team call makes (its members' health), without the ORM building
+each statement anew.
 
 Every A2A message writes at least three rows (the task, its compare-and-set update, the
 event), all on the one database thread every A2A call of a process shares. The ORM spends
@@ -13,6 +14,7 @@ would send them. No model signals are sent: use them only for models without rec
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache, lru_cache
 from typing import Any
 
@@ -53,6 +55,47 @@ def update(model: type[Model], *, where: dict[str, Any], values: dict[str, Any])
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
+
+
+def values_by_pk(model: type[Model], pks: Sequence[Any], fields: tuple[str, ...]
+                 ) -> list[tuple[Any, ...]]:
+    """``(pk, *fields)`` of the rows with these primary keys, in no particular order, as
+    ``filter(pk__in=pks).values_list("pk", *fields)`` gives them (each value converted from
+    the database as the ORM converts it)."""
+    if not pks:
+        return []
+    sql, key, converters = _select_statement(model, fields, len(pks))
+    params = [key.get_db_prep_value(pk, connection, prepared=False) for pk in pks]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        found = cursor.fetchall()
+    return [
+        tuple(_converted(value, convert, column)
+              for value, (convert, column) in zip(row, converters, strict=True))
+        for row in found
+    ]
+
+
+def _converted(value: Any, converters: list, column) -> Any:
+    for convert in converters:
+        value = convert(value, column, connection)
+    return value
+
+
+@lru_cache(maxsize=64)
+def _select_statement(model: type[Model], fields: tuple[str, ...], count: int):
+    meta = model._meta
+    quote = connection.ops.quote_name
+    selected = [meta.pk, *(_field(model, name) for name in fields)]
+    sql = (f"SELECT {', '.join(quote(field.column) for field in selected)} "
+           f"FROM {quote(meta.db_table)} "
+           f"WHERE {quote(meta.pk.column)} IN ({', '.join(['%s'] * count)})")
+    converters = []
+    for field in selected:
+        column = field.get_col(meta.db_table)
+        converters.append((connection.ops.get_db_converters(column)
+                           + field.get_db_converters(connection), column))
+    return sql, meta.pk, converters
 
 
 @cache

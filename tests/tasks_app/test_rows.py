@@ -59,3 +59,23 @@ def test_an_update_changes_the_row_only_while_it_is_as_expected():
     again = Task.objects.get(pk=row.pk)
     assert (again.state, again.artifacts, again.updated_at, again.last_sequence) == (
         "working", [{"artifactId": "a"}], MOMENT, 1)
+
+
+def test_values_by_pk_reads_what_values_list_reads():
+    from registry.models import Agent
+    from tests.factories import make_agent
+
+    first, second = make_agent(), make_agent()
+    Agent.objects.filter(pk=first.pk).update(breaker_state="open", breaker_failures=3,
+                                             breaker_opened_at=MOMENT, health="unhealthy")
+    fields = ("status", "health", "breaker_state", "breaker_failures", "breaker_opened_at",
+              "interfaces", "created_at")
+    pks = [first.pk, second.pk, "missing"]
+
+    read = rows.values_by_pk(Agent, pks, fields)
+
+    expected = Agent.objects.filter(pk__in=pks).values_list("pk", *fields)
+    assert sorted(read) == sorted(expected)
+    assert len(read) == 2
+    assert next(row for row in read if row[0] == first.pk)[5] == MOMENT  # aware, as stored
+    assert rows.values_by_pk(Agent, [], fields) == []
