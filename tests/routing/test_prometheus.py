@@ -20,6 +20,13 @@ from tests.factories import make_agent, make_task
 from tests.tasks_app.a2a_http import relay_client
 
 
+@pytest.fixture(autouse=True)
+def public_metrics(settings):
+    """The embedded profile's default, whatever profile the suite runs in (DATABASE_URL set
+    turns it off); tests of the closed endpoint turn it off themselves."""
+    settings.RELAY_METRICS_PUBLIC = True
+
+
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Every sample of an exposition as {(name, sorted labels): value}."""
     return {
