@@ -1,10 +1,15 @@
-"""The registry's management commands, against real card servers on 127.0.0.1."""
+"""The registry's management commands, against real card servers on 127.0.0.1 where they
+fetch cards."""
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.forms.models import model_to_dict
+from rest_framework.exceptions import AuthenticationFailed
 
-from registry.models import Agent, ApiKey, CardSnapshot
+from registry.auth import api_key_from_header
+from registry.models import Agent, ApiKey, AuditEntry, CardSnapshot
 from registry.secrets import hash_api_key
+from registry.services import api_key_create
 from tests.cardservers import card_json, card_site, status
 from tests.registry.test_cards import card_v1
 
@@ -60,3 +65,37 @@ def test_sync_cards_fails_when_a_card_cannot_be_fetched(capsys):
 def test_sync_cards_names_an_unknown_agent():
     with pytest.raises(CommandError, match="no agent with id 'ghost'"):
         call_command("sync_cards", "--agent", "ghost")
+
+
+def test_revoke_api_key_revokes_the_key_with_that_prefix_and_audits_it(capsys):
+    kept, kept_secret = api_key_create(name="kept")
+    gone, gone_secret = api_key_create(name="leaked")
+    assert api_key_from_header(f"Bearer {gone_secret}") == gone
+
+    call_command("revoke_api_key", gone.prefix)
+
+    assert f"Revoked leaked ({gone.prefix}" in capsys.readouterr().out
+    gone.refresh_from_db()
+    assert gone.revoked_at is not None
+    with pytest.raises(AuthenticationFailed):
+        api_key_from_header(f"Bearer {gone_secret}")
+    assert api_key_from_header(f"Bearer {kept_secret}") == kept
+    entry = AuditEntry.objects.get(action=AuditEntry.Action.REVOKE)
+    assert (entry.object_id, entry.actor) == (gone.prefix, "system")
+    assert gone_secret not in str(model_to_dict(entry))
+
+    call_command("revoke_api_key", gone.prefix)  # again: nothing more happens
+    assert "already revoked" in capsys.readouterr().out
+    assert AuditEntry.objects.filter(action=AuditEntry.Action.REVOKE).count() == 1
+
+
+def test_revoke_api_key_refuses_an_unknown_prefix_and_lists_keys_without_one(capsys):
+    api_key, _ = api_key_create(name="ci bot")
+    with pytest.raises(CommandError, match="no API key with the prefix 'br_nothing'"):
+        call_command("revoke_api_key", "br_nothing")
+    assert ApiKey.objects.get(pk=api_key.pk).revoked_at is None
+
+    call_command("revoke_api_key")
+
+    listed = capsys.readouterr().out
+    assert api_key.prefix in listed and "usable" in listed and "ci bot" in listed
