@@ -126,6 +126,11 @@ def agent_get(*, agent_id: str) -> Agent | None:
     ).first()
 
 
+def agent_exists(*, agent_id: str) -> bool:
+    """Whether an agent with this id is registered (one small query, nothing loaded)."""
+    return Agent.objects.filter(pk=agent_id).exists()
+
+
 def agent_snapshots(*, agent: Agent) -> list[CardSnapshot]:
     """The agent's card history, newest first."""
     return list(CardSnapshot.objects.filter(agent=agent).order_by("-fetched_at", "-id"))

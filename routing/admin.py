@@ -6,15 +6,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from registry.admin import ReadOnlyAdmin
 from routing.models import HealthEvent, ProbeResult
-from tasks_app.admin import ReadOnlyAdmin as NoAddNoChangeAdmin
-
-
-class ReadOnlyAdmin(NoAddNoChangeAdmin):
-    """Records nobody edits nor deletes in the admin: they can be listed, filtered and read."""
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(ProbeResult)

@@ -55,7 +55,7 @@ class AgentMetricsView(APIView):
     )
     def get(self, request: Request, agent_id: str) -> Response:
         hours = _hours(request.query_params.get("hours"))
-        if registry_selectors.agent_get(agent_id=agent_id) is None:
+        if not registry_selectors.agent_exists(agent_id=agent_id):
             raise NotFound(f"no agent with id {agent_id!r}")
         return Response(metrics_json(selectors.agent_metrics(agent_id=agent_id, hours=hours)))
 

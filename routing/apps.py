@@ -8,16 +8,18 @@ class RoutingConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_delete, post_migrate, post_save
 
-        from registry.models import Agent, DeclaredExtension, Skill, Team, TeamMembership
+        from registry.models import Agent, Team, TeamMembership
         from routing.breaker import BreakerGuard
         from routing.execution import team_changed, team_target
         from routing.schedules import ensure_after_migrate
         from tasks_app import gateway
 
         # Teams answer A2A calls as gateway targets of kind "team". A loaded team is dropped
-        # (in this process) when anything it is made of changes.
+        # (in this process) when anything it is made of changes. Skills and extensions change
+        # only with a new card, which saves the Agent row in the same transaction: receivers
+        # on them would cost every card refresh a query per deleted row.
         gateway.register_target_kind("team", team_target)
-        for model in (Team, TeamMembership, Agent, Skill, DeclaredExtension):
+        for model in (Team, TeamMembership, Agent):
             name = model.__name__
             post_save.connect(team_changed, sender=model, dispatch_uid=f"team-cache-{name}-saved")
             post_delete.connect(team_changed, sender=model,

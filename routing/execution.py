@@ -175,7 +175,7 @@ class TeamTarget(gateway.Target):
                 then.append(_final_step(task, TaskState.CANCELED, text=text))
             elif not isinstance(decision, Deliver):
                 then.append(_ending(task, decision, answer))
-            yield dataclasses.replace(_hop_step(task, recorded, also=save), then=tuple(then))
+            yield dataclasses.replace(_hop_step(task, recorded), also=save, then=tuple(then))
             message = _as_next_message(
                 answer.answer, answerer=hop.target, message_id=f"{task.id}-hop-{recorded.order}"
             )
@@ -225,18 +225,12 @@ class TeamTarget(gateway.Target):
             upstream_task_id=answer.upstream_task_id,
             upstream_context_id=answer.upstream_context_id,
         )
-        hop_save = functools.partial(
-            services.hop_save,
-            recorded,
-            team_id=self.id,
-            context_id=task.context_id,
-            member_task_open=parked,
-            known=conversation.contexts.get(hop.target, ("", "")),
-        )
+        known = conversation.contexts.get(hop.target, ("", ""))  # before it moves on below
 
         def save() -> list[gateway.Published]:
             published = answer.record_end() if answer.record_end else []
-            hop_save()
+            services.hop_save(recorded, team_id=self.id, context_id=task.context_id,
+                              member_task_open=parked, known=known)
             return published
 
         conversation.hops_recorded = recorded.order
@@ -327,8 +321,8 @@ def _load_team(team_id: str) -> LoadedTeam | None:
 
 
 _teams = gateway.TargetCache(_load_team, gateway.target_cache_seconds)
-"""Loaded teams (four queries each). A saved or deleted team, membership, agent, skill or
-declared extension drops them all, through the signals RoutingConfig.ready connects."""
+"""Loaded teams (four queries each). A saved or deleted team, membership or agent (a new card
+saves its agent) drops them all, through the signals RoutingConfig.ready connects."""
 
 
 def team_target(team_id: str) -> TeamTarget | None:
@@ -514,16 +508,15 @@ def _relay_message(message_id: str, text: str, **fields: Any) -> dict[str, Any]:
     return {"messageId": message_id, "role": "ROLE_AGENT", "parts": [{"text": text}], **fields}
 
 
-def _hop_step(task: Task, hop: RoutingHop, *, also: Callable[[], None]) -> gateway.Step:
+def _hop_step(task: Task, hop: RoutingHop) -> gateway.Step:
     """The hop as a ``working`` update: its note as the status message, the hop itself in the
-    message's ``metadata[URI].hop`` (so the team task's history keeps every hop too). ``also``
-    stores the hop with the update."""
+    message's ``metadata[URI].hop`` (so the team task's history keeps every hop too)."""
     note = _relay_message(
         f"{task.id}-hop-{hop.order}",
         _hop_note(hop),
         metadata={CLIENT_ROUTING_URI: {"hop": services.hop_as_json(hop)}},
     )
-    return dataclasses.replace(_status_step(task, TaskState.WORKING, note), also=also)
+    return _status_step(task, TaskState.WORKING, note)
 
 
 def _artifact_step(task: Task, artifact: dict[str, Any]) -> gateway.Step:

@@ -8,7 +8,6 @@ State changes are compare-and-set on the agent row, so two sweeps (or a sweep an
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -102,7 +101,7 @@ def probes_claim(*, now: datetime, agent_ids: list[str] | None = None
     return [probe_target_of(agent) for agent in agents], counts
 
 
-async def sweep(*, agent_ids: list[str] | None = None, client: httpx.AsyncClient | None = None,
+async def sweep(*, agent_ids: list[str] | None = None,
                 concurrency: int | None = None) -> list[AgentCheck]:
     """Probes every agent that is due (or those named), at most ``concurrency`` at a time,
     each level under the agent's own timeout, so a hanging agent holds one slot for its
@@ -114,20 +113,19 @@ async def sweep(*, agent_ids: list[str] | None = None, client: httpx.AsyncClient
     concurrency = min(concurrency or settings.RELAY_HEALTH_CONCURRENCY, len(targets))
     pending = iter(targets)
     rounds: list[probes.AgentRound] = []
-    tls = httpx.create_ssl_context() if client is None else None
+    tls = httpx.create_ssl_context()
 
-    async def worker(shared: httpx.AsyncClient | None) -> None:
+    async def worker() -> None:
         # Each worker has its own small client (a connection per level): httpx's pool costs
         # grow with its size on every request, so fifty small pools are several times faster
         # than one pool of a hundred and fifty connections.
-        async with contextlib.AsyncExitStack() as stack:
-            client = shared or await stack.enter_async_context(outbound.async_client(
+        async with outbound.async_client(
                 limits=httpx.Limits(max_connections=len(LEVELS),
-                                    max_keepalive_connections=len(LEVELS)), verify=tls))
+                                    max_keepalive_connections=len(LEVELS)), verify=tls) as client:
             for target in pending:
                 rounds.append(await probes.probe_agent(target, client=client))
 
-    await asyncio.gather(*(worker(client) for _ in range(concurrency)))
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
     rounds.sort(key=lambda agent_round: agent_round.target.agent_id)
     return await sync_to_async(health_record_rounds)(rounds=rounds, counts=counts)
 
@@ -225,6 +223,7 @@ def _health_compare_and_set(
     if written == len(ids):
         return set(ids)
     # Some rows had moved: the ones that hold exactly what this batch wrote were written.
+    checked_at_of = {r.target.agent_id: r.checked_at for r in batch}
     return {
         agent_id
         for agent_id, state, failures, successes, checked_at in Agent.objects.filter(
@@ -232,7 +231,7 @@ def _health_compare_and_set(
                                     "health_checked_at")
         if (state, failures, successes) == tuple(
             getattr(planned[agent_id][1], name) for name in ("state", "failures", "successes"))
-        and checked_at == next(r.checked_at for r in batch if r.target.agent_id == agent_id)
+        and checked_at == checked_at_of[agent_id]
     }
 
 

@@ -161,8 +161,7 @@ async def _card(target: ProbeTarget, client: httpx.AsyncClient,
         card = parse_card(document, legacy_path=urlsplit(final_url).path.endswith(LEGACY_PATH))
     except InvalidCardError as error:
         raise ProbeFailedError("invalid_card", f"{name}: {error}") from error
-    if card.content_hash != target.card_hash:
-        changed.append(FetchedCard(url=final_url, document=document, card=card))
+    changed.append(FetchedCard(url=final_url, document=document, card=card))
 
 
 def _endpoint(target: ProbeTarget) -> upstream.Endpoint:

@@ -463,6 +463,8 @@ def _held(task: Task, step: Step) -> Held | None:
                                       "status": {"state": "TASK_STATE_COMPLETED",
                                                  "message": step.event["message"]}}}
         return Held(task, replace(step, event=completed, upstream_task_id=""), step.event)
+    if not upstream.ends_stream(step.event):  # most events: no snapshot to fold
+        return None
     after = snapshots.apply_event(services.snapshot_of(task), step.event)
     state = snapshots.state_of(after)
     if state not in FINAL_STATES:

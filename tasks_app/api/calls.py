@@ -346,7 +346,6 @@ class Admitted:
     caller: Any
     target: gateway.Target
     opened: gateway.Opened | None
-    holds_stream_slot: bool = False
 
 
 def callable_target(caller, kind: str, target_id: str) -> gateway.Target:
@@ -363,8 +362,8 @@ def callable_target(caller, kind: str, target_id: str) -> gateway.Target:
 def admit(authorization: str | None, kind: str, target_id: str, call: Call) -> Admitted:
     """Who calls, on what, and for a message the task it opens: the database work before a
     call goes upstream, in one thread hop. Counts the call against the key's and the agent's
-    rate limits, and takes a stream slot of the key for a streaming call (``Admitted`` says
-    so; the caller gives it back). Raises Unauthenticated, RateLimited, TargetNotFound (also
+    rate limits, and takes a stream slot of the key for a streaming call (the caller gives
+    it back). Raises Unauthenticated, RateLimited, TargetNotFound (also
     for a target outside the key's scope), or the error that refuses the message, with no
     slot held and nothing stored."""
     caller = admit_caller(authorization)
@@ -384,7 +383,7 @@ def admit(authorization: str | None, kind: str, target_id: str, call: Call) -> A
         if streaming:
             ratelimit.stream_slot_give_back(caller)
         raise
-    return Admitted(caller, target, opened, holds_stream_slot=streaming)
+    return Admitted(caller, target, opened)
 
 
 class _HoldingSlot:

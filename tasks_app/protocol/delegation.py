@@ -29,7 +29,6 @@ from tasks_app.protocol.errors import InvalidRequest
 CALLER_HEADER = "X-Relay-Caller"
 CHAIN_HEADER = "X-Relay-Chain"
 SIGNATURE_HEADER = "X-Relay-Signature"
-HEADERS = (CALLER_HEADER, CHAIN_HEADER, SIGNATURE_HEADER)
 RELAY_ENTRY = "relay:"
 """How a relay of the inbound chain is named in a task's ``delegation_chain``."""
 

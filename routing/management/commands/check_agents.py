@@ -21,7 +21,7 @@ class Command(BaseCommand):
             if agent.status == Agent.Status.DISABLED:
                 raise CommandError(f"agent {agent_id!r} is disabled; disabled agents are not "
                                    "probed")
-            if agent.scale_to_zero and agent.scale_to_zero_probes == "none":
+            if agent.scale_to_zero and agent.scale_to_zero_probes == Agent.ScaleToZeroProbes.NONE:
                 raise CommandError(f"agent {agent_id!r} scales to zero and is set not to be "
                                    "probed")
             agent_ids = [agent_id]
