@@ -18,8 +18,8 @@ from tests.factories import make_agent, make_task
 pytestmark = pytest.mark.django_db
 
 
-def probes(agent, latencies, *, failed: int = 0):
-    now = timezone.now()
+def probes(agent, latencies, *, failed: int = 0, now=None):
+    now = now or timezone.now()
     for index, latency in enumerate(latencies):
         ProbeResult.objects.create(agent=agent, level="transport", ok=True, latency_ms=latency,
                                    checked_at=now - timedelta(minutes=len(latencies) - index))
@@ -65,11 +65,22 @@ def test_sparklines_cost_one_query_for_the_page_whatever_the_agent_count(
     assert second.content.decode().count('<svg class="sparkline"') == 30
 
 
+def half_past_within_the_last_hour():
+    """The latest hh:30 before now: rows a few minutes before it share one clock hour, however
+    close to the hour the test runs."""
+    now = timezone.now()
+    half_past = now.replace(minute=30, second=0, microsecond=0)
+    return half_past if half_past <= now else half_past - timedelta(hours=1)
+
+
 def test_the_agent_page_shows_the_last_day_in_numbers_and_as_a_chart(client):
     agent = make_agent(agent_id="weather")
-    probes(agent, [100.0, 300.0], failed=1)
-    make_task(agent, state=TaskState.COMPLETED)
-    make_task(agent, state=TaskState.FAILED)
+    moment = half_past_within_the_last_hour()
+    probes(agent, [100.0, 300.0], failed=1, now=moment)
+    for state in (TaskState.COMPLETED, TaskState.FAILED):
+        task = make_task(agent, state=state)
+        type(task).objects.filter(pk=task.pk).update(
+            created_at=moment - timedelta(minutes=5), completed_at=moment)
 
     html = client.get(reverse("agent-page", args=["weather"])).content.decode()
 
