@@ -221,10 +221,17 @@ def client(policy: OutboundPolicy | None = None, **kwargs) -> httpx.Client:
     )
 
 
+KEEPALIVE_EXPIRY_SECONDS = 2.0
+
+
 def async_client(policy: OutboundPolicy | None = None, **kwargs) -> httpx.AsyncClient:
     """An async client with the relay's limits and, unless private URLs are allowed, the guard."""
     policy = policy or OutboundPolicy.from_settings()
-    limits = kwargs.pop("limits", httpx.Limits(max_connections=200, max_keepalive_connections=50))
+    # Idle connections are dropped after KEEPALIVE_EXPIRY_SECONDS: agents' servers close theirs
+    # after about 5 s (uvicorn's and Node's default), and a request sent on a connection the
+    # agent is closing at that moment fails with a read error.
+    limits = kwargs.pop("limits", httpx.Limits(max_connections=200, max_keepalive_connections=50,
+                                               keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS))
     # ``verify``: an ssl.SSLContext to share between many clients (building one is slow).
     verify = kwargs.pop("verify", True)
     transport = kwargs.pop("transport", None) or _transport(

@@ -7,15 +7,19 @@ Rate limits use fixed one-minute windows: a counter per (scope, identity, window
 limit is still counted, so a client that keeps hammering stays refused until the window ends;
 the answer says how long that is.
 
-Stream slots are a counter per API key, taken when a stream opens and given back when it ends.
-The counter expires ``RELAY_STREAM_SLOT_SECONDS`` after the last stream of the key opened, so
-slots held by a process that died come back on their own.
+Stream slots are counted per API key and per relay process: a process takes a slot when a
+stream opens and gives it back when it ends, and a key's open streams are the sum over the
+processes that are alive (the tasks app plugs in who this process is and which processes
+hold a lease: ``register_stream_holders``). The slots of a process that died stop counting as
+soon as its lease runs out; each counter also expires ``RELAY_STREAM_SLOT_SECONDS`` after the
+last stream of its key opened in its process.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -72,8 +76,25 @@ def hit_agent(agent_id: str) -> Refusal | None:
     return hit("agent", agent_id, settings.RELAY_RATE_LIMIT_PER_AGENT)
 
 
-def _streams_counter(api_key) -> str:
-    return f"{_PREFIX}:streams:{key_identity(api_key)}"
+def _current_holder() -> str:
+    return ""
+
+
+def _live_holders() -> Iterable[str]:
+    return ()
+
+
+def register_stream_holders(*, current: Callable[[], str],
+                            live: Callable[[], Iterable[str]]) -> None:
+    """Plugs in this process's name (``current``, never a database query) and the names of
+    the processes alive now (``live``; called where a query is allowed) for stream slots."""
+    global _current_holder, _live_holders
+    _current_holder, _live_holders = current, live
+
+
+def _streams_counter(api_key, holder: str) -> str:
+    counter = f"{_PREFIX}:streams:{key_identity(api_key)}"
+    return f"{counter}:{holder}" if holder else counter
 
 
 def stream_slot_take(api_key) -> Refusal | None:
@@ -83,11 +104,11 @@ def stream_slot_take(api_key) -> Refusal | None:
     limit = settings.RELAY_MAX_STREAMS_PER_KEY
     if limit <= 0:
         return None
-    counter = _streams_counter(api_key)
+    counter = _streams_counter(api_key, _current_holder())
     lifetime = settings.RELAY_STREAM_SLOT_SECONDS
-    count = _count(counter, lifetime)
+    _count(counter, lifetime)
     cache.touch(counter, lifetime)
-    if count > limit:
+    if streams_open(api_key) > limit:
         _decrement(counter)
         return Refusal(f"this key already has {limit} streams open, the most it may; close one "
                        "first")
@@ -98,12 +119,14 @@ def stream_slot_give_back(api_key) -> None:
     """Gives back a slot ``stream_slot_take`` took. Never raises."""
     if settings.RELAY_MAX_STREAMS_PER_KEY <= 0:
         return
-    _decrement(_streams_counter(api_key))
+    _decrement(_streams_counter(api_key, _current_holder()))
 
 
 def streams_open(api_key) -> int:
-    """How many stream slots the key holds now."""
-    return max(0, cache.get(_streams_counter(api_key), 0))
+    """How many stream slots the key holds now, in the processes alive (one read)."""
+    holders = {_current_holder(), *_live_holders()}
+    counts = cache.get_many([_streams_counter(api_key, holder) for holder in holders])
+    return sum(max(0, count) for count in counts.values())
 
 
 def _count(counter: str, lifetime: float) -> int:

@@ -33,16 +33,27 @@ def cache(request, monkeypatch):
         backend = LocMemCache(f"ratelimit-{uuid.uuid4().hex}", {})
     else:
         redis = pytest.importorskip("redis")
-        from django.core.cache.backends.redis import RedisCache
+        from relay_project.redis_clients import SharedPoolRedisCache
 
         try:
             redis.Redis.from_url("redis://127.0.0.1:6379/0", socket_timeout=1).ping()
         except redis.exceptions.ConnectionError:
             pytest.skip("no Redis on 127.0.0.1:6379")
-        backend = RedisCache("redis://127.0.0.1:6379/0",
-                             {"KEY_PREFIX": f"ratelimit-test-{uuid.uuid4().hex}"})
+        # The production profile's backend, with its shared pool.
+        backend = SharedPoolRedisCache("redis://127.0.0.1:6379/0",
+                                       {"KEY_PREFIX": f"ratelimit-test-{uuid.uuid4().hex}"})
     monkeypatch.setattr(ratelimit, "cache", backend)
+    processes.current, processes.alive = "this", ["this"]
+    monkeypatch.setattr(ratelimit, "_current_holder", lambda: processes.current)
+    monkeypatch.setattr(ratelimit, "_live_holders", lambda: processes.alive)
     return backend
+
+
+class processes:  # noqa: N801 - a namespace the tests change
+    """The relay processes the limiter sees: the current one and those alive."""
+
+    current = "this"
+    alive = ["this"]
 
 
 def test_calls_within_the_limit_pass_and_the_next_is_refused_until_the_window_ends(cache):
@@ -113,6 +124,23 @@ def test_slots_of_an_expired_count_are_not_given_back_below_zero(cache, settings
     ratelimit.stream_slot_give_back(key)  # nothing held: the counter does not exist
     ratelimit.stream_slot_give_back(key)
     assert ratelimit.streams_open(key) == 0
+    assert ratelimit.stream_slot_take(key) is None
+    assert ratelimit.stream_slot_take(key) is not None
+
+
+def test_the_slots_of_a_process_whose_lease_ran_out_stop_counting_at_once(cache, settings):
+    settings.RELAY_MAX_STREAMS_PER_KEY = 2
+    key = fresh_key()
+    processes.alive = ["this", "other"]
+    processes.current = "other"
+    assert ratelimit.stream_slot_take(key) is None
+    assert ratelimit.stream_slot_take(key) is None  # "other" holds both slots
+    processes.current = "this"
+    assert ratelimit.stream_slot_take(key) is not None
+    assert ratelimit.streams_open(key) == 2
+    processes.alive = ["this"]  # "other" died: its lease ran out
+    assert ratelimit.streams_open(key) == 0
+    assert ratelimit.stream_slot_take(key) is None
     assert ratelimit.stream_slot_take(key) is None
     assert ratelimit.stream_slot_take(key) is not None
 

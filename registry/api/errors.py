@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from rest_framework import exceptions, status
@@ -13,6 +15,9 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from registry.selectors import InvalidQueryError
 from registry.services import RegistryError
+from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE
+
+logger = logging.getLogger(__name__)
 
 
 def error_response(code: str, message: str, http_status: int, **details) -> Response:
@@ -34,6 +39,13 @@ def exception_handler(exc, context):
         return error_response(exc.code, exc.message, exc.status, **details)
     if isinstance(exc, InvalidQueryError):
         return error_response("invalid_query", str(exc), status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, UNREACHABLE):
+        # The API key lookup and the rate limit live in Redis: a short outage, not a bug.
+        request = context.get("request")
+        where = f"{request.method} {request.path}" if request is not None else "an API call"
+        logger.warning("refused %s: %s (%s)", where, UNREACHABLE_MESSAGE, exc)
+        return error_response("unavailable", UNREACHABLE_MESSAGE,
+                              status.HTTP_503_SERVICE_UNAVAILABLE)
     if isinstance(exc, RequestDataTooBig):
         return error_response(
             "too_large", f"the request body is larger than the limit of "

@@ -1,0 +1,133 @@
+"""Every Redis client the relay makes (the cache, the channel layer, the Celery broker) is
+configured here, in one way: a short connect timeout, so an outage fails a call at once
+instead of hanging it; a socket timeout that suits what the client does; a health check of
+connections left idle; and one retry of a command on a fresh connection, so a pooled
+connection that went stale (Redis restarted) is replaced without failing the call.
+
+The cache gets one connection pool per process (``SharedPoolRedisCache``). Django's cache
+handler keeps one cache object per async context and thread, and Django's ``RedisCache``
+builds a pool of its own for each object: every A2A call (a context of its own) opened a new
+connection to Redis for its API-key lookup, and the production profile paid for it in CPU.
+
+``UNREACHABLE`` names the errors that mean Redis cannot be reached; the A2A endpoints and the
+APIs answer them with 503 (``tasks_app.api.calls``, ``registry.api.errors``).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from django.core.cache.backends.redis import RedisCache, RedisCacheClient
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+
+UNREACHABLE: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError)
+"""Redis refused, dropped or timed out the connection (after the retry): an outage."""
+UNREACHABLE_MESSAGE = "the relay's Redis is unreachable; try again shortly"
+
+RETRIES = 1
+"""A failed command is sent once more, on a fresh connection: enough to replace a stale one,
+and an outage still fails fast."""
+BACKOFF_BASE_SECONDS = 0.01
+BACKOFF_CAP_SECONDS = 0.1
+CHANNELS_BLOCKING_READ_SECONDS = 5
+"""How long channels-redis's receive blocks in BZPOPMIN (``RedisChannelLayer.brpop_timeout``);
+a test checks it still is. Celery's broker blocks in BRPOP for less (kombu's 1 s)."""
+
+
+def command_retry(*, asynchronous: bool = False) -> Retry | AsyncRetry:
+    """One retry on ConnectionError and TimeoutError (redis-py's defaults for a Retry) after
+    a short backoff; redis-py closes the failed connection first, so the retry reconnects.
+    ``asynchronous`` for the clients of ``redis.asyncio`` (the channel layer)."""
+    retry_class = AsyncRetry if asynchronous else Retry
+    return retry_class(
+        ExponentialBackoff(cap=BACKOFF_CAP_SECONDS, base=BACKOFF_BASE_SECONDS), RETRIES
+    )
+
+
+def connection_options(
+    *, connect_timeout: float, socket_timeout: float, health_check_seconds: int
+) -> dict[str, Any]:
+    """Keyword arguments of a redis-py connection pool, without the retry (a Retry object is
+    not a setting: ``command_retry`` makes one for each kind of client)."""
+    return {
+        "socket_connect_timeout": connect_timeout,
+        "socket_timeout": socket_timeout,
+        "health_check_interval": health_check_seconds,
+    }
+
+
+_pools: dict[tuple, Any] = {}
+_pools_lock = threading.Lock()
+
+
+def shared_pool(url: str, pool_class, options: dict[str, Any]):
+    """The process's one pool for this server URL and these options, made at first use (with
+    ``command_retry``). A forked child (a Celery worker) gets fresh connections from the same
+    pool: redis-py resets a pool whose process id changed."""
+    key = (url, pool_class, tuple(sorted(options.items())))
+    pool = _pools.get(key)
+    if pool is None:
+        with _pools_lock:
+            pool = _pools.get(key)
+            if pool is None:
+                pool = pool_class.from_url(url, retry=command_retry(), **options)
+                _pools[key] = pool
+    return pool
+
+
+def forget_pools() -> None:
+    """Disconnects and drops every shared pool (tests; the next use makes new ones)."""
+    with _pools_lock:
+        for pool in _pools.values():
+            pool.disconnect()
+        _pools.clear()
+
+
+_INCR_EXISTING = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return redis.call('INCRBY', KEYS[1], ARGV[1])
+end
+return false
+"""
+
+
+class SharedPoolRedisCacheClient(RedisCacheClient):
+    """Django's Redis cache client, taking its pools from ``shared_pool``; ``incr`` is one
+    round trip (Django's asks EXISTS, then INCRBY: two, on every rate-limited call)."""
+
+    _incr_existing = None
+
+    def _get_connection_pool(self, write):
+        index = self._get_connection_pool_index(write)
+        return shared_pool(self._servers[index], self._pool_class, self._pool_options)
+
+    def incr(self, key, delta):
+        client = self.get_client(key, write=True)
+        if self._incr_existing is None:
+            self._incr_existing = client.register_script(_INCR_EXISTING)
+        value = self._incr_existing(keys=[key], args=[delta], client=client)
+        if value is None:
+            raise ValueError(f"Key '{key}' not found.")
+        return value
+
+
+class SharedPoolRedisCache(RedisCache):
+    """Django's ``RedisCache`` with one connection pool per process, shared by every cache
+    object of the process.
+
+    Django's ``caches`` handler makes a cache object per async context and per thread, and
+    Django's own ``RedisCache`` gives each object a pool of its own: each A2A call (its own
+    context) opened a fresh connection to Redis, costing a TCP handshake and Redis's HELLO
+    on every call. Here the pool comes from a registry keyed by the server URL and the
+    options, so the process keeps its connections: one for the cache when, as in the relay,
+    calls reach the cache from one thread at a time.
+    """
+
+    def __init__(self, server, params):
+        super().__init__(server, params)
+        self._class = SharedPoolRedisCacheClient

@@ -1,0 +1,150 @@
+"""How the relay's Redis clients are set up, with no Redis server needed: the cache's one pool
+per process, and the timeouts, health checks and retry every client gets."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from channels_redis.core import RedisChannelLayer
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.retry import Retry
+
+from relay_project import redis_clients
+from relay_project.redis_clients import SharedPoolRedisCache
+
+ROOT = Path(__file__).resolve().parent.parent
+URL = "redis://127.0.0.1:1/0"  # never connected to: making a pool opens no connection
+OPTIONS = {"socket_connect_timeout": 0.5, "socket_timeout": 2.0, "health_check_interval": 30}
+
+
+@pytest.fixture(autouse=True)
+def no_shared_pools():
+    redis_clients.forget_pools()
+    yield
+    redis_clients.forget_pools()
+
+
+def cache_object(url: str = URL, **options) -> SharedPoolRedisCache:
+    return SharedPoolRedisCache(url, {"OPTIONS": {**OPTIONS, **options}})
+
+
+def pool_of(cache: SharedPoolRedisCache, *, write: bool = True):
+    return cache._cache._get_connection_pool(write)
+
+
+def test_two_cache_objects_share_one_connection_pool():
+    first, second = cache_object(), cache_object()
+    assert first._cache is not second._cache
+    assert pool_of(first) is pool_of(second)
+    assert pool_of(first, write=False) is pool_of(first, write=True)
+
+
+def test_cache_objects_made_in_different_threads_share_one_pool():
+    pools = []
+    threads = [
+        threading.Thread(target=lambda: pools.append(pool_of(cache_object()))) for _ in range(8)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    assert len(pools) == 8
+    assert len({id(pool) for pool in pools}) == 1
+
+
+def test_another_server_or_other_options_get_a_pool_of_their_own():
+    pool = pool_of(cache_object())
+    assert pool_of(cache_object("redis://127.0.0.1:1/1")) is not pool
+    assert pool_of(cache_object(socket_timeout=9.0)) is not pool
+
+
+def test_the_shared_pool_connects_with_the_timeouts_health_check_and_one_retry():
+    connection = pool_of(cache_object()).make_connection()
+    assert connection.socket_connect_timeout == 0.5
+    assert connection.socket_timeout == 2.0
+    assert connection.health_check_interval == 30
+    assert isinstance(connection.retry, Retry)
+    assert connection.retry.get_retries() == 1
+
+
+def test_the_command_retry_retries_once_on_connection_errors_and_timeouts():
+    from redis.exceptions import ConnectionError, TimeoutError
+
+    for retry in (redis_clients.command_retry(), redis_clients.command_retry(asynchronous=True)):
+        assert retry.get_retries() == 1
+        assert {ConnectionError, TimeoutError} <= set(retry._supported_errors)
+    assert isinstance(redis_clients.command_retry(asynchronous=True), AsyncRetry)
+
+
+def test_channels_redis_still_blocks_as_long_as_the_settings_assume():
+    assert RedisChannelLayer.brpop_timeout == redis_clients.CHANNELS_BLOCKING_READ_SECONDS
+
+
+def production_settings(**env: str) -> dict:
+    """The Redis settings of the production profile, read in a fresh interpreter."""
+    script = """
+import json, django
+django.setup()
+from django.conf import settings
+host = settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]
+print(json.dumps({
+    "layer": {k: v for k, v in host.items() if k != "retry"},
+    "layer_retries": host["retry"].get_retries(),
+    "layer_retry_class": type(host["retry"]).__module__,
+    "cache": settings.CACHES["default"],
+    "broker": settings.CELERY_BROKER_TRANSPORT_OPTIONS,
+}))
+"""
+    from tests.live import relay_env
+
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **relay_env(ROOT / "var"),
+            "DJANGO_SETTINGS_MODULE": "relay_project.settings",
+            "REDIS_URL": "redis://127.0.0.1:6379/0",
+            **env,
+        },
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout)
+
+
+def test_every_redis_client_of_the_production_profile_gets_the_connection_settings():
+    found = production_settings(
+        RELAY_REDIS_CONNECT_TIMEOUT="0.25",
+        RELAY_REDIS_SOCKET_TIMEOUT="1.5",
+        RELAY_REDIS_HEALTH_CHECK_SECONDS="7",
+    )
+    assert found["cache"]["BACKEND"] == "relay_project.redis_clients.SharedPoolRedisCache"
+    assert found["cache"]["OPTIONS"] == {
+        "socket_connect_timeout": 0.25,
+        "socket_timeout": 1.5,
+        "health_check_interval": 7,
+        # One connection per process, which the database threads take turns on; a thread
+        # waits for it no longer than a command may take.
+        "pool_class": "redis.BlockingConnectionPool",
+        "max_connections": 1,
+        "timeout": 1.75,
+    }
+    # Blocking reads (BZPOPMIN for 5 s, BRPOP for 1 s) end before their socket gives up.
+    blocking = {"socket_connect_timeout": 0.25, "socket_timeout": 6.5, "health_check_interval": 7}
+    assert found["layer"] == {"address": "redis://127.0.0.1:6379/0", **blocking}
+    assert found["layer_retries"] == 1
+    assert found["layer_retry_class"] == "redis.asyncio.retry"
+    assert found["broker"] == {**blocking, "retry_on_timeout": True}
+
+
+def test_the_default_socket_timeout_of_the_channel_layer_outlasts_its_blocking_read():
+    found = production_settings()
+    assert found["layer"]["socket_timeout"] > RedisChannelLayer.brpop_timeout
+    assert found["cache"]["OPTIONS"]["socket_connect_timeout"] <= 1
