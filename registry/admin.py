@@ -254,7 +254,8 @@ class AgentChangeForm(forms.ModelForm):
 
     class Meta:
         model = Agent
-        fields = ["name", "description", "status", "invocation_url", *services.PROBE_FIELDS]
+        fields = ["name", "description", "status", "invocation_url", *services.PROBE_FIELDS,
+                  *services.STREAM_FIELDS]
 
     def clean_probe_interval_seconds(self):
         interval = self.cleaned_data.get("probe_interval_seconds")
@@ -391,6 +392,7 @@ class AgentAdmin(admin.ModelAdmin):
             },
         ),
         ("Probes", {"fields": services.PROBE_FIELDS}),
+        ("Streams", {"fields": services.STREAM_FIELDS}),
         ("Current card", {"fields": ("current_card",)}),
         ("Card history", {"fields": ("history",)}),
         ("Health history", {"fields": ("health_history",)}),

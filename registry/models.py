@@ -108,6 +108,13 @@ class Agent(models.Model):
         max_length=4, choices=ScaleToZeroProbes.choices, default=ScaleToZeroProbes.CARD,
         help_text="How an agent that scales to zero is probed.")
     next_probe_at = models.DateTimeField(null=True, blank=True, db_index=True, editable=False)
+    # How long the relay waits on this agent's streams. Empty values take the RELAY_STREAM_*
+    # settings.
+    stream_idle_seconds = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="The longest silence between two events of this agent's streams before the "
+                  "relay asks the agent for the task; empty takes RELAY_STREAM_IDLE_SECONDS. "
+                  "Raise it for agents that think for long without a word.")
     # Passive health: real calls through the gateway.
     breaker_state = models.CharField(max_length=9, choices=Breaker.choices,
                                      default=Breaker.CLOSED, editable=False)

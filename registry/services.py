@@ -209,13 +209,18 @@ PROBE_FIELDS = ("probe_interval_seconds", "probe_timeout_seconds", "readiness_pr
                 "readiness_message", "scale_to_zero", "scale_to_zero_probes")
 """The agent's health-probe settings an operator may change."""
 
+STREAM_FIELDS = ("stream_idle_seconds",)
+"""How long the relay waits on the agent's streams (RELAY_STREAM_IDLE_SECONDS otherwise)."""
+
 
 def agent_update(*, agent: Agent, fields: dict[str, Any], actor: str = SYSTEM) -> Agent:
     """Changes what an operator may change: name, description, invocation URL, status,
-    credentials, and how the agent is probed (``PROBE_FIELDS``; a change takes effect at the
-    next sweep). Card-derived fields change only through a refresh. The audit log gets one
-    entry naming the fields that changed (credentials by their kind only)."""
-    editable = {"name", "description", "invocation_url", "status", *PROBE_FIELDS}
+    credentials, how the agent is probed (``PROBE_FIELDS``; a change takes effect at the
+    next sweep) and how long its streams may stay silent (``STREAM_FIELDS``). Card-derived
+    fields change only through a refresh. The audit log gets one entry naming the fields that
+    changed (credentials by their kind only)."""
+    editable = {"name", "description", "invocation_url", "status", *PROBE_FIELDS,
+                *STREAM_FIELDS}
     unknown = set(fields) - editable - {"credentials"}
     if unknown:
         raise RegistryError("not_editable", f"cannot change {', '.join(sorted(unknown))}")

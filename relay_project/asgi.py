@@ -1,15 +1,38 @@
-"""ASGI entry point: ``daphne relay_project.asgi:application``.
+"""ASGI entry point: ``daphne relay_project.asgi:application`` (or uvicorn).
 
 A2A protocol calls go to the Channels consumer; everything else to Django
 (see ``relay_project.routing``).
+
+A server process also runs the relay's background work from its start: the heartbeat of the
+process's lease and the scan that takes over the tasks of relay processes that died
+(``tasks_app.gateway.supervisor``). Daphne has no ASGI lifespan events, so it is started
+when the Twisted reactor runs; other servers (uvicorn) start it at ``lifespan.startup``.
 """
 
 import os
+import sys
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "relay_project.settings")
 django_application = get_asgi_application()
+
+
+def _database_threads() -> None:
+    """Database work (``sync_to_async``, thread-sensitive by default) runs in
+    RELAY_DATABASE_THREADS threads instead of asgiref's one: each thread keeps its own
+    connection, and with PostgreSQL one call's query no longer waits behind another's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from asgiref.sync import SyncToAsync
+    from django.conf import settings
+
+    if settings.RELAY_DATABASE_THREADS > 1:
+        SyncToAsync.single_thread_executor = ThreadPoolExecutor(
+            max_workers=settings.RELAY_DATABASE_THREADS, thread_name_prefix="relay-database")
+
+
+_database_threads()
 
 # Imported after Django is set up: they load models.
 from channels.routing import ProtocolTypeRouter  # noqa: E402
@@ -17,8 +40,36 @@ from channels.routing import ProtocolTypeRouter  # noqa: E402
 from relay_project.request_metrics import RequestMetricsMiddleware  # noqa: E402
 from relay_project.routing import A2ARouter  # noqa: E402
 from tasks_app.consumers import A2AConsumer  # noqa: E402
+from tasks_app.gateway import supervisor  # noqa: E402
+
+
+def _start_background_work() -> None:
+    supervisor.ensure_running(takeover=True)
+
+
+async def lifespan(scope, receive, send):
+    """uvicorn's lifespan events: the background work starts with the server."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            _start_background_work()
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
 
 # Every HTTP request is counted for /metrics (relay_project.request_metrics).
-application = ProtocolTypeRouter(
-    {"http": RequestMetricsMiddleware(A2ARouter(django_application, A2AConsumer.as_asgi()))}
-)
+application = ProtocolTypeRouter({
+    "http": RequestMetricsMiddleware(A2ARouter(django_application, A2AConsumer.as_asgi())),
+    "lifespan": lifespan,
+})
+
+if "daphne.server" in sys.modules:
+    import asyncio
+
+    from twisted.internet import reactor
+
+    # Twisted runs these just before asyncio's loop starts: start once the loop runs.
+    reactor.callWhenRunning(
+        lambda: asyncio.get_event_loop().call_soon(_start_background_work))

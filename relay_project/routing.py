@@ -7,8 +7,8 @@ stream; the consumer answers them, unary and streaming alike, without Django's p
 thread and middleware. The cards under those URLs (``.well-known/agent-card.json``), the
 registry, team and task APIs, the pages and the admin stay with Django, and so does any
 request whose Host Django would refuse, so it is refused the same way. Django's URL conf no
-longer names the A2A endpoints, so the router answers their slash-less spellings with the
-redirect APPEND_SLASH gave them.
+longer names the A2A endpoints, so the router answers their slash-less spellings with a
+redirect to the slashed URL (308 for a POST, so the call is repeated as it was).
 """
 
 from __future__ import annotations
@@ -96,13 +96,16 @@ class A2ARouter:
 
 
 async def _redirect_with_slash(scope, send) -> None:
-    """301 to the path with its slash, as CommonMiddleware answers (Django's security headers
-    apply; the middleware after CommonMiddleware, X-Frame-Options among it, never runs)."""
+    """A redirect to the path with its slash, as CommonMiddleware answers (Django's security
+    headers apply; the middleware after CommonMiddleware, X-Frame-Options among it, never
+    runs): 308 for a POST (or any method but GET and HEAD), which clients repeat with its
+    method and body, where a 301 turns it into a GET; 301 for GET and HEAD, as Django."""
     location = scope.get("root_path", "") + scope["path"] + "/"
     if scope.get("query_string"):
         location += "?" + scope["query_string"].decode("latin-1")
     headers = [(b"content-type", b"text/html; charset=utf-8"),
                (b"location", location.encode("latin-1")), (b"content-length", b"0"),
                *[header for header in security_headers() if header[0] != b"x-frame-options"]]
-    await send({"type": "http.response.start", "status": 301, "headers": headers})
+    status = 301 if scope["method"] in ("GET", "HEAD") else 308
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": b""})

@@ -103,22 +103,71 @@ else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
     DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 PRODUCTION_DATABASE = "DATABASE_URL" in env.ENVIRON
+# How many threads of a relay process do its database work (every A2A call hops there and
+# back). SQLite takes one writer at a time, so one thread; PostgreSQL answers over a socket,
+# and a few threads (each with its own connection) let one call's query overlap another's
+# wait instead of queueing every call behind it.
+RELAY_DATABASE_THREADS = env.int(
+    "RELAY_DATABASE_THREADS",
+    default=1 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3" else 4)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: channel layer, cache, Celery broker ---------------------------------------------
 REDIS_URL = env.str("REDIS_URL", default="")
+# Every Redis client of the relay (cache, channel layer, Celery broker) is set up alike, by
+# relay_project.redis_clients: it connects within RELAY_REDIS_CONNECT_TIMEOUT seconds, so a
+# Redis outage fails a call at once (an A2A call gets a 503 protocol error, the APIs a 503);
+# it pings a connection left idle longer than RELAY_REDIS_HEALTH_CHECK_SECONDS before using
+# it; and it sends a command that failed on a broken connection once more, on a fresh one, so
+# pooled connections left stale by a Redis restart are replaced without failing a call.
+RELAY_REDIS_CONNECT_TIMEOUT = env.float("RELAY_REDIS_CONNECT_TIMEOUT", default=0.5)
+# How long a command may wait for Redis's answer. Cache commands (API keys, rate limits,
+# stream slots) never block, so theirs is this. The channel layer's and the broker's waits
+# block on purpose (channels-redis's BZPOPMIN up to 5 s, kombu's BRPOP 1 s): theirs is this
+# plus 5 s, so a blocking read ends on its own before the socket gives up on it.
+RELAY_REDIS_SOCKET_TIMEOUT = env.float("RELAY_REDIS_SOCKET_TIMEOUT", default=2.0)
+RELAY_REDIS_HEALTH_CHECK_SECONDS = env.int("RELAY_REDIS_HEALTH_CHECK_SECONDS", default=30)
 if REDIS_URL:
+    from relay_project import redis_clients
+
+    _redis_commands = redis_clients.connection_options(
+        connect_timeout=RELAY_REDIS_CONNECT_TIMEOUT,
+        socket_timeout=RELAY_REDIS_SOCKET_TIMEOUT,
+        health_check_seconds=RELAY_REDIS_HEALTH_CHECK_SECONDS,
+    )
+    _redis_blocking_reads = {
+        **_redis_commands,
+        "socket_timeout": redis_clients.CHANNELS_BLOCKING_READ_SECONDS
+        + RELAY_REDIS_SOCKET_TIMEOUT,
+    }
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": env.str("RELAY_CHANNEL_PREFIX", "relay"),
-                       "capacity": 1000, "expiry": 120},
+            "CONFIG": {
+                # The dict form: channels-redis passes the other keys to redis-py's pool.
+                "hosts": [{"address": REDIS_URL, **_redis_blocking_reads,
+                           "retry": redis_clients.command_retry(asynchronous=True)}],
+                "prefix": env.str("RELAY_CHANNEL_PREFIX", "relay"),
+                "capacity": 1000,
+                "expiry": 120,
+            },
         }
     }
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                          "LOCATION": REDIS_URL}}
+    # One connection pool per process, whatever number of cache objects Django makes, holding
+    # one connection: the cache's commands are short, and the threads that send them (the
+    # database threads below) take turns on it rather than each opening its own.
+    CACHES = {"default": {"BACKEND": "relay_project.redis_clients.SharedPoolRedisCache",
+                          "LOCATION": REDIS_URL, "OPTIONS": {
+                              **_redis_commands,
+                              "pool_class": "redis.BlockingConnectionPool",
+                              "max_connections": 1,
+                              "timeout": RELAY_REDIS_CONNECT_TIMEOUT + RELAY_REDIS_SOCKET_TIMEOUT,
+                          }}}
     CELERY_BROKER_URL = REDIS_URL
+    # kombu takes no Retry object; retry_on_timeout gives its connections one retry on
+    # ConnectionError and TimeoutError, as command_retry does (without the backoff).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {**_redis_blocking_reads, "retry_on_timeout": True}
 else:
     CHANNEL_LAYERS = {
         "default": {"BACKEND": "channels.layers.InMemoryChannelLayer",
@@ -168,7 +217,7 @@ REST_FRAMEWORK = {
     # Every view names its own permission; this default refuses anything that forgets to.
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["tasks_app.api.parsers.BoundedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "registry.api.errors.exception_handler",
     # Calls per minute per API key (RELAY_RATE_LIMIT_PER_KEY), shared with the A2A endpoints.
@@ -215,6 +264,28 @@ RELAY_ENCRYPTION_KEY = env.str("RELAY_ENCRYPTION_KEY", default="")
 RELAY_DEFAULT_TARGET = env.str("RELAY_DEFAULT_TARGET", default="")
 # The public base URL of this relay, used in the cards it serves. Empty: taken from the request.
 RELAY_PUBLIC_URL = env.str("RELAY_PUBLIC_URL", default="")
+
+# --- Execution: who drives each exchange with an agent, and how long agents may be silent ---
+# Every task the relay is working on with an agent is owned by one relay process, which holds
+# a lease in the database and renews it every third of this many seconds. When a process
+# dies, another one takes its tasks over once the lease has run out: it resumes the exchange
+# (SubscribeToTask where the agent streams, GetTask polls otherwise) until the task ends.
+RELAY_EXCHANGE_LEASE_SECONDS = env.float("RELAY_EXCHANGE_LEASE_SECONDS", default=10.0)
+# An agent stream that opened (HTTP 200, text/event-stream) but sent no event within this many
+# seconds ends its task failed.
+RELAY_STREAM_FIRST_EVENT_SECONDS = env.float("RELAY_STREAM_FIRST_EVENT_SECONDS", default=60.0)
+# The longest silence between two events of an agent's stream (each agent may set its own).
+# Past it the relay asks the agent for the task: an agent that answers is followed by GetTask
+# polls from then on; one that does not ends the task failed. Agents may think for minutes
+# between two words, hence ten minutes.
+RELAY_STREAM_IDLE_SECONDS = env.float("RELAY_STREAM_IDLE_SECONDS", default=600.0)
+# How often a relay process compares the open streams it serves with the events stored for
+# them. Wake-ups normally arrive at once (in the process, or from PostgreSQL's NOTIFY); this
+# bounds how late an event can be when one is lost.
+RELAY_STREAM_POLL_SECONDS = env.float("RELAY_STREAM_POLL_SECONDS", default=1.0)
+# The longest pause between two GetTask polls of a task the relay follows without a stream
+# (polls start at a second and double up to this).
+RELAY_FOLLOW_POLL_MAX_SECONDS = env.float("RELAY_FOLLOW_POLL_MAX_SECONDS", default=30.0)
 
 # --- Task expiry and metrics ----------------------------------------------------------------
 # A task that has not ended this many seconds after it was created ends failed with a timeout

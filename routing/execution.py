@@ -121,6 +121,7 @@ class TeamTarget(gateway.Target):
             name=team.name,
             streaming=True,
             declared_extensions=(CLIENT_ROUTING_URI,),
+            announces_task=True,
         )
         self.members: dict[str, gateway.AgentTarget] = {}
         view_members = []
@@ -161,7 +162,8 @@ class TeamTarget(gateway.Target):
                 routing_error=hop.routing_error,
             )
             answer = await self._call(
-                task, ctx, hop.target, outgoing, conversation, routing=bool(headers)
+                task, ctx, hop.target, outgoing, conversation, routing=bool(headers),
+                metadata=request.get("metadata"),
             )
             hops_done += 1
             decision = self._decide(hop, answer, hops_done)
@@ -251,13 +253,16 @@ class TeamTarget(gateway.Target):
         conversation: selectors.Conversation,
         *,
         routing: bool,
+        metadata: dict[str, Any] | None = None,
     ) -> MemberAnswer:
         """Calls one member through the gateway, as a child task of the team task, and waits
         until that task ends or waits on its client; the event that ends it is recorded with
         the hop (``MemberAnswer.record_end``). A member that asked the caller for input gets
         the answer on that same task; any other continues its upstream context of this
-        conversation. Never raises for the member's failures: they come back as a ``failed``
-        answer saying why."""
+        conversation. The caller's request metadata and activated extensions go with the
+        call, as they would to the agent called directly (the routing extension only to a
+        member that speaks it, never twice). Never raises for the member's failures: they
+        come back as a ``failed`` answer saying why."""
         started = time.perf_counter()
         member = self.members.get(agent_id)
         if member is None:
@@ -267,13 +272,14 @@ class TeamTarget(gateway.Target):
             message = dict(message, taskId=resume_id)
         child_ctx = gateway.CallContext(
             caller=ctx.caller,
-            extensions=(CLIENT_ROUTING_URI,) if routing else (),
+            extensions=_member_extensions(ctx.extensions, routing=routing),
             delegation=(*ctx.delegation, f"team:{self.id}"),
             parent_task_id=task.id,
             upstream_context_id="" if resume_id else conversation.contexts.get(agent_id, ("",))[0],
         )
         try:
-            sent = await gateway.send_for_task(member, child_ctx, {"message": message})
+            request = {"message": message, **({"metadata": metadata} if metadata else {})}
+            sent = await gateway.send_for_task(member, child_ctx, request)
             answer = sent.answer
             if sent.held is None:
                 answer = await _until_settled(member, child_ctx, answer)
@@ -409,6 +415,13 @@ def _failed_task(task: dict[str, Any], text: str) -> dict[str, Any]:
 def _failed_answer(text: str, started: float) -> MemberAnswer:
     latency_ms = (time.perf_counter() - started) * 1000
     return MemberAnswer(_failed_task({}, text), TaskState.FAILED, latency_ms)
+
+
+def _member_extensions(activated: tuple[str, ...], *, routing: bool) -> tuple[str, ...]:
+    """The extensions a member call activates: the caller's, with the routing extension only
+    for a member that speaks it (the router fills its metadata), each once."""
+    others = tuple(uri for uri in activated if uri != CLIENT_ROUTING_URI)
+    return tuple(dict.fromkeys((*others, *((CLIENT_ROUTING_URI,) if routing else ()))))
 
 
 def _for_member(message: dict[str, Any]) -> dict[str, Any]:

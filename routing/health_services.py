@@ -81,15 +81,16 @@ def probe_target_of(agent: Agent) -> probes.ProbeTarget:
 
 def probes_claim(*, now: datetime, agent_ids: list[str] | None = None
                  ) -> tuple[list[probes.ProbeTarget], dict[str, health.HealthCount]]:
-    """Picks the agents to probe now and moves their next probe time one interval on (so the
-    next sweep does not pick them again while this one runs). Returns their probe targets and
-    the health counts they had."""
-    agents = selectors.agents_to_probe(now=now, agent_ids=agent_ids)
-    by_interval: dict[int, list[str]] = {}
-    for agent in agents:
-        interval = agent.probe_interval_seconds or settings.RELAY_HEALTH_INTERVAL_SECONDS
-        by_interval.setdefault(interval, []).append(agent.pk)
+    """Picks the agents to probe now and moves their next probe time one interval on, in one
+    transaction that locks the rows it picks: a sweep running at the same time (two queued
+    jobs, two workers) skips them, and the next one finds them not due. Returns their probe
+    targets and the health counts they had."""
     with transaction.atomic():
+        agents = selectors.agents_to_probe(now=now, agent_ids=agent_ids, claim=True)
+        by_interval: dict[int, list[str]] = {}
+        for agent in agents:
+            interval = agent.probe_interval_seconds or settings.RELAY_HEALTH_INTERVAL_SECONDS
+            by_interval.setdefault(interval, []).append(agent.pk)
         for interval, ids in by_interval.items():
             for start in range(0, len(ids), ID_BATCH):
                 Agent.objects.filter(pk__in=ids[start:start + ID_BATCH]).update(

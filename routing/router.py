@@ -1,7 +1,8 @@
 """The team router: which member gets the next message, under the client-routing extension.
 
 Pure: plain values in, plain values out, standard library only, so it runs without Django and
-its tests need no database. It implements /work/shared/a2a/CLIENT_ROUTING.md; the Django side
+its tests need no database. It implements the client-routing extension
+(``https://ranch.woi.dev/extensions/client-routing/v1``); the Django side
 loads the team, calls members and records hops, in one straight loop (``call_member`` and
 ``answer_as_next_message`` are its own)::
 

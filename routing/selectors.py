@@ -249,10 +249,13 @@ def recent_probes(*, agent_id: str, limit: int = 50) -> list[ProbeResult]:
 # --- health --------------------------------------------------------------------------------
 
 
-def agents_to_probe(*, now, agent_ids: list[str] | None = None) -> list[Agent]:
+def agents_to_probe(*, now, agent_ids: list[str] | None = None,
+                    claim: bool = False) -> list[Agent]:
     """The agents a sweep probes now: not disabled, not a scale-to-zero agent that must not be
     probed, and due (never probed, or their next probe time has come). Naming ``agent_ids``
-    picks those agents whether due or not. One query, with the current card's hash."""
+    picks those agents whether due or not. One query, with the current card's hash. With
+    ``claim`` (inside a transaction) the rows are locked, and rows another sweep has locked
+    are skipped: two sweeps never pick the same agent."""
     queryset = (
         Agent.objects.callable()
         .exclude(scale_to_zero=True, scale_to_zero_probes=Agent.ScaleToZeroProbes.NONE)
@@ -266,6 +269,8 @@ def agents_to_probe(*, now, agent_ids: list[str] | None = None) -> list[Agent]:
         )
         .order_by("id")
     )
+    if claim:
+        queryset = queryset.select_for_update(skip_locked=True, of=("self",))
     if agent_ids is not None:
         return list(queryset.filter(pk__in=agent_ids))
     return list(queryset.filter(Q(next_probe_at__isnull=True) | Q(next_probe_at__lte=now)))

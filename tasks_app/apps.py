@@ -8,10 +8,15 @@ class TasksAppConfig(AppConfig):
 
     def ready(self) -> None:
         from registry.models import Agent
+        from relay_project import ratelimit
 
         # relay_endpoint registers the "relay" target kind: the relay's own endpoint.
         from tasks_app import gateway, relay_endpoint  # noqa: F401
+        from tasks_app.gateway import ownership
 
+        # A key's stream slots count in the relay processes that are alive.
+        ratelimit.register_stream_holders(current=ownership.known_process_id,
+                                          live=ownership.live_processes)
         # A changed agent leaves the gateway's target cache at once.
         post_save.connect(gateway.agent_changed, sender=Agent, dispatch_uid="gateway-agent-saved")
         post_delete.connect(gateway.agent_changed, sender=Agent,

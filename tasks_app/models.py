@@ -65,6 +65,10 @@ class Task(models.Model):
     updated_at = models.DateTimeField(default=timezone.now)
     completed_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    owner = models.CharField(
+        max_length=64, blank=True, default="", editable=False,
+        help_text="The relay process driving the exchange with the agent (a RelayProcess id); "
+                  "empty while nobody needs to (the task ended or waits on the client).")
 
     objects = TaskQuerySet.as_manager()
 
@@ -76,6 +80,8 @@ class Task(models.Model):
             models.Index(fields=["agent", "upstream_task_id"], name="task_agent_upstream"),
             models.Index(fields=["target_kind", "target_id", "-created_at"],
                          name="task_target_created"),
+            # The takeover scan reads only the tasks someone drives.
+            models.Index(fields=["owner"], condition=~models.Q(owner=""), name="task_owned"),
         ]
 
     def __str__(self) -> str:
@@ -84,6 +90,30 @@ class Task(models.Model):
     @property
     def is_terminal(self) -> bool:
         return TaskState(self.state) in TERMINAL
+
+
+class RelayProcess(models.Model):
+    """One relay process (a daphne, or any process that drives tasks) and its lease: the
+    process renews ``lease_expires_at`` by heartbeat, and the tasks it owns are taken over by
+    another process once the lease has expired (``tasks_app.gateway.ownership``)."""
+
+    id = models.CharField(primary_key=True, max_length=64)
+    host = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    started_at = models.DateTimeField(default=timezone.now)
+    lease_expires_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        verbose_name = "relay process"
+        verbose_name_plural = "relay processes"
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def alive(self) -> bool:
+        return self.lease_expires_at > timezone.now()
 
 
 class TaskEvent(models.Model):

@@ -48,13 +48,60 @@ def update(model: type[Model], *, where: dict[str, Any], values: dict[str, Any])
     with ``values``; returns how many rows changed. With the expected state in ``where``,
     a compare-and-set, as ``filter(**where).update(**values)``."""
     sql, written, compared = _update_statement(model, tuple(values), tuple(where))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, _update_params(written, compared, values, where))
+        return cursor.rowcount
+
+
+def _update_params(written: list[Field], compared: list[Field], values: dict[str, Any],
+                   where: dict[str, Any]) -> list[Any]:
+    """The parameters of ``_update_statement``: values written as ``save()`` prepares them,
+    values compared as a filter does."""
     params = [field.get_db_prep_save(value, connection)
               for field, value in zip(written, values.values(), strict=True)]
     params += [field.get_db_prep_value(value, connection, prepared=False)
                for field, value in zip(compared, where.values(), strict=True)]
+    return params
+
+
+def update_then_insert(model: type[Model], *, where: dict[str, Any], values: dict[str, Any],
+                       instance: Model, notify: tuple[str, str] | None = None) -> bool:
+    """PostgreSQL only: ``update`` (a compare-and-set with the expected state in ``where``)
+    and, only when it changed a row, the insert of ``instance`` (its automatic key left
+    unread) and a NOTIFY on ``notify`` (channel, payload), as one statement: atomic on its
+    own and one round trip, where a transaction of the three costs five (BEGIN and COMMIT
+    included). Returns whether the row was changed."""
+    sql, written, compared, inserted = _update_then_insert_statement(
+        model, tuple(values), tuple(where), type(instance), notify is not None)
+    params = _update_params(written, compared, values, where)
+    params += [field.get_db_prep_save(field.pre_save(instance, True), connection)
+               for field in inserted]
+    if notify is not None:
+        params += list(notify)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.rowcount
+        changed = cursor.fetchone() is not None
+    if changed:
+        instance._state.adding = False
+        instance._state.db = connection.alias
+    return changed
+
+
+@lru_cache(maxsize=256)
+def _update_then_insert_statement(model: type[Model], written: tuple[str, ...],
+                                  compared: tuple[str, ...], inserted_model: type[Model],
+                                  notify: bool):
+    update_sql, written_fields, compared_fields = _update_statement(model, written, compared)
+    meta = inserted_model._meta
+    quote = connection.ops.quote_name
+    inserted = [field for field in meta.concrete_fields if field is not meta.pk]
+    last = "pg_notify(%s, %s)" if notify else "1"
+    sql = (f"WITH moved AS ({update_sql} RETURNING 1), "
+           f"stored AS (INSERT INTO {quote(meta.db_table)} "
+           f"({', '.join(quote(field.column) for field in inserted)}) "
+           f"SELECT {', '.join(['%s'] * len(inserted))} FROM moved RETURNING 1) "
+           f"SELECT {last} FROM stored")
+    return sql, written_fields, compared_fields, inserted
 
 
 def values_by_pk(model: type[Model], pks: Sequence[Any], fields: tuple[str, ...]

@@ -112,6 +112,12 @@ def events_after(*, task_id: str, sequence: int, final_states: frozenset[str]
     return [(number, event, _state_of(event) in final_states) for number, event in stored]
 
 
+def task_positions(*, task_ids: list[str]) -> dict[str, tuple[int, str]]:
+    """(last sequence, state) of each of the tasks that exists, by id: one query."""
+    rows = Task.objects.filter(pk__in=task_ids).values_list("pk", "last_sequence", "state")
+    return {pk: (sequence, state) for pk, sequence, state in rows}
+
+
 def _state_of(event: dict[str, Any]) -> str | None:
     body = event.get("statusUpdate") or event.get("task") or {}
     return (body.get("status") or {}).get("state")

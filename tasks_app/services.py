@@ -11,14 +11,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from tasks_app import rows, snapshots
-from tasks_app.lifecycle import TERMINAL, TaskState, check_transition
+from tasks_app import rows, snapshots, streams
+from tasks_app.lifecycle import INTERRUPTED, TERMINAL, TaskState, check_transition
 from tasks_app.models import PushDelivery, PushNotificationConfig, Task, TaskEvent
 
 CAS_ATTEMPTS = 5
+_UNOWNED_STATES = frozenset(state.value for state in TERMINAL | INTERRUPTED)
+"""States in which nobody drives the task: it ended, or it waits on the client."""
 
 
 class StaleTaskError(Exception):
@@ -53,29 +55,32 @@ def task_open(*, caller, target_kind: str, target_id: str, agent_id: str | None,
               message: dict[str, Any], client_version: str,
               metadata: dict[str, Any] | None = None, context_id: str = "",
               parent_id: str | None = None, delegation_chain: list[str] | None = None,
-              expires_at: datetime | None = None) -> Task:
-    """Creates a task in ``submitted`` with the caller's message as its history."""
+              expires_at: datetime | None = None, owner: str = "") -> Task:
+    """Creates a task in ``submitted`` with the caller's message as its history, owned by the
+    relay process ``owner`` (the one that will drive it)."""
     task = Task(caller=caller, target_kind=target_kind, target_id=target_id,
                 agent_id=agent_id, client_version=client_version,
                 metadata=metadata or {}, parent_id=parent_id,
-                delegation_chain=delegation_chain or [], expires_at=expires_at)
+                delegation_chain=delegation_chain or [], expires_at=expires_at, owner=owner)
     task.context_id = context_id or task.id
     task.history = [dict(message, taskId=task.id, contextId=task.context_id)]
     rows.insert(task)
     return task
 
 
-def task_add_message(*, task: Task, message: dict[str, Any]) -> Task:
-    """Appends a caller's follow-up message to a task's history (the task must be open)."""
+def task_add_message(*, task: Task, message: dict[str, Any], owner: str = "") -> Task:
+    """Appends a caller's follow-up message to a task's history (the task must be open); the
+    relay process ``owner`` drives the task from now on."""
     for _ in range(CAS_ATTEMPTS):
         entry = dict(message, taskId=task.id, contextId=task.context_id)
         moved = Task.objects.filter(
             pk=task.pk, state=task.state, last_sequence=task.last_sequence
         ).exclude(state__in=[s.value for s in TERMINAL]).update(
-            history=[*task.history, entry], updated_at=timezone.now()
+            history=[*task.history, entry], updated_at=timezone.now(), owner=owner
         )
         if moved == 1:
             task.history = [*task.history, entry]
+            task.owner = owner
             return task
         task.refresh_from_db()
         if task.is_terminal:
@@ -96,7 +101,9 @@ def task_record(*, task: Task, event: dict[str, Any], upstream_task_id: str = ""
     event. A task already terminal ignores it (returns ``event=None``): a late completion
     after a cancel changes nothing. An invalid transition raises InvalidTransition. ``also``
     (a write that belongs with the event) runs in the event's transaction, or alone when the
-    event is ignored."""
+    event is ignored. A task that ends or waits on the client has no owner any more. On
+    PostgreSQL the transaction also sends a NOTIFY, so the task's streams in other relay
+    processes wake up at its commit (``tasks_app.streams``)."""
     for _ in range(CAS_ATTEMPTS):
         if task.is_terminal:
             if also is not None:
@@ -115,32 +122,18 @@ def task_record(*, task: Task, event: dict[str, Any], upstream_task_id: str = ""
             changes["upstream_task_id"] = upstream_task_id
         if upstream_context_id and not task.upstream_context_id:
             changes["upstream_context_id"] = upstream_context_id
+        if new_state in _UNOWNED_STATES:
+            changes["owner"] = ""
         # Only what changed is written: an artifact chunk leaves the history (which grows
         # with every turn) and the status as they are.
         changes = {name: value for name, value in changes.items()
                    if name == "updated_at" or getattr(task, name) != value}
         sequence = task.last_sequence + 1
-        with transaction.atomic():
-            # has_push_configs is compared too: a push config created (or the last one
-            # deleted) while this producer runs fails the update, and the retry rereads it.
-            moved = rows.update(Task, values={"last_sequence": sequence, **changes}, where={
-                "pk": task.pk, "state": task.state, "last_sequence": task.last_sequence,
-                "has_push_configs": task.has_push_configs,
-            })
-            if moved == 1:
-                kind = next(k for k in ("task", "statusUpdate", "artifactUpdate", "message")
-                            if k in event)
-                stored = TaskEvent(
-                    task_id=task.pk, sequence=sequence, payload=event,
-                    kind={"statusUpdate": TaskEvent.Kind.STATUS,
-                          "artifactUpdate": TaskEvent.Kind.ARTIFACT}.get(kind,
-                                                                        TaskEvent.Kind.TASK),
-                )
-                rows.insert(stored)
-                if also is not None:
-                    also()
-                if task.has_push_configs:
-                    _queue_push(task, stored)
+        if (also is None and not task.has_push_configs
+                and connection.vendor == "postgresql"):
+            moved = _record_in_one_statement(task, event, sequence, changes, new_state)
+        else:
+            moved = _record_in_a_transaction(task, event, sequence, changes, new_state, also)
         if moved == 1:
             for name, value in changes.items():
                 setattr(task, name, value)
@@ -148,6 +141,53 @@ def task_record(*, task: Task, event: dict[str, Any], upstream_task_id: str = ""
             return Recorded(task, event, sequence)
         task.refresh_from_db()
     raise StaleTaskError(task.pk)
+
+
+def _event_row(task: Task, event: dict[str, Any], sequence: int) -> TaskEvent:
+    kind = next(k for k in ("task", "statusUpdate", "artifactUpdate", "message") if k in event)
+    return TaskEvent(task_id=task.pk, sequence=sequence, payload=event,
+                     kind={"statusUpdate": TaskEvent.Kind.STATUS,
+                           "artifactUpdate": TaskEvent.Kind.ARTIFACT}.get(kind,
+                                                                         TaskEvent.Kind.TASK))
+
+
+def _compared(task: Task) -> dict[str, Any]:
+    # has_push_configs is compared too: a push config created (or the last one deleted) while
+    # a producer runs fails the update, and the retry rereads it.
+    return {"pk": task.pk, "state": task.state, "last_sequence": task.last_sequence,
+            "has_push_configs": task.has_push_configs}
+
+
+def _record_in_one_statement(task, event, sequence, changes, new_state) -> int:
+    """The event of a task without push configs and with no write of the caller's, on
+    PostgreSQL: the compare-and-set, the event and the NOTIFY in one statement."""
+    moved = rows.update_then_insert(
+        Task, values={"last_sequence": sequence, **changes}, where=_compared(task),
+        instance=_event_row(task, event, sequence),
+        notify=(streams.NOTIFY_CHANNEL, streams.notify_payload(task.pk, sequence, new_state)))
+    return 1 if moved else 0
+
+
+def _record_in_a_transaction(task, event, sequence, changes, new_state, also) -> int:
+    with transaction.atomic():
+        moved = rows.update(Task, values={"last_sequence": sequence, **changes},
+                            where=_compared(task))
+        if moved == 1:
+            stored = _event_row(task, event, sequence)
+            rows.insert(stored)
+            if also is not None:
+                also()
+            if task.has_push_configs:
+                _queue_push(task, stored)
+            if connection.vendor == "postgresql":
+                _notify(task.pk, sequence, new_state)
+    return moved
+
+
+def _notify(task_id: str, sequence: int, state: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, %s)",
+                       [streams.NOTIFY_CHANNEL, streams.notify_payload(task_id, sequence, state)])
 
 
 def _fields_from_snapshot(after: dict[str, Any], state: str, now: datetime, *,

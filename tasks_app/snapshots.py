@@ -143,3 +143,34 @@ def apply_event(task: JsonDict, event: JsonDict) -> JsonDict:
             artifacts.append(artifact)
         out["artifacts"] = artifacts
     return out
+
+
+def changes_between(before: JsonDict, after: JsonDict) -> list[JsonDict]:
+    """The events that take the task ``before`` to the task ``after`` (both canonical Task
+    dicts, relay ids): an artifactUpdate for each artifact that is new, grew (``append`` with
+    the new parts) or changed, in ``after``'s order, and a statusUpdate when the status
+    changed, before the artifacts while the task goes on and after them when it ends. For a
+    snapshot the agent gave (a resubscription's first event, a GetTask poll) so that a stream
+    gets each change as an event, as if it had followed the agent all along."""
+    ids = {"taskId": before.get("id", after.get("id")),
+           "contextId": before.get("contextId", after.get("contextId"))}
+    artifacts = []
+    known = {artifact.get("artifactId"): artifact for artifact in before.get("artifacts", [])}
+    for artifact in after.get("artifacts", []):
+        old = known.get(artifact.get("artifactId"))
+        if old == artifact:
+            continue
+        parts, old_parts = artifact.get("parts", []), (old or {}).get("parts", [])
+        if old is not None and parts[:len(old_parts)] == old_parts and len(parts) > len(
+                old_parts) and {k: v for k, v in artifact.items() if k != "parts"} == {
+                k: v for k, v in old.items() if k != "parts"}:
+            grown = dict(artifact, parts=parts[len(old_parts):])
+            artifacts.append({"artifactUpdate": {**ids, "artifact": grown, "append": True}})
+        else:
+            artifacts.append({"artifactUpdate": {**ids, "artifact": artifact}})
+    status = after.get("status") or {}
+    if status == (before.get("status") or {}) or not status.get("state"):
+        return artifacts
+    update = [{"statusUpdate": {**ids, "status": status}}]
+    ends = status["state"] not in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
+    return artifacts + update if ends else update + artifacts

@@ -27,7 +27,12 @@ from relay_project import outbound
 from tasks_app import lifecycle
 from tasks_app.protocol import jsonrpc, rest
 from tasks_app.protocol.convert import Dialect, stream_response_to_v1
-from tasks_app.protocol.errors import A2AError, InvalidAgentResponse, error_from_rest
+from tasks_app.protocol.errors import (
+    A2AError,
+    InvalidAgentResponse,
+    Unauthenticated,
+    error_from_rest,
+)
 from tasks_app.protocol.versions import (
     VERSION_HEADER,
     Operation,
@@ -50,6 +55,16 @@ class UpstreamError(Exception):
         self.category = category
         self.message = message
         self.status = status
+
+
+class StreamSilent(UpstreamError):
+    """The agent's stream sent nothing for longer than the relay waits (``first``: no event at
+    all since its headers)."""
+
+    def __init__(self, agent_id: str, seconds: float, *, first: bool) -> None:
+        what = ("opened a stream and sent no event" if first
+                else "sent no stream event")
+        super().__init__("timeout", f"timeout: agent {agent_id!r} {what} for {seconds:g} s")
 
 
 class NoUsableInterfaceError(UpstreamError):
@@ -175,10 +190,10 @@ async def call(endpoint: Endpoint, operation: Operation, params: Mapping[str, An
             response = await client.post(endpoint.url, content=json.dumps(body),
                                          headers=headers, **kwargs)
         else:
+            # The 0.3 routes carry their /v1 themselves.
             planned = rest.rest_upstream_request(operation, endpoint.wire_version, params)
-            prefix = "" if endpoint.wire_version == "1.0" else "/v1"
             response = await client.request(
-                planned.http_method, endpoint.url.rstrip("/") + prefix + planned.path,
+                planned.http_method, endpoint.url.rstrip("/") + planned.path,
                 params=planned.query or None,
                 content=json.dumps(planned.body) if planned.body is not None else None,
                 headers=headers, **kwargs,
@@ -190,18 +205,19 @@ async def call(endpoint: Endpoint, operation: Operation, params: Mapping[str, An
 
 
 def _parse(endpoint: Endpoint, operation: Operation, response: httpx.Response) -> Any:
+    """The canonical result of an agent's answer. An HTTP error without an A2A body (a
+    plain-text 404 from a wrong path, a proxy's 502) is the agent's failure, never an A2A
+    error of the caller's; so is the agent refusing the relay's own credentials (401, 403),
+    which must not reach the caller as if the caller's key were wrong."""
     name = f"agent {endpoint.agent_id!r}"
+    status = response.status_code
+    if status >= 400 and not _looks_like_json(response):
+        raise UpstreamError("http_status", f"{name} answered HTTP {status}", status=status)
     try:
         if endpoint.binding == "JSONRPC":
-            if response.status_code >= 400 and not _looks_like_json(response):
-                raise UpstreamError("http_status", f"{name} answered HTTP {response.status_code}",
-                                    status=response.status_code)
             return jsonrpc.parse_jsonrpc_response(response.content, operation,
                                                   endpoint.wire_version)
-        if response.status_code >= 500 and not _looks_like_json(response):
-            raise UpstreamError("http_status", f"{name} answered HTTP {response.status_code}",
-                                status=response.status_code)
-        return rest.parse_rest_response(response.status_code, response.content, operation,
+        return rest.parse_rest_response(status, response.content, operation,
                                         endpoint.wire_version)
     except InvalidAgentResponse as error:
         if response.status_code >= 400:
@@ -209,6 +225,13 @@ def _parse(endpoint: Endpoint, operation: Operation, response: httpx.Response) -
                                 status=response.status_code) from error
         raise InvalidAgentResponse(f"{name} answered something that is not A2A: {error.message}"
                                    ) from error
+    except A2AError as error:
+        if isinstance(error, Unauthenticated) or status in (401, 403):
+            raise UpstreamError(
+                "http_status", f"{name} refused the relay's credentials (HTTP {status}: "
+                f"{error.message}); check the agent's credentials in the registry",
+                status=status) from error
+        raise
 
 
 def _looks_like_json(response: httpx.Response) -> bool:
@@ -234,8 +257,7 @@ async def stream(endpoint: Endpoint, operation: Operation, params: Mapping[str, 
         method, url, query = "POST", endpoint.url, None
     else:
         planned = rest.rest_upstream_request(operation, endpoint.wire_version, params)
-        prefix = "" if endpoint.wire_version == "1.0" else "/v1"
-        method, url = planned.http_method, endpoint.url.rstrip("/") + prefix + planned.path
+        method, url = planned.http_method, endpoint.url.rstrip("/") + planned.path
         body, query = planned.body, planned.query or None
     read_forever = httpx.Timeout(outbound.OutboundPolicy.from_settings().timeout, read=None)
     try:

@@ -31,6 +31,15 @@ def no_cached_targets():
     execution.forget_team_targets()
 
 
+@pytest.fixture(autouse=True)
+def no_remembered_lease():
+    """Each test's process registers its lease anew: the row of an earlier test's process was
+    rolled back or flushed, which this process's memory of its lease does not know."""
+    from tasks_app.gateway import ownership
+
+    ownership.forget_lease()
+
+
 @pytest.fixture
 def allow_private_urls(settings):
     """Lets the relay reach agents served on 127.0.0.1 by the test."""

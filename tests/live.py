@@ -26,7 +26,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import ExitStack, asynccontextmanager, contextmanager
+from contextlib import ExitStack, asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -254,6 +254,18 @@ class Recording:
         return [r for r in self.requests if r.method != "GET"]
 
 
+
+def stop_process(process: subprocess.Popen | None) -> None:
+    """Stops a process the tests started: SIGTERM, then SIGKILL after STOP_SECONDS."""
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(STOP_SECONDS)
+
 @dataclass
 class Daphne:
     """One daphne process of a relay."""
@@ -268,14 +280,18 @@ class Daphne:
         except OSError:
             return ""
 
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
     def stop(self) -> None:
+        stop_process(self.process)
+
+    def kill(self) -> None:
+        """``kill -9``: the process dies at once, with no chance to close anything."""
         if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(STOP_SECONDS)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(STOP_SECONDS)
+            self.process.kill()
+        self.process.wait(STOP_SECONDS)
 
 
 def start_daphne(env: dict[str, str], var_dir: Path) -> Daphne:
@@ -469,20 +485,40 @@ class ServiceMissingError(RuntimeError):
 
 
 @contextmanager
-def production_services() -> Iterator[dict[str, str]]:
-    """A throwaway PostgreSQL database and a private channel prefix on the test Redis, as the
-    relay environment that uses them (DATABASE_URL, REDIS_URL, RELAY_CHANNEL_PREFIX). The
-    database is dropped and the prefix's keys deleted afterwards; other users of the Redis db
-    are left alone. Raises ServiceMissingError when either service is unreachable."""
-    import psycopg
+def production_services(redis_url: str = REDIS_TEST_URL) -> Iterator[dict[str, str]]:
+    """A throwaway PostgreSQL database and a private channel prefix on the test Redis (or the
+    one at ``redis_url``), as the relay environment that uses them (DATABASE_URL, REDIS_URL,
+    RELAY_CHANNEL_PREFIX). The database is dropped and the prefix's keys deleted afterwards
+    (when Redis still answers); other users of the Redis db are left alone. Raises
+    ServiceMissingError when either service is unreachable."""
     import redis
 
-    client = redis.Redis.from_url(REDIS_TEST_URL, socket_connect_timeout=3)
+    client = redis.Redis.from_url(redis_url, socket_connect_timeout=3)
     try:
         client.ping()
     except redis.RedisError as error:
-        raise ServiceMissingError(f"Redis is not reachable at {REDIS_TEST_URL}: {error}") from error
-    name = f"relay_live_{uuid.uuid4().hex[:10]}"
+        raise ServiceMissingError(f"Redis is not reachable at {redis_url}: {error}") from error
+    with postgres_database("relay_live") as (name, database_url):
+        try:
+            yield {
+                "DATABASE_URL": database_url,
+                "REDIS_URL": redis_url,
+                "RELAY_CHANNEL_PREFIX": name,
+            }
+        finally:
+            with suppress(redis.RedisError):
+                for key in client.scan_iter(match=f"{name}*"):
+                    client.delete(key)
+
+
+@contextmanager
+def postgres_database(prefix: str) -> Iterator[tuple[str, str]]:
+    """A new, empty PostgreSQL database named ``<prefix>_<random>``: yields (its name, its
+    URL) and drops it afterwards, closing whatever sessions still use it. Raises
+    ServiceMissingError when PostgreSQL is unreachable."""
+    import psycopg
+
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     try:
         with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=3) as admin:
             admin.execute(f'CREATE DATABASE "{name}"')
@@ -491,16 +527,10 @@ def production_services() -> Iterator[dict[str, str]]:
             f"PostgreSQL is not reachable at {POSTGRES_ADMIN_URL}: {error}"
         ) from error
     try:
-        yield {
-            "DATABASE_URL": POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}",
-            "REDIS_URL": REDIS_TEST_URL,
-            "RELAY_CHANNEL_PREFIX": name,
-        }
+        yield name, POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
     finally:
         with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        for key in client.scan_iter(match=f"{name}*"):
-            client.delete(key)
 
 
 KEY_NAMES = ("live test", "second caller", "third caller")

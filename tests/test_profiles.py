@@ -215,6 +215,12 @@ def test_production_profile_on_postgresql_and_redis(tmp_path):
             with psycopg.connect(database_url) as connection:
                 stored = connection.execute("select id from registry_agent").fetchall()
             assert stored == [("weather",)]
+            with psycopg.connect(database_url) as connection:
+                leases = connection.execute(
+                    "select count(*) from tasks_app_relayprocess "
+                    "where lease_expires_at > now()").fetchone()[0]
+            # The daphne process holds its lease from its start (the takeover scan runs).
+            assert leases == 1
 
             document["version"] = "9.9.9"
             enqueue_refresh(env, "weather")

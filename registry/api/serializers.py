@@ -201,6 +201,12 @@ class SkillMatchSerializer(serializers.Serializer):
     health = serializers.CharField(source="skill.agent.health")
 
 
+class SnapshotHistorySerializer(serializers.Serializer):
+    """The shape of ``GET /a2a/registry/{id}/history`` (for the schema)."""
+
+    snapshots = SnapshotSerializer(many=True)
+
+
 class SkillMatchPageSerializer(serializers.Serializer):
     """The shape of ``GET /a2a/skills`` (for the schema)."""
 

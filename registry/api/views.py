@@ -206,7 +206,7 @@ class AgentRefreshView(APIView):
 class AgentHistoryView(APIView):
     permission_classes = [RegistryReadPermission]
 
-    @extend_schema(responses=serializers.SnapshotSerializer(many=True))
+    @extend_schema(responses=serializers.SnapshotHistorySerializer)
     def get(self, request: Request, agent_id: str) -> Response:
         snapshots = selectors.agent_snapshots(agent=_get_agent(agent_id))
         diffs = {

@@ -23,7 +23,9 @@ from rest_framework import exceptions
 
 from registry.auth import REALM, REALM_INVALID_TOKEN, api_key_from_header, key_may_call
 from relay_project import ratelimit
+from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE
 from tasks_app import delegation, gateway
+from tasks_app.gateway import ownership
 from tasks_app.protocol import jsonrpc, rest
 from tasks_app.protocol.convert import parse_request_v1
 from tasks_app.protocol.errors import (
@@ -35,10 +37,17 @@ from tasks_app.protocol.errors import (
     MethodNotFound,
     RateLimited,
     Unauthenticated,
+    Unavailable,
     jsonrpc_error_body,
     rest_error_body,
 )
-from tasks_app.protocol.limits import Limits, body_too_large, check_body, check_params
+from tasks_app.protocol.limits import (
+    Limits,
+    body_too_large,
+    check_body,
+    check_params,
+    nul_violations,
+)
 from tasks_app.protocol.versions import (
     Operation,
     ProtocolVersion,
@@ -180,9 +189,12 @@ def parse_rest_call(http_method: str, path: str, query: Mapping[str, Any],
 def parse_task_api_body(body: bytes) -> Any:
     check_body(body, current_limits())
     try:
-        return json.loads(body)
+        payload = json.loads(body)
     except (ValueError, UnicodeDecodeError) as error:
         raise JSONParseError(f"the body is not JSON: {error}") from None
+    if b"\\u0000" in body:
+        refuse_nul(payload)
+    return payload
 
 
 def task_api_target(payload: Any, operation: Operation) -> tuple[str, str, dict[str, Any]]:
@@ -200,6 +212,21 @@ def task_api_target(payload: Any, operation: Operation) -> tuple[str, str, dict[
     params = parse_request_v1(operation, request)
     check_params(params, current_limits())
     return TARGET_KEYS[named[0]], target_id, params
+
+
+def _may_hold_nul(request: HttpCall) -> bool:
+    """Whether a NUL may be anywhere in the call: JSON spells it ``\\u0000``, a URL ``%00``
+    (decoded in the path and query before they reach us)."""
+    return (b"\\u0000" in request.body or "\x00" in request.rest
+            or any("\x00" in value for values in request.query.values() for value in values))
+
+
+def refuse_nul(params: dict[str, Any]) -> None:
+    """Raises InvalidParams naming each field that holds U+0000 (no database stores it as
+    text: the call is refused before anything is written)."""
+    violations = nul_violations(params)
+    if violations:
+        raise InvalidParams(field_violations=violations)
 
 
 def task_api_call(operation: Operation, params: dict[str, Any], headers) -> Call:
@@ -229,6 +256,8 @@ def parse_http_call(request: HttpCall) -> tuple[str, str, Call]:
                                request.headers, request.body)
     try:
         check_params(call.params, limits)
+        if _may_hold_nul(request):
+            refuse_nul(call.params)
         call = replace(call, delegation=delegation.inbound(request.headers))
     except A2AError as error:
         error.request_id, error.request_version = call.request_id, str(call.version)
@@ -245,13 +274,16 @@ def error_reply(binding: str, version: str, error: A2AError, request_id: Any = N
         headers.append(("Retry-After", str(error.retry_after)))
     if binding == JSONRPC:
         body = jsonrpc_error_body(error, request_id, version)
-        # JSON-RPC errors travel with HTTP 200, except a wrong URL, authentication and rate
-        # limits, which HTTP clients and proxies must see.
-        transport_level = isinstance(error, Unauthenticated | RateLimited | TargetNotFound)
+        # JSON-RPC errors travel with HTTP 200, except a wrong URL, authentication, rate
+        # limits and an unavailable relay, which HTTP clients and proxies must see.
+        transport_level = isinstance(error,
+                                     Unauthenticated | RateLimited | TargetNotFound | Unavailable)
         status = error.http_status if transport_level else 200
         return Reply(status, body, "application/json", tuple(headers))
-    status, body = rest_error_body(error)
-    return Reply(status, body, A2A_JSON, tuple(headers))
+    status, body = rest_error_body(error, version)
+    # Error bodies are google.rpc.Status in plain JSON (the spec's error mapping; the SDK
+    # answers them so), results application/a2a+json.
+    return Reply(status, body, "application/json", tuple(headers))
 
 
 def failure_reply(binding: str, error: A2AError, call: Call | None) -> Reply:
@@ -296,7 +328,7 @@ def stream_error_frame(call: Call, error: A2AError) -> bytes:
     if call.binding == JSONRPC:
         payload = jsonrpc_error_body(error, call.request_id, call.version)
     else:
-        payload = rest_error_body(error)[1]
+        payload = rest_error_body(error, str(call.version))[1]
     return b"event: error\ndata: " + json.dumps(payload).encode() + b"\n\n"
 
 
@@ -371,6 +403,7 @@ def admit(authorization: str | None, kind: str, target_id: str, call: Call) -> A
     count_target(target)
     streaming = call.operation in STREAMING
     if streaming:
+        ownership.process_id()  # the slot is this process's: it must hold a lease
         refusal = ratelimit.stream_slot_take(caller)
         if refusal is not None:
             raise RateLimited(refusal.message)
@@ -457,10 +490,21 @@ async def answer(request: HttpCall) -> Reply | Stream:
         return result_reply(call, result, echo_extensions=echo)
     except A2AError as error:
         return failure_reply(request.binding, error, call)
+    except UNREACHABLE as error:
+        refused = redis_unreachable(error, f"an A2A call to {request.kind} {request.target_id!r}")
+        return failure_reply(request.binding, refused, call)
     except Exception:
         logger.exception("A2A call failed")
         return failure_reply(request.binding,
                              InternalError("the relay failed to handle this call"), call)
+
+
+def redis_unreachable(error: Exception, what: str) -> Unavailable:
+    """The error answering a call that Redis being unreachable stopped (``what`` names the
+    call), logged as one WARNING line. Admission (the API key lookup and the rate limits,
+    both in the cache) runs before a message opens its task, so such a call stored nothing."""
+    logger.warning("refused %s: %s (%s)", what, UNREACHABLE_MESSAGE, error)
+    return Unavailable(UNREACHABLE_MESSAGE)
 
 
 async def execute(target: gateway.Target, call: Call, caller, *,

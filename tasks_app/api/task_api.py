@@ -22,6 +22,7 @@ from django.http import HttpResponse
 from rest_framework import exceptions
 
 from registry.auth import ApiKeyAuthentication, HasApiKey
+from relay_project.redis_clients import UNREACHABLE
 from tasks_app import gateway
 from tasks_app.api import calls
 from tasks_app.protocol.errors import (
@@ -76,6 +77,8 @@ class TaskApiView(APIView):
             exc = MethodNotFound(f"{self.request.method} is not an A2A call here")
         elif isinstance(exc, exceptions.APIException):
             return super().handle_exception(exc)
+        elif isinstance(exc, UNREACHABLE):
+            exc = calls.redis_unreachable(exc, f"a task API call ({self.request.path})")
         elif not isinstance(exc, A2AError):
             logger.exception("task API call failed")
             exc = InternalError("the relay failed to handle this call")

@@ -260,6 +260,26 @@ async def test_a_member_without_the_extension_gets_nothing_about_the_team(relay)
     assert hops[0]["peersOffered"] == ["worker", "echo"]
 
 
+async def test_the_callers_extensions_and_request_metadata_reach_every_member(relay):
+    """Regression: members saw neither the caller's A2A-Extensions nor params.metadata."""
+    await sync_to_async(make_team)("lead", "worker", "echo")
+    LEAD.load("echo", "user")
+    tracing = "https://example.com/extensions/tracing/v1"
+    metadata = {"trace": {"id": 12345678901234567890, "sampled": True}}
+    response = await relay.post("/a2a/teams/crew/", headers={"A2A-Extensions": tracing}, json={
+        "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": user_message("hello"), "metadata": metadata}})
+    assert "result" in response.json(), response.text
+
+    [with_routing] = message_calls("lead")[:1]
+    [without_routing] = message_calls("echo")
+    for call in (with_routing, without_routing):
+        assert call.json()["params"]["metadata"] == metadata
+    # The routing extension is added for the member that speaks it, once; never for the other.
+    assert with_routing.headers["a2a-extensions"].split(", ") == [tracing, URI]
+    assert without_routing.headers["a2a-extensions"] == tracing
+
+
 async def test_a_team_of_0_3_and_1_0_members_activates_the_extension_in_each_spelling(relay):
     await sync_to_async(make_team)("lead", "old")
     LEAD.load("old", "user")

@@ -62,7 +62,9 @@ def relay(tmp_path_factory):
             "shell",
             "-c",
             "from registry.teams import team_create; team_create(team_id='crew', "
-            "name='Crew', members=['lead', 'gated', 'never'], default_agent='lead')",
+            "name='Crew', members=['lead', 'gated', 'never'], default_agent='lead'); "
+            "team_create(team_id='slow', name='Slow', members=['gated', 'lead'], "
+            "default_agent='gated')",
         )
         yield live
 
@@ -94,9 +96,13 @@ async def test_a_streaming_caller_sees_each_hop_while_the_conversation_goes_on(r
     ):
         events = source.aiter_sse()
         first = json.loads((await anext(events)).data)["result"]
+        # The team's task comes first, as an agent's would, then each hop as it happens.
+        assert list(first) == ["task"]
+        assert first["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+        lead = json.loads((await anext(events)).data)["result"]["statusUpdate"]["status"]
         # The lead answered; the gated member has not: the first hop is already here.
-        assert [hop_of(m)["order"] for m in first["task"]["history"] if hop_of(m)] == [1]
-        assert first["task"]["status"]["state"] == "TASK_STATE_WORKING"
+        assert hop_of(lead["message"])["order"] == 1
+        assert lead["state"] == "TASK_STATE_WORKING"
         GATE.put("go")
         updates = []
         async for event in events:
@@ -113,6 +119,30 @@ async def test_a_streaming_caller_sees_each_hop_while_the_conversation_goes_on(r
         "TASK_STATE_COMPLETED",
     ]
     assert updates[-1]["message"]["parts"] == [{"text": "lead: gated: lead: slowly"}]
+
+
+async def test_a_team_stream_gives_its_task_before_the_first_member_answers(relay):
+    """Regression: nothing streamed until a member finished, so the caller had no task id to
+    cancel or resubscribe with."""
+    headers = {**relay.auth(), "A2A-Version": "1.0", "Content-Type": "application/json"}
+    body = json.dumps(rpc("SendStreamingMessage", {"message": user_message("patiently")}))
+    async with (
+        httpx.AsyncClient(base_url=relay.url, timeout=STREAM_SECONDS) as client,
+        aconnect_sse(client, "POST", "/a2a/teams/slow/", headers=headers, content=body) as source,
+    ):
+        events = source.aiter_sse()
+        async with asyncio.timeout(1.0):  # the gated member has not answered: its gate is shut
+            first = json.loads((await anext(events)).data)["result"]
+        assert first["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+        team_task = first["task"]["id"]
+        GATE.put("go")
+        last = None
+        async with asyncio.timeout(STREAM_SECONDS):
+            async for event in events:
+                if event.data:
+                    last = json.loads(event.data)["result"]
+    assert last["statusUpdate"]["taskId"] == team_task
+    assert last["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
 async def test_cancel_mid_conversation_cancels_the_team_task_and_the_member_task_upstream(relay):

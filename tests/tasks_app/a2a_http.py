@@ -223,7 +223,8 @@ def expect_error(
         details = error["data"]
     else:
         assert response.status_code == (http_status or expected.http_status), response.text
-        assert response.headers["content-type"].startswith("application/a2a+json")
+        # Regression: HTTP+JSON errors were sent as application/a2a+json.
+        assert response.headers["content-type"].startswith("application/json")
         assert set(body) == {"error"}, body
         error = body["error"]
         assert set(error) == {"code", "status", "message", "details"}, body

@@ -236,7 +236,7 @@ async def test_a_stream_closes_on_an_expiry_recorded_by_another_process(
         never_agent, monkeypatch):
     """A Celery worker's event does not reach a relay's in-memory channel layer: the idle
     stream finds it in the database at its next keep-alive and closes."""
-    monkeypatch.setattr(gateway, "KEEPALIVE_SECONDS", 0.2)
+    monkeypatch.setattr(gateway.operations, "KEEPALIVE_SECONDS", 0.2)
     url, _ = never_agent
     async with streaming_task(url) as (task, streaming):
         # Recorded without publishing, as another process with another channel layer would.

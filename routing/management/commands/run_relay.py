@@ -24,6 +24,13 @@ from routing.demo.setup import DEMO_QUESTION, DEMO_TEAM
 DEMO_KEY_NAME = "demo (run_relay)"
 
 
+def this_python() -> str:
+    """The interpreter running this command, as a path from the current directory when it
+    lies under it (``.venv/bin/python`` under ``make up``), else its absolute path."""
+    relative = os.path.relpath(sys.executable)
+    return sys.executable if relative.startswith("..") else relative
+
+
 class Command(BaseCommand):
     help = "Starts the relay, a Celery worker with beat, and the demo agents."
 
@@ -128,6 +135,9 @@ class Command(BaseCommand):
         return f"user admin, password {password} (shown once; change it in the admin)"
 
     def _print_summary(self, relay: str, demo_key: str | None) -> None:
+        """The banner. Its commands work pasted into a fresh shell in the checkout: they name
+        the interpreter this command runs in (the project's virtualenv under ``make up``),
+        where a bare ``python`` may be another one, without Django, or none at all."""
         lines = [
             "",
             f"Brass Relay is running at {relay}",
@@ -139,20 +149,21 @@ class Command(BaseCommand):
             lines += [
                 "",
                 "Try it:",
-                f"  curl -s '{relay}/a2a/registry?q=research' | python -m json.tool",
-                f"  curl -s '{relay}/a2a/skills?q=writing' | python -m json.tool",
+                f"  curl -s '{relay}/a2a/registry?q=research' | python3 -m json.tool",
+                f"  curl -s '{relay}/a2a/skills?q=writing' | python3 -m json.tool",
                 f"  curl -s -X POST -H 'Authorization: Bearer {demo_key}' "
-                f"{relay}/a2a/registry/echo/refresh | python -m json.tool",
+                f"{relay}/a2a/registry/echo/refresh | python3 -m json.tool",
                 "",
                 "Ask the demo team (each hop is printed as it happens, then the answer):",
-                f"  python manage.py ask_team {DEMO_TEAM} \"{DEMO_QUESTION}\" --url {relay} "
+                f"  {this_python()} manage.py ask_team {DEMO_TEAM} \"{DEMO_QUESTION}\" "
+                f"--url {relay} "
                 f"--key {demo_key}",
             ]
             lines += [
                 "",
                 f"Health: the worker probes every agent every "
                 f"{settings.RELAY_HEALTH_INTERVAL_SECONDS} s (badges on the registry page; "
-                "`python manage.py check_agents` probes now).",
+                f"`{this_python()} manage.py check_agents` probes now).",
                 "Type 'stop echo' here to watch it turn unhealthy, 'start echo' to bring it back.",
             ]
         lines += ["", "Ctrl-C stops everything.", ""]

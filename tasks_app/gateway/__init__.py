@@ -1,0 +1,69 @@
+"""The gateway: A2A operations on a target (a registered agent; teams and the relay itself
+plug in as targets too), with every task persisted, every event fanned out, and every
+exchange with an agent owned by one relay process that any other can take over.
+
+One file a job, imports going down:
+
+- ``targets``: what a message is sent to (``Target``, ``AgentTarget``, ``CallContext``,
+  ``Step``), the registry of target kinds and the target cache;
+- ``ownership``: relay processes, their leases, claiming the tasks of dead ones (database);
+- ``driving``: the jobs that run a message or resume an exchange, recording every event;
+- ``supervisor``: the heartbeat and the takeover scan of a process;
+- ``operations``: the A2A operations views and consumers call;
+- ``expiry``: ending tasks past their expiry.
+"""
+
+from tasks_app.gateway.driving import (
+    FINAL_STATES,
+    FINAL_V1_STATES,
+    Held,
+    Opened,
+    Outcome,
+    _running,
+    open_task,
+)
+from tasks_app.gateway.expiry import expire_overdue
+from tasks_app.gateway.operations import (
+    KEEPALIVE_SECONDS,
+    Sent,
+    cancel_task,
+    extended_card,
+    get_task,
+    list_tasks,
+    push_config_create,
+    push_config_delete,
+    push_config_get,
+    push_config_list,
+    send_for_task,
+    send_message,
+    stream_message,
+    subscribe,
+    target_of,
+)
+from tasks_app.gateway.targets import (
+    AgentTarget,
+    CallContext,
+    CallGuard,
+    Published,
+    Step,
+    Target,
+    TargetCache,
+    agent_changed,
+    agent_target,
+    forget_agent_targets,
+    register_call_guard,
+    register_target_kind,
+    resolve_target,
+    target_cache_seconds,
+)
+
+__all__ = [
+    "FINAL_STATES", "FINAL_V1_STATES", "KEEPALIVE_SECONDS", "AgentTarget", "CallContext",
+    "CallGuard", "Held", "Opened", "Outcome", "Published", "Sent", "Step", "Target",
+    "TargetCache", "_running", "agent_changed", "agent_target", "cancel_task",
+    "expire_overdue", "extended_card", "forget_agent_targets", "get_task", "list_tasks",
+    "open_task", "push_config_create", "push_config_delete", "push_config_get",
+    "push_config_list", "register_call_guard", "register_target_kind", "resolve_target",
+    "send_for_task", "send_message", "stream_message", "subscribe", "target_cache_seconds",
+    "target_of",
+]

@@ -1,0 +1,478 @@
+"""Driving a task: running a message (or a resumed exchange) on its target, recording and
+publishing every event, until the task ends or waits on the client.
+
+Every exchange runs in a job of its own (``start``), apart from the request that started
+it: a client that leaves, or a blocking call that already has its answer, does not stop the
+work. The job holds the task for this relay process (its ``owner``; ``supervisor`` renews the
+process's lease and takes over the tasks of dead processes), and stops at once when another
+process ends the task (a cancel or an expiry anywhere: ``streams.watch``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from tasks_app import selectors, services, snapshots, streams, upstream
+from tasks_app.gateway import ownership
+from tasks_app.gateway.targets import CallContext, Published, Step, Target
+from tasks_app.lifecycle import (
+    INTERRUPTED,
+    TERMINAL,
+    InvalidTransition,
+    TaskState,
+    check_transition,
+)
+from tasks_app.models import Task
+from tasks_app.protocol.errors import (
+    A2AError,
+    ExtensionSupportRequired,
+    FieldViolation,
+    InternalError,
+    InvalidAgentResponse,
+    InvalidParams,
+    TaskNotFound,
+    UnsupportedOperation,
+)
+
+logger = logging.getLogger(__name__)
+
+FINAL_STATES = {s.value for s in TERMINAL | INTERRUPTED}
+FINAL_V1_STATES = frozenset(snapshots.V1_STATE[state] for state in FINAL_STATES)
+CONTEXT_ID_MAX_LENGTH = Task._meta.get_field("context_id").max_length
+
+_running: dict[str, asyncio.Task] = {}
+"""The jobs driving tasks in this process, by task id."""
+
+
+def _spawn(task_id: str, coroutine) -> asyncio.Task:
+    """Runs a task's job apart from the request that started it. It runs in a fresh context:
+    the request's names executors that die with the request (asgiref's
+    CurrentThreadExecutor), and every later sync_to_async would fail on them."""
+    from tasks_app.gateway import supervisor
+
+    supervisor.ensure_running()
+    runner = asyncio.get_running_loop().create_task(coroutine, context=contextvars.Context())
+    _running[task_id] = runner
+    runner.add_done_callback(lambda _: _running.pop(task_id, None)
+                             if _running.get(task_id) is runner else None)
+    return runner
+
+
+def running(task_id: str) -> bool:
+    """Whether a job of this process drives the task."""
+    return task_id in _running
+
+
+def stop(task_id: str) -> None:
+    """Stops this process's job on the task, if any (the task ended otherwise)."""
+    runner = _running.get(task_id)
+    if runner is not None:
+        runner.cancel()
+
+
+@dataclass
+class Outcome:
+    """Where a drive got to: the task as it stands, the agent's message when it answered
+    with one (no task), or the held last event (``send_for_task``)."""
+
+    task: Task
+    message: dict[str, Any] | None = None
+    held: Held | None = None
+    snapshot: dict[str, Any] | None = None
+    """The task as it stood when the call's answer was known (the job may have moved on)."""
+    sequence: int | None = None
+    """The task's last event when the call's answer was known."""
+
+    def answer_snapshot(self) -> dict[str, Any]:
+        return self.snapshot if self.snapshot is not None else services.snapshot_of(self.task)
+
+
+def start(target: Target, task: Task, steps: AsyncIterator[Step], *, fresh: bool,
+          raise_errors: bool) -> asyncio.Future[Outcome]:
+    """Drives ``steps`` (``target.run`` or ``target.resume``) in a job of its own. The
+    returned future gets the call's answer as soon as it is known: when the task ends or
+    waits on the client, when the agent answered with a message, or at a step marked
+    ``answered`` (the job goes on following the task). With ``raise_errors``, an A2A error
+    the agent answered a fresh task with removes the task and is the future's exception (a
+    blocking call raises it); otherwise it ends the task failed with the reason."""
+    answered: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+    _spawn(task.id, _job(target, task, steps, answered, fresh=fresh,
+                         raise_errors=raise_errors))
+    return answered
+
+
+async def _job(target, task, steps, answered, *, fresh, raise_errors) -> None:
+    try:
+        outcome = await _drive(target, task, steps, fresh=fresh, answered=answered)
+        _answer(answered, outcome)
+    except A2AError as error:
+        if raise_errors and not answered.done():
+            answered.set_exception(error)
+            return
+        logger.info("task %s ended with %s", task.pk, error)
+        _answer(answered, Outcome(await _fail(task, error.message)))
+    except asyncio.CancelledError:
+        _answer(answered, Outcome(task))
+        raise
+    except Exception:
+        logger.exception("driving task %s failed", task.pk)
+        if not answered.done():
+            answered.set_exception(InternalError("the relay failed while running the task"))
+
+
+def _answer(answered: asyncio.Future[Outcome] | None, outcome: Outcome) -> None:
+    if answered is not None and not answered.done():
+        answered.set_result(outcome)
+
+
+@dataclass(frozen=True)
+class Held:
+    """A task's last event, known but not yet recorded (``send_for_task``): ``answer`` is
+    what the call answers with it (the task as that event leaves it, or the agent's message);
+    ``record`` records it (synchronous: in the caller's transaction when it has one) and
+    returns what to publish."""
+
+    task: Task
+    step: Step
+    answer: dict[str, Any]
+
+    def record(self) -> list[Published]:
+        recorded = services.task_record(
+            task=self.task, event=self.step.event, upstream_task_id=self.step.upstream_task_id,
+            upstream_context_id=self.step.upstream_context_id)
+        if recorded.event is None:  # the task ended meanwhile (canceled, expired)
+            return []
+        # Stream subscribers of a task answered by a message get the message alone.
+        event = self.answer if "message" in self.answer else recorded.event
+        return [Published(self.task.id, recorded.sequence, event, True)]
+
+    @property
+    def upstream_task_id(self) -> str:
+        return self.task.upstream_task_id or self.step.upstream_task_id
+
+    @property
+    def upstream_context_id(self) -> str:
+        return self.task.upstream_context_id or self.step.upstream_context_id
+
+
+def _held(task: Task, step: Step) -> Held | None:
+    """The step held back, when it ends the task (final or waiting on the client) by a move
+    A2A allows; None otherwise (it is then recorded as usual). A message (given only as the
+    agent's first answer) ends the task completed with that message."""
+    if "message" in step.event:
+        completed = {"statusUpdate": {"taskId": task.id, "contextId": task.context_id,
+                                      "status": {"state": "TASK_STATE_COMPLETED",
+                                                 "message": step.event["message"]}}}
+        return Held(task, replace(step, event=completed, upstream_task_id=""), step.event)
+    if not upstream.ends_stream(step.event):  # most events: no snapshot to fold
+        return None
+    after = snapshots.apply_event(services.snapshot_of(task), step.event)
+    state = snapshots.state_of(after)
+    if state not in FINAL_STATES:
+        return None
+    try:
+        check_transition(task.state, state)
+    except InvalidTransition:
+        return None
+    return Held(task, step, {"task": after})
+
+
+async def _record(task: Task, step: Step) -> Task:
+    """Records the step and those it brings (``then``) in one thread hop, and publishes what
+    was recorded."""
+    try:
+        recorded = await sync_to_async(_record_steps)(task, step)
+    except InvalidTransition as error:
+        raise InvalidAgentResponse(f"the agent moved the task in a way A2A forbids: {error}"
+                                   ) from error
+    for published in recorded:
+        await published.send()
+    return task
+
+
+def _record_steps(task: Task, step: Step) -> list[Published]:
+    """Records the step and its ``then`` (a task already ended ignores the rest), bringing
+    ``task`` up to date; returns what to publish, in order."""
+    recorded: list[Published] = []
+    for each in (step, *step.then):
+        also = None
+        if each.also is not None:
+            def also(write=each.also):
+                recorded.extend(write() or ())
+        done = services.task_record(
+            task=task, event=each.event, upstream_task_id=each.upstream_task_id,
+            upstream_context_id=each.upstream_context_id, also=also,
+        )
+        if done.event is not None:
+            recorded.append(Published(task.id, done.sequence, done.event,
+                                      task.state in FINAL_STATES))
+    return recorded
+
+
+async def _fail(task: Task, reason: str) -> Task:
+    recorded = await sync_to_async(services.task_fail)(task=task, reason=reason)
+    if recorded.event is not None:
+        await streams.publish(task.id, recorded.sequence, recorded.event, final=True)
+    return recorded.task
+
+
+async def _reply_as_message(task: Task, step: Step) -> Outcome:
+    """The agent answered with a Message, not a task: the relay's task ends completed with
+    that message, and stream subscribers get the message alone."""
+    for published in await sync_to_async(_held(task, step).record)():
+        await published.send()
+    return Outcome(task, step.event["message"])
+
+
+async def _drive(target: Target, task: Task, steps: AsyncIterator[Step], *, fresh: bool,
+                 answered: asyncio.Future[Outcome] | None = None,
+                 hold_end: bool = False) -> Outcome:
+    """Records and publishes every step until the task ends or waits on the client (but the
+    last with ``hold_end``: it comes back as ``held``), telling ``answered`` when a step
+    marks the call's answer. Upstream failures end the task ``failed`` with the reason; an
+    A2A error from the agent on a fresh task removes the task and is raised. Stops, with the
+    task as it stands, when another writer (a cancel or an expiry, in any process) ends the
+    task."""
+    ended_elsewhere = False
+    try:
+        async with asyncio.timeout(None) as scope:
+
+            def end(state: str) -> None:
+                nonlocal ended_elsewhere
+                if not task.is_terminal:  # not our own final event coming back
+                    ended_elsewhere = True
+                    scope.reschedule(asyncio.get_running_loop().time())
+
+            return await _steps_recorded(target, task, steps, end, fresh=fresh,
+                                         answered=answered, hold_end=hold_end)
+    except TimeoutError:
+        if not ended_elsewhere:
+            raise
+    # The task was ended by another writer: stop here, with the task as it stands.
+    await sync_to_async(task.refresh_from_db)()
+    return Outcome(task)
+
+
+async def _steps_recorded(target, task, steps, end, *, fresh, answered, hold_end) -> Outcome:
+    """The body of ``_drive``, with ``end`` watching the task."""
+    seen_event = False
+    try:
+        with streams.watch(task.id, end):
+            # Closed here when we stop early (a final state): left to the garbage
+            # collector, the upstream stream would be closed later from another task,
+            # and fail there.
+            async with contextlib.aclosing(_batches(steps)) as batches:
+                async for batch in batches:
+                    pending = list(batch)
+                    while pending:
+                        step = pending.pop(0)
+                        if "message" in step.event and not seen_event:
+                            if hold_end:
+                                return Outcome(task, held=_held(task, step))
+                            return await _reply_as_message(task, step)
+                        if not seen_event and TaskState(task.state) in INTERRUPTED:
+                            # The agent took the client's answer: the task works again. Left
+                            # interrupted, the first update of the resumed work (an
+                            # artifact) would look final and end the drive and the stream
+                            # before the new state came.
+                            task = await _record(task, Step(
+                                services.status_event(task, TaskState.WORKING)))
+                        seen_event = True
+                        held = (_held(task, step) if hold_end and "message" not in step.event
+                                else None)
+                        if held is not None:
+                            return Outcome(task, held=held)
+                        # Events that arrived while the last ones were being recorded are
+                        # recorded together: one transaction for a burst, not one each.
+                        together = []
+                        while (pending and not hold_end and _plain(step)
+                               and _plain(pending[0])):
+                            together.append(pending.pop(0))
+                        task = await _record(task, replace(step, then=tuple(together))
+                                             if together else step)
+                        if step.answered:
+                            _answer(answered, Outcome(task, snapshot=services.snapshot_of(task),
+                                                     sequence=task.last_sequence))
+                        if task.state in FINAL_STATES:
+                            return Outcome(task)
+        return Outcome(task)
+    except upstream.UpstreamError as error:
+        return Outcome(await _fail(task, error.message))
+    except InvalidAgentResponse as error:
+        await _fail(task, error.message)
+        # The task is stored, failed with the reason: the caller can look it up.
+        error.metadata.setdefault("taskId", task.id)
+        raise
+    except A2AError:
+        if fresh and not seen_event:
+            await sync_to_async(Task.objects.filter(pk=task.pk).delete)()
+        raise
+    except Exception:
+        logger.exception("running task %s on %s %s failed", task.pk, target.kind,
+                         target.id)
+        await _fail(task, f"the relay failed while running the task on {target.id!r}")
+        raise
+
+
+def _plain(step: Step) -> bool:
+    """An event with nothing of its own to do besides being recorded."""
+    return (not step.answered and step.also is None and not step.then
+            and "message" not in step.event)
+
+
+BATCH_LIMIT = 64
+_END = object()
+
+
+async def _batches(steps: AsyncIterator[Step]) -> AsyncIterator[list[Step]]:
+    """The steps in lists of those already there: a reader runs ahead of the recording and
+    queues what the agent sends meanwhile (at most BATCH_LIMIT a list). The steps are read
+    and closed in the reader's own task; an error of theirs is raised after the steps before
+    it."""
+    queue: asyncio.Queue = asyncio.Queue(maxsize=BATCH_LIMIT * 2)
+
+    async def read() -> None:
+        try:
+            async with contextlib.aclosing(steps):
+                async for step in steps:
+                    await queue.put(step)
+        except Exception as error:
+            await queue.put(_Raised(error))
+        else:
+            await queue.put(_END)
+
+    reader = asyncio.get_running_loop().create_task(read())
+    try:
+        while True:
+            batch = [await queue.get()]
+            while len(batch) < BATCH_LIMIT and not queue.empty():
+                batch.append(queue.get_nowait())
+            steps_now = [item for item in batch if isinstance(item, Step)]
+            if steps_now:
+                yield steps_now
+            last = batch[-1]
+            if last is _END:
+                return
+            if isinstance(last, _Raised):
+                raise last.error
+    finally:
+        if not reader.done():
+            reader.cancel()
+            await asyncio.wait([reader])  # closes the steps in their own task
+
+
+@dataclass(frozen=True)
+class _Raised:
+    error: Exception
+
+
+async def drive_inline(target: Target, task: Task, steps: AsyncIterator[Step], *,
+                       fresh: bool, hold_end: bool) -> Outcome:
+    """Drives in the caller's own coroutine (``send_for_task``: a team waiting on its
+    member), holding the task for this process meanwhile."""
+    from tasks_app.gateway import supervisor
+
+    watcher = supervisor.supervisor()
+    watcher.inline_drives += 1
+    watcher.start(takeover=False)
+    try:
+        return await _drive(target, task, steps, fresh=fresh, hold_end=hold_end)
+    finally:
+        watcher.inline_drives -= 1
+
+
+@dataclass(frozen=True)
+class Opened:
+    """The task a message belongs to, and whether this message created it."""
+
+    task: Task
+    fresh: bool
+
+
+def open_task(target: Target, ctx: CallContext, request: dict[str, Any], *,
+              stream: bool = False) -> Opened:
+    """The task a message belongs to: the one it names (checked, the message appended), or a
+    new one, with its inline push config stored. Synchronous, so a caller can run it in the
+    same thread hop as authentication and target resolution; raises the A2A error that
+    refuses the message before anything is stored."""
+    if stream and not target.streaming:
+        raise UnsupportedOperation(f"{target.kind} {target.id!r} does not stream")
+    missing = [uri for uri in target.required_extensions if uri not in ctx.extensions]
+    if missing:
+        raise ExtensionSupportRequired(
+            f"{target.kind} {target.id!r} requires the extension {missing[0]}; activate it "
+            f"with the A2A-Extensions header", metadata={"extension": missing[0]})
+    inline = (request.get("configuration") or {}).get("taskPushNotificationConfig")
+    if inline:
+        from tasks_app import push
+
+        # Refused before the task exists: a bad webhook must not leave a task behind.
+        push.config_check(inline, field="configuration.taskPushNotificationConfig")
+    message = request["message"]
+    if len(message.get("contextId") or "") > CONTEXT_ID_MAX_LENGTH:
+        raise InvalidParams(field_violations=[FieldViolation(
+            "message.contextId", f"is longer than {CONTEXT_ID_MAX_LENGTH}")])
+    if message.get("taskId"):
+        task = _owned_task(target, ctx, message["taskId"])
+        if task.is_terminal:
+            raise UnsupportedOperation(
+                f"task {task.id} is {task.state}; a terminal task takes no more messages")
+        if message.get("contextId") and message["contextId"] != task.context_id:
+            raise InvalidParams(
+                f"message.contextId {message['contextId']!r} does not match the task's "
+                f"context {task.context_id!r}")
+        try:
+            task = services.task_add_message(task=task, message=message,
+                                             owner=ownership.process_id())
+        except services.TerminalTaskError as error:
+            raise UnsupportedOperation(f"task {task.id} ended meanwhile") from error
+        opened = Opened(task, fresh=False)
+    else:
+        opened = Opened(_open_new(target, ctx, request), fresh=True)
+    if inline:
+        from tasks_app import push
+
+        push.config_create(task=opened.task, config=inline)
+    return opened
+
+
+def _open_new(target: Target, ctx: CallContext, request: dict[str, Any]) -> Task:
+    message = request["message"]
+    context_id = message.get("contextId") or ""
+    task = services.task_open(
+        caller=ctx.caller, target_kind=target.kind, target_id=target.id,
+        agent_id=target.agent_id, message=message,
+        client_version=ctx.version, context_id=context_id,
+        delegation_chain=list(ctx.delegation), parent_id=ctx.parent_task_id,
+        expires_at=services.task_expiry(), owner=ownership.process_id(),
+    )
+    previous = ctx.upstream_context_id
+    if context_id and not previous:
+        # A new task in a known conversation reuses the upstream's context for it.
+        previous = selectors.upstream_context(caller=ctx.caller, context_id=context_id,
+                                              target_kind=target.kind, target_id=target.id,
+                                              exclude=task.pk)
+    if previous:
+        Task.objects.filter(pk=task.pk).update(upstream_context_id=previous)
+        task.upstream_context_id = previous
+    return task
+
+
+def _owned_task(target: Target | None, ctx: CallContext, task_id: str) -> Task:
+    task = selectors.task_for_caller(caller=ctx.caller, task_id=task_id)
+    if task is None or (target is not None and not target.owns(task)):
+        raise TaskNotFound(f"no task {task_id!r}", metadata={"taskId": str(task_id)})
+    return task
+
+
+async def _load(target: Target | None, ctx: CallContext, task_id: str) -> Task:
+    return await sync_to_async(_owned_task)(target, ctx, task_id)
+

@@ -1,0 +1,320 @@
+"""The A2A operations on a target, with canonical (1.0) params and results: views and
+consumers call these, and ``tasks_app.protocol`` handles versions and bindings at the edges.
+Persistence, the state machine, blocking, ``returnImmediately``, streaming and fan-out are done
+here once for all targets; the exchange with the agent runs in ``driving``'s jobs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from tasks_app import selectors, services, snapshots, streams, upstream
+from tasks_app.gateway import driving
+from tasks_app.gateway.driving import (
+    FINAL_V1_STATES,
+    Held,
+    Opened,
+    _load,
+    _record,
+    open_task,
+)
+from tasks_app.gateway.targets import CallContext, Target, resolve_target
+from tasks_app.lifecycle import TERMINAL
+from tasks_app.models import Task
+from tasks_app.protocol.errors import (
+    A2AError,
+    TaskNotCancelable,
+    TaskNotFound,
+    UnsupportedOperation,
+)
+from tasks_app.protocol.limits import Limits, capped_history_length
+
+logger = logging.getLogger(__name__)
+
+KEEPALIVE_SECONDS = 15.0
+TERMINAL_STATES = frozenset(state.value for state in TERMINAL)
+
+
+async def send_message(target: Target, ctx: CallContext, request: dict[str, Any], *,
+                       opened: Opened | None = None) -> dict[str, Any]:
+    """SendMessage: blocking by default (returns once the task ends, waits on the client, or
+    the agent answered with a task it goes on working on: the relay follows that task on its
+    own); with ``returnImmediately`` it returns the submitted task and works on in the
+    background. ``opened`` is the message's task when the caller already ran ``open_task``
+    (in its own thread hop).
+    """
+    if opened is None:
+        opened = await sync_to_async(open_task)(target, ctx, request)
+    task, fresh = opened.task, opened.fresh
+    configuration = request.get("configuration") or {}
+    history_length = _capped(configuration.get("historyLength"))
+    if configuration.get("returnImmediately"):
+        driving.start(target, task, target.run(task, request, ctx, stream=target.streaming),
+                      fresh=False, raise_errors=False)
+        return {"task": snapshots.trim(services.snapshot_of(task),
+                                       history_length=history_length)}
+    answered = driving.start(target, task, target.run(task, request, ctx, stream=False),
+                             fresh=fresh, raise_errors=True)
+    outcome = await answered
+    if outcome.message is not None:
+        return {"message": outcome.message}
+    return {"task": snapshots.trim(outcome.answer_snapshot(), history_length=history_length)}
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What ``send_for_task`` got: the answer, the relay's task, and the answer's last event
+    when it was held back (None when it was recorded: the task is still working, or the call
+    failed)."""
+
+    answer: dict[str, Any]
+    task: Task
+    held: Held | None
+
+    @property
+    def upstream_task_id(self) -> str:
+        return self.held.upstream_task_id if self.held else self.task.upstream_task_id
+
+    @property
+    def upstream_context_id(self) -> str:
+        return self.held.upstream_context_id if self.held else self.task.upstream_context_id
+
+
+async def send_for_task(target: Target, ctx: CallContext, request: dict[str, Any]) -> Sent:
+    """SendMessage on behalf of one of the relay's own tasks (a team calling a member),
+    blocking. A streaming target is followed over a stream, so the task's upstream ids are
+    known, and a cancel reaches the agent, while it works. The event that ends the task is
+    held back: the caller records it with its own write (``Held.record``, in its
+    transaction) and publishes it, one database round trip for both."""
+    opened = await sync_to_async(open_task)(target, ctx, request)
+    steps = target.run(opened.task, request, ctx, stream=target.streaming)
+    outcome = await driving.drive_inline(target, opened.task, steps, fresh=opened.fresh,
+                                         hold_end=True)
+    if outcome.held is not None:
+        return Sent(outcome.held.answer, outcome.task, outcome.held)
+    if outcome.message is not None:
+        return Sent({"message": outcome.message}, outcome.task, None)
+    return Sent({"task": services.snapshot_of(outcome.task)}, outcome.task, None)
+
+
+async def stream_message(target: Target, ctx: CallContext, request: dict[str, Any], *,
+                         opened: Opened | None = None) -> AsyncIterator[Any]:
+    """SendStreamingMessage: validates and opens the task before the first event (so errors
+    are ordinary responses), then yields the task, its updates, and KEEPALIVE markers while
+    idle: every event the agent sent, in its order, the first one a task (the task as it
+    stood before, when the agent began with an update). Closes on a terminal or interrupted state, or where the agent's own stream ended
+    (with the task as the agent then gave it). The work goes on if the client leaves.
+    ``opened`` as for ``send_message`` (``open_task`` with ``stream=True``).
+    """
+    if opened is None:
+        opened = await sync_to_async(open_task)(target, ctx, request, stream=True)
+    return _stream_from_start(target, opened.task, request, ctx)
+
+
+async def _stream_from_start(target, task, request, ctx):
+    async with streams.subscription(task.id, read=_stored_events(task.id)) as subscription:
+        answered = driving.start(target, task, target.run(task, request, ctx, stream=True),
+                                 fresh=False, raise_errors=False)
+        answered.add_done_callback(lambda done: _end_stream_at_answer(subscription, done))
+        opened_as = services.snapshot_of(task)  # before the target's first event
+        first = True
+        if target.announces_task:
+            yield {"task": opened_as}
+            first = False
+        async for item in subscription.events(after=task.last_sequence,
+                                               keepalive=KEEPALIVE_SECONDS):
+            if item is streams.KEEPALIVE:
+                yield item
+                continue
+            event, final = item
+            if first:
+                first = False
+                if "message" in event:
+                    yield event
+                    return
+                if "task" not in event:
+                    # A stream starts with the task: the agent began with an update, so the
+                    # task as it stood before it comes first, then the update itself.
+                    yield {"task": opened_as}
+            yield event
+            if final:
+                return
+
+
+def _end_stream_at_answer(subscription: streams.Subscription, answered) -> None:
+    """The caller's stream ends where the call's answer is: a final event ends it anyway;
+    an agent stream that ended without one ends it at the task as the agent gave it."""
+    if answered.cancelled() or answered.exception() is not None:
+        return
+    outcome = answered.result()
+    sequence = outcome.sequence if outcome.sequence is not None else outcome.task.last_sequence
+    subscription.end_after(sequence)
+
+
+def _stored_events(task_id: str) -> streams.StoredEvents:
+    """Reads the task's events stored after a sequence (recorded by another process, or
+    missed in this one)."""
+
+    async def read(sequence: int):
+        return await sync_to_async(selectors.events_after)(
+            task_id=task_id, sequence=sequence, final_states=FINAL_V1_STATES)
+
+    return read
+
+
+async def _until_terminal(subscription, sequence: int):
+    """The events after ``sequence`` until one ends the task. A task waiting on its client
+    (input or auth required) is not finished: the next turn's events belong to the same
+    subscription, as they do to the agent's own."""
+    async for item in subscription.events(after=sequence, keepalive=KEEPALIVE_SECONDS,
+                                          stop_at_final=False):
+        if item is streams.KEEPALIVE:
+            yield item
+            continue
+        event, _ = item
+        yield event
+        if snapshots.state_of(event.get("task") or event.get("statusUpdate") or {}) in (
+                TERMINAL_STATES):
+            return
+
+
+async def subscribe(target: Target | None, ctx: CallContext, task_id: str
+                    ) -> AsyncIterator[Any]:
+    """SubscribeToTask: the current task first, then live events until it ends (a task
+    waiting on its client stays followed). A task that already ended is an
+    UnsupportedOperation."""
+    if target is not None and not target.streaming:
+        raise UnsupportedOperation(f"{target.kind} {target.id!r} does not stream")
+    task = await _load(target, ctx, task_id)
+    if task.is_terminal:
+        raise UnsupportedOperation(f"task {task.id} is {task.state}; there is nothing to follow")
+    return _stream_existing(task)
+
+
+async def _stream_existing(task: Task):
+    async with streams.subscription(task.id, read=_stored_events(task.id)) as subscription:
+        current = await sync_to_async(Task.objects.get)(pk=task.pk)
+        yield {"task": services.snapshot_of(current)}
+        if current.is_terminal:
+            return
+        async for item in _until_terminal(subscription, current.last_sequence):
+            yield item
+
+
+async def get_task(target: Target | None, ctx: CallContext, task_id: str, *,
+                   history_length: int | None = None) -> dict[str, Any]:
+    """GetTask: the stored task, refreshed from upstream first when it is still open and no
+    relay process drives it (a task waiting on the client; the driving process keeps a task
+    it owns up to date itself)."""
+    task = await _load(target, ctx, task_id)
+    if not task.is_terminal and not task.owner and not driving.running(task.id):
+        owner = target or await sync_to_async(target_of)(task)
+        if owner is not None:
+            try:
+                step = await owner.refresh(task, ctx)
+                if step is not None:
+                    task = await _record(task, step)
+            except (A2AError, upstream.UpstreamError) as error:
+                logger.info("could not refresh task %s: %s", task.id, error)
+    return snapshots.trim(services.snapshot_of(task), history_length=_capped(history_length))
+
+
+def _capped(history_length: int | None) -> int | None:
+    """RELAY_MAX_HISTORY_LENGTH bounds the history a caller gets, whatever it asks for."""
+    return capped_history_length(
+        history_length, Limits(max_history_length=settings.RELAY_MAX_HISTORY_LENGTH))
+
+
+async def cancel_task(target: Target | None, ctx: CallContext, task_id: str) -> dict[str, Any]:
+    """CancelTask, through any relay process: asks the agent to stop, then cancels the relay's
+    task. The process driving the task (this one or another) hears of it at once and stops
+    its exchange with the agent. A task that already ended (or ends while we ask) is
+    TaskNotCancelable."""
+    task = await _load(target, ctx, task_id)
+    if task.is_terminal:
+        raise TaskNotCancelable(f"task {task.id} is {task.state}",
+                                metadata={"taskId": task.id})
+    owner = target or await sync_to_async(target_of)(task)
+    note = ""
+    if owner is not None:
+        try:
+            await owner.cancel_upstream(task, ctx)
+        except TaskNotCancelable:
+            raise
+        except (A2AError, upstream.UpstreamError) as error:
+            note = f"canceled at the relay; the agent could not be told: {error}"
+    try:
+        recorded = await sync_to_async(services.task_cancel)(task=task, reason=note)
+    except services.TerminalTaskError as error:
+        if error.task.state == "canceled":
+            # The agent's own "canceled" was recorded first: the cancel is what was asked for.
+            return services.snapshot_of(error.task)
+        raise TaskNotCancelable(f"task {task.id} ended before it could be canceled",
+                                metadata={"taskId": task.id}) from error
+    await streams.publish(task.id, recorded.sequence, recorded.event, final=True)
+    driving.stop(task.id)
+    return services.snapshot_of(recorded.task)
+
+
+async def list_tasks(target: Target | None, ctx: CallContext,
+                     params: dict[str, Any]) -> dict[str, Any]:
+    return await sync_to_async(selectors.task_list)(
+        caller=ctx.caller, target_kind=target.kind if target else None,
+        target_id=target.id if target else None, params=params)
+
+
+async def extended_card(target: Target, ctx: CallContext) -> dict[str, Any]:
+    return await target.extended_card(ctx)
+
+
+def target_of(task: Task) -> Target | None:
+    """The target a stored task belongs to (for the target-agnostic task API)."""
+    return resolve_target(task.target_kind, task.target_id)
+
+
+# --- Push-notification configs ------------------------------------------------------------
+
+
+async def push_config_create(target: Target | None, ctx: CallContext,
+                             params: dict[str, Any]) -> dict[str, Any]:
+    from tasks_app import push
+
+    task = await _load(target, ctx, params["taskId"])
+    stored = await sync_to_async(push.config_create)(task=task, config=params)
+    return push.config_view(stored)
+
+
+async def push_config_get(target: Target | None, ctx: CallContext,
+                          params: dict[str, Any]) -> dict[str, Any]:
+    from tasks_app import push
+
+    task = await _load(target, ctx, params["taskId"])
+    stored = await sync_to_async(push.config_get)(task=task, config_id=params["id"])
+    if stored is None:
+        raise TaskNotFound(f"task {task.id} has no push notification config {params['id']!r}",
+                           metadata={"taskId": task.id})
+    return push.config_view(stored)
+
+
+async def push_config_list(target: Target | None, ctx: CallContext,
+                           params: dict[str, Any]) -> dict[str, Any]:
+    from tasks_app import push
+
+    task = await _load(target, ctx, params["taskId"])
+    configs = await sync_to_async(push.config_list)(task=task)
+    return {"configs": [push.config_view(c) for c in configs], "nextPageToken": ""}
+
+
+async def push_config_delete(target: Target | None, ctx: CallContext,
+                             params: dict[str, Any]) -> None:
+    from tasks_app import push
+
+    task = await _load(target, ctx, params["taskId"])
+    await sync_to_async(push.config_delete)(task=task, config_id=params["id"])
+

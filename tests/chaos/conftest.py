@@ -1,0 +1,41 @@
+"""Fixtures of the chaos suite: one cluster (tests.chaos.harness) for the whole run, brought
+back to full strength before each test, and its logs' tails added to every failure report."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.live import ServiceMissingError
+
+
+@pytest.fixture(scope="session")
+def chaos_cluster(tmp_path_factory):
+    pytest.importorskip("a2a", reason="the a2a-sdk is not installed")
+    pytest.importorskip("psycopg", reason="psycopg is not installed")
+    pytest.importorskip("redis", reason="the redis client is not installed")
+    from tests.chaos.harness import chaos_cluster as start
+
+    try:
+        with start(tmp_path_factory.mktemp("chaos")) as cluster:
+            yield cluster
+    except ServiceMissingError as error:
+        pytest.skip(str(error))
+
+
+@pytest.fixture
+def cluster(chaos_cluster, request):
+    """The cluster, with Redis up and both relays answering (a relay a test killed is
+    replaced by a new process)."""
+    chaos_cluster.ensure_running()
+    request.node.chaos_cluster = chaos_cluster
+    return chaos_cluster
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    cluster = getattr(item, "chaos_cluster", None)
+    if report.failed and cluster is not None and report.when == "call":
+        report.sections.append(
+            (f"chaos logs (kept in {cluster.var_dir})", cluster.log_tails()))
