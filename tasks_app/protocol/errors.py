@@ -5,17 +5,19 @@ Every :class:`A2AError` carries its JSON-RPC ``code``, its ``google.rpc.ErrorInf
 PROTOCOL.md section 3, which a2a-sdk 1.3.0 follows), a human ``message`` and a
 ``metadata`` map (ErrorInfo metadata: strings to strings).
 
-Two errors are ours, not A2A's, for the gateway's own use:
+Three errors are ours, not A2A's, for the gateway's own use:
 
 - :class:`Unauthenticated`: HTTP 401, JSON-RPC code ``-31401``.
 - :class:`RateLimited`: HTTP 429, JSON-RPC code ``-31429``, with ``retry_after`` seconds
   (rendered as a ``google.rpc.RetryInfo`` detail).
+- :class:`Unavailable`: HTTP 503, JSON-RPC code ``-31503``: the relay cannot serve the call
+  now (its Redis is unreachable); the caller may try again shortly.
 
 Their JSON-RPC codes sit outside the block JSON-RPC reserves (-32768..-32000, where A2A
 takes -32001 and up), so no future JSON-RPC or A2A code can collide with them; the last
 three digits repeat the HTTP status so a reader recognises them. Their ErrorInfo domain
 is ``brass-relay``, since the reasons are not A2A's. When sent over JSON-RPC the HTTP
-status of the response should still be 401/429 (with ``WWW-Authenticate`` /
+status of the response should still be 401/429/503 (with ``WWW-Authenticate`` /
 ``Retry-After``); that is the view's business.
 
 Renderers: :func:`jsonrpc_error_body` and :func:`rest_error_body`. Parsers of upstream
@@ -283,6 +285,18 @@ class RateLimited(A2AError):
         return {} if self.retry_after is None else {"retryAfter": self.retry_after}
 
 
+class Unavailable(A2AError):
+    """The relay cannot serve the call now (its Redis is unreachable); nothing was done, and
+    the same call may be sent again shortly."""
+
+    code = -31503
+    reason = "UNAVAILABLE"
+    http_status = 503
+    status = "UNAVAILABLE"
+    domain = RELAY_DOMAIN
+    default_message = "The relay is unavailable"
+
+
 ALL_ERRORS: tuple[type[A2AError], ...] = (
     JSONParseError,
     InvalidRequest,
@@ -300,6 +314,7 @@ ALL_ERRORS: tuple[type[A2AError], ...] = (
     VersionNotSupported,
     Unauthenticated,
     RateLimited,
+    Unavailable,
 )
 
 
@@ -325,19 +340,27 @@ def jsonrpc_error_body(error: A2AError, request_id: JsonRpcId, version: str) -> 
     return {"jsonrpc": "2.0", "id": request_id, "error": body}
 
 
-def rest_error_body(error: A2AError) -> tuple[int, dict[str, Any]]:
+def rest_error_body(error: A2AError, version: str = "1.0") -> tuple[int, dict[str, Any]]:
     """``(http_status, body)`` with body a ProtoJSON ``google.rpc.Status`` under ``error``.
 
-    The same shape serves 1.0 and the 0.3 ``/v1`` routes, as a2a-sdk 1.3.0 does.
+    The same shape serves 1.0 and the 0.3 ``/v1`` routes, as a2a-sdk 1.3.0 does; on the 0.3
+    routes the HTTP status is the one 0.3 servers (the a2a-sdk 0.3 REST handler) answer,
+    where it differs (a task that cannot be canceled: 409, not 400).
     """
-    return error.http_status, {
+    status = V03_HTTP_STATUS.get(type(error), error.http_status) if version == "0.3" else (
+        error.http_status)
+    return status, {
         "error": {
-            "code": error.http_status,
+            "code": status,
             "status": error.status,
             "message": error.message,
             "details": error.details(),
         }
     }
+
+
+V03_HTTP_STATUS: Mapping[type[A2AError], int] = {TaskNotCancelable: 409}
+"""HTTP statuses of the 0.3 REST surface that differ from 1.0's."""
 
 
 # ---------------------------------------------------------------------------------------

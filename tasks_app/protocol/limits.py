@@ -1,5 +1,5 @@
 """Limits on what one A2A request may carry: its body size, the parts of its message, the size
-and depth of every ``metadata`` object in it, and the ``historyLength`` it asks for. Pure: it
+and depth of every ``metadata`` object in it, and the ``historyLength`` it may get. Pure: it
 takes a request's canonical (1.0) params and a :class:`Limits`, and raises the protocol's own
 errors with a message that names the limit.
 
@@ -7,8 +7,10 @@ errors with a message that names the limit.
   the HTTP+JSON binding answers with 413.
 - A body nested deeper than ``max_json_depth`` (or too deep for the JSON parser at all):
   :class:`InvalidRequest`.
-- Too many parts, metadata too large or too deep, a ``historyLength`` over the bound:
-  :class:`InvalidParams` with the offending field as a ``google.rpc.BadRequest`` violation.
+- Too many parts, metadata too large or too deep: :class:`InvalidParams` with the offending
+  field as a ``google.rpc.BadRequest`` violation.
+- A ``historyLength`` over ``max_history_length`` is a maximum asked above the relay's:
+  :func:`capped_history_length` gives the relay's instead.
 
 A limit of 0 turns that check off.
 """
@@ -85,22 +87,40 @@ def _bracket_depth(skeleton: bytes) -> int:
     return max(0, max(itertools.accumulate(steps), default=0))
 
 
+def nul_violations(params: Any, path: str = "") -> list[FieldViolation]:
+    """The fields of a request whose strings (or keys) hold U+0000, which no database stores
+    as text: refused as invalid params rather than failing where they are written.
+    Iterative, so no value is too deep to walk; call it only for a request whose raw body or
+    URL holds a NUL (``\\u0000`` in JSON), which is rare."""
+    found: list[FieldViolation] = []
+    stack = [(path, params)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                found.append(FieldViolation(where or "(the request)",
+                                            "holds U+0000 (NUL), which A2A text may not carry"))
+        elif isinstance(value, dict):
+            for key, member in value.items():
+                child = f"{where}.{key}" if where else str(key)
+                if "\x00" in str(key):
+                    found.append(FieldViolation(child, "a key holds U+0000 (NUL)"))
+                stack.append((child, member))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{index}]", member) for index, member in enumerate(value))
+    return sorted(found, key=lambda violation: violation.field)
+
+
 def check_params(params: dict[str, Any], limits: Limits) -> None:
     """Raises InvalidParams naming every field of a request's canonical params that is over a
-    limit: the message's parts, each ``metadata`` object (of the request, the message, a
-    part), and ``historyLength`` (of the request or its configuration).
+    limit: the message's parts and each ``metadata`` object (of the request, the message, a
+    part). ``historyLength`` is a maximum, never refused: ``capped_history_length`` bounds it.
 
     Only the places A2A requests put these are looked at, never the content of data parts, so
     the cost does not grow with what a message carries."""
     violations: list[FieldViolation] = []
     for path, value in _metadata_fields(params):
         violations.extend(_metadata_violations(path, value, limits))
-    configuration = params.get("configuration")
-    for path, value in (("historyLength", params.get("historyLength")),
-                        ("configuration.historyLength",
-                         configuration.get("historyLength")
-                         if isinstance(configuration, dict) else None)):
-        violations.extend(_history_violations(path, value, limits))
     message = params.get("message")
     parts = message.get("parts") if isinstance(message, dict) else None
     if limits.max_parts and isinstance(parts, list) and len(parts) > limits.max_parts:
@@ -140,11 +160,13 @@ def _metadata_violations(path: str, value: Any, limits: Limits) -> list[FieldVio
     return found
 
 
-def _history_violations(path: str, value: Any, limits: Limits) -> list[FieldViolation]:
-    if (limits.max_history_length and isinstance(value, int) and not isinstance(value, bool)
-            and value > limits.max_history_length):
-        return [FieldViolation(path, f"is {value}; the limit is {limits.max_history_length}")]
-    return []
+def capped_history_length(value: int | None, limits: Limits) -> int | None:
+    """The history length to give: the one asked for, at most ``max_history_length`` (a
+    maximum the caller may ask above: the answer then carries as many messages as the relay
+    gives, as A2A's "at most" reads). None (no length asked) stays None."""
+    if value is None or not limits.max_history_length:
+        return value
+    return min(value, limits.max_history_length)
 
 
 def value_depth(value: Any) -> int:

@@ -490,3 +490,13 @@ def test_the_openapi_schema_describes_the_registry(anonymous):
     docs = anonymous.get("/api/docs")
     assert docs.status_code == 200
     assert b"swagger-ui" in docs.content
+
+
+def test_the_schema_of_the_card_history_is_the_object_it_answers(anonymous):
+    """Regression: the schema said GET /a2a/registry/{id}/history answers an array."""
+    schema = anonymous.get("/api/schema", HTTP_ACCEPT="application/json").json()
+    answer = schema["paths"]["/a2a/registry/{agent_id}/history"]["get"]["responses"]["200"]
+    reference = answer["content"]["application/json"]["schema"]["$ref"]
+    shape = schema["components"]["schemas"][reference.rsplit("/", 1)[1]]
+    assert shape["type"] == "object"
+    assert shape["properties"]["snapshots"]["type"] == "array"

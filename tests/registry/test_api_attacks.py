@@ -247,3 +247,24 @@ def test_a_body_over_the_size_limit_is_a_413_in_the_api_error_body(api, api_key,
     assert response.json()["error"]["code"] == "too_large"
     assert "1048576 bytes" in response.json()["error"]["message"]
     assert nothing_stored()
+
+
+@pytest.mark.parametrize("method,path", [("post", "/a2a/registry"), ("post", "/a2a/teams"),
+                                         ("patch", "/a2a/registry/{id}")])
+def test_a_body_nested_a_hundred_thousand_levels_deep_is_a_400_not_a_500(api, api_key, method,
+                                                                         path):
+    """Regression: DRF's JSON parser recursed into it and failed with RecursionError (500)."""
+    from tests.factories import make_agent
+
+    api_key[0].is_admin = True
+    api_key[0].save(update_fields=["is_admin"])
+    agent = make_agent(name="Deep")
+    before = Agent.objects.filter(pk=agent.pk).values().get()
+    body = "[" * 100_000 + "]" * 100_000
+    response = getattr(api, method)(path.format(id=agent.pk), body,
+                                    content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    error = response.json()["error"]
+    assert "nested deeper than the limit of 64 levels" in error["message"]
+    assert Agent.objects.count() == 1
+    assert Agent.objects.filter(pk=agent.pk).values().get() == before

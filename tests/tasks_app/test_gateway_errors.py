@@ -205,13 +205,27 @@ async def test_a_call_to_a_host_django_refuses_gets_djangos_400(echo, key):
 
 
 @pytest.mark.parametrize("path", ["/a2a/agents/{id}", "/a2a/relay"])
-async def test_an_endpoint_without_its_slash_redirects_to_it(echo, path):
+async def test_an_endpoint_without_its_slash_redirects_a_post_keeping_its_method(echo, path):
+    """Regression: a POST got 301, which clients repeat as a GET; 308 keeps the POST."""
     path = path.format(id=echo.pk)
     async with relay_client() as client:
         response = await client.post(f"{path}?x=1", content=b"{}")
-    assert response.status_code == 301
+        page = await client.get(path)
+    assert response.status_code == 308
     assert response.headers["location"] == f"{path}/?x=1"
     assert not response.content
+    assert page.status_code == 301  # a browser's GET, as Django's APPEND_SLASH answers it
+
+
+async def test_a_jsonrpc_call_to_an_endpoint_without_its_slash_is_answered_after_the_redirect(
+        echo, key):
+    async with relay_client() as client:
+        response = await client.post(
+            f"/a2a/agents/{echo.pk}", content=json.dumps(JSONRPC_1.send().body),
+            headers={"Content-Type": "application/json", **JSONRPC_1.headers(key)},
+            follow_redirects=True)
+    assert response.status_code == 200, response.text
+    assert "result" in response.json(), response.text
 
 
 @ALL
@@ -541,9 +555,13 @@ async def test_a_message_to_a_finished_task_is_unsupported(binding, echo, key):
 
 @ALL
 async def test_cancelling_a_finished_task_is_not_cancelable(binding, echo, key):
+    """Regression: the 0.3 HTTP+JSON surface answered 400, where 0.3 servers (the a2a-sdk 0.3
+    REST handler) answer 409; 1.0 answers 400."""
     task = await finished_task(echo.pk, key)
+    http_status = 409 if (not binding.jsonrpc and binding.version == "0.3") else None
     _, info = await refused(
-        binding, echo.pk, binding.cancel(task["id"]), binding.headers(key), TASK_NOT_CANCELABLE
+        binding, echo.pk, binding.cancel(task["id"]), binding.headers(key), TASK_NOT_CANCELABLE,
+        http_status=http_status,
     )
     stored = await sync_to_async(Task.objects.get)(pk=task["id"])
     assert stored.state == "completed"
@@ -733,6 +751,29 @@ async def test_an_agents_refusal_of_a_stream_ends_the_stream_with_the_failed_tas
         json.loads(line[6:]) for line in response.text.split("\n") if line.startswith("data: ")
     ]
     last = frames[-1]["result"] if binding.jsonrpc else frames[-1]
-    assert last["task"]["status"]["state"] == "TASK_STATE_FAILED", frames
+    first = frames[0]["result"] if binding.jsonrpc else frames[0]
+    assert list(first) == ["task"], frames  # a stream starts with the task
+    assert (last.get("statusUpdate") or last["task"])["status"]["state"] == "TASK_STATE_FAILED"
     stored = await sync_to_async(Task.objects.get)()
     assert stored.state == "failed" and "not today" in stored.error
+
+
+@ALL
+async def test_a_nul_character_in_a_message_is_invalid_params_and_stores_nothing(binding, echo,
+                                                                                 key):
+    """Regression: U+0000 in a message, metadata or an id gave -32603 (the database refused
+    it) instead of -32602."""
+    request = binding.send(binding.message("before\x00after"))
+    async with relay_client() as client:
+        response = await call(client, echo.pk, request, binding.headers(key))
+    expect_error(binding, response, INVALID_PARAMS, request_id=request.request_id)
+    assert await task_count() == 0
+
+
+@pytest.mark.parametrize("binding", [JSONRPC_1, REST_1], ids=str)
+async def test_a_nul_character_in_a_task_id_is_invalid_params(binding, echo, key):
+    # In the URL of HTTP+JSON, percent-encoded (the path reaches the relay decoded).
+    request = binding.get_task("task\x00id" if binding.jsonrpc else "task%00id")
+    async with relay_client() as client:
+        response = await call(client, echo.pk, request, binding.headers(key))
+    expect_error(binding, response, INVALID_PARAMS, request_id=request.request_id)

@@ -180,29 +180,48 @@ async def test_fat_or_deep_metadata_is_invalid_params(binding, echo, key, settin
 
 
 @ALL
-async def test_a_history_length_over_the_bound_is_invalid_params(binding, echo, key, settings):
-    settings.RELAY_MAX_HISTORY_LENGTH = 10
-    request = binding.send(binding.message(), configuration={"historyLength": 11})
-    await refused(binding, echo.pk, request, binding.headers(key), INVALID_PARAMS)
+async def test_a_history_length_over_the_bound_is_capped_not_refused(binding, echo, key,
+                                                                      api_key, settings):
+    """Regression: a historyLength above RELAY_MAX_HISTORY_LENGTH was refused with -32602; it
+    is a maximum, so the relay gives at most its own bound."""
+    settings.RELAY_MAX_HISTORY_LENGTH = 1
+    task = await sync_to_async(task_with_history)(echo.pk, api_key[0], messages=3)
     async with relay_client() as client:
-        get = binding.get_task("some-task")
+        get = binding.get_task(task.pk)
         if binding.jsonrpc:
             get.body["params"]["historyLength"] = 5000
             response = await call(client, echo.pk, get, binding.headers(key))
+            got = response.json()["result"]
         else:
             response = await client.get(f"/a2a/agents/{echo.pk}/{get.path}",
                                         params={"historyLength": 5000},
                                         headers=binding.headers(key))
-    expect_error(binding, response, INVALID_PARAMS, request_id=get.request_id)
+            got = response.json()
+    assert response.status_code == 200, response.text
+    assert len(got["history"]) == 1
 
 
-async def test_the_task_api_bounds_history_length(echo, key, settings):
-    settings.RELAY_MAX_HISTORY_LENGTH = 10
+async def test_the_task_api_caps_history_length(echo, key, api_key, settings):
+    settings.RELAY_MAX_HISTORY_LENGTH = 2
+    task = await sync_to_async(task_with_history)(echo.pk, api_key[0], messages=3)
     async with relay_client() as client:
-        response = await client.get("/a2a/tasks/anything?historyLength=11",
+        response = await client.get(f"/a2a/tasks/{task.pk}?historyLength=11",
                                     headers={"Authorization": f"Bearer {key}"})
-    expect_error(REST_1, response, INVALID_PARAMS)
-    assert "the limit is 10" in response.json()["error"]["message"]
+    assert response.status_code == 200, response.text
+    assert len(response.json()["history"]) == 2
+
+
+def task_with_history(agent_id: str, caller, *, messages: int):
+    """A task of the caller's key at the agent, with ``messages`` user messages."""
+    from tasks_app import services
+
+    history = [{"messageId": f"m-{n}", "role": "ROLE_USER", "parts": [{"text": f"turn {n}"}]}
+               for n in range(messages)]
+    task = services.task_open(caller=caller, target_kind="agent", target_id=agent_id,
+                              agent_id=agent_id, message=history[0], client_version="1.0")
+    for entry in history[1:]:
+        task = services.task_add_message(task=task, message=entry)
+    return task
 
 
 # --- rate limits ---------------------------------------------------------------------------

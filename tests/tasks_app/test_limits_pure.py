@@ -11,6 +11,7 @@ from tasks_app.protocol.errors import InvalidParams, InvalidRequest
 from tasks_app.protocol.limits import (
     Limits,
     RequestTooLarge,
+    capped_history_length,
     check_body,
     check_params,
     raw_depth,
@@ -112,11 +113,13 @@ def test_metadata_size_counts_bytes_not_characters():
         check_params({"metadata": {"k": "é" * 100}}, LIMITS)  # 200 characters, 211 bytes
 
 
-def test_a_history_length_over_the_bound_is_refused_wherever_it_is():
-    with pytest.raises(InvalidParams) as caught:
-        check_params({"message": message(), "configuration": {"historyLength": 51}}, LIMITS)
-    assert violations(caught.value) == {"configuration.historyLength": "is 51; the limit is 50"}
-    check_params({"id": "t", "historyLength": 50}, LIMITS)
+def test_a_history_length_over_the_bound_is_capped_not_refused():
+    """Regression: historyLength above the bound was refused (-32602); it is a maximum."""
+    check_params({"message": message(), "configuration": {"historyLength": 51}}, LIMITS)
+    check_params({"id": "t", "historyLength": 5000}, LIMITS)
+    assert capped_history_length(5000, LIMITS) == 50
+    assert capped_history_length(7, LIMITS) == 7
+    assert capped_history_length(None, LIMITS) is None
 
 
 def test_a_request_within_every_limit_passes():

@@ -28,6 +28,7 @@ from tasks_app.protocol.errors import (
     TaskNotCancelable,
     TaskNotFound,
     Unauthenticated,
+    Unavailable,
     UnsupportedOperation,
     VersionNotSupported,
     error_from_jsonrpc,
@@ -83,6 +84,7 @@ def test_codes_reasons_and_http_statuses_agree_with_the_sdk(ours, sdk):
     [
         (Unauthenticated, -31401, 401, "UNAUTHENTICATED", "UNAUTHENTICATED"),
         (RateLimited, -31429, 429, "RESOURCE_EXHAUSTED", "RATE_LIMITED"),
+        (Unavailable, -31503, 503, "UNAVAILABLE", "UNAVAILABLE"),
     ],
 )
 def test_our_own_errors_use_codes_outside_the_reserved_jsonrpc_block(
