@@ -1,26 +1,36 @@
-"""Gateway benchmark: what a call through the relay costs next to a bare Python proxy.
+"""Gateway benchmark: what a call through the relay costs next to a bare Python proxy, per
+concurrency level, in the embedded and the production profile, all measured in one run.
 
 Starts, each in a process of its own: the echo agent and a 50-chunk streaming agent (a2a-sdk
-apps on uvicorn), a bare Starlette + httpx pass-through proxy in front of the echo
-agent (uvicorn), and the relay (daphne, embedded profile: SQLite in a temporary RELAY_VAR_DIR,
-every task persisted) with both agents registered. The load comes from this process: httpx
-with keep-alive and a connection pool as large as the concurrency. Every unary call is the same
-`SendMessage` JSON-RPC 1.0 request (body built once) sent to three targets:
+apps on uvicorn); a bare Starlette + httpx pass-through proxy in front of both (uvicorn; it
+streams an event-stream answer as it comes); the relay in the embedded profile (SQLite in a
+temporary RELAY_VAR_DIR, in-memory channel layer); and the relay in the production profile
+(DATABASE_URL: a fresh PostgreSQL database this script creates, migrates and drops; REDIS_URL:
+a redis-server of its own). Each relay is one daphne process (or uvicorn with `--server
+uvicorn`), with both agents registered. The load comes from this process: httpx with keep-alive
+and a pool as large as the concurrency.
 
-- direct: the echo agent itself;
-- proxy:  the echo agent through the pass-through proxy (the floor for one Python hop);
-- relay:  the echo agent through the relay, `POST /a2a/agents/echo/`.
+Unary: the same A2A call (1.0 `SendMessage`, or 0.3 `message/send` with `--protocol 0.3`; the
+body built once) to four targets: direct (the echo agent), proxy, embedded, production. At each
+concurrency level (1, 8, 32, 64 by default) every target gets the same number of requests, in
+rounds that take the targets in turn (the order rotating each round), so the machine's slow
+spells weigh on all alike. Per target and level: requests/s, p50, p99, latency added over the
+direct agent (p50, p99), errors, CPU per request of the server's own process(es) (for a relay:
+its processes only), and for information the echo agent's CPU per request and, for production,
+that of its PostgreSQL backends and Redis. Redis: connections the production relay opened
+during the timed rounds (`INFO stats` total_connections_received before and after each of its
+turns) and, from `CLIENT LIST`, the connections each process holds after the level.
 
-At concurrency 1, 8 and 32 it prints requests/s, p50 and p99 latency, errors, and the CPU time
-per request of the server-side process (the agent for direct, the proxy, daphne alone for the
-relay) read from /proc before and after each run; the echo agent's own CPU per request is
-printed beside it (the same work behind the proxy and behind the relay). Then the time to the
-last event of a one-event stream (`SendStreamingMessage` to the echo agent) and of a 50-chunk
-stream, direct and through the relay. Targets, relay against proxy, measured in the same run:
-CPU per request at most 3x, added p50 at c=1 at most 3x, c=8 throughput at least 50 %, no
-errors at c=32.
+Streams, one at a time: 50 chunks as fast as the agent makes them (time to last event; the
+per-event overhead is (relay - proxy) / 50), and 50 chunks paced at 2 ms each (time to last
+event), for direct, proxy, embedded and production.
 
-    python bench/gateway_bench.py [--requests 400 1500 1500] [--streams 100 30]
+Every figure is printed per level, never pooled, as an absolute value and as a ratio against the
+proxy of the same run, with a verdict per level and target (see `judge_level` and
+`judge_streams` for the targets). The exit status is 1 when any verdict misses.
+
+    python bench/gateway_bench.py [--levels 1,8,32,64] [--requests 400] [--streams 30]
+        [--protocol 1.0|0.3] [--server daphne|uvicorn] [--json FILE]
 """
 
 from __future__ import annotations
@@ -28,16 +38,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
-import socket
+import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import AsyncExitStack, ExitStack, contextmanager
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable
+from contextlib import AsyncExitStack, ExitStack
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import httpx
@@ -45,23 +56,61 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-CONCURRENCY = (1, 8, 32)
+from bench.common import (  # noqa: E402  (the path above makes `bench` importable as a script)
+    CpuSnapshot,
+    Process,
+    cpu_snapshot,
+    cpu_spent,
+    free_port,
+    load_average,
+    manage,
+    percentile,
+    postgres_database,
+    process,
+    redis_server,
+    register,
+    relay_command,
+    relay_env,
+    socket_owners,
+    wait_until_answers,
+)
+
+LEVELS = (1, 8, 32, 64)
 STREAM_CHUNKS = 50
+PACE_MS = 2
+ROUNDS = 5
 LEVEL_SECONDS = 60.0
 """A target stops early at a level (and says so) when its requests take longer than this."""
-ROUNDS = 5
+STREAM_WARMUP = 3
 REQUEST_TIMEOUT = 30.0
-STARTUP_SECONDS = 40.0
 MESSAGE_TEXT = "hello through the gateway bench"
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+DIRECT, PROXY, EMBEDDED, PRODUCTION = "direct", "proxy", "embedded", "production"
+BASELINES = (DIRECT, PROXY)
+PROFILES = (EMBEDDED, PRODUCTION)
+FAST, PACED = "fast", "paced"
+
+# The targets: each is printed next to its figure.
+CPU_RATIO_MAX = 2.5
+CPU_LEVELS = (1, 8)
+ADDED_P50_RATIO_MAX = 2.5
+ADDED_P50_LEVEL = 1
+THROUGHPUT_RATIO_MIN = 0.60
+THROUGHPUT_LEVEL = 8
+ERROR_FREE_LEVELS = (32, 64)
+FAST_STREAM_RATIO_MAX = {EMBEDDED: 1.5, PRODUCTION: 2.0}
+PACED_STREAM_RATIO_MAX = 1.1
+PRODUCTION_CPU_RATIO_MAX = 1.3
+REDIS_OPENED_MAX = 0
 
 
 # --- the servers, each run as `gateway_bench.py --serve ROLE ...` in a process of its own ------
 
 
 def serve_agent(slug: str, port: int) -> None:
-    """The echo agent, or ("chunks") one that streams `STREAM_CHUNKS` artifact chunks with no
-    delays: a2a-sdk apps built like the demo agents.
+    """The echo agent, or ("chunks") one that streams `STREAM_CHUNKS` artifact chunks, with a
+    pause of N ms before each when the message says `pace-ms=N` and none otherwise: a2a-sdk
+    apps built like the demo agents.
 
     uvicorn binds the port itself rather than through `routing.demo.serve.serve`: asyncio
     turns Nagle off only on sockets whose `proto` is TCP, and the socket `serve` binds has
@@ -74,7 +123,11 @@ def serve_agent(slug: str, port: int) -> None:
 
     class ChunkStreamer(TaskExecutor):
         async def work(self, context, updater) -> None:
+            pace = re.search(r"pace-ms=(\d+)", context.get_user_input())
+            pause = int(pace.group(1)) / 1000 if pace else 0.0
             for index in range(STREAM_CHUNKS):
+                if pause:
+                    await asyncio.sleep(pause)
                 await updater.add_artifact(
                     [Part(text=f"chunk {index} ")],
                     artifact_id="story",
@@ -100,190 +153,81 @@ def serve_agent(slug: str, port: int) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
-def serve_proxy(port: int, upstream: str) -> None:
-    """POST / goes to `upstream` with one shared httpx.AsyncClient; the answer comes back."""
+def serve_proxy(port: int, upstreams: dict[str, str]) -> None:
+    """POST /{name}/ goes to `upstreams[name]` with one shared httpx.AsyncClient; the answer
+    comes back, an event stream event by event as it arrives, anything else in one piece."""
     import contextlib
 
     import uvicorn
     from starlette.applications import Starlette
-    from starlette.responses import Response
+    from starlette.background import BackgroundTask
+    from starlette.responses import Response, StreamingResponse
     from starlette.routing import Route
 
-    forwarded = ("content-type", "a2a-version", "a2a-extensions", "authorization")
+    forwarded = ("content-type", "accept", "a2a-version", "a2a-extensions", "authorization")
     clients: list[httpx.AsyncClient] = []
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
-        limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+        limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
         async with httpx.AsyncClient(limits=limits, timeout=REQUEST_TIMEOUT) as client:
             clients.append(client)
             yield
 
     async def forward(request):
+        upstream = upstreams.get(request.path_params["name"])
+        if upstream is None:
+            return Response(status_code=404)
         headers = {name: request.headers[name] for name in forwarded if name in request.headers}
-        answer = await clients[0].post(upstream, content=await request.body(), headers=headers)
-        return Response(
-            answer.content,
-            status_code=answer.status_code,
-            media_type=answer.headers.get("content-type"),
+        outbound = clients[0].build_request(
+            "POST", upstream, content=await request.body(), headers=headers
         )
+        answer = await clients[0].send(outbound, stream=True)
+        media_type = answer.headers.get("content-type")
+        if media_type and media_type.startswith("text/event-stream"):
+            return StreamingResponse(
+                answer.aiter_raw(),
+                status_code=answer.status_code,
+                media_type=media_type,
+                background=BackgroundTask(answer.aclose),
+            )
+        content = await answer.aread()
+        await answer.aclose()
+        return Response(content, status_code=answer.status_code, media_type=media_type)
 
-    app = Starlette(routes=[Route("/", forward, methods=["POST"])], lifespan=lifespan)
+    app = Starlette(routes=[Route("/{name}/", forward, methods=["POST"])], lifespan=lifespan)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
-# --- processes --------------------------------------------------------------------------
+# --- the wire --------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+PROTOCOLS = {
+    "1.0": {"send": "SendMessage", "stream": "SendStreamingMessage", "role": "ROLE_USER"},
+    "0.3": {"send": "message/send", "stream": "message/stream", "role": "user"},
+}
 
 
-@dataclass
-class Process:
-    name: str
-    child: subprocess.Popen
-    log: Path
-
-    @property
-    def pid(self) -> int:
-        return self.child.pid
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU of the process (all its threads) so far, from /proc."""
-        stat = Path(f"/proc/{self.pid}/stat").read_text()
-        fields = stat.rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-    def log_tail(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:]
+def request_body(protocol: str, *, streaming: bool, text: str = MESSAGE_TEXT) -> bytes:
+    """One JSON-RPC request of `protocol`, encoded once and sent as is every time."""
+    names = PROTOCOLS[protocol]
+    message = {"messageId": "bench-message-1", "role": names["role"]}
+    if protocol == "1.0":
+        message["parts"] = [{"text": text}]
+    else:
+        message.update({"kind": "message", "parts": [{"kind": "text", "text": text}]})
+    method = names["stream" if streaming else "send"]
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": message}}
+    ).encode()
 
 
-@contextmanager
-def process(name: str, command: list[str], env: dict[str, str], logs: Path) -> Iterator[Process]:
-    log = logs / f"{name}.log"
-    with log.open("w") as sink:
-        child = subprocess.Popen(
-            [sys.executable, *command], cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT
-        )
-    try:
-        yield Process(name, child, log)
-    finally:
-        child.terminate()
-        try:
-            child.wait(15)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait(5)
-
-
-def wait_until_answers(running: Process, url: str) -> None:
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while time.monotonic() < deadline:
-        if running.child.poll() is not None:
-            sys.exit(f"{running.name} exited while starting:\n{running.log_tail()}")
-        try:
-            httpx.get(url, timeout=1)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    sys.exit(
-        f"{running.name} did not answer at {url} within {STARTUP_SECONDS:.0f} s:\n"
-        f"{running.log_tail()}"
-    )
-
-
-def relay_env(var_dir: str) -> dict[str, str]:
-    """The embedded profile, whatever this shell points at."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("DATABASE_URL", "REDIS_URL", "DJANGO_", "RELAY_"))
-    }
-    env.update(
-        {"RELAY_VAR_DIR": var_dir, "RELAY_ALLOW_PRIVATE_URLS": "true", "PYTHONUNBUFFERED": "1"}
-    )
-    # Thousands of calls a minute from one key: a limit high enough never to refuse, so every
-    # call still pays for being counted.
-    env["RELAY_RATE_LIMIT_PER_KEY"] = str(10**9)
-    return env
-
-
-def manage(env: dict[str, str], *args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if result.returncode != 0:
-        sys.exit(f"manage.py {' '.join(args)} failed:\n{result.stderr[-2000:]}")
-    return result.stdout
-
-
-def register(relay_url: str, key: str, agent_id: str, agent_url: str) -> None:
-    answer = httpx.post(
-        f"{relay_url}/a2a/registry",
-        json={"url": f"{agent_url}/.well-known/agent-card.json", "id": agent_id},
-        headers={"Authorization": f"Bearer {key}"},
-        timeout=30,
-    )
-    if answer.status_code != 201:
-        sys.exit(
-            f"registering {agent_id} at the relay failed: {answer.status_code} {answer.text[:500]}"
-        )
-
-
-# --- load ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str
-    url: str
-    server: Process
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class Run:
-    latencies_ms: list[float]
-    errors: int
-    seconds: float
-    server_cpu: float
-    agent_cpu: float
-    first_error: str = ""
-    cut_short: bool = False
-
-    @property
-    def requests(self) -> int:
-        return len(self.latencies_ms) + self.errors
-
-    @property
-    def per_second(self) -> float:
-        return self.requests / self.seconds
-
-    def cpu_ms(self, seconds: float) -> float:
-        return seconds / self.requests * 1000
-
-    @property
-    def p50(self) -> float:
-        return statistics.median(self.latencies_ms) if self.latencies_ms else float("nan")
-
-    @property
-    def p99(self) -> float:
-        return percentile(self.latencies_ms, 0.99)
-
-
-def percentile(samples: list[float], q: float) -> float:
-    if not samples:
-        return float("nan")
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+def protocol_headers(protocol: str) -> dict[str, str]:
+    """A 0.3 client sends no A2A-Version (a missing header means 0.3)."""
+    headers = {"Content-Type": "application/json"}
+    if protocol == "1.0":
+        headers["A2A-Version"] = "1.0"
+    return headers
 
 
 def answer_error(response: httpx.Response) -> str:
@@ -300,6 +244,88 @@ def answer_error(response: httpx.Response) -> str:
     return ""
 
 
+# --- what is watched besides the latencies -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    url: str
+    server: Process
+    headers: dict[str, str] = field(default_factory=dict)
+    backing: Callable[[], CpuSnapshot] | None = None
+    """CPU of the services the server leans on (production: PostgreSQL backends and Redis)."""
+
+
+class RedisWatch:
+    """Reads the production Redis's counters over one connection held for the whole run, so
+    reading them opens no connection of its own."""
+
+    def __init__(self, url: str, redis: Process, database: str) -> None:
+        import psycopg
+        import redis as redis_client
+
+        self.port = int(url.rsplit(":", 1)[1].split("/")[0])
+        self.redis = redis
+        self.client = redis_client.Redis.from_url(url, single_connection_client=True)
+        self.client.ping()
+        self.postgres = psycopg.connect(
+            f"postgresql://postgres@127.0.0.1:5432/{database}", autocommit=True
+        )
+        self.database = database
+
+    def connections_received(self) -> int:
+        return int(self.client.info("stats")["total_connections_received"])
+
+    def clients_by_process(self, processes: dict[str, Process]) -> dict[str, int]:
+        """Connections open now, by the name of the process that holds them."""
+        owners: dict[int, str] = {os.getpid(): "bench"}
+        for name, running in processes.items():
+            for pid in running.pids():
+                owners[pid] = name
+        local_ports = socket_owners(list(owners), self.port)
+        counts: Counter[str] = Counter()
+        for entry in self.client.client_list():
+            port = int(entry["addr"].rsplit(":", 1)[1])
+            counts[owners.get(local_ports.get(port, -1), "other")] += 1
+        return dict(counts)
+
+    def backing_cpu(self) -> CpuSnapshot:
+        """The Redis server and the PostgreSQL backends serving the bench database (this
+        watcher's own backend left out)."""
+        rows = self.postgres.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            [self.database],
+        ).fetchall()
+        return cpu_snapshot([self.redis.pid, *(row[0] for row in rows)])
+
+    def close(self) -> None:
+        self.client.close()
+        self.postgres.close()
+
+
+# --- load ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """What one target did at one level, summed over its rounds."""
+
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: int = 0
+    seconds: float = 0.0
+    server_cpu: float = 0.0
+    agent_cpu: float = 0.0
+    backing_cpu: float | None = None
+    redis_opened: int | None = None
+    first_error: str = ""
+    cut_short: bool = False
+
+    @property
+    def requests(self) -> int:
+        return len(self.latencies_ms) + self.errors
+
+
 async def send_many(
     client: httpx.AsyncClient,
     target: Target,
@@ -308,7 +334,7 @@ async def send_many(
     count: int,
     concurrency: int,
     deadline: float,
-) -> tuple[list, int, str, bool]:
+) -> tuple[list[float], int, str, bool]:
     latencies: list[float] = []
     errors = 0
     first_error = ""
@@ -335,13 +361,28 @@ async def send_many(
     return latencies, errors, first_error, issued < count
 
 
+def rotated(names: list[str], round_number: int) -> list[str]:
+    """The targets in turn, starting one further each round: none always follows the same."""
+    shift = round_number % len(names)
+    return names[shift:] + names[:shift]
+
+
 async def measure_level(
-    targets: dict[str, Target], agent: Process, body: bytes, *, count: int, concurrency: int
+    targets: dict[str, Target],
+    agent: Process,
+    body: bytes,
+    redis: RedisWatch,
+    *,
+    count: int,
+    concurrency: int,
 ) -> dict[str, Run]:
-    """`count` requests per target at `concurrency`, in `ROUNDS` rounds that take the targets
-    in turn, so a change in the machine's background load touches all three alike."""
+    """`count` requests per target at `concurrency`, in `ROUNDS` rounds of a share each."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    runs = {name: Run([], 0, 0.0, 0.0, 0.0) for name in targets}
+    runs = {name: Run() for name in targets}
+    for name, target in targets.items():
+        if target.backing is not None:
+            runs[name].backing_cpu = 0.0
+            runs[name].redis_opened = 0
     async with AsyncExitStack() as stack:
         clients = {
             name: await stack.enter_async_context(
@@ -350,7 +391,7 @@ async def measure_level(
             for name in targets
         }
         for name, target in targets.items():
-            # Warm-up: open the pool's connections and let the servers settle; not counted.
+            # Warm-up: open the pools' connections and let the servers settle; not counted.
             await send_many(
                 clients[name],
                 target,
@@ -361,9 +402,12 @@ async def measure_level(
             )
         for round_number in range(ROUNDS):
             share = count // ROUNDS + (round_number < count % ROUNDS)
-            for name, target in targets.items():
-                run = runs[name]
-                server_before, agent_before = target.server.cpu_seconds(), agent.cpu_seconds()
+            for name in rotated(list(targets), round_number):
+                target, run = targets[name], runs[name]
+                server_before, agent_before = target.server.cpu_snapshot(), agent.cpu_snapshot()
+                if target.backing is not None:
+                    backing_before = target.backing()
+                    connections_before = redis.connections_received()
                 started = time.perf_counter()
                 latencies, errors, first_error, cut_short = await send_many(
                     clients[name],
@@ -374,8 +418,11 @@ async def measure_level(
                     deadline=time.monotonic() + LEVEL_SECONDS / ROUNDS,
                 )
                 run.seconds += time.perf_counter() - started
-                run.server_cpu += target.server.cpu_seconds() - server_before
-                run.agent_cpu += agent.cpu_seconds() - agent_before
+                if target.backing is not None:
+                    run.redis_opened += redis.connections_received() - connections_before
+                    run.backing_cpu += cpu_spent(backing_before, target.backing())
+                run.server_cpu += cpu_spent(server_before, target.server.cpu_snapshot())
+                run.agent_cpu += cpu_spent(agent_before, agent.cpu_snapshot())
                 run.latencies_ms += latencies
                 run.errors += errors
                 run.first_error = run.first_error or first_error
@@ -385,52 +432,49 @@ async def measure_level(
 
 @dataclass
 class StreamRun:
-    last_event_ms: list[float]
-    events: int
-    errors: int
+    last_event_ms: list[float] = field(default_factory=list)
+    events: list[int] = field(default_factory=list)
+    errors: int = 0
     server_cpu: float = 0.0
     first_error: str = ""
-
-    @property
-    def p50(self) -> float:
-        return statistics.median(self.last_event_ms) if self.last_event_ms else float("nan")
-
-    @property
-    def cpu_ms(self) -> float:
-        """The server process's CPU per timed stream (warm-up streams left out)."""
-        return self.server_cpu / max(1, len(self.last_event_ms)) * 1000
 
 
 async def stream_once(
     client: httpx.AsyncClient, url: str, headers: dict[str, str], body: bytes
 ) -> tuple[float, int]:
-    """Milliseconds to the last `data:` event of one stream, and how many events came."""
+    """Milliseconds to the last `data:` event of one stream, and how many events came.
+
+    The stream must end with the task completed. Its events are counted, not checked against
+    the chunks: a relay may fold chunks that came before its first event into the task
+    snapshot it opens with."""
     started = time.perf_counter()
-    last, events = started, 0
+    last, events, last_line = started, 0, ""
     async with client.stream("POST", url, content=body, headers=headers) as response:
         if response.status_code != 200:
             raise ValueError(f"HTTP {response.status_code}")
         async for line in response.aiter_lines():
             if line.startswith("data:"):
-                last, events = time.perf_counter(), events + 1
+                last, events, last_line = time.perf_counter(), events + 1, line
                 if '"error"' in line:
                     raise ValueError(f"error event: {line[:200]}")
+    if not re.search(r'"(TASK_STATE_COMPLETED|completed)"', last_line):
+        raise ValueError(f"the stream did not end completed: {last_line[:200]}")
     return (last - started) * 1000, events
 
 
 async def measure_streams(
-    endpoints: dict[str, Target], body: bytes, *, count: int
+    targets: dict[str, Target], body: bytes, *, count: int
 ) -> dict[str, StreamRun]:
     """`count` streams, one after the other, to each target, taking them in turn."""
-    runs = {name: StreamRun([], 0, 0) for name in endpoints}
+    runs = {name: StreamRun() for name in targets}
     async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT) as client:
         deadline = time.monotonic() + LEVEL_SECONDS
-        for index in range(count + 3):  # three warm-up streams, not counted
+        for index in range(count + STREAM_WARMUP):
             if time.monotonic() > deadline:
                 break
-            for name, target in endpoints.items():
-                run = runs[name]
-                cpu_before = target.server.cpu_seconds()
+            for name in rotated(list(targets), index):
+                target, run = targets[name], runs[name]
+                cpu_before = target.server.cpu_snapshot()
                 try:
                     milliseconds, events = await stream_once(
                         client, target.url, target.headers, body
@@ -439,237 +483,590 @@ async def measure_streams(
                     run.errors += 1
                     run.first_error = run.first_error or f"{type(error).__name__}: {error}"
                     continue
-                if index >= 3:
+                if index >= STREAM_WARMUP:
                     run.last_event_ms.append(milliseconds)
-                    run.events = events
-                    run.server_cpu += target.server.cpu_seconds() - cpu_before
+                    run.events.append(events)
+                    run.server_cpu += cpu_spent(cpu_before, target.server.cpu_snapshot())
     return runs
 
 
-def request_body(method: str) -> bytes:
-    """One JSON-RPC 1.0 request, encoded once and sent as is every time."""
-    message = {
-        "messageId": "bench-message-1",
-        "role": "ROLE_USER",
-        "parts": [{"text": MESSAGE_TEXT}],
-    }
-    return json.dumps(
-        {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": message}}
-    ).encode()
+# --- figures: plain values, what the verdicts and the report read ----------------------------
 
 
-# --- report -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LoadFigures:
+    """One target at one level. Milliseconds; CPU is per request."""
+
+    requests: int
+    errors: int
+    per_second: float
+    p50_ms: float
+    p99_ms: float
+    added_p50_ms: float
+    added_p99_ms: float
+    cpu_ms: float
+    agent_cpu_ms: float
+    backing_cpu_ms: float | None = None
+    redis_opened: int | None = None
+    redis_clients: dict[str, int] | None = None
+    cut_short: bool = False
+    first_error: str = ""
 
 
-def print_level(concurrency: int, runs: dict[str, Run]) -> None:
-    print(f"\nconcurrency {concurrency}")
-    print(
-        f"  {'target':<7} {'requests':>8} {'req/s':>8} {'p50':>9} {'p99':>9} {'errors':>6} "
-        f"{'server CPU/req':>15} {'echo agent CPU/req':>19}"
-    )
+@dataclass(frozen=True)
+class StreamFigures:
+    """One target, one kind of stream: time to the last event (p50) and CPU per stream."""
+
+    streams: int
+    errors: int
+    fewest_events: int
+    most_events: int
+    last_event_ms: float
+    cpu_ms: float
+    first_error: str = ""
+
+
+def load_figures(runs: dict[str, Run]) -> dict[str, LoadFigures]:
+    """Every target's figures at one level; added latency is over the direct agent's."""
+
+    def per_request(seconds: float, run: Run) -> float:
+        return seconds / run.requests * 1000 if run.requests else math.nan
+
+    def p50(run: Run) -> float:
+        return statistics.median(run.latencies_ms) if run.latencies_ms else math.nan
+
+    direct = runs[DIRECT]
+    figures = {}
     for name, run in runs.items():
-        note = "  (cut short at the time limit)" if run.cut_short else ""
-        print(
-            f"  {name:<7} {run.requests:>8} {run.per_second:>8.0f} {run.p50:>7.2f}ms "
-            f"{run.p99:>7.2f}ms {run.errors:>6} {run.cpu_ms(run.server_cpu):>13.2f}ms "
-            f"{run.cpu_ms(run.agent_cpu):>17.2f}ms{note}"
+        figures[name] = LoadFigures(
+            requests=run.requests,
+            errors=run.errors,
+            per_second=run.requests / run.seconds if run.seconds else math.nan,
+            p50_ms=p50(run),
+            p99_ms=percentile(run.latencies_ms, 0.99),
+            added_p50_ms=p50(run) - p50(direct),
+            added_p99_ms=percentile(run.latencies_ms, 0.99) - percentile(direct.latencies_ms, 0.99),
+            cpu_ms=per_request(run.server_cpu, run),
+            agent_cpu_ms=per_request(run.agent_cpu, run),
+            backing_cpu_ms=None if run.backing_cpu is None else per_request(run.backing_cpu, run),
+            redis_opened=run.redis_opened,
+            cut_short=run.cut_short,
+            first_error=run.first_error,
         )
-        if run.first_error:
-            print(f"          first error: {run.first_error}")
-    relay, proxy = runs["relay"], runs["proxy"]
-    cpu_ratio = relay.cpu_ms(relay.server_cpu) / proxy.cpu_ms(proxy.server_cpu)
-    print(
-        f"  relay/proxy: CPU per request {cpu_ratio:.2f}x, "
-        f"throughput {relay.per_second / proxy.per_second:.0%}, "
-        f"p50 {relay.p50 / proxy.p50:.2f}x",
-        flush=True,
-    )
+    return figures
 
 
-def verdict(label: str, passed: bool, figure: str) -> None:
-    print(f"  {'PASS' if passed else 'MISS'}  {label}: {figure}")
-
-
-def cpu_per_request(runs: list[Run], *, agent: bool = False) -> float:
-    """Milliseconds of CPU per request over `runs`: the server's, or the echo agent's."""
-    seconds = sum(r.agent_cpu if agent else r.server_cpu for r in runs)
-    return seconds / sum(r.requests for r in runs) * 1000
-
-
-def print_summary(
-    levels: dict[int, dict[str, Run]], streams: dict[str, dict[str, StreamRun]]
-) -> None:
-    print("\nstreaming, one at a time: time to last event, and server CPU per stream")
-    print(
-        f"  {'stream':<10} {'streams':>7} {'direct p50':>11} {'relay p50':>11} {'added':>9} "
-        f"{'ratio':>6} {'agent CPU':>10} {'daphne CPU':>11} {'events d/r':>11} {'errors d/r':>11}"
-    )
-    for name, by_target in streams.items():
-        direct, relay = by_target["direct"], by_target["relay"]
-        print(
-            f"  {name:<10} {len(relay.last_event_ms):>7} {direct.p50:>9.2f}ms {relay.p50:>9.2f}ms "
-            f"{relay.p50 - direct.p50:>7.2f}ms {relay.p50 / direct.p50:>5.2f}x "
-            f"{direct.cpu_ms:>8.2f}ms {relay.cpu_ms:>9.2f}ms "
-            f"{direct.events:>5}/{relay.events:<5} {direct.errors:>5}/{relay.errors:<5}"
+def stream_figures(runs: dict[str, StreamRun]) -> dict[str, StreamFigures]:
+    return {
+        name: StreamFigures(
+            streams=len(run.last_event_ms),
+            errors=run.errors,
+            fewest_events=min(run.events, default=0),
+            most_events=max(run.events, default=0),
+            last_event_ms=statistics.median(run.last_event_ms) if run.last_event_ms else math.nan,
+            cpu_ms=run.server_cpu / len(run.last_event_ms) * 1000
+            if run.last_event_ms
+            else math.nan,
+            first_error=run.first_error,
         )
-        for target, run in by_target.items():
-            if run.first_error:
-                print(f"  {target} first error: {run.first_error}")
+        for name, run in runs.items()
+    }
 
-    every = {name: [levels[c][name] for c in levels] for name in ("direct", "proxy", "relay")}
-    relay_cpu, proxy_cpu = cpu_per_request(every["relay"]), cpu_per_request(every["proxy"])
-    one = levels[1]
-    proxy_added = one["proxy"].p50 - one["direct"].p50
-    relay_added = one["relay"].p50 - one["direct"].p50
-    added_ratio = relay_added / proxy_added if proxy_added > 0 else float("inf")
-    throughput = levels[8]["relay"].per_second / levels[8]["proxy"].per_second
-    errors = {name: levels[32][name].errors for name in every}
-    print("\nrelay against proxy (all levels for CPU)")
+
+def ratio(value: float, baseline: float) -> float:
+    """value / baseline; NaN when the baseline is not a positive number (no ratio to judge)."""
+    if not (baseline > 0 and math.isfinite(baseline)) or not math.isfinite(value):
+        return math.nan
+    return value / baseline
+
+
+def per_event_overhead_ms(streams: dict[str, StreamFigures], target: str) -> float:
+    """(relay's time to last event - the proxy's) / STREAM_CHUNKS."""
+    return (streams[target].last_event_ms - streams[PROXY].last_event_ms) / STREAM_CHUNKS
+
+
+# --- verdicts: pure, per level, never pooled -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    level: int | None
+    """The concurrency level judged; None for a stream."""
+    target: str
+    label: str
+    figure: str
+    passed: bool
+
+
+FLOAT_SLACK = 1e-9
+"""Relative: CPU comes in whole /proc ticks, so a ratio can tie its limit exactly, and the
+float arithmetic on the way must not turn 2.5 into 2.500000000000001 and a tie into a miss."""
+
+
+def at_most(value: float, limit: float) -> bool:
+    """NaN never passes: a figure that could not be measured is a miss, not a pass."""
+    return math.isfinite(value) and value <= limit * (1 + FLOAT_SLACK)
+
+
+def at_least(value: float, limit: float) -> bool:
+    return math.isfinite(value) and value >= limit * (1 - FLOAT_SLACK)
+
+
+def judge_level(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
+    """The verdicts of one concurrency level, from that level's figures alone."""
+    proxy = figures[PROXY]
+    verdicts = []
+
+    def add(target: str, label: str, figure: str, passed: bool) -> None:
+        verdicts.append(Verdict(level, target, label, figure, passed))
+
+    for name in BASELINES:
+        # The ratios mean nothing when a baseline failed: the bench itself is broken.
+        errors = figures[name].errors
+        add(name, "zero errors (a sound baseline)", f"{errors} errors", errors == 0)
+    for name in PROFILES:
+        if name not in figures:
+            continue
+        mine = figures[name]
+        if level in CPU_LEVELS:
+            cpu = ratio(mine.cpu_ms, proxy.cpu_ms)
+            add(
+                name,
+                f"CPU per request <= {CPU_RATIO_MAX}x proxy's",
+                f"{cpu:.2f}x ({mine.cpu_ms:.2f} vs {proxy.cpu_ms:.2f} ms)",
+                at_most(cpu, CPU_RATIO_MAX),
+            )
+        if level == ADDED_P50_LEVEL:
+            added = ratio(mine.added_p50_ms, proxy.added_p50_ms)
+            add(
+                name,
+                f"added p50 <= {ADDED_P50_RATIO_MAX}x proxy's",
+                f"{added:.2f}x ({mine.added_p50_ms:.2f} vs {proxy.added_p50_ms:.2f} ms)",
+                at_most(added, ADDED_P50_RATIO_MAX),
+            )
+        if level == THROUGHPUT_LEVEL:
+            share = ratio(mine.per_second, proxy.per_second)
+            add(
+                name,
+                f"throughput >= {THROUGHPUT_RATIO_MIN:.0%} of proxy's",
+                f"{share:.0%} ({mine.per_second:.0f} vs {proxy.per_second:.0f}/s)",
+                at_least(share, THROUGHPUT_RATIO_MIN),
+            )
+        if level in ERROR_FREE_LEVELS:
+            add(name, "zero errors", f"{mine.errors} errors", mine.errors == 0)
+    if PRODUCTION in figures and EMBEDDED in figures:
+        production, embedded = figures[PRODUCTION], figures[EMBEDDED]
+        cpu = ratio(production.cpu_ms, embedded.cpu_ms)
+        add(
+            PRODUCTION,
+            f"CPU per request <= {PRODUCTION_CPU_RATIO_MAX}x embedded's",
+            f"{cpu:.2f}x ({production.cpu_ms:.2f} vs {embedded.cpu_ms:.2f} ms)",
+            at_most(cpu, PRODUCTION_CPU_RATIO_MAX),
+        )
+        opened = production.redis_opened
+        add(
+            PRODUCTION,
+            "no new Redis connection under steady load",
+            f"{opened} opened in {production.requests} calls",
+            opened is not None and opened <= REDIS_OPENED_MAX,
+        )
+    return verdicts
+
+
+def judge_streams(streams: dict[str, dict[str, StreamFigures]]) -> list[Verdict]:
+    """The stream verdicts: each profile's time to last event against the proxy's."""
+    verdicts = []
+    for kind, limits in (
+        (FAST, FAST_STREAM_RATIO_MAX),
+        (PACED, dict.fromkeys(PROFILES, PACED_STREAM_RATIO_MAX)),
+    ):
+        if kind not in streams:
+            continue
+        by_target = streams[kind]
+        proxy = by_target[PROXY]
+        for name in PROFILES:
+            if name not in by_target:
+                continue
+            mine = by_target[name]
+            share = ratio(mine.last_event_ms, proxy.last_event_ms)
+            label = "fast 50-chunk stream" if kind == FAST else f"{PACE_MS} ms-paced stream"
+            verdicts.append(
+                Verdict(
+                    None,
+                    name,
+                    f"{label}, last event <= {limits[name]}x proxy's",
+                    f"{share:.2f}x ({mine.last_event_ms:.1f} vs {proxy.last_event_ms:.1f} ms)",
+                    at_most(share, limits[name]) and mine.errors == 0,
+                )
+            )
+    return verdicts
+
+
+def judge(
+    levels: dict[int, dict[str, LoadFigures]], streams: dict[str, dict[str, StreamFigures]]
+) -> list[Verdict]:
+    """Every verdict of a run: each level on its own figures, then the streams."""
+    verdicts = []
+    for level, figures in levels.items():
+        verdicts += judge_level(level, figures)
+    return verdicts + judge_streams(streams)
+
+
+def not_judged(levels: list[int]) -> list[str]:
+    """Targets that need a level this run did not measure: said, so silence is not a pass."""
+    needed = {
+        "CPU per request against the proxy": CPU_LEVELS,
+        "added p50": (ADDED_P50_LEVEL,),
+        "throughput": (THROUGHPUT_LEVEL,),
+        "zero errors": ERROR_FREE_LEVELS,
+    }
+    return [
+        f"{what} at c={level}"
+        for what, wanted in needed.items()
+        for level in wanted
+        if level not in levels
+    ]
+
+
+def exit_status(verdicts: list[Verdict]) -> int:
+    """1 when any verdict misses (or there is none to pass), else 0."""
+    return 0 if verdicts and all(verdict.passed for verdict in verdicts) else 1
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+def times(value: float) -> str:
+    return f"{value:.2f}x" if math.isfinite(value) else "n/a"
+
+
+def print_verdicts(verdicts: list[Verdict]) -> None:
+    for verdict in verdicts:
+        mark = "PASS" if verdict.passed else "MISS"
+        print(f"  {mark}  {verdict.target:<10} {verdict.label}: {verdict.figure}")
+
+
+def print_level(level: int, figures: dict[str, LoadFigures]) -> None:
+    proxy = figures[PROXY]
+    print(f"\nconcurrency {level}  ({load_average()})")
     print(
-        f"  CPU per request: relay {relay_cpu:.2f} ms (daphne), proxy {proxy_cpu:.2f} ms, "
-        f"ratio {relay_cpu / proxy_cpu:.2f}x; the echo agent behind them: "
-        f"{cpu_per_request(every['relay'], agent=True):.2f} ms and "
-        f"{cpu_per_request(every['proxy'], agent=True):.2f} ms"
+        f"  {'target':<10} {'requests':>8} {'req/s':>14} {'p50 ms':>7} {'p99 ms':>7} "
+        f"{'added p50 ms':>15} {'added p99 ms':>15} {'CPU/req ms':>15} {'errors':>6} "
+        f"{'agent CPU':>9} {'pg+redis CPU':>12} {'redis opened':>12}"
+    )
+    for name, mine in figures.items():
+        backing = "" if mine.backing_cpu_ms is None else f"{mine.backing_cpu_ms:.2f}"
+        opened = "" if mine.redis_opened is None else str(mine.redis_opened)
+        if name == DIRECT:  # the floor the others' added latency is measured from
+            added = f"{'':>15} {'':>15}"
+        else:
+            added = (
+                f"{mine.added_p50_ms:>7.2f} {times(ratio(mine.added_p50_ms, proxy.added_p50_ms)):>7} "
+                f"{mine.added_p99_ms:>7.2f} {times(ratio(mine.added_p99_ms, proxy.added_p99_ms)):>7}"
+            )
+        print(
+            f"  {name:<10} {mine.requests:>8} "
+            f"{mine.per_second:>6.0f} {times(ratio(mine.per_second, proxy.per_second)):>7} "
+            f"{mine.p50_ms:>7.2f} {mine.p99_ms:>7.2f} "
+            f"{added} {mine.cpu_ms:>7.2f} {times(ratio(mine.cpu_ms, proxy.cpu_ms)):>7} "
+            f"{mine.errors:>6} {mine.agent_cpu_ms:>9.2f} {backing:>12} {opened:>12}"
+            + ("  (cut short at the time limit)" if mine.cut_short else "")
+        )
+        if mine.first_error:
+            print(f"             first error: {mine.first_error}")
+    clients = figures[PRODUCTION].redis_clients if PRODUCTION in figures else None
+    if clients is not None:
+        held = ", ".join(f"{name} {count}" for name, count in sorted(clients.items()))
+        print(f"  Redis connections held after the level, by process: {held}")
+    print("  (ratios against the proxy at this level; added = over the direct agent)")
+    print_verdicts(judge_level(level, figures))
+    sys.stdout.flush()
+
+
+def print_streams(streams: dict[str, dict[str, StreamFigures]]) -> None:
+    print(
+        f"\nstreams, one at a time: time to last event (p50) and server CPU per stream "
+        f"({load_average()})"
     )
     print(
-        f"  added p50 at c=1: relay {relay_added:.2f} ms, proxy {proxy_added:.2f} ms, "
-        f"ratio {added_ratio:.2f}x"
+        f"  {'stream':<18} {'target':<10} {'streams':>7} {'events':>7} {'errors':>6} "
+        f"{'last event ms':>14} {'vs proxy':>8} {'per-event overhead ms':>21} {'CPU ms':>7}"
     )
-    print(
-        f"  throughput at c=8: relay {levels[8]['relay'].per_second:.0f}/s, proxy "
-        f"{levels[8]['proxy'].per_second:.0f}/s, ratio {throughput:.0%}"
-    )
-    print("  errors at c=32: " + ", ".join(f"{name} {count}" for name, count in errors.items()))
-    print("\nverdict")
-    verdict(
-        "relay CPU per request <= 3x proxy's",
-        relay_cpu <= 3 * proxy_cpu,
-        f"{relay_cpu / proxy_cpu:.2f}x",
-    )
-    verdict("relay added p50 at c=1 <= 3x proxy's", added_ratio <= 3, f"{added_ratio:.2f}x")
-    verdict("relay throughput at c=8 >= 50% of proxy's", throughput >= 0.5, f"{throughput:.0%}")
-    verdict("zero relay errors at c=32", errors["relay"] == 0, f"{errors['relay']} errors")
+    for kind, by_target in streams.items():
+        label = f"fast {STREAM_CHUNKS} chunks" if kind == FAST else f"{PACE_MS} ms-paced"
+        proxy = by_target[PROXY]
+        for name, mine in by_target.items():
+            events = (
+                str(mine.fewest_events)
+                if mine.fewest_events == mine.most_events
+                else f"{mine.fewest_events}-{mine.most_events}"
+            )
+            overhead = f"{per_event_overhead_ms(by_target, name):.3f}" if name in PROFILES else ""
+            print(
+                f"  {label:<18} {name:<10} {mine.streams:>7} {events:>7} {mine.errors:>6} "
+                f"{mine.last_event_ms:>14.2f} "
+                f"{times(ratio(mine.last_event_ms, proxy.last_event_ms)):>8} "
+                f"{overhead:>21} {mine.cpu_ms:>7.2f}"
+            )
+            if mine.first_error:
+                print(f"             first error: {mine.first_error}")
+    print_verdicts(judge_streams(streams))
 
 
-def load_average() -> str:
-    """The machine's 1-minute load against its cores: other work there skews the figures."""
-    return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
-
-
-# --- main ------------------------------------------------------------------------------
+# --- main ------------------------------------------------------------------------------------
 
 
 async def bench(
     targets: dict[str, Target],
+    stream_targets: dict[str, Target],
     agent: Process,
-    streamers: dict[str, tuple[Target, Target]],
-    counts: dict[int, int],
-    stream_counts: list[int],
-) -> None:
-    body = request_body("SendMessage")
-    levels: dict[int, dict[str, Run]] = {}
-    for concurrency in CONCURRENCY:
-        levels[concurrency] = await measure_level(
-            targets, agent, body, count=counts[concurrency], concurrency=concurrency
+    redis: RedisWatch,
+    watched: dict[str, Process],
+    args: argparse.Namespace,
+) -> tuple[dict[int, dict[str, LoadFigures]], dict[str, dict[str, StreamFigures]]]:
+    body = request_body(args.protocol, streaming=False)
+    levels: dict[int, dict[str, LoadFigures]] = {}
+    for level in args.levels:
+        runs = await measure_level(
+            targets, agent, body, redis, count=args.requests, concurrency=level
         )
-        print_level(concurrency, levels[concurrency])
+        figures = load_figures(runs)
+        figures[PRODUCTION] = replace(
+            figures[PRODUCTION], redis_clients=redis.clients_by_process(watched)
+        )
+        levels[level] = figures
+        print_level(level, figures)
 
-    stream_body = request_body("SendStreamingMessage")
-    streams: dict[str, dict[str, StreamRun]] = {}
-    for (name, (direct, relay)), count in zip(streamers.items(), stream_counts, strict=True):
-        endpoints = {"direct": direct, "relay": relay}
-        streams[name] = await measure_streams(endpoints, stream_body, count=count)
-    print_summary(levels, streams)
+    texts = {FAST: MESSAGE_TEXT, PACED: f"{MESSAGE_TEXT} pace-ms={PACE_MS}"}
+    streams = {}
+    for kind, text in texts.items():
+        stream_body = request_body(args.protocol, streaming=True, text=text)
+        runs = await measure_streams(stream_targets, stream_body, count=args.streams)
+        streams[kind] = stream_figures(runs)
+    print_streams(streams)
+    return levels, streams
+
+
+def parse_levels(text: str) -> list[int]:
+    levels = [int(part) for part in text.split(",") if part.strip()]
+    if not levels or min(levels) < 1:
+        raise argparse.ArgumentTypeError("levels are positive integers, comma-separated")
+    return levels
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--levels",
+        type=parse_levels,
+        default=list(LEVELS),
+        help="Concurrency levels, comma-separated (default 1,8,32,64).",
+    )
+    parser.add_argument(
+        "--requests", type=int, default=400, help="Timed requests per target per level."
+    )
+    parser.add_argument(
+        "--streams", type=int, default=30, help="Timed streams per target of each kind."
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=sorted(PROTOCOLS),
+        default="1.0",
+        help="1.0 (SendMessage) or 0.3 (message/send) for every call.",
+    )
+    parser.add_argument(
+        "--server",
+        choices=("daphne", "uvicorn"),
+        default="daphne",
+        help="The ASGI server both relays run under.",
+    )
+    parser.add_argument("--json", type=Path, help="Write every figure and verdict to this file.")
+    parser.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)
+    return parser.parse_args()
+
+
+def write_json(
+    path: Path,
+    args: argparse.Namespace,
+    levels: dict[int, dict[str, LoadFigures]],
+    streams: dict[str, dict[str, StreamFigures]],
+    verdicts: list[Verdict],
+) -> None:
+    def camel(name: str) -> str:
+        head, *rest = name.split("_")
+        return head + "".join(word.capitalize() for word in rest)
+
+    def clean(value):
+        # JSON has no NaN: a figure that could not be measured is null.
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {camel(key): clean(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [clean(item) for item in value]
+        return value
+
+    document = {
+        "protocol": args.protocol,
+        "server": args.server,
+        "requestsPerLevel": args.requests,
+        "streamsPerKind": args.streams,
+        "streamChunks": STREAM_CHUNKS,
+        "paceMs": PACE_MS,
+        "levels": {
+            str(level): {name: asdict(mine) for name, mine in figures.items()}
+            for level, figures in levels.items()
+        },
+        "streams": {
+            kind: {
+                name: {
+                    **asdict(mine),
+                    "perEventOverheadMs": (
+                        per_event_overhead_ms(by_target, name) if name in PROFILES else None
+                    ),
+                }
+                for name, mine in by_target.items()
+            }
+            for kind, by_target in streams.items()
+        },
+        "verdicts": [asdict(verdict) for verdict in verdicts],
+        "notJudged": not_judged(list(levels)),
+        "passed": exit_status(verdicts) == 0,
+    }
+    path.write_text(json.dumps(clean(document), indent=2) + "\n")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--requests",
-        type=int,
-        nargs=3,
-        default=[400, 1500, 1500],
-        metavar=("C1", "C8", "C32"),
-        help="Timed requests per level.",
-    )
-    parser.add_argument(
-        "--streams",
-        type=int,
-        nargs=2,
-        default=[100, 30],
-        metavar=("ONE", "FIFTY"),
-        help="Timed streams of each kind.",
-    )
-    parser.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parse_args()
     if args.serve:
         role, *rest = args.serve
         if role == "agent":
             serve_agent(rest[0], int(rest[1]))
         else:
-            serve_proxy(int(rest[0]), rest[1])
+            serve_proxy(int(rest[0]), dict(item.split("=", 1) for item in rest[1:]))
         return
 
     started = time.monotonic()
-    var_dir = tempfile.mkdtemp(prefix="relay-gateway-bench-")
-    logs = Path(var_dir)
-    env = relay_env(var_dir)
-    echo_port, stream_port, proxy_port, relay_port = (free_port() for _ in range(4))
-    echo_url, stream_url = f"http://127.0.0.1:{echo_port}", f"http://127.0.0.1:{stream_port}"
-    proxy_url, relay_url = f"http://127.0.0.1:{proxy_port}", f"http://127.0.0.1:{relay_port}"
+    var_dir = Path(tempfile.mkdtemp(prefix="relay-gateway-bench-"))
+    embedded_dir, production_dir = var_dir / "embedded", var_dir / "production"
     script = str(Path(__file__).resolve())
+    python = sys.executable
+    ports = {name: free_port() for name in ("echo", "chunks", "proxy", EMBEDDED, PRODUCTION)}
+    urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
 
-    manage(env, "migrate", "--verbosity=0")
-    key = manage(env, "create_api_key", "gateway-bench").strip().splitlines()[-1]
     with ExitStack() as stack:
-        agent = stack.enter_context(
-            process("echo", [script, "--serve", "agent", "echo", str(echo_port)], env, logs)
+        redis_process, redis_url = stack.enter_context(redis_server(var_dir))
+        database_url = stack.enter_context(postgres_database("bench_gateway"))
+        database = database_url.rsplit("/", 1)[1]
+        envs = {
+            EMBEDDED: relay_env(str(embedded_dir)),
+            PRODUCTION: relay_env(
+                str(production_dir), DATABASE_URL=database_url, REDIS_URL=redis_url
+            ),
+        }
+        keys = {}
+        for name, env in envs.items():
+            manage(env, "migrate", "--verbosity=0")
+            keys[name] = manage(env, "create_api_key", "gateway-bench").strip().splitlines()[-1]
+
+        def start(name: str, command: list[str], env: dict[str, str]) -> Process:
+            return stack.enter_context(process(name, command, env, var_dir))
+
+        agent = start(
+            "echo", [python, script, "--serve", "agent", "echo", str(ports["echo"])], envs[EMBEDDED]
         )
-        streamer = stack.enter_context(
-            process("chunks", [script, "--serve", "agent", "chunks", str(stream_port)], env, logs)
+        streamer = start(
+            "chunks",
+            [python, script, "--serve", "agent", "chunks", str(ports["chunks"])],
+            envs[EMBEDDED],
         )
-        proxy = stack.enter_context(
-            process(
-                "proxy", [script, "--serve", "proxy", str(proxy_port), f"{echo_url}/"], env, logs
-            )
+        proxy = start(
+            "proxy",
+            [
+                python,
+                script,
+                "--serve",
+                "proxy",
+                str(ports["proxy"]),
+                f"echo={urls['echo']}/",
+                f"chunks={urls['chunks']}/",
+            ],
+            envs[EMBEDDED],
         )
-        daphne = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(relay_port)]
-        relay = stack.enter_context(
-            process("daphne", [*daphne, "relay_project.asgi:application"], env, logs)
-        )
-        wait_until_answers(agent, f"{echo_url}/.well-known/agent-card.json")
-        wait_until_answers(streamer, f"{stream_url}/.well-known/agent-card.json")
-        wait_until_answers(proxy, f"{proxy_url}/")
-        wait_until_answers(relay, f"{relay_url}/a2a/registry")
-        register(relay_url, key, "echo", echo_url)
-        register(relay_url, key, "chunks", stream_url)
+        relays = {
+            name: start(f"{name}-{args.server}", relay_command(args.server, ports[name]), env)
+            for name, env in envs.items()
+        }
+        wait_until_answers(agent, f"{urls['echo']}/.well-known/agent-card.json")
+        wait_until_answers(streamer, f"{urls['chunks']}/.well-known/agent-card.json")
+        wait_until_answers(proxy, f"{urls['proxy']}/")
+        for name, relay in relays.items():
+            wait_until_answers(relay, f"{urls[name]}/a2a/registry")
+            register(urls[name], keys[name], "echo", urls["echo"])
+            register(urls[name], keys[name], "chunks", urls["chunks"])
+        redis = RedisWatch(redis_url, redis_process, database)
+        stack.callback(redis.close)
         print(
+            f"protocol {args.protocol}, relays under {args.server}, levels "
+            f"{','.join(map(str, args.levels))}, {args.requests} requests per target per level, "
+            f"{args.streams} streams per target per kind\n"
             f"pids: echo {agent.pid}, chunks {streamer.pid}, proxy {proxy.pid}, "
-            f"daphne {relay.pid}; relay data in {var_dir}; {load_average()}",
+            f"embedded {relays[EMBEDDED].pid}, production {relays[PRODUCTION].pid}, "
+            f"redis {redis_process.pid}; database {database}; logs in {var_dir}; "
+            f"{load_average()}",
             flush=True,
         )
 
-        plain = {"Content-Type": "application/json", "A2A-Version": "1.0"}
-        relay_headers = {**plain, "Authorization": f"Bearer {key}"}
-        targets = {
-            "direct": Target("direct", f"{echo_url}/", agent, plain),
-            "proxy": Target("proxy", f"{proxy_url}/", proxy, plain),
-            "relay": Target("relay", f"{relay_url}/a2a/agents/echo/", relay, relay_headers),
-        }
+        plain = protocol_headers(args.protocol)
         sse = {"Accept": "text/event-stream"}
-        streamers = {
-            "one event": (
-                Target("direct", f"{echo_url}/", agent, {**plain, **sse}),
-                Target("relay", f"{relay_url}/a2a/agents/echo/", relay, {**relay_headers, **sse}),
+
+        def relay_headers(name: str) -> dict[str, str]:
+            return {**plain, "Authorization": f"Bearer {keys[name]}"}
+
+        targets = {
+            DIRECT: Target(DIRECT, f"{urls['echo']}/", agent, plain),
+            PROXY: Target(PROXY, f"{urls['proxy']}/echo/", proxy, plain),
+            EMBEDDED: Target(
+                EMBEDDED,
+                f"{urls[EMBEDDED]}/a2a/agents/echo/",
+                relays[EMBEDDED],
+                relay_headers(EMBEDDED),
             ),
-            f"{STREAM_CHUNKS} chunks": (
-                Target("direct", f"{stream_url}/", streamer, {**plain, **sse}),
-                Target("relay", f"{relay_url}/a2a/agents/chunks/", relay, {**relay_headers, **sse}),
+            PRODUCTION: Target(
+                PRODUCTION,
+                f"{urls[PRODUCTION]}/a2a/agents/echo/",
+                relays[PRODUCTION],
+                relay_headers(PRODUCTION),
+                backing=redis.backing_cpu,
             ),
         }
-        counts = dict(zip(CONCURRENCY, args.requests, strict=True))
-        asyncio.run(bench(targets, agent, streamers, counts, args.streams))
-    print(f"\nfinished in {time.monotonic() - started:.0f} s; {load_average()}")
+        streaming = {
+            DIRECT: Target(DIRECT, f"{urls['chunks']}/", streamer, {**plain, **sse}),
+            PROXY: Target(PROXY, f"{urls['proxy']}/chunks/", proxy, {**plain, **sse}),
+            **{
+                name: Target(
+                    name,
+                    f"{urls[name]}/a2a/agents/chunks/",
+                    relays[name],
+                    {**relay_headers(name), **sse},
+                )
+                for name in PROFILES
+            },
+        }
+        watched = {"production relay": relays[PRODUCTION]}
+        levels, streams = asyncio.run(bench(targets, streaming, agent, redis, watched, args))
+
+    verdicts = judge(levels, streams)
+    missed = [verdict for verdict in verdicts if not verdict.passed]
+    print(f"\n{len(verdicts) - len(missed)} of {len(verdicts)} verdicts pass", end="")
+    print(f"; missed: {len(missed)}" if missed else "")
+    for what in not_judged(args.levels):
+        print(f"  not judged (level not run): {what}")
+    if args.json:
+        write_json(args.json, args, levels, streams, verdicts)
+        print(f"every figure written to {args.json}")
+    print(f"finished in {time.monotonic() - started:.0f} s; {load_average()}")
+    sys.exit(exit_status(verdicts))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,194 @@
+"""The gateway benchmark's verdicts: judged per level from that level's figures, never pooled,
+and a miss anywhere makes the run fail. Plain values only: no servers, no database."""
+
+import math
+from dataclasses import replace
+
+from bench.gateway_bench import (
+    DIRECT,
+    EMBEDDED,
+    FAST,
+    PACED,
+    PRODUCTION,
+    PROXY,
+    LoadFigures,
+    StreamFigures,
+    exit_status,
+    judge,
+    not_judged,
+)
+
+
+def make_load(**overrides) -> LoadFigures:
+    figures = LoadFigures(
+        requests=400,
+        errors=0,
+        per_second=500.0,
+        p50_ms=4.0,
+        p99_ms=8.0,
+        added_p50_ms=1.0,
+        added_p99_ms=2.0,
+        cpu_ms=1.0,
+        agent_cpu_ms=1.0,
+    )
+    return replace(figures, **overrides)
+
+
+def make_level(**by_target: dict) -> dict[str, LoadFigures]:
+    """A level where every target matches the proxy (so every verdict passes), changed by
+    `by_target` (target name -> overrides)."""
+    level = {name: make_load() for name in (DIRECT, PROXY, EMBEDDED, PRODUCTION)}
+    level[DIRECT] = make_load(added_p50_ms=0.0, added_p99_ms=0.0)
+    level[PRODUCTION] = make_load(backing_cpu_ms=0.5, redis_opened=0)
+    for name, overrides in by_target.items():
+        level[name] = replace(level[name], **overrides)
+    return level
+
+
+def make_streams(**by_kind: dict) -> dict[str, dict[str, StreamFigures]]:
+    """Both kinds of stream at the proxy's time for every target, changed by `by_kind`
+    (kind -> {target -> time to last event})."""
+    streams = {}
+    for kind in (FAST, PACED):
+        streams[kind] = {
+            name: StreamFigures(
+                streams=30,
+                errors=0,
+                fewest_events=52,
+                most_events=52,
+                last_event_ms=20.0,
+                cpu_ms=5.0,
+            )
+            for name in (DIRECT, PROXY, EMBEDDED, PRODUCTION)
+        }
+        for name, milliseconds in by_kind.get(kind, {}).items():
+            streams[kind][name] = replace(streams[kind][name], last_event_ms=milliseconds)
+    return streams
+
+
+def misses(verdicts) -> list[tuple]:
+    return [(v.level, v.target, v.label) for v in verdicts if not v.passed]
+
+
+def test_a_run_where_every_figure_meets_its_target_exits_zero():
+    levels = {level: make_level() for level in (1, 8, 32, 64)}
+
+    verdicts = judge(levels, make_streams())
+
+    assert misses(verdicts) == []
+    assert exit_status(verdicts) == 0
+
+
+def test_a_miss_at_one_level_fails_the_run_though_the_average_over_levels_passes():
+    # Embedded CPU per request 2.0x the proxy's at c=1 and 3.0x at c=8: the mean ratio (2.5x)
+    # and the CPU pooled over both levels (2.5x) meet the 2.5x target; c=8 alone does not.
+    levels = {
+        1: make_level(embedded={"cpu_ms": 2.0}),
+        8: make_level(embedded={"cpu_ms": 3.0}),
+    }
+    pooled = sum(levels[c][EMBEDDED].cpu_ms for c in levels) / sum(
+        levels[c][PROXY].cpu_ms for c in levels
+    )
+    assert pooled <= 2.5
+
+    verdicts = judge(levels, make_streams())
+
+    assert misses(verdicts) == [(8, EMBEDDED, "CPU per request <= 2.5x proxy's")]
+    assert exit_status(verdicts) == 1
+
+
+def test_errors_at_c64_fail_the_run_though_c32_had_none():
+    levels = {32: make_level(), 64: make_level(production={"errors": 3})}
+
+    verdicts = judge(levels, make_streams())
+
+    assert misses(verdicts) == [(64, PRODUCTION, "zero errors")]
+    assert exit_status(verdicts) == 1
+
+
+def test_a_figure_that_could_not_be_measured_is_a_miss_not_a_pass():
+    # No request succeeded: p50 and so the added p50 are NaN, and NaN <= 2.5 must not pass.
+    levels = {1: make_level(embedded={"added_p50_ms": math.nan, "p50_ms": math.nan})}
+
+    verdicts = judge(levels, make_streams())
+
+    assert misses(verdicts) == [(1, EMBEDDED, "added p50 <= 2.5x proxy's")]
+
+
+def test_a_ratio_that_ties_its_limit_passes_despite_float_rounding():
+    # Regression: CPU summed from /proc ticks gave 5.000000000000002 against 2.0 ms, a tie at
+    # 2.5x printed "2.50x" and judged a miss.
+    levels = {8: make_level(embedded={"cpu_ms": 5.000000000000002}, proxy={"cpu_ms": 2.0})}
+
+    assert misses(judge(levels, make_streams())) == []
+
+
+def test_a_proxy_that_added_no_latency_leaves_no_ratio_to_pass():
+    levels = {1: make_level(proxy={"added_p50_ms": 0.0})}
+
+    verdicts = judge(levels, make_streams())
+
+    assert (1, EMBEDDED, "added p50 <= 2.5x proxy's") in misses(verdicts)
+
+
+def test_throughput_is_judged_at_c8_only():
+    levels = {
+        1: make_level(embedded={"per_second": 100.0}),
+        8: make_level(production={"per_second": 250.0}),
+    }
+
+    verdicts = judge(levels, make_streams())
+
+    assert misses(verdicts) == [(8, PRODUCTION, "throughput >= 60% of proxy's")]
+
+
+def test_production_cpu_is_judged_against_embedded_at_every_level():
+    levels = {
+        1: make_level(production={"cpu_ms": 1.2}),
+        64: make_level(production={"cpu_ms": 1.4}),
+    }
+
+    verdicts = judge(levels, make_streams())
+
+    assert misses(verdicts) == [(64, PRODUCTION, "CPU per request <= 1.3x embedded's")]
+
+
+def test_a_redis_connection_opened_under_steady_load_is_a_miss():
+    levels = {8: make_level(production={"redis_opened": 400})}
+
+    verdicts = judge(levels, make_streams())
+
+    assert misses(verdicts) == [(8, PRODUCTION, "no new Redis connection under steady load")]
+
+
+def test_errors_of_a_baseline_fail_the_run_because_its_ratios_mean_nothing():
+    levels = {1: make_level(proxy={"errors": 1})}
+
+    assert misses(judge(levels, make_streams())) == [(1, PROXY, "zero errors (a sound baseline)")]
+
+
+def test_the_fast_stream_allows_production_more_than_embedded():
+    # 1.8x the proxy: within production's 2x, over embedded's 1.5x.
+    streams = make_streams(fast={EMBEDDED: 36.0, PRODUCTION: 36.0})
+
+    verdicts = judge({1: make_level()}, streams)
+
+    assert misses(verdicts) == [
+        (None, EMBEDDED, "fast 50-chunk stream, last event <= 1.5x proxy's")
+    ]
+
+
+def test_the_paced_stream_misses_past_a_tenth_over_the_proxy():
+    streams = make_streams(paced={PRODUCTION: 22.4})
+
+    verdicts = judge({1: make_level()}, streams)
+
+    assert misses(verdicts) == [(None, PRODUCTION, "2 ms-paced stream, last event <= 1.1x proxy's")]
+
+
+def test_a_run_without_verdicts_does_not_pass():
+    assert exit_status([]) == 1
+
+
+def test_levels_left_out_of_a_run_are_named_as_not_judged():
+    assert not_judged([1, 8, 32]) == ["zero errors at c=64"]
