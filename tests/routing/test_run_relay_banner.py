@@ -1,0 +1,36 @@
+"""The banner ``make up`` prints: its commands work pasted into a fresh shell in the
+checkout."""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from routing.management.commands.run_relay import Command
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+@pytest.mark.django_db
+def test_the_printed_manage_py_lines_name_an_interpreter_that_has_django(monkeypatch):
+    """Regression: the banner said ``python manage.py ask_team ...``, which a fresh shell runs
+    with a Python without Django (ModuleNotFoundError), or no ``python`` at all."""
+    monkeypatch.chdir(ROOT)
+    command = Command(stdout=io.StringIO())
+    command._print_summary("http://127.0.0.1:8000", "br_demo-key")
+    banner = command.stdout.getvalue()
+    lines = [line for line in banner.splitlines() if "manage.py" in line]
+    assert any("ask_team" in line for line in lines) and any("check_agents" in line
+                                                              for line in lines), banner
+    for line in lines:
+        interpreter = re.search(r"`?(\S+) manage\.py", line).group(1).lstrip("`")
+        assert interpreter != "python", line
+        found = subprocess.run([interpreter, "-c", "import django"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=60)
+        assert found.returncode == 0, (line, found.stderr)
+    for line in banner.splitlines():
+        assert "| python -m" not in line, line  # a fresh shell may have only python3
