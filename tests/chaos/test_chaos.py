@@ -19,7 +19,7 @@ calls run; what must hold:
 Settings the relay processes run with (tests.chaos.harness.CHAOS_ENV), shortened where the
 default would make the suite slow:
 
-- ``RELAY_STREAM_FIRST_EVENT_SECONDS=3`` (default 60) and ``RELAY_STREAM_IDLE_SECONDS=20``
+- ``RELAY_STREAM_FIRST_EVENT_SECONDS=6`` (default 60) and ``RELAY_STREAM_IDLE_SECONDS=20``
   (default 600); ``RELAY_EXCHANGE_LEASE_SECONDS=10`` (the default, set explicitly);
 - ``RELAY_REDIS_HEALTH_CHECK_SECONDS=1``: how often a relay process checks its Redis
   connections, which lets the pause after Redis comes back be ``REDIS_RECOVERY_SECONDS`` (3 s);
