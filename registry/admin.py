@@ -395,7 +395,6 @@ class AgentAdmin(admin.ModelAdmin):
         ("Streams", {"fields": services.STREAM_FIELDS}),
         ("Current card", {"fields": ("current_card",)}),
         ("Card history", {"fields": ("history",)}),
-        ("Health history", {"fields": ("health_history",)}),
         ("Record", {"fields": ("created_by", "created_at", "updated_at")}),
     )
     readonly_fields = (
@@ -424,7 +423,6 @@ class AgentAdmin(admin.ModelAdmin):
         "created_by",
         "created_at",
         "updated_at",
-        "health_history",
     )
     register_fieldsets = (
         (None, {"fields": ("url", "agent_id", "invocation_url")}),
@@ -522,20 +520,6 @@ class AgentAdmin(admin.ModelAdmin):
             "registry/_card_history.html",
             {"history": card_history(selectors.agent_snapshots(agent=agent))},
         )
-
-    @admin.display(description="Latest probes and events")
-    def health_history(self, agent: Agent) -> str:
-        # Probe results and health events are routing's records (its admin lists them all).
-        from routing import selectors as routing_selectors
-
-        return render_to_string("routing/_health_history.html", {
-            "probes": routing_selectors.recent_probes(agent_id=agent.pk, limit=50),
-            "events": routing_selectors.recent_health_events(agent_id=agent.pk, limit=50),
-            "probes_url": reverse("admin:routing_proberesult_changelist")
-            + f"?agent__id__exact={agent.pk}",
-            "events_url": reverse("admin:routing_healthevent_changelist")
-            + f"?agent__id__exact={agent.pk}",
-        })
 
     # -- writes through the services --
 
@@ -833,10 +817,3 @@ class AuditEntryAdmin(ReadOnlyAdmin):
 
     class Media:
         css = RELAY_CSS
-
-
-# --- Teams ------------------------------------------------------------------------------------
-
-# Teams have their own module; importing it registers their admin. It imports RELAY_CSS from
-# here, so it comes last.
-from registry import admin_teams  # noqa: E402, F401

@@ -1,8 +1,4 @@
-from django.urls import path
+"""The registry's own pages for people. None today: the agent list and the agent page show
+health, which routing records, so they are routing's (``routing.agent_pages``)."""
 
-from registry import views
-
-urlpatterns = [
-    path("", views.registry_page, name="registry-page"),
-    path("agents/<str:agent_id>/", views.agent_page, name="agent-page"),
-]
+urlpatterns: list = []

@@ -1,8 +1,12 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from routing.admin_teams import moved_team_admin
+
 urlpatterns = [
+    # Teams' admin pages moved from the registry's section to routing's; old links redirect.
+    re_path(r"^admin/registry/team/(?P<rest>.*)$", moved_team_admin, name="moved-team-admin"),
     path("admin/", admin.site.urls),
     path("a2a/", include("registry.api.urls")),
     path("", include("tasks_app.api.urls")),

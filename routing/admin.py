@@ -1,12 +1,21 @@
-"""Probe results and health events in the Django admin: read-only records, written only by the
-health jobs, with filters by agent, level, outcome and category (probes) or kind and state
-(events). The Agent admin shows each agent's latest ones (``registry.admin``)."""
+"""Routing and health in the Django admin.
+
+- Probe results and health events: read-only records, written only by the health jobs, with
+  filters by agent, level, outcome and category (probes) or kind and state (events).
+- The registry's Agent admin, extended here with each agent's latest probes and events (routing
+  records them, so the registry's own admin cannot show them).
+- Teams, with their members' health and their latest conversations (``routing.admin_teams``).
+"""
 
 from __future__ import annotations
 
 from django.contrib import admin
+from django.template.loader import render_to_string
+from django.urls import reverse
 
-from registry.admin import ReadOnlyAdmin
+from registry.admin import AgentAdmin, ReadOnlyAdmin
+from registry.models import Agent
+from routing import selectors
 from routing.models import HealthEvent, ProbeResult
 
 
@@ -28,3 +37,34 @@ class HealthEventAdmin(ReadOnlyAdmin):
     date_hierarchy = "at"
     ordering = ("-at", "-id")
     list_per_page = 100
+
+
+class AgentWithHealthAdmin(AgentAdmin):
+    """The registry's Agent admin (still under "Agent registry", at the same URLs) with a
+    "Health history" section before the record: the latest 50 probes and health events, and
+    links to all of them."""
+
+    fieldsets = (
+        *(fieldset for fieldset in AgentAdmin.fieldsets if fieldset[0] != "Record"),
+        ("Health history", {"fields": ("health_history",)}),
+        *(fieldset for fieldset in AgentAdmin.fieldsets if fieldset[0] == "Record"),
+    )
+    readonly_fields = (*AgentAdmin.readonly_fields, "health_history")
+
+    @admin.display(description="Latest probes and events")
+    def health_history(self, agent: Agent) -> str:
+        return render_to_string("routing/_health_history.html", {
+            "probes": selectors.recent_probes(agent_id=agent.pk, limit=50),
+            "events": selectors.recent_health_events(agent_id=agent.pk, limit=50),
+            "probes_url": reverse("admin:routing_proberesult_changelist")
+            + f"?agent__id__exact={agent.pk}",
+            "events_url": reverse("admin:routing_healthevent_changelist")
+            + f"?agent__id__exact={agent.pk}",
+        })
+
+
+admin.site.unregister(Agent)
+admin.site.register(Agent, AgentWithHealthAdmin)
+
+# Teams have their own module; importing it registers their admin.
+from routing import admin_teams  # noqa: E402, F401

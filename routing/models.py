@@ -1,11 +1,14 @@
 """What the team router records (every hop of a conversation, and each member's own upstream
 context, so multi-turn conversations continue with every member) and what the health jobs
-record (every probe result and every change of an agent's health state)."""
+record (every probe result and every change of an agent's health state), and the registry's
+teams as routing's admin shows them."""
 
 from __future__ import annotations
 
 from django.db import models
 from django.utils import timezone
+
+from registry import models as registry_models
 
 
 class MemberContext(models.Model):
@@ -122,3 +125,11 @@ class HealthEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent_id}: {self.from_state} -> {self.to_state}"
+
+
+class Team(registry_models.Team):
+    """The registry's teams, shown in the admin's routing section ("Teams, routing and health")
+    with their members' health and their conversations. A proxy: same table, same rows."""
+
+    class Meta:
+        proxy = True

@@ -1,9 +1,10 @@
-"""A task's routing trace and the conversation page. (Teams answer A2A calls at
+"""A task's routing trace and the conversation page; the registry's agent list and agent page,
+which show health. (Teams answer A2A calls at
 ``/a2a/teams/{id}/`` through the A2A consumer: ``relay_project.routing`` sends them there.)"""
 
 from django.urls import path
 
-from routing import api, prometheus, views
+from routing import agent_pages, api, prometheus, views
 
 urlpatterns = [
     path("a2a/tasks/<str:task_id>/trace", api.TaskTraceView.as_view(), name="task-trace"),
@@ -12,4 +13,6 @@ urlpatterns = [
          name="agent-metrics"),
     path("tasks/<str:task_id>/", views.task_page, name="task-page"),
     path("metrics", prometheus.MetricsView.as_view(), name="metrics"),
+    path("", agent_pages.registry_page, name="registry-page"),
+    path("agents/<str:agent_id>/", agent_pages.agent_page, name="agent-page"),
 ]

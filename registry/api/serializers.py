@@ -13,6 +13,7 @@ from registry.models import (
     TeamMembership,
 )
 from registry.services import Credentials
+from relay_project.public_url import relay_base_url
 
 
 class SkillSerializer(serializers.ModelSerializer):
@@ -218,10 +219,6 @@ class SkillMatchPageSerializer(serializers.Serializer):
 
 def team_urls(request, team_id: str) -> tuple[str, str]:
     """The absolute ``(a2aUrl, cardUrl)`` of a team, at the relay's public URL."""
-    # The relay's public base URL is the A2A layer's to decide; imported here, not at the top,
-    # so the registry's own modules load without it (as AgentCardView does for relay cards).
-    from tasks_app.api.cards import relay_base_url
-
     base = relay_base_url(request, f"/a2a/teams/{team_id}/")
     return base, f"{base}.well-known/agent-card.json"
 

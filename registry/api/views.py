@@ -168,29 +168,6 @@ class AgentDetailView(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class AgentCardView(APIView):
-    permission_classes = [RegistryReadPermission]
-
-    @extend_schema(
-        parameters=[OpenApiParameter("view", description="'relay': the card rewritten to the "
-                                     "relay's own endpoint for this agent", required=False,
-                                     type=str)],
-        responses={200: dict},
-    )
-    def get(self, request: Request, agent_id: str) -> Response:
-        agent = _get_agent(agent_id)
-        if agent.current_snapshot is None:
-            raise NotFound(f"agent {agent_id!r} has no card yet")
-        view = request.query_params.get("view", "published")
-        if view == "relay":
-            from tasks_app.api.cards import agent_relay_card
-
-            return Response(agent_relay_card(agent, request))
-        if view != "published":
-            raise selectors.InvalidQueryError("view must be 'published' or 'relay'")
-        return Response(agent.current_snapshot.raw)
-
-
 class AgentRefreshView(APIView):
     permission_classes = [RegistryPermission]
 

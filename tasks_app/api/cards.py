@@ -1,20 +1,21 @@
-"""The cards the relay publishes for each agent it fronts, with ETag and Cache-Control."""
+"""The cards the relay publishes for each agent it fronts, with ETag and Cache-Control, and the
+registry API's view of an agent's card (as published, or as the relay serves it)."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseNotModified, JsonResponse
 from django.views.decorators.http import require_safe
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
+from registry import selectors
+from registry.auth import RegistryReadPermission
 from registry.models import Agent, Team, TeamMembership
+from relay_project.public_url import relay_base_url
 from tasks_app import cards
-
-
-def relay_base_url(request: HttpRequest, path: str) -> str:
-    """Absolute URL of a relay path, from RELAY_PUBLIC_URL when set, else from the request."""
-    if settings.RELAY_PUBLIC_URL:
-        return settings.RELAY_PUBLIC_URL.rstrip("/") + path
-    return request.build_absolute_uri(path)
 
 
 def card_response(request: HttpRequest, card: dict) -> HttpResponse:
@@ -47,6 +48,33 @@ def agent_card(request: HttpRequest, target_id: str) -> HttpResponse:
                                        "message": f"no agent {target_id!r} at this relay"}},
                             status=404)
     return card_response(request, agent_relay_card(agent, request))
+
+
+# ``GET /a2a/registry/{id}/card``: the card as the agent published it, or with ``?view=relay``
+# as the relay serves it. Part of the registry's API, but it lives here because the relay's
+# version of a card is this layer's to build. (A comment, not a docstring: a docstring would
+# become the operation's description in the API docs.)
+class AgentCardView(APIView):
+    permission_classes = [RegistryReadPermission]
+
+    @extend_schema(
+        parameters=[OpenApiParameter("view", description="'relay': the card rewritten to the "
+                                     "relay's own endpoint for this agent", required=False,
+                                     type=str)],
+        responses={200: dict},
+    )
+    def get(self, request: Request, agent_id: str) -> Response:
+        agent = selectors.agent_get(agent_id=agent_id)
+        if agent is None:
+            raise NotFound(f"no agent with id {agent_id!r}")
+        if agent.current_snapshot is None:
+            raise NotFound(f"agent {agent_id!r} has no card yet")
+        view = request.query_params.get("view", "published")
+        if view == "relay":
+            return Response(agent_relay_card(agent, request))
+        if view != "published":
+            raise selectors.InvalidQueryError("view must be 'published' or 'relay'")
+        return Response(agent.current_snapshot.raw)
 
 
 def team_relay_card(team: Team, request: HttpRequest) -> dict:

@@ -1,4 +1,5 @@
-"""Teams in the Django admin; ``registry.admin`` imports this module, which registers it.
+"""Teams in the Django admin, in routing's section ("Teams, routing and health") through the
+proxy model ``routing.models.Team``; ``routing.admin`` imports this module, which registers it.
 
 A team and its members are edited on one page (the members in an inline) and saved together by
 ``registry.teams``: the inline's formset checks the whole team with ``teams.team_validate``, the
@@ -6,6 +7,10 @@ same check the API's writes make, so the page says why a team cannot be saved (n
 agent, a default agent that is not an enabled member, hops outside 1..10...). Members show their
 health and whether they take part in client routing; each team shows its latest conversations
 with their routing traces.
+
+The team admin was the registry's until it needed tasks and routing hops. Its permissions are
+still those of ``registry.Team``, its old URL names still resolve (to the new addresses), and
+its old addresses redirect (``moved_team_admin``, wired in ``relay_project.urls``).
 """
 
 from __future__ import annotations
@@ -14,16 +19,23 @@ import math
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth import get_permission_codename
 from django.core.exceptions import ValidationError
 from django.db.models import Prefetch
 from django.forms.models import BaseInlineFormSet
+from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.template.loader import render_to_string
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from registry import models as registry_models
 from registry import selectors, services, teams
 from registry.admin import RELAY_CSS
-from registry.models import Agent, Team, TeamMembership
+from registry.models import Agent, TeamMembership
 from registry.services import RegistryError
+from routing.models import RoutingHop, Team
+from tasks_app.models import Task
 
 RECENT_CONVERSATIONS = 10
 
@@ -178,6 +190,39 @@ class TeamAdmin(admin.ModelAdmin):
     def get_queryset(self, request):
         return selectors.teams_with_members(super().get_queryset(request))
 
+    def get_urls(self):
+        urls = super().get_urls()
+        # The names of the pages from when teams were the registry's (admin:registry_team_...),
+        # so links and reverse() calls made with them still work; they give the new addresses.
+        old_names = [
+            path(str(url.pattern), url.callback,
+                 name=url.name.replace("routing_team_", "registry_team_", 1))
+            for url in urls
+            if url.name and url.name.startswith("routing_team_")
+        ]
+        return urls + old_names
+
+    # -- permissions: those of registry.Team, as before the admin moved to routing --
+
+    def _may(self, request, action: str) -> bool:
+        opts = registry_models.Team._meta
+        return request.user.has_perm(f"{opts.app_label}.{get_permission_codename(action, opts)}")
+
+    def has_module_permission(self, request) -> bool:
+        return request.user.has_module_perms(registry_models.Team._meta.app_label)
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return self._may(request, "view") or self._may(request, "change")
+
+    def has_add_permission(self, request) -> bool:
+        return self._may(request, "add")
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return self._may(request, "change")
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return self._may(request, "delete")
+
     def get_fieldsets(self, request, obj=None):
         if obj is None:
             return (self.team_fieldset,)
@@ -236,11 +281,6 @@ class TeamAdmin(admin.ModelAdmin):
 
     @admin.display(description="Latest tasks and their routing")
     def recent_conversations(self, team: Team) -> str:
-        # Tasks and hops belong to the apps above the registry; they are imported here, at the
-        # admin's edge, so the registry's models and services never depend on them.
-        from routing.models import RoutingHop
-        from tasks_app.models import Task
-
         conversations = (
             Task.objects.filter(target_kind="team", target_id=team.pk)
             .only("id", "state", "created_at", "error")
@@ -301,3 +341,15 @@ class TeamAdmin(admin.ModelAdmin):
     def delete_queryset(self, request, queryset) -> None:
         for team in queryset:
             teams.team_delete(team=team, actor=services.actor_of(user=request.user))
+
+
+@staff_member_required
+def moved_team_admin(request: HttpRequest, rest: str) -> HttpResponsePermanentRedirect:
+    """``/admin/registry/team/...``, where the team pages were: the same page under routing's
+    section. 308 keeps the method and body, so a form posted to an old address still arrives."""
+    target = reverse("admin:routing_team_changelist") + rest
+    if request.META.get("QUERY_STRING"):
+        target += "?" + request.META["QUERY_STRING"]
+    response = HttpResponsePermanentRedirect(target)
+    response.status_code = 308
+    return response
