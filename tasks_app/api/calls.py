@@ -436,6 +436,8 @@ class Admitted:
     caller: Any
     target: gateway.Target
     opened: gateway.Opened | None
+    call: Call
+    """The call to run: the one admitted, with the task it continues named."""
 
 
 def callable_target(caller, kind: str, target_id: str) -> gateway.Target:
@@ -468,24 +470,30 @@ def admit(authorization: str | None, kind: str, target_id: str, call: Call) -> A
         if refusal is not None:
             raise RateLimited(refusal.message)
     try:
-        opened = open_message_task(target, call, caller)
+        opened, call = open_message_task(target, call, caller)
     except BaseException:
         if streaming:
             ratelimit.stream_slot_give_back(caller)
         raise
-    return Admitted(caller, target, opened)
+    return Admitted(caller, target, opened, call)
 
 
-def open_message_task(target: gateway.Target, call: Call, caller) -> gateway.Opened | None:
-    """The task a message call opens or continues (None for other calls): by the client's
-    task id for a call in the early task shape, else as the message names it."""
+def open_message_task(target: gateway.Target, call: Call,
+                      caller) -> tuple[gateway.Opened | None, Call]:
+    """The task a message call opens or continues (None for other calls), and the call to
+    run: for a call in the early task shape, the task is found by the client's task id, and
+    a message continuing a task names it (``message.taskId``) as a 1.0 client's would."""
     if call.operation not in OPENS_TASK:
-        return None
+        return None, call
     ctx, stream = context_for(call, caller), call.operation is Operation.STREAM
-    if call.client_task_id is not None:
-        return client_ids.client_task_open(target=target, ctx=ctx, request=call.params,
-                                           client_id=call.client_task_id, stream=stream)
-    return gateway.open_task(target, ctx, call.params, stream=stream)
+    if call.client_task_id is None:
+        return gateway.open_task(target, ctx, call.params, stream=stream), call
+    opened = client_ids.client_task_open(target=target, ctx=ctx, request=call.params,
+                                         client_id=call.client_task_id, stream=stream)
+    if not opened.fresh:
+        message = dict(call.params["message"], taskId=opened.task.id)
+        call = replace(call, params=dict(call.params, message=message))
+    return opened, call
 
 
 class _HoldingSlot:
@@ -545,6 +553,7 @@ async def answer(request: HttpCall) -> Reply | Stream:
         except Unauthenticated:
             call = None  # refused before its call counts: answered like an unparsed one
             raise
+        call = admitted.call
         echo = echoed(call, admitted.target)
         if call.operation in STREAMING:
             try:

@@ -70,7 +70,7 @@ async def _target(caller, kind: str, target_id: str) -> gateway.Target:
 
 async def _send(target: gateway.Target, call: calls.Call, caller) -> Any:
     """Opens (or continues) the message's task, then runs the send: its canonical result."""
-    opened = await sync_to_async(calls.open_message_task)(target, call, caller)
+    opened, call = await sync_to_async(calls.open_message_task)(target, call, caller)
     return await calls.execute(target, call, caller, opened=opened)
 
 

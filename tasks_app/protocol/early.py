@@ -26,6 +26,8 @@ TaskStatusUpdateEvent and TaskArtifactUpdateEvent (``EarlyStream``).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 import uuid
@@ -211,8 +213,10 @@ def _file_to_v1(file: Any, path: str, violations: list[FieldViolation]) -> JsonD
     if not isinstance(value, str) or not value:
         violations.append(FieldViolation(f"{path}.{given[0]}", "must be a non-empty string"))
         return {}
-    # 1.0 ProtoJSON carries bytes as base64 in "raw": the client's base64 passes unchanged
-    # (the 1.0 parser checks it is base64).
+    if given[0] == "bytes" and not _is_base64(value):
+        violations.append(FieldViolation(f"{path}.bytes", "must be base64"))
+        return {}
+    # 1.0 ProtoJSON carries bytes as base64 in "raw": the client's base64 passes unchanged.
     out: JsonDict = {"raw" if given[0] == "bytes" else "url": value}
     for early_key, v1_key in (("mimeType", "mediaType"), ("name", "filename")):
         if file.get(early_key) is not None:
@@ -221,6 +225,16 @@ def _file_to_v1(file: Any, path: str, violations: list[FieldViolation]) -> JsonD
             else:
                 violations.append(FieldViolation(f"{path}.{early_key}", "must be a string"))
     return out
+
+
+def _is_base64(text: str) -> bool:
+    """Standard or URL-safe base64, padded or not (what the 1.0 parser accepts)."""
+    cleaned = text.strip().replace("-", "+").replace("_", "/")
+    try:
+        base64.b64decode(cleaned + "=" * (-len(cleaned) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
 
 
 def _configuration(payload: Mapping[str, Any], violations: list[FieldViolation]) -> JsonDict:
