@@ -1,10 +1,17 @@
 """The task API from our design notes: one endpoint for every target, the target named in the
-body (``agentId`` or ``teamId``). JSON is A2A 1.0 ProtoJSON; errors are the HTTP+JSON binding's
-``google.rpc.Status`` envelope.
+body (``agentId`` or ``teamId``; neither means the relay's default target). Two shapes are
+accepted, and each call is answered in the shape it was asked in:
 
-- ``POST /a2a/tasks/send``: a SendMessageRequest plus the target -> SendMessageResponse.
+- current: A2A 1.0 ProtoJSON (a SendMessageRequest plus the target);
+- early: the early A2A task shape (``tasks_app.protocol.early``): the client's own task ``id``
+  (kept per API key in ``tasks_app.client_ids``), ``type``-tagged parts.
+
+Errors are the HTTP+JSON binding's ``google.rpc.Status`` envelope in both.
+
+- ``POST /a2a/tasks/send``: a send -> its answer (a task, or the agent's message).
 - ``POST /a2a/tasks/sendSubscribe``: the same, answered as an SSE stream (Channels consumer).
-- ``GET /a2a/tasks/{taskId}``, ``POST /a2a/tasks/{taskId}/cancel``: any of the caller's tasks.
+- ``GET /a2a/tasks/{taskId}``, ``POST /a2a/tasks/{taskId}/cancel``: any of the caller's tasks,
+  by client task id or relay id, in the shape it was created in unless ``shape`` says.
 - ``POST /a2a/tasks/sendBatch``: several sends, ``executionMode`` parallel or sequential,
   ``aggregationStrategy`` individual or merge.
 """
@@ -26,6 +33,7 @@ from registry.auth import ApiKeyAuthentication, HasApiKey
 from relay_project.redis_clients import UNREACHABLE
 from tasks_app import client_ids, gateway
 from tasks_app.api import calls
+from tasks_app.api import task_api_docs as docs
 from tasks_app.protocol import early
 from tasks_app.protocol.errors import (
     A2AError,
@@ -128,6 +136,7 @@ class TaskApiView(APIView):
 
 
 class SendView(TaskApiView):
+    @docs.send
     async def post(self, request):
         send = calls.task_api_send(calls.parse_task_api_body(request.body), Operation.SEND)
         target = await _target(request.auth, send.kind, send.target_id)
@@ -136,7 +145,18 @@ class SendView(TaskApiView):
         return http_reply(calls.result_reply(call, result))
 
 
+class SendSubscribeView(TaskApiView):
+    """Describes ``POST /a2a/tasks/sendSubscribe`` in the API docs. The relay's ASGI router
+    hands that call to the A2A consumer (``calls.answer``) before Django sees it, so this
+    view answers only what reaches Django: a call without a key, or another verb."""
+
+    @docs.send_subscribe
+    async def post(self, request):
+        raise MethodNotFound("POST /a2a/tasks/sendSubscribe is answered by the A2A consumer")
+
+
 class TaskDetailView(TaskApiView):
+    @docs.get
     async def get(self, request, task_id: str):
         shape = _shape(request)
         history = request.GET.get("historyLength")
@@ -154,6 +174,7 @@ class TaskDetailView(TaskApiView):
 
 
 class TaskCancelView(TaskApiView):
+    @docs.cancel
     async def post(self, request, task_id: str):
         shape = _shape(request)
         relay_id, client_id = await sync_to_async(client_ids.task_id_for)(
@@ -164,6 +185,7 @@ class TaskCancelView(TaskApiView):
 
 
 class SendBatchView(TaskApiView):
+    @docs.send_batch
     async def post(self, request):
         payload = calls.parse_task_api_body(request.body)
         batch = parse_batch(payload)

@@ -482,3 +482,28 @@ async def test_a_batch_with_both_tasks_and_requests_is_a_400(agents, relay):
                                 json={"tasks": [with_message()], "requests": []})
     assert response.status_code == 400
     assert "tasks" in response.json()["error"]["message"]
+
+
+# --- API docs ------------------------------------------------------------------------------
+
+
+def test_the_api_docs_show_both_shapes_for_every_task_api_operation(client):
+    schema = client.get("/api/schema", {"format": "json"}).json()
+    operations = {
+        ("/a2a/tasks/send", "post"), ("/a2a/tasks/sendSubscribe", "post"),
+        ("/a2a/tasks/{task_id}", "get"), ("/a2a/tasks/{task_id}/cancel", "post"),
+        ("/a2a/tasks/sendBatch", "post")}
+    for path, verb in operations:
+        operation = schema["paths"][path][verb]
+        answers = operation["responses"]["200"]["content"]
+        examples = next(iter(answers.values()))["examples"]
+        assert set(examples) == {"EarlyShape", "CurrentShape"}, path
+        if verb == "post" and "task_id" not in path:
+            requests = operation["requestBody"]["content"]["application/json"]["examples"]
+            assert set(requests) == {"EarlyShape", "CurrentShape"}, path
+            early = requests["EarlyShape"]["value"]
+            first = early["tasks"][0] if "tasks" in early else early
+            assert first["message"]["parts"][0]["type"] == "text", path
+    get_parameters = {p["name"] for p in schema["paths"]["/a2a/tasks/{task_id}"]["get"][
+        "parameters"]}
+    assert {"shape", "historyLength"} <= get_parameters
