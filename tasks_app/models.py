@@ -205,3 +205,24 @@ class RelayEndpoint(models.Model):
 
     def __str__(self) -> str:
         return f"/a2a/relay/ -> {self.target_kind} {self.target_id}"
+
+
+class ClientTaskId(models.Model):
+    """A task's id as its caller chose it: the ``id`` of the task API's early task shape. It
+    is unique per API key, so one caller's ids never collide with or reach another's tasks;
+    the relay's own id stays the task's primary key."""
+
+    task = models.OneToOneField(Task, primary_key=True, on_delete=models.CASCADE,
+                                related_name="client_task_id")
+    caller = models.ForeignKey("registry.ApiKey", on_delete=models.CASCADE,
+                               related_name="client_task_ids")
+    client_id = models.CharField(max_length=128)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["caller", "client_id"],
+                                    name="client_task_id_per_caller"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.client_id} -> {self.task_id}"

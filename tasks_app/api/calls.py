@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -24,12 +24,13 @@ from rest_framework import exceptions
 from registry.auth import REALM, REALM_INVALID_TOKEN, api_key_from_header, key_may_call
 from relay_project import ratelimit
 from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE
-from tasks_app import delegation, gateway
+from tasks_app import client_ids, delegation, gateway, relay_endpoint
 from tasks_app.gateway import ownership
-from tasks_app.protocol import jsonrpc, rest
+from tasks_app.protocol import early, jsonrpc, rest
 from tasks_app.protocol.convert import parse_request_v1
 from tasks_app.protocol.errors import (
     A2AError,
+    FieldViolation,
     InternalError,
     InvalidParams,
     InvalidRequest,
@@ -67,6 +68,8 @@ OPENS_TASK = {Operation.SEND, Operation.STREAM}
 TASK_API = "task-api"
 """The kind of ``POST /a2a/tasks/sendSubscribe``, whose body names the target."""
 TARGET_KEYS = {"agentId": "agent", "teamId": "team"}
+DEFAULT_TARGET = ("relay", "default")
+"""The task API's target when the body names none: the relay's default target."""
 REST_VERBS = {"GET", "POST", "DELETE", "HEAD"}
 NO_KEY = "an API key is required: send Authorization: Bearer <key>"
 
@@ -104,6 +107,13 @@ class Call:
     extensions: tuple[str, ...] = ()
     delegation: tuple[str, ...] = ()
     """The relays the call came through (``relay:<id>`` entries of X-Relay-Chain)."""
+    task_api: bool = False
+    """A task API call: its target may be the relay's default one."""
+    client_task_id: str | None = None
+    """The client's task id of a task API call in the early task shape (None otherwise):
+    the call is answered in that shape."""
+    early_stream: early.EarlyStream | None = field(default=None, compare=False)
+    """For such a call's stream: the writer of its early frames."""
 
 
 @dataclass(frozen=True)
@@ -197,21 +207,59 @@ def parse_task_api_body(body: bytes) -> Any:
     return payload
 
 
-def task_api_target(payload: Any, operation: Operation) -> tuple[str, str, dict[str, Any]]:
-    """Splits the task API's ``{"agentId"|"teamId": ..., <SendMessageRequest>}`` into (kind,
-    id, canonical request). Exactly one target key is required."""
+@dataclass(frozen=True)
+class TaskApiSend:
+    """A task API send, parsed: its target, the canonical 1.0 request, and the client's task
+    id when it came in the early task shape (None for the current shape)."""
+
+    kind: str
+    target_id: str
+    params: dict[str, Any]
+    client_task_id: str | None = None
+
+
+def task_api_send(payload: Any, operation: Operation, *, early_only: bool = False,
+                  field_prefix: str = "") -> TaskApiSend:
+    """Parses the task API's ``{"agentId"|"teamId"?: ..., <send>}``, where the send is a 1.0
+    SendMessageRequest or an early A2A send (``early.is_early`` tells them apart;
+    ``early_only`` reads every body as early). No target key names the relay's default
+    target; both is an error. Raises InvalidParams naming the fields (prefixed with
+    ``field_prefix``, for a batch entry), InvalidRequest for a body that is no object."""
     if not isinstance(payload, dict):
-        raise InvalidRequest("the body must be a JSON object")
-    named = [key for key in TARGET_KEYS if payload.get(key)]
-    if len(named) != 1:
-        raise InvalidParams("name exactly one target: agentId or teamId")
-    target_id = payload[named[0]]
-    if not isinstance(target_id, str):
-        raise InvalidParams(f"{named[0]} must be a string")
-    request = {key: value for key, value in payload.items() if key not in TARGET_KEYS}
-    params = parse_request_v1(operation, request)
-    check_params(params, current_limits())
-    return TARGET_KEYS[named[0]], target_id, params
+        raise InvalidRequest(f"{field_prefix or 'the body'} must be a JSON object")
+    try:
+        named = [key for key in TARGET_KEYS if payload.get(key) not in (None, "")]
+        if len(named) > 1:
+            raise InvalidParams(field_violations=[FieldViolation(
+                "teamId", "name one target: agentId or teamId, not both")])
+        if named and not isinstance(payload[named[0]], str):
+            raise InvalidParams(field_violations=[FieldViolation(named[0],
+                                                                 "must be a string")])
+        kind, target_id = ((TARGET_KEYS[named[0]], payload[named[0]]) if named
+                           else DEFAULT_TARGET)
+        request = {key: value for key, value in payload.items() if key not in TARGET_KEYS}
+        client_task_id = None
+        if early_only or early.is_early(request):
+            sent = early.send_request(request)
+            request, client_task_id = sent.request, sent.client_task_id
+        params = parse_request_v1(operation, request)
+        check_params(params, current_limits())
+    except InvalidParams as error:
+        if not field_prefix or not error.field_violations:
+            raise
+        raise InvalidParams(field_violations=[
+            FieldViolation(f"{field_prefix}.{violation.field}", violation.description)
+            for violation in error.field_violations]) from error
+    return TaskApiSend(kind, target_id, params, client_task_id)
+
+
+def task_api_target_check(kind: str) -> None:
+    """Raises InvalidParams when a task API call names no target and the relay has no default
+    target to send it to."""
+    if kind == DEFAULT_TARGET[0] and relay_endpoint.default_target() is None:
+        raise InvalidParams(field_violations=[FieldViolation(
+            "agentId", "name the target (agentId or teamId): this relay has no default "
+                       "target")])
 
 
 def _may_hold_nul(request: HttpCall) -> bool:
@@ -229,10 +277,14 @@ def refuse_nul(params: dict[str, Any]) -> None:
         raise InvalidParams(field_violations=violations)
 
 
-def task_api_call(operation: Operation, params: dict[str, Any], headers) -> Call:
-    """A task API call: HTTP+JSON, A2A 1.0 ProtoJSON."""
-    return Call(REST, ProtocolVersion.V1_0, operation, params, None,
-                requested_extensions(headers), delegation.inbound(headers))
+def task_api_call(operation: Operation, send: TaskApiSend, headers) -> Call:
+    """A task API call: HTTP+JSON, A2A 1.0 ProtoJSON inside, answered in the shape it came
+    in."""
+    stream = (early.EarlyStream(send.client_task_id)
+              if send.client_task_id is not None and operation in STREAMING else None)
+    return Call(REST, ProtocolVersion.V1_0, operation, send.params, None,
+                requested_extensions(headers), delegation.inbound(headers), task_api=True,
+                client_task_id=send.client_task_id, early_stream=stream)
 
 
 def parse_http_call(request: HttpCall) -> tuple[str, str, Call]:
@@ -242,9 +294,8 @@ def parse_http_call(request: HttpCall) -> tuple[str, str, Call]:
     if request.oversized:
         raise body_too_large(limits)
     if request.kind == TASK_API:
-        kind, target_id, params = task_api_target(parse_task_api_body(request.body),
-                                                  Operation.STREAM)
-        return kind, target_id, task_api_call(Operation.STREAM, params, request.headers)
+        send = task_api_send(parse_task_api_body(request.body), Operation.STREAM)
+        return send.kind, send.target_id, task_api_call(Operation.STREAM, send, request.headers)
     verbs = {"POST"} if request.binding == JSONRPC else REST_VERBS
     if request.http_method not in verbs:
         raise MethodNotFound(f"{request.http_method} is not an A2A call here")
@@ -298,6 +349,11 @@ def failure_reply(binding: str, error: A2AError, call: Call | None) -> Reply:
 
 def result_reply(call: Call, result: Any, *, echo_extensions: tuple[str, ...] = ()) -> Reply:
     headers = extension_headers(call, echo_extensions)
+    if call.client_task_id is not None:
+        history = (call.params.get("configuration") or {}).get("historyLength") is not None
+        body = early.early_result(result, client_task_id=call.client_task_id,
+                                  with_history=history)
+        return Reply(200, body, "application/json", headers)
     if call.binding == JSONRPC:
         body = jsonrpc.jsonrpc_result_body(call.request_id, call.operation, call.version, result)
         return Reply(200, body, "application/json", headers)
@@ -315,6 +371,8 @@ def extension_headers(call: Call, echo: tuple[str, ...]) -> tuple[tuple[str, str
 
 
 def stream_frame(call: Call, event: dict[str, Any]) -> bytes:
+    if call.early_stream is not None:
+        return call.early_stream.encode(event)
     if call.binding == JSONRPC:
         payload = jsonrpc.jsonrpc_stream_frame(call.request_id, call.version, event)
     else:
@@ -378,6 +436,8 @@ class Admitted:
     caller: Any
     target: gateway.Target
     opened: gateway.Opened | None
+    call: Call
+    """The call to run: the one admitted, with the task it continues named."""
 
 
 def callable_target(caller, kind: str, target_id: str) -> gateway.Target:
@@ -399,6 +459,8 @@ def admit(authorization: str | None, kind: str, target_id: str, call: Call) -> A
     for a target outside the key's scope), or the error that refuses the message, with no
     slot held and nothing stored."""
     caller = admit_caller(authorization)
+    if call.task_api:
+        task_api_target_check(kind)
     target = callable_target(caller, kind, target_id)
     count_target(target)
     streaming = call.operation in STREAMING
@@ -408,15 +470,30 @@ def admit(authorization: str | None, kind: str, target_id: str, call: Call) -> A
         if refusal is not None:
             raise RateLimited(refusal.message)
     try:
-        opened = None
-        if call.operation in OPENS_TASK:
-            opened = gateway.open_task(target, context_for(call, caller), call.params,
-                                       stream=call.operation is Operation.STREAM)
+        opened, call = open_message_task(target, call, caller)
     except BaseException:
         if streaming:
             ratelimit.stream_slot_give_back(caller)
         raise
-    return Admitted(caller, target, opened)
+    return Admitted(caller, target, opened, call)
+
+
+def open_message_task(target: gateway.Target, call: Call,
+                      caller) -> tuple[gateway.Opened | None, Call]:
+    """The task a message call opens or continues (None for other calls), and the call to
+    run: for a call in the early task shape, the task is found by the client's task id, and
+    a message continuing a task names it (``message.taskId``) as a 1.0 client's would."""
+    if call.operation not in OPENS_TASK:
+        return None, call
+    ctx, stream = context_for(call, caller), call.operation is Operation.STREAM
+    if call.client_task_id is None:
+        return gateway.open_task(target, ctx, call.params, stream=stream), call
+    opened = client_ids.client_task_open(target=target, ctx=ctx, request=call.params,
+                                         client_id=call.client_task_id, stream=stream)
+    if not opened.fresh:
+        message = dict(call.params["message"], taskId=opened.task.id)
+        call = replace(call, params=dict(call.params, message=message))
+    return opened, call
 
 
 class _HoldingSlot:
@@ -476,6 +553,7 @@ async def answer(request: HttpCall) -> Reply | Stream:
         except Unauthenticated:
             call = None  # refused before its call counts: answered like an unparsed one
             raise
+        call = admitted.call
         echo = echoed(call, admitted.target)
         if call.operation in STREAMING:
             try:

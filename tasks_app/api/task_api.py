@@ -1,10 +1,17 @@
 """The task API from our design notes: one endpoint for every target, the target named in the
-body (``agentId`` or ``teamId``). JSON is A2A 1.0 ProtoJSON; errors are the HTTP+JSON binding's
-``google.rpc.Status`` envelope.
+body (``agentId`` or ``teamId``; neither means the relay's default target). Two shapes are
+accepted, and each call is answered in the shape it was asked in:
 
-- ``POST /a2a/tasks/send``: a SendMessageRequest plus the target -> SendMessageResponse.
+- current: A2A 1.0 ProtoJSON (a SendMessageRequest plus the target);
+- early: the early A2A task shape (``tasks_app.protocol.early``): the client's own task ``id``
+  (kept per API key in ``tasks_app.client_ids``), ``type``-tagged parts.
+
+Errors are the HTTP+JSON binding's ``google.rpc.Status`` envelope in both.
+
+- ``POST /a2a/tasks/send``: a send -> its answer (a task, or the agent's message).
 - ``POST /a2a/tasks/sendSubscribe``: the same, answered as an SSE stream (Channels consumer).
-- ``GET /a2a/tasks/{taskId}``, ``POST /a2a/tasks/{taskId}/cancel``: any of the caller's tasks.
+- ``GET /a2a/tasks/{taskId}``, ``POST /a2a/tasks/{taskId}/cancel``: any of the caller's tasks,
+  by client task id or relay id, in the shape it was created in unless ``shape`` says.
 - ``POST /a2a/tasks/sendBatch``: several sends, ``executionMode`` parallel or sequential,
   ``aggregationStrategy`` individual or merge.
 """
@@ -13,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from adrf.views import APIView
@@ -23,12 +31,16 @@ from rest_framework import exceptions
 
 from registry.auth import ApiKeyAuthentication, HasApiKey
 from relay_project.redis_clients import UNREACHABLE
-from tasks_app import gateway
+from tasks_app import client_ids, gateway
 from tasks_app.api import calls
+from tasks_app.api import task_api_docs as docs
+from tasks_app.protocol import early
 from tasks_app.protocol.errors import (
     A2AError,
+    FieldViolation,
     InternalError,
     InvalidParams,
+    InvalidRequest,
     MethodNotFound,
     RateLimited,
     Unauthenticated,
@@ -38,6 +50,9 @@ from tasks_app.protocol.versions import Operation
 
 logger = logging.getLogger(__name__)
 MAX_BATCH = 20
+EXECUTION_MODES = ("parallel", "sequential")
+AGGREGATION_STRATEGIES = ("individual", "merge")
+EARLY, CURRENT = "early", "current"
 
 
 def http_reply(reply: calls.Reply) -> HttpResponse:
@@ -48,11 +63,43 @@ def http_reply(reply: calls.Reply) -> HttpResponse:
 
 
 async def _target(caller, kind: str, target_id: str) -> gateway.Target:
-    """The target, when the caller's key may call it (TargetNotFound otherwise), with the call
-    counted against the agent's rate limit."""
-    target = await sync_to_async(calls.callable_target)(caller, kind, target_id)
+    """The target, when the caller's key may call it (TargetNotFound otherwise; InvalidParams
+    when the body named none and the relay has no default target), with the call counted
+    against the agent's rate limit."""
+
+    def resolve() -> gateway.Target:
+        calls.task_api_target_check(kind)
+        return calls.callable_target(caller, kind, target_id)
+
+    target = await sync_to_async(resolve)()
     calls.count_target(target)
     return target
+
+
+async def _send(target: gateway.Target, call: calls.Call, caller) -> Any:
+    """Opens (or continues) the message's task, then runs the send: its canonical result."""
+    opened, call = await sync_to_async(calls.open_message_task)(target, call, caller)
+    return await calls.execute(target, call, caller, opened=opened)
+
+
+def _shape(request) -> str | None:
+    """The ``shape`` query parameter of get and cancel: early, current, or None (the shape
+    the task was created in)."""
+    shape = request.GET.get("shape") or None
+    if shape not in (None, EARLY, CURRENT):
+        raise InvalidParams(field_violations=[FieldViolation(
+            "shape", f"must be {EARLY} or {CURRENT}, not {shape[:40]!r}")])
+    return shape
+
+
+def _task_reply(task: dict[str, Any], *, shape: str | None, client_id: str | None,
+                with_history: bool) -> HttpResponse:
+    """A task in the shape asked for; without a ``shape``, early when the task was created
+    with a client task id."""
+    if shape == EARLY or (shape is None and client_id is not None):
+        body = early.early_task(task, client_task_id=client_id, with_history=with_history)
+        return http_reply(calls.Reply(200, body, "application/json"))
+    return http_reply(calls.Reply(200, task, calls.A2A_JSON))
 
 
 class TaskApiView(APIView):
@@ -89,70 +136,140 @@ class TaskApiView(APIView):
 
 
 class SendView(TaskApiView):
+    @docs.send
     async def post(self, request):
-        kind, target_id, params = calls.task_api_target(calls.parse_task_api_body(request.body),
-                                                        Operation.SEND)
-        call = calls.task_api_call(Operation.SEND, params, request.headers)
-        result = await calls.execute(await _target(request.auth, kind, target_id), call,
-                                     request.auth)
+        send = calls.task_api_send(calls.parse_task_api_body(request.body), Operation.SEND)
+        target = await _target(request.auth, send.kind, send.target_id)
+        call = calls.task_api_call(Operation.SEND, send, request.headers)
+        result = await _send(target, call, request.auth)
         return http_reply(calls.result_reply(call, result))
 
 
+class SendSubscribeView(TaskApiView):
+    """Describes ``POST /a2a/tasks/sendSubscribe`` in the API docs. The relay's ASGI router
+    hands that call to the A2A consumer (``calls.answer``) before Django sees it, so this
+    view answers only what reaches Django: a call without a key, or another verb."""
+
+    @docs.send_subscribe
+    async def post(self, request):
+        raise MethodNotFound("POST /a2a/tasks/sendSubscribe is answered by the A2A consumer")
+
+
 class TaskDetailView(TaskApiView):
+    @docs.get
     async def get(self, request, task_id: str):
+        shape = _shape(request)
         history = request.GET.get("historyLength")
         try:
             history_length = int(history) if history not in (None, "") else None
         except ValueError as error:
             raise InvalidParams("historyLength must be a whole number") from error
         check_params({"historyLength": history_length}, calls.current_limits())
+        relay_id, client_id = await sync_to_async(client_ids.task_id_for)(
+            caller=request.auth, task_id=task_id)
         ctx = gateway.CallContext(caller=request.auth)
-        result = await gateway.get_task(None, ctx, task_id, history_length=history_length)
-        return http_reply(calls.Reply(200, result, calls.A2A_JSON))
+        result = await gateway.get_task(None, ctx, relay_id, history_length=history_length)
+        return _task_reply(result, shape=shape, client_id=client_id,
+                           with_history=history_length is not None)
 
 
 class TaskCancelView(TaskApiView):
+    @docs.cancel
     async def post(self, request, task_id: str):
+        shape = _shape(request)
+        relay_id, client_id = await sync_to_async(client_ids.task_id_for)(
+            caller=request.auth, task_id=task_id)
         ctx = gateway.CallContext(caller=request.auth)
-        result = await gateway.cancel_task(None, ctx, task_id)
-        return http_reply(calls.Reply(200, result, calls.A2A_JSON))
+        result = await gateway.cancel_task(None, ctx, relay_id)
+        return _task_reply(result, shape=shape, client_id=client_id, with_history=False)
 
 
 class SendBatchView(TaskApiView):
+    @docs.send_batch
     async def post(self, request):
         payload = calls.parse_task_api_body(request.body)
-        if not isinstance(payload, dict) or not isinstance(payload.get("requests"), list):
-            raise InvalidParams("the body must be {\"requests\": [...]} with one send per entry")
-        items = payload["requests"]
-        if not 1 <= len(items) <= MAX_BATCH:
-            raise InvalidParams(f"a batch holds 1 to {MAX_BATCH} sends")
-        mode = payload.get("executionMode", "parallel")
-        strategy = payload.get("aggregationStrategy", "individual")
-        if mode not in ("parallel", "sequential"):
-            raise InvalidParams("executionMode must be parallel or sequential")
-        if strategy not in ("individual", "merge"):
-            raise InvalidParams("aggregationStrategy must be individual or merge")
+        batch = parse_batch(payload)
         # Validate every entry before running any, so a bad batch runs nothing.
-        planned = [calls.task_api_target(item, Operation.SEND) for item in items]
-        targets = [await _target(request.auth, kind, target_id)
-                   for kind, target_id, _ in planned]
+        sends = [calls.task_api_send(item, Operation.SEND, early_only=batch.early,
+                                     field_prefix=f"{batch.key}[{index}]")
+                 for index, item in enumerate(batch.items)]
+        if batch.early:
+            _refuse_repeated_ids(sends)
+        targets = [await _target(request.auth, send.kind, send.target_id) for send in sends]
 
-        async def run(target, params) -> dict[str, Any]:
+        async def run(target, send: calls.TaskApiSend) -> dict[str, Any]:
+            call = calls.task_api_call(Operation.SEND, send, request.headers)
             try:
-                call = calls.task_api_call(Operation.SEND, params, request.headers)
-                return await calls.execute(target, call, request.auth)
+                return calls.result_reply(call, await _send(target, call, request.auth)).body
             except A2AError as error:
-                return calls.error_reply(calls.REST, "1.0", error).body
+                body = calls.error_reply(calls.REST, "1.0", error).body
+                return {"id": send.client_task_id, **body} if batch.early else body
 
-        pairs = list(zip(targets, (params for _, _, params in planned), strict=True))
-        if mode == "parallel":
-            results = await asyncio.gather(*(run(t, p) for t, p in pairs))
+        pairs = list(zip(targets, sends, strict=True))
+        if batch.mode == "parallel":
+            results = await asyncio.gather(*(run(t, s) for t, s in pairs))
         else:
-            results = [await run(t, p) for t, p in pairs]
-        body: dict[str, Any] = {"results": results}
-        if strategy == "merge":
+            results = [await run(t, s) for t, s in pairs]
+        if batch.early:
+            body: dict[str, Any] = {"tasks": results}
+            if batch.strategy == "merge":
+                body["merged"] = early.merge(results)
+            return http_reply(calls.Reply(200, body, "application/json"))
+        body = {"results": results}
+        if batch.strategy == "merge":
             body["merged"] = merge_results(results)
         return http_reply(calls.Reply(200, body, calls.A2A_JSON))
+
+
+@dataclass(frozen=True)
+class Batch:
+    key: str
+    """``tasks`` (early shape) or ``requests`` (current shape)."""
+    items: list[Any]
+    mode: str
+    strategy: str
+
+    @property
+    def early(self) -> bool:
+        return self.key == "tasks"
+
+
+def parse_batch(payload: Any) -> Batch:
+    """A batch body: ``{"tasks": [...]}`` (early sends) or ``{"requests": [...]}`` (1.0
+    sends), with ``executionMode`` and ``aggregationStrategy``. Raises InvalidParams naming
+    the field."""
+    if not isinstance(payload, dict):
+        raise InvalidRequest("the body must be a JSON object")
+    keys = [key for key in ("tasks", "requests") if key in payload]
+    if len(keys) != 1:
+        raise InvalidParams(
+            "the body must be {\"tasks\": [...]} (early task shape) or {\"requests\": [...]} "
+            "(current shape), with one send per entry")
+    key = keys[0]
+    violations = [FieldViolation(name, "is not a field of a batch") for name in payload
+                  if name not in (key, "executionMode", "aggregationStrategy")]
+    items = payload[key]
+    if not isinstance(items, list) or not 1 <= len(items) <= MAX_BATCH:
+        violations.append(FieldViolation(key, f"must be an array of 1 to {MAX_BATCH} sends"))
+    mode = payload.get("executionMode", "parallel")
+    if mode not in EXECUTION_MODES:
+        violations.append(FieldViolation("executionMode", "must be parallel or sequential"))
+    strategy = payload.get("aggregationStrategy", "individual")
+    if strategy not in AGGREGATION_STRATEGIES:
+        violations.append(FieldViolation("aggregationStrategy", "must be individual or merge"))
+    if violations:
+        raise InvalidParams(field_violations=violations)
+    return Batch(key, items, mode, strategy)
+
+
+def _refuse_repeated_ids(sends: list[calls.TaskApiSend]) -> None:
+    first: dict[str, int] = {}
+    for index, send in enumerate(sends):
+        earlier = first.setdefault(send.client_task_id, index)
+        if earlier != index:
+            raise InvalidParams(field_violations=[FieldViolation(
+                f"tasks[{index}].id", f"repeats tasks[{earlier}].id: each task of a batch "
+                "needs its own id")])
 
 
 _STATE_RANK = ["TASK_STATE_FAILED", "TASK_STATE_REJECTED", "TASK_STATE_CANCELED",

@@ -11,6 +11,9 @@ urlpatterns = [
          name="registry-card"),
     path("a2a/tasks/send", task_api.SendView.as_view(), name="task-send"),
     path("a2a/tasks/sendBatch", task_api.SendBatchView.as_view(), name="task-send-batch"),
+    # Served by the A2A consumer; the pattern gives the call its place in the API docs.
+    path("a2a/tasks/sendSubscribe", task_api.SendSubscribeView.as_view(),
+         name="task-send-subscribe"),
     path("a2a/tasks/<str:task_id>", task_api.TaskDetailView.as_view(), name="task-detail"),
     path("a2a/tasks/<str:task_id>/cancel", task_api.TaskCancelView.as_view(),
          name="task-cancel"),
