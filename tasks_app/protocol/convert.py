@@ -75,6 +75,7 @@ from google.api.field_behavior_pb2 import FieldBehavior, field_behavior
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.json_format import MessageToDict, ParseDict
 
+from registry.cards import restore_json_fields
 from tasks_app import lifecycle
 from tasks_app.protocol.errors import (
     A2AError,
@@ -1250,14 +1251,13 @@ def agent_card_to_v1(card: Mapping[str, Any]) -> JsonDict:
     :class:`InvalidParams` when a 0.3 card does not validate.
     """
     if "supportedInterfaces" in card or "supported_interfaces" in card:
-        normalized, _ = _walk(card, _v1_descriptor("AgentCard"), keep_unknown=False)
-        return normalized
+        return _card_v1(card)
     try:
         compat = types_v03.AgentCard.model_validate(card)
     except pydantic.ValidationError as error:
         raise InvalidParams(field_violations=_pydantic_violations(error)) from None
     out = MessageToDict(sdk_conversions.to_core_agent_card(compat))
-    _copy_card_json_fields(card, out)
+    restore_json_fields(card, out)
     for interface in out.get("supportedInterfaces", []):
         version = interface.get("protocolVersion", "")
         match = re.fullmatch(r"(\d+\.\d+)\.\d+", version)
@@ -1269,29 +1269,65 @@ def agent_card_to_v1(card: Mapping[str, Any]) -> JsonDict:
 def agent_card_to_v03(card: Mapping[str, Any]) -> JsonDict:
     """The 0.3 card for a 1.0 card, built from its first 0.3 interface (SDK
     ``to_compat_agent_card``). Raises :class:`VersionNotSupported` without one."""
-    normalized, _ = _walk(card, _v1_descriptor("AgentCard"), keep_unknown=False)
+    normalized = _card_v1(card)
     proto = ParseDict(normalized, pb2_v10.AgentCard(), ignore_unknown_fields=True)
     try:
         compat = sdk_conversions.to_compat_agent_card(proto)
     except sdk_errors.VersionNotSupportedError:
         raise VersionNotSupported("the agent card has no 0.3 interface") from None
     out = compat.model_dump(mode="json", by_alias=True, exclude_none=True)
-    _copy_card_json_fields(normalized, out)
+    restore_json_fields(normalized, out)
     return out
 
 
 def agent_card_hybrid(card: Mapping[str, Any]) -> JsonDict:
-    """The 1.0 card plus the 0.3 fields (``url``, ``preferredTransport``, ``security``,
-    typed security schemes...), as a2a-sdk's ``agent_card_to_dict`` serves it, so 0.3 and
-    1.0 clients can both read it. Without a 0.3 interface, just the 1.0 card."""
-    normalized, _ = _walk(card, _v1_descriptor("AgentCard"), keep_unknown=False)
+    """The 1.0 card plus the 0.3 fields (``url``, ``preferredTransport``, ``protocolVersion``,
+    ``additionalInterfaces``, ``security``, ``supportsAuthenticatedExtendedCard``), so 0.3
+    and 1.0 clients can both read it. Without a 0.3 interface, just the 1.0 card.
+
+    Each security scheme 0.3 can express is given in its 0.3 shape only (``{"type": "http",
+    "scheme": "Bearer", ...}``), never both shapes in one object as a2a-sdk's
+    ``agent_card_to_dict`` merges them: a2a-sdk 0.3.x refuses a card whose scheme lacks
+    ``type``, and a2a-sdk 1.x's ``parse_agent_card`` turns the 0.3 shape into the 1.0 one
+    (``type`` decides the wrapper, ``in`` becomes ``location``), whereas the merged shape only
+    reads because unknown fields are ignored. Every other 0.3 field is one that
+    ``parse_agent_card`` consumes, so the card parses strictly in a2a-sdk 1.x."""
+    normalized = _card_v1(card)
     try:
         legacy = agent_card_to_v03(normalized)
     except VersionNotSupported:
         return normalized
     if not legacy.get(_HYBRID_DROPPED_FALSE):
         legacy.pop(_HYBRID_DROPPED_FALSE, None)
-    return _merge_missing(copy.deepcopy(normalized), legacy)
+    hybrid = copy.deepcopy(normalized)
+    schemes = hybrid.get("securitySchemes") or {}
+    for name, scheme in (legacy.pop("securitySchemes", None) or {}).items():
+        schemes[name] = scheme
+    return _merge_missing(hybrid, legacy)
+
+
+def _card_v1(card: Mapping[str, Any]) -> JsonDict:
+    """A 1.0 or hybrid card as normalized 1.0 ProtoJSON: security schemes in the 0.3 shape
+    (a hybrid's) are read through the SDK's ``to_core_security_scheme``, then the card is
+    walked along the 1.0 descriptor, dropping the 0.3 fields."""
+    schemes = card.get("securitySchemes")
+    if isinstance(schemes, Mapping) and any(
+        isinstance(scheme, Mapping) and "type" in scheme for scheme in schemes.values()
+    ):
+        card = {**card, "securitySchemes": {
+            name: _security_scheme_v1(scheme) for name, scheme in schemes.items()}}
+    normalized, _ = _walk(card, _v1_descriptor("AgentCard"), keep_unknown=False)
+    return normalized
+
+
+def _security_scheme_v1(scheme: object) -> object:
+    if not isinstance(scheme, Mapping) or "type" not in scheme:
+        return scheme
+    try:
+        compat = types_v03.SecurityScheme.model_validate(scheme)
+    except pydantic.ValidationError as error:
+        raise InvalidParams(field_violations=_pydantic_violations(error)) from None
+    return MessageToDict(sdk_conversions.to_core_security_scheme(compat))
 
 
 def _merge_missing(target: JsonDict, extra: Mapping[str, Any]) -> JsonDict:
@@ -1306,21 +1342,3 @@ def _merge_missing(target: JsonDict, extra: Mapping[str, Any]) -> JsonDict:
                 if isinstance(mine, dict) and isinstance(theirs, dict):
                     _merge_missing(mine, theirs)
     return target
-
-
-def _copy_card_json_fields(source: Mapping[str, Any], target: JsonDict) -> None:
-    """Put back the Struct fields the SDK round trip turned ints into floats in."""
-    pairs = (
-        (
-            source.get("capabilities", {}).get("extensions"),
-            target.get("capabilities", {}).get("extensions"),
-            "params",
-        ),
-        (source.get("signatures"), target.get("signatures"), "header"),
-    )
-    for source_items, target_items, key in pairs:
-        if not source_items or not target_items:
-            continue
-        for src, dst in zip(source_items, target_items, strict=False):
-            if isinstance(src, dict) and isinstance(dst, dict) and src.get(key) is not None:
-                dst[key] = src[key]
