@@ -838,8 +838,9 @@ def test_the_hybrid_card_serves_both_versions_and_the_sdk_reads_it_as_the_same_c
     hybrid = agent_card_hybrid(card_v1)
     assert hybrid["supportedInterfaces"] == card_v1["supportedInterfaces"]
     assert hybrid["url"] == "https://agents.example/echo/rpc"
-    assert hybrid["securitySchemes"]["bearer"]["type"] == "http"
-    assert hybrid["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "bearer"
+    # Each scheme in one shape only (issue 13: the 0.3 shape, which a2a-sdk 1.x maps itself).
+    assert hybrid["securitySchemes"]["bearer"] == {
+        "type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
     assert types_v03.AgentCard.model_validate(hybrid).url == hybrid["url"]
     assert MessageToDict(parse_agent_card(copy.deepcopy(hybrid))) == card_v1
     assert same_json(agent_card_to_v1(hybrid), card_v1)
