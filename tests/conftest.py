@@ -70,3 +70,15 @@ def anonymous():
     from rest_framework.test import APIClient
 
     return APIClient()
+
+
+@pytest.fixture(scope="session")
+def a2a_sdk_03():
+    """a2a-sdk 0.3.26 in its own virtualenv (``tests/sdk03.py``): its real client and agent,
+    as subprocesses. Skips, saying why, when pip cannot install it."""
+    from tests.sdk03 import Sdk03Unavailable, build
+
+    try:
+        return build()
+    except Sdk03Unavailable as error:
+        pytest.skip(f"a2a-sdk 0.3.26 could not be installed in its own virtualenv: {error}")
