@@ -46,9 +46,11 @@ Deliberate behaviour where 0.3 and 1.0 do not map one to one:
 - A 0.3 ``unknown`` state reads as ``TASK_STATE_UNSPECIFIED`` and back.
 - 0.3 proto JSON has no ``referenceTaskIds``; we still emit it on REST 0.3 messages (proto
   parsers ignore unknown fields) so ids survive a round trip through a REST 0.3 peer.
-- A 0.3 REST ``fileWithBytes`` is proto ``bytes``, so its JSON is the base64 of the file,
-  which is what 1.0 ``raw`` holds: the string passes through unchanged. (a2a-sdk's 0.3 REST
-  code base64-encodes the base64 text a second time; we follow the proto.)
+- A 0.3 REST ``fileWithBytes`` holds the file base64-encoded twice, as a2a-sdk 0.3.x (the
+  0.3 REST implementation in use) and a2a-sdk 1.x's compat layer write and read it: they put
+  the base64 text into the proto ``bytes`` field. The relay does the same both ways, so
+  0.3 REST clients and agents get the bytes they would get SDK to SDK; a value encoded only
+  once, as the proto alone suggests, is still read (see ``_rest_bytes_to_raw``).
 """
 
 from __future__ import annotations
@@ -631,7 +633,7 @@ def _part_to_v1(part: Mapping[str, Any], rest: bool) -> JsonDict:
         file = part["file"]
         uri_key, bytes_key = ("fileWithUri", "fileWithBytes") if rest else ("uri", "bytes")
         if file.get(bytes_key) is not None:
-            out = {"raw": file[bytes_key]}
+            out = {"raw": _rest_bytes_to_raw(file[bytes_key]) if rest else file[bytes_key]}
         elif file.get(uri_key) is not None:
             out = {"url": file[uri_key]}
         else:
@@ -660,7 +662,10 @@ def _part_from_v1(part: Mapping[str, Any], rest: bool) -> JsonDict:
         out: JsonDict = {"text": part["text"]} if rest else {"kind": "text", "text": part["text"]}
     elif "raw" in part or "url" in part:
         if "raw" in part:
-            file: JsonDict = {("fileWithBytes" if rest else "bytes"): part["raw"]}
+            if rest:
+                file: JsonDict = {"fileWithBytes": _raw_to_rest_bytes(part["raw"])}
+            else:
+                file = {"bytes": part["raw"]}
         else:
             file = {("fileWithUri" if rest else "uri"): part["url"]}
         if part.get("mediaType"):
@@ -679,6 +684,31 @@ def _part_from_v1(part: Mapping[str, Any], rest: bool) -> JsonDict:
     if metadata is not None:
         out["metadata"] = metadata
     return out
+
+
+_STANDARD_BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+
+
+def _rest_bytes_to_raw(value: str) -> str:
+    """The 1.0 ``raw`` (base64 of the file) for a 0.3 REST ``fileWithBytes``.
+
+    a2a-sdk 0.3.x (client and server) and 1.x's 0.3 compat layer put the base64 *text* of the
+    file into the proto ``bytes`` field, whose JSON is base64 again: the wire holds the file
+    base64-encoded twice, so one decoding gives ``raw``. A value whose decoding is not base64
+    text is taken as encoded once, as the proto alone would have it (the 0.3 SDK cannot read
+    those at all); only a file whose bytes are themselves padded base64 text could be read
+    the wrong way, and no SDK sends one encoded once."""
+    try:
+        inner = base64.b64decode(value, validate=True).decode("ascii")
+    except (binascii.Error, ValueError):
+        return value
+    return inner if _STANDARD_BASE64.fullmatch(inner) else value
+
+
+def _raw_to_rest_bytes(raw: str) -> str:
+    """The 0.3 REST ``fileWithBytes`` for a 1.0 ``raw``: base64 of its base64 text, as
+    a2a-sdk 0.3.x writes and reads it (see :func:`_rest_bytes_to_raw`)."""
+    return base64.b64encode(raw.encode("ascii")).decode("ascii")
 
 
 def _message_to_v1(message: Mapping[str, Any], rest: bool) -> JsonDict:

@@ -355,7 +355,7 @@ REST_03_EVENTS = [
                                 "name": "f.png",
                             }
                         },
-                        {"file": {"fileWithBytes": "aGVsbG8="}},
+                        {"file": {"fileWithBytes": "YUdWc2JHOD0="}},  # "hello", twice
                     ],
                     "metadata": METADATA,
                     "extensions": [ROUTING],
