@@ -82,3 +82,15 @@ def a2a_sdk_03():
         return build()
     except Sdk03Unavailable as error:
         pytest.skip(f"a2a-sdk 0.3.26 could not be installed in its own virtualenv: {error}")
+
+
+@pytest.fixture(scope="session")
+def a2a_js_sdk():
+    """@a2a-js/sdk installed from npm (``tests/jsdk.py``): its real client, run by node. Skips,
+    saying why, when node or npm is missing or the install fails."""
+    from tests.jsdk import JsSdkUnavailable, build
+
+    try:
+        return build()
+    except JsSdkUnavailable as error:
+        pytest.skip(f"@a2a-js/sdk is not available: {error}")

@@ -135,3 +135,20 @@ def test_item2_a_03_client_discovers_and_calls_through_the_relays_card(
     task = answer["events"][-1][0]
     assert task["status"]["state"] == "completed"
     assert task["artifacts"][-1]["parts"][0]["text"] == "hello"
+
+
+@pytest.mark.parametrize("transport", ["JSONRPC", "HTTP+JSON"])
+@pytest.mark.parametrize("where", ["agent", "team"])
+def test_item2_the_js_sdk_discovers_and_calls_through_the_relays_card(
+        a2a_js_sdk, relay, file_echo, transport, where):
+    """Issue 13, item 2: @a2a-js/sdk (which asks for the card with ``A2A-Version: 1.0``)
+    discovers the agent and the team from the relay's card and calls them."""
+    url = relay.agent_url("file-echo") if where == "agent" else f"{relay.url}/a2a/teams/files/"
+    answer = a2a_js_sdk.client({"url": url, "transport": transport, "token": relay.key,
+                                "text": "hello"})
+    assert "error" not in answer, answer["error"]
+    assert "url" not in answer["card"]
+    assert "relayApiKey" in answer["card"]["securitySchemes"]
+    task = answer["result"]
+    assert task["status"]["state"] == 3, task["status"]  # TASK_STATE_COMPLETED in the JS enum
+    assert task["artifacts"][-1]["parts"][0]["content"]["value"] == "hello"
