@@ -160,7 +160,7 @@ def parse_card(document: Any, *, legacy_path: bool = False) -> ParsedCard:
         card = parse_agent_card(copy.deepcopy(document))
     except (ParseError, ValueError, TypeError, AttributeError) as error:
         raise InvalidCardError(f"the agent card is malformed: {error}") from error
-    normalized = MessageToDict(card)
+    normalized = restore_json_fields(document, MessageToDict(card))
 
     interfaces = []
     for declared in card.supported_interfaces:
@@ -215,6 +215,35 @@ def parse_card(document: Any, *, legacy_path: bool = False) -> ParsedCard:
         normalized=normalized,
         content_hash=content_hash(document),
     )
+
+
+def restore_json_fields(source: dict[str, Any], target: dict[str, Any]) -> dict[str, Any]:
+    """Puts the card's free-form JSON values back into ``target``, the card as protobuf's
+    ``MessageToDict`` wrote it, and returns ``target``.
+
+    A card has two ``google.protobuf.Struct`` fields, extension ``params`` and signature
+    ``header``; a Struct holds every number as a double, so ``"level": 2`` comes out as
+    ``2.0`` and integers above 2**53 lose digits. Both fields sit at the same place in 0.3,
+    hybrid and 1.0 cards, in the same order the SDK keeps, so each is copied back from
+    ``source`` (the card as received) by position, as a deep copy. Entries ``source`` lacks or
+    does not hold as an object are left alone."""
+    pairs = (
+        (_items(source, "capabilities", "extensions"),
+         _items(target, "capabilities", "extensions"), "params"),
+        (_items(source, "signatures"), _items(target, "signatures"), "header"),
+    )
+    for source_items, target_items, key in pairs:
+        for original, converted in zip(source_items, target_items, strict=False):
+            if (isinstance(original, dict) and isinstance(converted, dict)
+                    and isinstance(original.get(key), dict)):
+                converted[key] = copy.deepcopy(original[key])
+    return target
+
+
+def _items(document: Any, *path: str) -> list[Any]:
+    for name in path:
+        document = document.get(name) if isinstance(document, dict) else None
+    return document if isinstance(document, list) else []
 
 
 def _check_required(document: dict[str, Any], generation: str) -> None:

@@ -1,8 +1,9 @@
 """The Agent Cards the relay serves: for each registered agent, each team, and the relay itself.
 
 Plain Python: imports no Django. Every card is built as 1.0 ProtoJSON (a plain dict, camelCase,
-the shape ``registry.cards.ParsedCard.normalized`` has); :func:`hybrid_card` adds the 0.3 fields
-for ``/.well-known/agent-card.json`` and :func:`legacy_0_2_card` makes the 0.2 document for
+the shape ``registry.cards.ParsedCard.normalized`` has); :func:`card_for_reader` serves it as it is
+to 1.0 readers and with the 0.3 fields added (:func:`hybrid_card`) to everyone else at
+``/.well-known/agent-card.json``, and :func:`legacy_0_2_card` makes the 0.2 document for
 ``/.well-known/agent.json``.
 
 What the relay serves at every base URL (``{relay}/a2a/agents/{id}/``, ``{relay}/a2a/teams/{id}/``,
@@ -38,7 +39,7 @@ from a2a.utils.constants import TransportProtocol
 
 from registry.cards import content_hash
 from registry.extensions import CLIENT_ROUTING_URI
-from tasks_app.protocol.convert import agent_card_hybrid, agent_card_to_v03
+from tasks_app.protocol.convert import agent_card_hybrid, agent_card_to_v03, agent_card_to_v1
 from tasks_app.protocol.versions import ProtocolVersion
 
 JsonDict = dict[str, Any]
@@ -220,18 +221,34 @@ def team_card(
 
 
 def hybrid_card(card_v1: JsonDict) -> JsonDict:
-    """The 1.0 card plus the 0.3 fields, for ``/.well-known/agent-card.json``: ``url`` and
-    ``preferredTransport`` (the first 0.3 interface, JSON-RPC in every relay card),
-    ``additionalInterfaces`` (the other 0.3 interfaces), ``protocolVersion`` ``"0.3.0"``,
-    ``supportsAuthenticatedExtendedCard`` (only when true), ``security``, skill ``security``
-    and the 0.3 ``type``-d fields merged into each security scheme, as a2a-sdk's
-    ``agent_card_to_dict`` serves it (through ``tasks_app.protocol.convert``). The 1.0 part
-    comes back normalized (unknown fields dropped, defaults omitted); extension params keep
-    their ints. A card without a 0.3 interface gets no 0.3 fields. The input is not mutated."""
+    """The 1.0 card plus the 0.3 fields, for ``/.well-known/agent-card.json`` read by 0.3
+    clients: ``url`` and ``preferredTransport`` (the first 0.3 interface, JSON-RPC in every
+    relay card), ``additionalInterfaces`` (the other 0.3 interfaces), ``protocolVersion``
+    ``"0.3.0"``, ``supportsAuthenticatedExtendedCard`` (only when true), ``security``, and
+    each security scheme in its 0.3 ``type``-d shape only (through
+    ``tasks_app.protocol.convert.agent_card_hybrid``, which says why). It parses strictly
+    with a2a-sdk 1.x's ``parse_agent_card`` and validates as an a2a-sdk 0.3.x AgentCard. The
+    1.0 part comes back normalized (unknown fields dropped, defaults omitted); extension
+    params keep their ints. A card without a 0.3 interface gets no 0.3 fields. The input is
+    not mutated."""
     hybrid = agent_card_hybrid(copy.deepcopy(card_v1))
     if "url" in hybrid:
         hybrid["protocolVersion"] = HYBRID_PROTOCOL_VERSION
     return hybrid
+
+
+def card_for_reader(card_v1: JsonDict, *, version: ProtocolVersion) -> JsonDict:
+    """The card as a reader asking for ``version`` gets it at the well-known path.
+
+    1.0 readers (a2a-sdk 1.x's ``ClientFactory`` and @a2a-js/sdk send ``A2A-Version: 1.0``
+    with the card request) get the 1.0 card alone, normalized: nothing in it is unknown to
+    the 1.0 ``AgentCard`` proto, so even a strict protobuf parse without a2a-sdk's 0.3
+    compatibility step reads it. Everyone else gets :func:`hybrid_card`, since a missing
+    ``A2A-Version`` means 0.3 and 0.3 clients (a2a-sdk 0.3.x) need ``url`` and the 0.3
+    security scheme shape. The input is not mutated."""
+    if version == ProtocolVersion.V1_0:
+        return agent_card_to_v1(copy.deepcopy(card_v1))
+    return hybrid_card(card_v1)
 
 
 def legacy_0_2_card(hybrid: JsonDict) -> JsonDict:

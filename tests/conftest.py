@@ -70,3 +70,27 @@ def anonymous():
     from rest_framework.test import APIClient
 
     return APIClient()
+
+
+@pytest.fixture(scope="session")
+def a2a_sdk_03():
+    """a2a-sdk 0.3.26 in its own virtualenv (``tests/sdk03.py``): its real client and agent,
+    as subprocesses. Skips, saying why, when pip cannot install it."""
+    from tests.sdk03 import Sdk03Unavailable, build
+
+    try:
+        return build()
+    except Sdk03Unavailable as error:
+        pytest.skip(f"a2a-sdk 0.3.26 could not be installed in its own virtualenv: {error}")
+
+
+@pytest.fixture(scope="session")
+def a2a_js_sdk():
+    """@a2a-js/sdk installed from npm (``tests/jsdk.py``): its real client, run by node. Skips,
+    saying why, when node or npm is missing or the install fails."""
+    from tests.jsdk import JsSdkUnavailable, build
+
+    try:
+        return build()
+    except JsSdkUnavailable as error:
+        pytest.skip(f"@a2a-js/sdk is not available: {error}")

@@ -16,10 +16,23 @@ from registry.auth import RegistryReadPermission
 from registry.models import Agent, Team, TeamMembership
 from relay_project.public_url import relay_base_url
 from tasks_app import cards
+from tasks_app.protocol.errors import VersionNotSupported
+from tasks_app.protocol.versions import VERSION_HEADER, ProtocolVersion, negotiate_version
+
+
+def reader_version(request: HttpRequest) -> ProtocolVersion:
+    """The protocol version the card's reader asks for with ``A2A-Version`` (none means 0.3).
+    A version the relay does not speak gets the 0.3 card, which every client can read, rather
+    than an error: the card is how a client finds out what is spoken."""
+    try:
+        return negotiate_version(request.headers, request.GET)
+    except VersionNotSupported:
+        return ProtocolVersion.V0_3
 
 
 def card_response(request: HttpRequest, card: dict) -> HttpResponse:
-    """The card as JSON, or 304 when the client's ETag still matches."""
+    """The card as JSON, or 304 when the client's ETag still matches. The card depends on
+    ``A2A-Version`` (see ``cards.card_for_reader``), so caches are told to vary on it."""
     etag = cards.card_etag(card)
     if etag in [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]:
         response = HttpResponseNotModified()
@@ -27,15 +40,17 @@ def card_response(request: HttpRequest, card: dict) -> HttpResponse:
         response = JsonResponse(card, json_dumps_params={"ensure_ascii": False})
     response["ETag"] = etag
     response["Cache-Control"] = cards.CARD_CACHE_CONTROL
+    response["Vary"] = VERSION_HEADER
     return response
 
 
 def agent_relay_card(agent: Agent, request: HttpRequest) -> dict:
-    """The agent's card as the relay serves it: interfaces at the relay, relay security, and
-    the 0.3 fields beside the 1.0 ones."""
+    """The agent's card as the relay serves it to this reader: interfaces at the relay, relay
+    security, and the 0.3 fields beside the 1.0 ones unless the reader asked for 1.0."""
     base = relay_base_url(request, f"/a2a/agents/{agent.pk}/")
-    return cards.hybrid_card(
-        cards.agent_card_for_relay(agent.current_snapshot.normalized, base_url=base))
+    return cards.card_for_reader(
+        cards.agent_card_for_relay(agent.current_snapshot.normalized, base_url=base),
+        version=reader_version(request))
 
 
 @require_safe
@@ -81,7 +96,8 @@ def team_relay_card(team: Team, request: HttpRequest) -> dict:
     """The team's synthesized card at ``/a2a/teams/{id}/``: the skills of its enabled members
     (agents not disabled in the registry), in team order, each saying which member provides
     it; streaming and the client-routing extension (not required); the 0.3 fields beside the
-    1.0 ones. Runs one query for the members, their agents and their cards."""
+    1.0 ones unless the reader asked for 1.0. Runs one query for the members, their agents
+    and their cards."""
     memberships = (
         TeamMembership.objects.filter(team=team, enabled=True)
         .exclude(agent__status=Agent.Status.DISABLED)
@@ -100,10 +116,10 @@ def team_relay_card(team: Team, request: HttpRequest) -> dict:
             "defaultInputModes": agent.default_input_modes,
             "defaultOutputModes": agent.default_output_modes,
         })
-    return cards.hybrid_card(cards.team_card(
+    return cards.card_for_reader(cards.team_card(
         team_id=team.pk, name=team.name, description=team.description,
         base_url=relay_base_url(request, f"/a2a/teams/{team.pk}/"), members=members,
-    ))
+    ), version=reader_version(request))
 
 
 @require_safe
@@ -118,9 +134,9 @@ def team_agent_card(request: HttpRequest, team_id: str) -> HttpResponse:
     return card_response(request, team_relay_card(team, request))
 
 
-def relay_card(request: HttpRequest) -> dict:
-    """The relay's own card: its endpoint at /a2a/relay/, the client-routing extension, and
-    the skills of the target it forwards to."""
+def relay_card_v1(request: HttpRequest) -> dict:
+    """The relay's own 1.0 card: its endpoint at /a2a/relay/, the client-routing extension,
+    and the skills of the target it forwards to."""
     from tasks_app.relay_endpoint import default_target
 
     chosen = default_target()
@@ -129,10 +145,15 @@ def relay_card(request: HttpRequest) -> dict:
         agent = Agent.objects.select_related("current_snapshot").filter(pk=chosen[1]).first()
         if agent is not None and agent.current_snapshot is not None:
             skills = agent.current_snapshot.normalized.get("skills", [])
-    return cards.hybrid_card(cards.relay_self_card(
+    return cards.relay_self_card(
         base_url=relay_base_url(request, "/a2a/relay/"), version="0.1.0", skills=skills,
         default_target=":".join(chosen) if chosen else None,
-    ))
+    )
+
+
+def relay_card(request: HttpRequest) -> dict:
+    """The relay's own card as this reader gets it (see ``cards.card_for_reader``)."""
+    return cards.card_for_reader(relay_card_v1(request), version=reader_version(request))
 
 
 @require_safe
@@ -144,4 +165,4 @@ def relay_agent_card(request: HttpRequest) -> HttpResponse:
 @require_safe
 def relay_legacy_card(request: HttpRequest) -> HttpResponse:
     """``GET /.well-known/agent.json``: the relay's card for A2A 0.2 clients."""
-    return card_response(request, cards.legacy_0_2_card(relay_card(request)))
+    return card_response(request, cards.legacy_0_2_card(relay_card_v1(request)))

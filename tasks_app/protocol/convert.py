@@ -46,9 +46,11 @@ Deliberate behaviour where 0.3 and 1.0 do not map one to one:
 - A 0.3 ``unknown`` state reads as ``TASK_STATE_UNSPECIFIED`` and back.
 - 0.3 proto JSON has no ``referenceTaskIds``; we still emit it on REST 0.3 messages (proto
   parsers ignore unknown fields) so ids survive a round trip through a REST 0.3 peer.
-- A 0.3 REST ``fileWithBytes`` is proto ``bytes``, so its JSON is the base64 of the file,
-  which is what 1.0 ``raw`` holds: the string passes through unchanged. (a2a-sdk's 0.3 REST
-  code base64-encodes the base64 text a second time; we follow the proto.)
+- A 0.3 REST ``fileWithBytes`` holds the file base64-encoded twice, as a2a-sdk 0.3.x (the
+  0.3 REST implementation in use) and a2a-sdk 1.x's compat layer write and read it: they put
+  the base64 text into the proto ``bytes`` field. The relay does the same both ways, so
+  0.3 REST clients and agents get the bytes they would get SDK to SDK; a value encoded only
+  once, as the proto alone suggests, is still read (see ``_rest_bytes_to_raw``).
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ from google.api.field_behavior_pb2 import FieldBehavior, field_behavior
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.json_format import MessageToDict, ParseDict
 
+from registry.cards import restore_json_fields
 from tasks_app import lifecycle
 from tasks_app.protocol.errors import (
     A2AError,
@@ -630,7 +633,7 @@ def _part_to_v1(part: Mapping[str, Any], rest: bool) -> JsonDict:
         file = part["file"]
         uri_key, bytes_key = ("fileWithUri", "fileWithBytes") if rest else ("uri", "bytes")
         if file.get(bytes_key) is not None:
-            out = {"raw": file[bytes_key]}
+            out = {"raw": _rest_bytes_to_raw(file[bytes_key]) if rest else file[bytes_key]}
         elif file.get(uri_key) is not None:
             out = {"url": file[uri_key]}
         else:
@@ -659,7 +662,10 @@ def _part_from_v1(part: Mapping[str, Any], rest: bool) -> JsonDict:
         out: JsonDict = {"text": part["text"]} if rest else {"kind": "text", "text": part["text"]}
     elif "raw" in part or "url" in part:
         if "raw" in part:
-            file: JsonDict = {("fileWithBytes" if rest else "bytes"): part["raw"]}
+            if rest:
+                file: JsonDict = {"fileWithBytes": _raw_to_rest_bytes(part["raw"])}
+            else:
+                file = {"bytes": part["raw"]}
         else:
             file = {("fileWithUri" if rest else "uri"): part["url"]}
         if part.get("mediaType"):
@@ -678,6 +684,31 @@ def _part_from_v1(part: Mapping[str, Any], rest: bool) -> JsonDict:
     if metadata is not None:
         out["metadata"] = metadata
     return out
+
+
+_STANDARD_BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+
+
+def _rest_bytes_to_raw(value: str) -> str:
+    """The 1.0 ``raw`` (base64 of the file) for a 0.3 REST ``fileWithBytes``.
+
+    a2a-sdk 0.3.x (client and server) and 1.x's 0.3 compat layer put the base64 *text* of the
+    file into the proto ``bytes`` field, whose JSON is base64 again: the wire holds the file
+    base64-encoded twice, so one decoding gives ``raw``. A value whose decoding is not base64
+    text is taken as encoded once, as the proto alone would have it (the 0.3 SDK cannot read
+    those at all); only a file whose bytes are themselves padded base64 text could be read
+    the wrong way, and no SDK sends one encoded once."""
+    try:
+        inner = base64.b64decode(value, validate=True).decode("ascii")
+    except (binascii.Error, ValueError):
+        return value
+    return inner if _STANDARD_BASE64.fullmatch(inner) else value
+
+
+def _raw_to_rest_bytes(raw: str) -> str:
+    """The 0.3 REST ``fileWithBytes`` for a 1.0 ``raw``: base64 of its base64 text, as
+    a2a-sdk 0.3.x writes and reads it (see :func:`_rest_bytes_to_raw`)."""
+    return base64.b64encode(raw.encode("ascii")).decode("ascii")
 
 
 def _message_to_v1(message: Mapping[str, Any], rest: bool) -> JsonDict:
@@ -1250,14 +1281,13 @@ def agent_card_to_v1(card: Mapping[str, Any]) -> JsonDict:
     :class:`InvalidParams` when a 0.3 card does not validate.
     """
     if "supportedInterfaces" in card or "supported_interfaces" in card:
-        normalized, _ = _walk(card, _v1_descriptor("AgentCard"), keep_unknown=False)
-        return normalized
+        return _card_v1(card)
     try:
         compat = types_v03.AgentCard.model_validate(card)
     except pydantic.ValidationError as error:
         raise InvalidParams(field_violations=_pydantic_violations(error)) from None
     out = MessageToDict(sdk_conversions.to_core_agent_card(compat))
-    _copy_card_json_fields(card, out)
+    restore_json_fields(card, out)
     for interface in out.get("supportedInterfaces", []):
         version = interface.get("protocolVersion", "")
         match = re.fullmatch(r"(\d+\.\d+)\.\d+", version)
@@ -1269,29 +1299,65 @@ def agent_card_to_v1(card: Mapping[str, Any]) -> JsonDict:
 def agent_card_to_v03(card: Mapping[str, Any]) -> JsonDict:
     """The 0.3 card for a 1.0 card, built from its first 0.3 interface (SDK
     ``to_compat_agent_card``). Raises :class:`VersionNotSupported` without one."""
-    normalized, _ = _walk(card, _v1_descriptor("AgentCard"), keep_unknown=False)
+    normalized = _card_v1(card)
     proto = ParseDict(normalized, pb2_v10.AgentCard(), ignore_unknown_fields=True)
     try:
         compat = sdk_conversions.to_compat_agent_card(proto)
     except sdk_errors.VersionNotSupportedError:
         raise VersionNotSupported("the agent card has no 0.3 interface") from None
     out = compat.model_dump(mode="json", by_alias=True, exclude_none=True)
-    _copy_card_json_fields(normalized, out)
+    restore_json_fields(normalized, out)
     return out
 
 
 def agent_card_hybrid(card: Mapping[str, Any]) -> JsonDict:
-    """The 1.0 card plus the 0.3 fields (``url``, ``preferredTransport``, ``security``,
-    typed security schemes...), as a2a-sdk's ``agent_card_to_dict`` serves it, so 0.3 and
-    1.0 clients can both read it. Without a 0.3 interface, just the 1.0 card."""
-    normalized, _ = _walk(card, _v1_descriptor("AgentCard"), keep_unknown=False)
+    """The 1.0 card plus the 0.3 fields (``url``, ``preferredTransport``, ``protocolVersion``,
+    ``additionalInterfaces``, ``security``, ``supportsAuthenticatedExtendedCard``), so 0.3
+    and 1.0 clients can both read it. Without a 0.3 interface, just the 1.0 card.
+
+    Each security scheme 0.3 can express is given in its 0.3 shape only (``{"type": "http",
+    "scheme": "Bearer", ...}``), never both shapes in one object as a2a-sdk's
+    ``agent_card_to_dict`` merges them: a2a-sdk 0.3.x refuses a card whose scheme lacks
+    ``type``, and a2a-sdk 1.x's ``parse_agent_card`` turns the 0.3 shape into the 1.0 one
+    (``type`` decides the wrapper, ``in`` becomes ``location``), whereas the merged shape only
+    reads because unknown fields are ignored. Every other 0.3 field is one that
+    ``parse_agent_card`` consumes, so the card parses strictly in a2a-sdk 1.x."""
+    normalized = _card_v1(card)
     try:
         legacy = agent_card_to_v03(normalized)
     except VersionNotSupported:
         return normalized
     if not legacy.get(_HYBRID_DROPPED_FALSE):
         legacy.pop(_HYBRID_DROPPED_FALSE, None)
-    return _merge_missing(copy.deepcopy(normalized), legacy)
+    hybrid = copy.deepcopy(normalized)
+    schemes = hybrid.get("securitySchemes") or {}
+    for name, scheme in (legacy.pop("securitySchemes", None) or {}).items():
+        schemes[name] = scheme
+    return _merge_missing(hybrid, legacy)
+
+
+def _card_v1(card: Mapping[str, Any]) -> JsonDict:
+    """A 1.0 or hybrid card as normalized 1.0 ProtoJSON: security schemes in the 0.3 shape
+    (a hybrid's) are read through the SDK's ``to_core_security_scheme``, then the card is
+    walked along the 1.0 descriptor, dropping the 0.3 fields."""
+    schemes = card.get("securitySchemes")
+    if isinstance(schemes, Mapping) and any(
+        isinstance(scheme, Mapping) and "type" in scheme for scheme in schemes.values()
+    ):
+        card = {**card, "securitySchemes": {
+            name: _security_scheme_v1(scheme) for name, scheme in schemes.items()}}
+    normalized, _ = _walk(card, _v1_descriptor("AgentCard"), keep_unknown=False)
+    return normalized
+
+
+def _security_scheme_v1(scheme: object) -> object:
+    if not isinstance(scheme, Mapping) or "type" not in scheme:
+        return scheme
+    try:
+        compat = types_v03.SecurityScheme.model_validate(scheme)
+    except pydantic.ValidationError as error:
+        raise InvalidParams(field_violations=_pydantic_violations(error)) from None
+    return MessageToDict(sdk_conversions.to_core_security_scheme(compat))
 
 
 def _merge_missing(target: JsonDict, extra: Mapping[str, Any]) -> JsonDict:
@@ -1306,21 +1372,3 @@ def _merge_missing(target: JsonDict, extra: Mapping[str, Any]) -> JsonDict:
                 if isinstance(mine, dict) and isinstance(theirs, dict):
                     _merge_missing(mine, theirs)
     return target
-
-
-def _copy_card_json_fields(source: Mapping[str, Any], target: JsonDict) -> None:
-    """Put back the Struct fields the SDK round trip turned ints into floats in."""
-    pairs = (
-        (
-            source.get("capabilities", {}).get("extensions"),
-            target.get("capabilities", {}).get("extensions"),
-            "params",
-        ),
-        (source.get("signatures"), target.get("signatures"), "header"),
-    )
-    for source_items, target_items, key in pairs:
-        if not source_items or not target_items:
-            continue
-        for src, dst in zip(source_items, target_items, strict=False):
-            if isinstance(src, dict) and isinstance(dst, dict) and src.get(key) is not None:
-                dst[key] = src[key]

@@ -1,5 +1,6 @@
 """The pure card parser: 0.2, 0.3 and 1.0 cards into one shape, and clear refusals."""
 
+import json
 import subprocess
 import sys
 
@@ -79,6 +80,40 @@ def test_extension_params_keep_integers_and_nesting():
     assert extension.uri == CLIENT_ROUTING_URI
     assert extension.params == {"maxPeers": 5, "nested": {"a": [1, 2]}}
     assert isinstance(extension.params["maxPeers"], int)
+
+
+BIG = 2**63 + 7  # beyond a double's 53 bits and beyond int64
+
+
+def exact_json(value):
+    """The value as JSON text, so 2 and 2.0 differ (they compare equal in Python)."""
+    return json.dumps(value, sort_keys=True)
+
+
+@pytest.mark.parametrize("make", [card_v1, card_v03], ids=["1.0", "0.3"])
+def test_item3_integer_extension_params_stay_integers_in_the_normalized_card(make):
+    """Issue 13, item 3: ``"level": 2`` came back as ``2.0`` (and large integers lost digits)
+    in the normalized card the relay serves, because protobuf's Struct holds doubles."""
+    params = {"level": 2, "big": BIG, "ratio": 0.5, "nested": {"list": [1, {"deep": 3}]}}
+    document = make(capabilities={"streaming": True, "extensions": [
+        {"uri": "https://ext.example/a", "params": {"first": 1}},
+        {"uri": "https://ext.example/b", "params": params},
+    ]})
+    card = parse_card(document)
+    served = card.normalized["capabilities"]["extensions"]
+    assert exact_json(served[0]["params"]) == exact_json({"first": 1})
+    assert exact_json(served[1]["params"]) == exact_json(params)
+    assert exact_json(card.extensions[1].params) == exact_json(params)
+    served[1]["params"]["nested"]["list"].append(9)
+    assert document["capabilities"]["extensions"][1]["params"]["nested"]["list"] == [1, {"deep": 3}]
+
+
+def test_item3_integers_in_a_signature_header_stay_integers():
+    """Issue 13, item 3: the card's other Struct field, a signature's header."""
+    header = {"kid": "key-1", "version": 2, "issued": BIG}
+    document = card_v1(signatures=[{"protected": "e30", "signature": "c2ln", "header": header}])
+    card = parse_card(document)
+    assert exact_json(card.normalized["signatures"][0]["header"]) == exact_json(header)
 
 
 def test_a_0_3_card_becomes_interfaces_with_version_0_3():

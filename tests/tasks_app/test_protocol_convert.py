@@ -1,5 +1,6 @@
 """0.3 <-> 1.0 conversion and 1.0 validation: fidelity, SDK agreement, and the documented gaps."""
 
+import base64
 import copy
 import json
 
@@ -355,7 +356,7 @@ REST_03_EVENTS = [
                                 "name": "f.png",
                             }
                         },
-                        {"file": {"fileWithBytes": "aGVsbG8="}},
+                        {"file": {"fileWithBytes": "YUdWc2JHOD0="}},  # "hello", twice
                     ],
                     "metadata": METADATA,
                     "extensions": [ROUTING],
@@ -838,8 +839,9 @@ def test_the_hybrid_card_serves_both_versions_and_the_sdk_reads_it_as_the_same_c
     hybrid = agent_card_hybrid(card_v1)
     assert hybrid["supportedInterfaces"] == card_v1["supportedInterfaces"]
     assert hybrid["url"] == "https://agents.example/echo/rpc"
-    assert hybrid["securitySchemes"]["bearer"]["type"] == "http"
-    assert hybrid["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "bearer"
+    # Each scheme in one shape only (issue 13: the 0.3 shape, which a2a-sdk 1.x maps itself).
+    assert hybrid["securitySchemes"]["bearer"] == {
+        "type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
     assert types_v03.AgentCard.model_validate(hybrid).url == hybrid["url"]
     assert MessageToDict(parse_agent_card(copy.deepcopy(hybrid))) == card_v1
     assert same_json(agent_card_to_v1(hybrid), card_v1)
@@ -861,3 +863,31 @@ def test_an_invalid_03_card_is_refused_with_its_fields():
     with pytest.raises(InvalidParams) as caught:
         agent_card_to_v1(card)
     assert "url" in [v.field for v in caught.value.field_violations]
+
+
+BINARY = bytes(range(256))
+BINARY_RAW = base64.b64encode(BINARY).decode()
+BINARY_03_REST = base64.b64encode(BINARY_RAW.encode()).decode()
+
+
+def test_item1_a_10_file_goes_to_03_rest_base64_encoded_twice_as_a2a_sdk_0_3_writes_it():
+    """Issue 13, item 1: a2a-sdk 0.3.x reads ``fileWithBytes`` as the base64 of the base64
+    text; the relay sent it encoded once, and 0.3 REST clients failed with
+    UnicodeDecodeError on a binary file."""
+    event = {"artifactUpdate": {"taskId": "t", "contextId": "c", "artifact": {
+        "artifactId": "a", "parts": [{"raw": BINARY_RAW, "filename": "b.bin"}]}}}
+    rest = stream_response_from_v1(event, Dialect.V03_REST)
+    file = rest["artifactUpdate"]["artifact"]["parts"][0]["file"]
+    assert file == {"fileWithBytes": BINARY_03_REST, "name": "b.bin"}
+    assert base64.b64decode(base64.b64decode(file["fileWithBytes"]).decode()) == BINARY
+
+
+def test_item1_a_03_rest_file_reaches_10_as_its_bytes_and_one_encoded_once_is_still_read():
+    """Issue 13, item 1: a file a 0.3 REST client uploads reached 1.0 agents as base64 text."""
+    def sent(file_with_bytes):
+        params = {"message": {"messageId": "m", "role": "ROLE_USER", "content": [
+            {"file": {"fileWithBytes": file_with_bytes, "mimeType": "application/pdf"}}]}}
+        return request_to_v1(Op.SEND, params, Dialect.V03_REST)["message"]["parts"][0]
+
+    assert sent(BINARY_03_REST) == {"raw": BINARY_RAW, "mediaType": "application/pdf"}
+    assert sent(BINARY_RAW)["raw"] == BINARY_RAW  # a peer that follows the proto alone

@@ -264,9 +264,11 @@ def test_the_hybrid_card_adds_the_03_fields_for_the_relays_03_interfaces():
     assert hybrid["supportsAuthenticatedExtendedCard"] is True
     assert hybrid["security"] == [{"relayApiKey": []}]
     scheme = hybrid["securitySchemes"]["relayApiKey"]
-    assert scheme["type"] == "http"
-    assert scheme["scheme"].lower() == "bearer"
-    assert scheme["httpAuthSecurityScheme"]["scheme"] == "Bearer"
+    assert scheme == {
+        "type": "http",
+        "scheme": "Bearer",
+        "description": "A Brass Relay API key, sent as 'Authorization: Bearer <key>'.",
+    }
 
 
 def test_the_hybrid_card_reads_back_in_the_sdk_as_the_same_10_card():
