@@ -263,7 +263,8 @@ function buildApp(url, versions) {
     undefined,
     pushStore,
     createLegacyAwarePushNotificationSender(pushStore, { timeout: 5000 }),
-    extendedCard
+    // A provider function answers every caller; a plain card would go to authenticated ones only.
+    async () => extendedCard
   );
   const seen = [];
   const app = express();
