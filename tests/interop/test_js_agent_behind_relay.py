@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest
+from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
 
 from tests.jsinterop import (
     JS_CHUNKS,
@@ -90,7 +90,7 @@ async def test_a_task_left_working_is_answered_at_once_and_completes_later(
 
         async def completed():
             task = await client.get_task(GetTaskRequest(id=task_id))
-            return task if task.status.state == 3 else None  # TASK_STATE_COMPLETED
+            return task if task.status.state == TaskState.TASK_STATE_COMPLETED else None
 
         task = await eventually(completed, "the working task completing", timeout=15)
     assert [part.text for part in task.artifacts[0].parts] == ["done"]
