@@ -18,6 +18,7 @@ up: $(STAMP)
 
 test: $(STAMP)
 	bash scripts/ensure-chromium
+	bash scripts/ensure-js
 	$(BIN)/ruff check .
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/pytest

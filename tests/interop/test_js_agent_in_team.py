@@ -1,0 +1,135 @@
+"""An @a2a-js/sdk agent driven with the official Python a2a-sdk client in three places: directly,
+through the relay as an agent, and as the only member of a team. Each must behave as the agent
+does directly (issue 12): an input-required task answered in a follow-up turn completes (the
+JS agent opens that turn by re-sending the task while it is still input-required), a Message
+answer stays a Message, and a task the agent leaves working is answered at once."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import pytest
+from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
+
+from tests.jsinterop import JS_QUESTION, event_kinds, sdk_client, sdk_events, states
+from tests.live import CALL_SECONDS, PROTOCOL_IDS, PROTOCOLS, manage
+
+protocols = pytest.mark.parametrize(("binding", "version"), PROTOCOLS, ids=PROTOCOL_IDS)
+WORKING_MS = 3000
+
+FOLLOW_UP_ENDS_EARLY = pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="12: through the relay, the follow-up stream of an @a2a-js/sdk agent ends at its "
+    "first event (the re-sent, still input-required task) instead of following it to the end",
+)
+TEAM_STAYS_INPUT_REQUIRED = pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="12: in a team, the follow-up of an @a2a-js/sdk member ends input-required and the "
+    "team task stays input-required although the member completed",
+)
+TEAM_ANSWERS_A_TASK = pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="12: a team whose member answers with a Message answers with a Task",
+)
+TEAM_WAITS_FOR_WORKING_MEMBER = pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="12: a blocking send to a team whose member leaves its task working waits for the "
+    "member to finish instead of answering at once with the working task",
+)
+
+
+@pytest.fixture(scope="module")
+def cards(relay, js):
+    """{target: (card JSON, headers)} for the JS agent directly, at the relay, in a team."""
+    relay.register(js.url, "js")
+    manage(
+        relay.env,
+        "shell",
+        "-c",
+        "from registry.teams import team_create; team_create(team_id='js-team', "
+        "name='JS team', members=['js'], default_agent='js')",
+    )
+    team_card = httpx.get(
+        f"{relay.url}/a2a/teams/js-team/.well-known/agent-card.json", timeout=CALL_SECONDS
+    )
+    team_card.raise_for_status()
+    return {
+        "direct": (js.card(), {}),
+        "relay": (relay.card("js"), relay.auth()),
+        "team": (team_card.json(), relay.auth()),
+    }
+
+
+def targets(**failures: pytest.MarkDecorator):
+    """Parametrizes ``target`` over direct, relay and team, marking the known failures."""
+    return pytest.mark.parametrize(
+        "target",
+        [
+            pytest.param(name, marks=[failures[name]] if name in failures else [])
+            for name in ("direct", "relay", "team")
+        ],
+    )
+
+
+def user_message(text: str, *, task_id: str = "") -> SendMessageRequest:
+    message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=text)])
+    if task_id:
+        message.task_id = task_id
+    return SendMessageRequest(message=message)
+
+
+def task_id_of(event: dict) -> str:
+    body = next(iter(event.values()))
+    return body.get("id") or body["taskId"]
+
+
+@protocols
+@targets(relay=FOLLOW_UP_ENDS_EARLY, team=TEAM_STAYS_INPUT_REQUIRED)
+async def test_an_input_required_follow_up_of_a_js_agent_completes(cards, target, binding, version):
+    card, headers = cards[target]
+    async with sdk_client(card, binding, version, headers=headers) as client:
+        asked = sdk_events([e async for e in client.send_message(user_message("ask"))])
+        assert states(asked)[-1] == "TASK_STATE_INPUT_REQUIRED"
+        question = next(iter(asked[-1].values()))["status"]["message"]["parts"]
+        assert question == [{"text": JS_QUESTION}]
+        task_id = task_id_of(asked[0])
+
+        answered = sdk_events(
+            [e async for e in client.send_message(user_message("Ada", task_id=task_id))]
+        )
+        assert {task_id_of(event) for event in answered} == {task_id}
+        assert states(answered)[-1] == "TASK_STATE_COMPLETED"
+        greetings = [
+            e["artifactUpdate"]["artifact"]["parts"] for e in answered if "artifactUpdate" in e
+        ]
+        assert greetings == [[{"text": "Hello, Ada!"}]]
+        task = await client.get_task(GetTaskRequest(id=task_id))
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+@protocols
+@targets(team=TEAM_ANSWERS_A_TASK)
+async def test_a_message_answer_of_a_js_agent_stays_a_message(cards, target, binding, version):
+    card, headers = cards[target]
+    async with sdk_client(card, binding, version, headers=headers, streaming=False) as client:
+        answer = sdk_events([e async for e in client.send_message(user_message("message hi"))])
+    assert event_kinds(answer) == ["message"]
+    assert answer[0]["message"]["parts"] == [{"text": "hi"}]
+
+
+@protocols
+@targets(team=TEAM_WAITS_FOR_WORKING_MEMBER)
+async def test_a_task_a_js_agent_leaves_working_is_answered_at_once(
+    cards, target, binding, version
+):
+    card, headers = cards[target]
+    async with sdk_client(card, binding, version, headers=headers, streaming=False) as client:
+        answer = sdk_events(
+            [e async for e in client.send_message(user_message(f"working {WORKING_MS}"))]
+        )
+    assert states(answer) == ["TASK_STATE_WORKING"]
