@@ -68,9 +68,6 @@ class Command(BaseCommand):
             environment["RELAY_ALLOW_PRIVATE_URLS"] = "true"
         self.log_dir = Path(settings.VAR_DIR) / "log"
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        call_command("migrate", interactive=False, verbosity=0)
-        self.stdout.write(f"Database ready ({settings.DATABASES['default']['ENGINE']}).")
-
         children: dict[str, subprocess.Popen] = {}
         demo = None
         stop = threading.Event()
@@ -78,6 +75,8 @@ class Command(BaseCommand):
             signal.signal(signal_number, lambda *_: stop.set())
         restore_logging = self._log_to_file(self.log_dir / "relay.log")
         try:
+            call_command("migrate", interactive=False, verbosity=0)
+            self.stdout.write(f"Database ready ({settings.DATABASES['default']['ENGINE']}).")
             children["daphne"] = self._start(
                 "daphne", [sys.executable, "-m", "daphne", "-b", host, "-p", str(port),
                            "relay_project.asgi:application"], environment)
@@ -202,7 +201,8 @@ class Command(BaseCommand):
         except httpx.HTTPError:
             relay_up = False
         worker = children.get("celery")
-        return Status(relay_up=relay_up, worker_up=None if worker is None else worker.poll() is None,
+        return Status(relay_up=relay_up,
+                      worker_up=None if worker is None else worker.poll() is None,
                       agents=len(healths),
                       healthy=sum(health == Agent.Health.HEALTHY for health in healths),
                       requests=requests)
