@@ -228,7 +228,7 @@ class Command(BaseCommand):
         if credentials.new_password or credentials.new_key:
             lines.append(f"  Shown this once; saved in {saved} (only you can read it).")
         elif credentials.saved:
-            lines.append(f"  Credentials: the first run's password and API key are in {saved}.")
+            lines.append(f"  Credentials: saved in {saved} by an earlier run.")
         if not credentials.new_password:
             lines.append(f"  New admin password:  {python} manage.py changepassword "
                          f"{shlex.quote(credentials.admin_user)}")
