@@ -95,7 +95,7 @@ def write_file(path: Path, *, admin_user: str, password: str | None, key: str | 
     """Writes the file whole, mode 0600 from its first byte (a new file is renamed over the old
     one, so nobody ever reads half of it)."""
     lines = [
-        "# Brass Relay: what the first `make up` (manage.py run_relay) made. Only you can read",
+        "# Brass Relay: what `make up` (manage.py run_relay) made for you. Only you can read",
         "# this file. The password stays as made here; `manage.py changepassword` changes it.",
         f"admin_user={admin_user}",
     ]
