@@ -3,6 +3,10 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# `make up RELAY_PORT=8010` (or the variables in the environment) moves the relay and the demo
+# agents, which take four ports from RELAY_AGENTS_PORT on.
+RELAY_PORT ?= 8000
+RELAY_AGENTS_PORT ?= 9301
 
 .PHONY: up test lint bench clean
 
@@ -14,7 +18,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 up: $(STAMP)
-	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(BIN)/python manage.py run_relay
+	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(BIN)/python manage.py run_relay \
+		--port $(RELAY_PORT) --agents-port $(RELAY_AGENTS_PORT)
 
 test: $(STAMP)
 	bash scripts/ensure-chromium

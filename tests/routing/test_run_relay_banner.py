@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from routing.console.credentials import Credentials
 from routing.management.commands.run_relay import Command
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -21,7 +22,10 @@ def test_the_printed_manage_py_lines_name_an_interpreter_that_has_django(monkeyp
     with a Python without Django (ModuleNotFoundError), or no ``python`` at all."""
     monkeypatch.chdir(ROOT)
     command = Command(stdout=io.StringIO())
-    command._print_summary("http://127.0.0.1:8000", "br_demo-key")
+    command.log_dir = ROOT / "var" / "log"
+    command._print_summary("http://127.0.0.1:8000", Credentials(
+        path=ROOT / "var" / "credentials.txt", admin_user="admin", new_password=None,
+        key="br_demo-key", new_key=None))
     banner = command.stdout.getvalue()
     lines = [line for line in banner.splitlines() if "manage.py" in line]
     assert any("ask_team" in line for line in lines) and any("check_agents" in line

@@ -1,34 +1,52 @@
 """Starts the whole relay on this machine: daphne, a Celery worker with beat, and (by default)
-the demo agents, registered and ready. Stops everything on Ctrl-C."""
+the demo agents, registered and ready. Stops everything on Ctrl-C.
+
+The console keeps the banner readable: the processes' logs go to files under ``var/log/``
+(``daphne.log``, ``celery.log``, and ``relay.log`` for this process), the first run's
+credentials to ``var/credentials.txt``, and below the banner a short live status replaces the
+scrolling logs."""
 
 from __future__ import annotations
 
+import logging
 import os
-import secrets
+import shlex
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
+import httpx
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from registry.models import ApiKey
-from registry.services import api_key_create, api_key_revoke
+from registry.models import Agent
+from routing.console.credentials import Credentials, credentials_ensure
+from routing.console.status import Status, StatusBoard, requests_served
 from routing.demo.setup import DEMO_QUESTION, DEMO_TEAM
 
-DEMO_KEY_NAME = "demo (run_relay)"
+STATUS_SECONDS = 2.0
+"""How often the live status is read (the relay's /metrics and one query)."""
+
+LOG_TAIL_LINES = 15
+"""Lines of a process's log shown when it fails."""
+
+
+def as_typed(path: str | Path) -> str:
+    """A path as one would type it in the checkout: relative to the current directory when it
+    lies under it (``.venv/bin/python``, ``var/credentials.txt`` under ``make up``), else
+    absolute."""
+    relative = os.path.relpath(path)
+    return str(path) if relative.startswith("..") else relative
 
 
 def this_python() -> str:
-    """The interpreter running this command, as a path from the current directory when it
-    lies under it (``.venv/bin/python`` under ``make up``), else its absolute path."""
-    relative = os.path.relpath(sys.executable)
-    return sys.executable if relative.startswith("..") else relative
+    """The interpreter running this command, as one would type it (see ``as_typed``)."""
+    return as_typed(sys.executable)
 
 
 class Command(BaseCommand):
@@ -48,61 +66,108 @@ class Command(BaseCommand):
             # The demo agents listen on 127.0.0.1, which the relay refuses by default.
             settings.RELAY_ALLOW_PRIVATE_URLS = True
             environment["RELAY_ALLOW_PRIVATE_URLS"] = "true"
-        call_command("migrate", interactive=False, verbosity=0)
-        self.stdout.write(f"Database ready ({settings.DATABASES['default']['ENGINE']}).")
-
-        children: list[subprocess.Popen] = []
+        self.log_dir = Path(settings.VAR_DIR) / "log"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        children: dict[str, subprocess.Popen] = {}
         demo = None
         stop = threading.Event()
         for signal_number in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signal_number, lambda *_: stop.set())
+        restore_logging = self._log_to_file(self.log_dir / "relay.log")
         try:
-            children.append(self._start(
-                [sys.executable, "-m", "daphne", "-b", host, "-p", str(port),
-                 "relay_project.asgi:application"], environment))
+            call_command("migrate", interactive=False, verbosity=0)
+            self.stdout.write(f"Database ready ({settings.DATABASES['default']['ENGINE']}).")
+            children["daphne"] = self._start(
+                "daphne", [sys.executable, "-m", "daphne", "-b", host, "-p", str(port),
+                           "relay_project.asgi:application"], environment)
             if not no_worker:
-                children.append(self._start(
-                    [sys.executable, "-m", "celery", "-A", "relay_project", "worker", "--beat",
-                     "--loglevel=INFO", "--concurrency=2"], environment))
-            self._wait_for_port(host, port, children[0])
+                children["celery"] = self._start(
+                    "celery", [sys.executable, "-m", "celery", "-A", "relay_project", "worker",
+                               "--beat", "--loglevel=INFO", "--concurrency=2"], environment)
+            self._wait_for_port(host, port, children["daphne"])
             relay = f"http://{host}:{port}"
             if not no_demo:
                 demo = self._start_demo(agents_port)
-            self._print_summary(relay, demo_key=None if no_demo else self._demo_key())
+            credentials = credentials_ensure(var_dir=Path(settings.VAR_DIR), with_key=not no_demo)
+            self._print_summary(relay, credentials)
+            board = StatusBoard(write=lambda text: self.stdout.write(text, ending=""),
+                                flush=self.stdout.flush, interactive=self.stdout.isatty())
             if demo is not None:
-                threading.Thread(target=self._demo_controls, args=(demo,), daemon=True,
+                threading.Thread(target=self._demo_controls, args=(demo, board), daemon=True,
                                  name="demo-controls").start()
-            while not stop.wait(1.0):
-                exited = [child for child in children if child.poll() is not None]
-                if exited:
-                    raise CommandError(f"{exited[0].args[2]} stopped with code "
-                                       f"{exited[0].returncode}")
+            with httpx.Client(timeout=2) as client:
+                while True:
+                    for name, child in children.items():
+                        if child.poll() is not None:
+                            raise CommandError(f"{name} stopped with code {child.returncode}"
+                                               f"{self._log_tail(name)}")
+                    board.show(self._status(client, relay, children, credentials.key))
+                    if stop.wait(STATUS_SECONDS):
+                        break
+            self.stdout.write("")
         finally:
-            for child in children:
+            for child in children.values():
                 child.terminate()
-            for child in children:
+            for child in children.values():
                 try:
                     child.wait(10)
                 except subprocess.TimeoutExpired:
                     child.kill()
             if demo is not None:
                 demo.stop()
+            restore_logging()
             self.stdout.write("Stopped.")
 
-    def _start(self, command: list[str], environment: dict[str, str]) -> subprocess.Popen:
-        return subprocess.Popen(command, env=environment)
+    def _log_to_file(self, path: Path):
+        """Sends this process's logs, warnings and stray stderr (the demo agents' uvicorn
+        servers, thread tracebacks) to ``path`` instead of the console; returns the function
+        that puts them back. The command's own messages and errors still reach the console."""
+        log_file = path.open("a", buffering=1)
+        log_file.write(f"--- run_relay started {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        console, sys.stderr = sys.stderr, log_file
+        moved = [handler for handler in logging.getLogger().handlers
+                 if type(handler) is logging.StreamHandler and handler.stream is console]
+        for handler in moved:
+            handler.setStream(log_file)
+
+        def restore() -> None:
+            sys.stderr = console
+            for handler in moved:
+                handler.setStream(console)
+            log_file.close()
+
+        return restore
+
+    def _start(self, name: str, command: list[str],
+               environment: dict[str, str]) -> subprocess.Popen:
+        """Starts a child process whose output goes to ``var/log/{name}.log``."""
+        with (self.log_dir / f"{name}.log").open("a") as log_file:
+            log_file.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(command)}\n")
+            log_file.flush()
+            return subprocess.Popen(command, env=environment, stdin=subprocess.DEVNULL,
+                                    stdout=log_file, stderr=subprocess.STDOUT)
+
+    def _log_tail(self, name: str) -> str:
+        path = self.log_dir / f"{name}.log"
+        try:
+            lines = path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+        except OSError:
+            return ""
+        return f"; the end of {as_typed(path)}:\n" + "\n".join(lines)
 
     def _wait_for_port(self, host: str, port: int, process: subprocess.Popen) -> None:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise CommandError(f"daphne exited with code {process.returncode}")
+                raise CommandError(f"daphne exited with code {process.returncode}"
+                                   f"{self._log_tail('daphne')}")
             with socket.socket() as probe:
                 probe.settimeout(0.5)
                 if probe.connect_ex((host, port)) == 0:
                     return
             time.sleep(0.2)
-        raise CommandError(f"daphne did not listen on {host}:{port} within 30 s")
+        raise CommandError(f"daphne did not listen on {host}:{port} within 30 s"
+                           f"{self._log_tail('daphne')}")
 
     def _start_demo(self, agents_port: int):
         from routing.demo.agents import serve_demo_agents
@@ -114,59 +179,83 @@ class Command(BaseCommand):
         self.stdout.write(demo_team_ensure())
         return group
 
-    def _demo_controls(self, demo) -> None:
+    def _demo_controls(self, demo, board: StatusBoard) -> None:
         """Reads "stop NAME" and "start NAME" lines on stdin: a demo agent goes away and comes
         back on its port, so its health can be watched turning unhealthy and healthy again."""
         for line in sys.stdin:
-            self.stdout.write(demo_control(demo, line))
+            board.say(demo_control(demo, line))
 
-    def _demo_key(self) -> str:
-        """A fresh key for the printed examples; the previous run's demo key is revoked."""
-        for old in ApiKey.objects.usable().filter(name=DEMO_KEY_NAME):
-            api_key_revoke(api_key=old)
-        return api_key_create(name=DEMO_KEY_NAME, is_admin=True)[1]
+    def _status(self, client: httpx.Client, relay: str, children: dict[str, subprocess.Popen],
+                key: str | None) -> Status:
+        """The processes from here, the agents' health from the database, the requests from
+        the relay's ``/metrics`` (with the admin key where the metrics are not public)."""
+        healths = list(Agent.objects.values_list("health", flat=True))
+        requests, relay_up = None, True
+        try:
+            response = client.get(f"{relay}/metrics")
+            if response.status_code in (401, 403) and key:
+                response = client.get(f"{relay}/metrics",
+                                      headers={"Authorization": f"Bearer {key}"})
+            if response.status_code == 200:
+                requests = requests_served(response.text)
+        except httpx.HTTPError:
+            relay_up = False
+        worker = children.get("celery")
+        return Status(relay_up=relay_up,
+                      worker_up=None if worker is None else worker.poll() is None,
+                      agents=len(healths),
+                      healthy=sum(health == Agent.Health.HEALTHY for health in healths),
+                      requests=requests)
 
-    def _admin_login(self) -> str:
-        users = get_user_model()
-        if users.objects.filter(is_superuser=True).exists():
-            return "log in with your superuser"
-        password = secrets.token_urlsafe(12)
-        users.objects.create_superuser("admin", "admin@localhost", password)
-        return f"user admin, password {password} (shown once; change it in the admin)"
-
-    def _print_summary(self, relay: str, demo_key: str | None) -> None:
+    def _print_summary(self, relay: str, credentials: Credentials) -> None:
         """The banner. Its commands work pasted into a fresh shell in the checkout: they name
         the interpreter this command runs in (the project's virtualenv under ``make up``),
-        where a bare ``python`` may be another one, without Django, or none at all."""
+        where a bare ``python`` may be another one, without Django, or none at all, and they
+        read the API key from the credentials file, so no secret is printed twice."""
+        python = this_python()
+        saved = as_typed(credentials.path)
         lines = [
             "",
             f"Brass Relay is running at {relay}",
             f"  Registry:  {relay}/",
             f"  API docs:  {relay}/api/docs",
-            f"  Admin:     {relay}/admin/  ({self._admin_login()})",
+            f"  Admin:     {relay}/admin/  (user {credentials.admin_user})",
         ]
-        if demo_key:
+        if credentials.new_password:
+            lines.append(f"  Password:  {credentials.new_password}")
+        if credentials.new_key:
+            lines.append(f"  API key:   {credentials.new_key}  (an admin key)")
+        if credentials.new_password or credentials.new_key:
+            lines.append(f"  Shown this once; saved in {saved} (only you can read it).")
+        elif credentials.saved:
+            lines.append(f"  Credentials: saved in {saved} by an earlier run.")
+        if not credentials.new_password:
+            lines.append(f"  New admin password:  {python} manage.py changepassword "
+                         f"{shlex.quote(credentials.admin_user)}")
+        if not credentials.new_key:
+            lines.append(f"  New API key:         {python} manage.py create_api_key my-key "
+                         "--admin")
+        lines.append(f"  Logs:      {as_typed(self.log_dir)}/ (daphne.log, celery.log, relay.log)")
+        if credentials.key:
+            key = f"$(sed -n 's/^api_key=//p' {shlex.quote(saved)})"
             lines += [
                 "",
-                "Try it:",
+                "Try it (the commands read the API key from the credentials file):",
                 f"  curl -s '{relay}/a2a/registry?q=research' | python3 -m json.tool",
                 f"  curl -s '{relay}/a2a/skills?q=writing' | python3 -m json.tool",
-                f"  curl -s -X POST -H 'Authorization: Bearer {demo_key}' "
+                f"  curl -s -X POST -H \"Authorization: Bearer {key}\" "
                 f"{relay}/a2a/registry/echo/refresh | python3 -m json.tool",
                 "",
                 "Ask the demo team (each hop is printed as it happens, then the answer):",
-                f"  {this_python()} manage.py ask_team {DEMO_TEAM} \"{DEMO_QUESTION}\" "
-                f"--url {relay} "
-                f"--key {demo_key}",
-            ]
-            lines += [
+                f"  {python} manage.py ask_team {DEMO_TEAM} \"{DEMO_QUESTION}\" "
+                f"--url {relay} --key \"{key}\"",
                 "",
                 f"Health: the worker probes every agent every "
                 f"{settings.RELAY_HEALTH_INTERVAL_SECONDS} s (badges on the registry page; "
-                f"`{this_python()} manage.py check_agents` probes now).",
+                f"`{python} manage.py check_agents` probes now).",
                 "Type 'stop echo' here to watch it turn unhealthy, 'start echo' to bring it back.",
             ]
-        lines += ["", "Ctrl-C stops everything.", ""]
+        lines += ["", "Ctrl-C stops everything. Status:", ""]
         self.stdout.write("\n".join(lines))
 
 

@@ -1,0 +1,261 @@
+"""Every command the README shows, and every command ``make up`` prints, works pasted into a
+fresh shell in the checkout.
+
+The README's commands are read from the file itself: every line of a ``sh`` block, the lines of
+a block without a language that start like a command (the rest is what they print), and the
+inline code that starts with ``.venv/bin/`` or ``make``. ``PLAN`` says how each is checked, so
+a new command in the README fails here until it is given a way to be checked:
+
+- ``RUN``: runs in ``bash -c`` in the checkout and exits 0;
+- ``SERVER``: starts, answers (HTTP, or its "ready" line), and stops on Ctrl-C;
+- anything else: the reason it cannot run inside a test, and the lighter check made instead.
+
+They run against a throwaway relay: ``make up`` on a var directory of the test's own (the
+embedded profile), and for the production profile's block a fresh PostgreSQL database and a
+private ``redis-server``. The only changes made to a printed line are those addresses: the
+relay's port, the var directory's ``var/credentials.txt``, the production block's ports.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.live import ServiceMissingError, free_port, postgres_database, relay_env, wait_for
+from tests.routing.console_runs import ROOT, ConsoleRun
+from tests.routing.test_run_relay_health import free_run
+
+RUN, SERVER = "run", "server"
+NEW_PASSWORD = "Printed-command-2841"
+
+PLAN: dict[str, str | tuple[str, str]] = {
+    "make up": (
+        "checked as `make up RELAY_PORT=... RELAY_AGENTS_PORT=...`, the same target: the "
+        "default ports 8000 and 9301-9304 may be taken on a shared machine", "the port form"),
+    "make up RELAY_PORT=8010 RELAY_AGENTS_PORT=9401": SERVER,
+    "make test": (
+        "runs this very suite (minutes, and itself again)", "make -n test"),
+    "make bench": ("a benchmark of several minutes", "make -n bench"),
+    ".venv/bin/pytest -m chaos tests/chaos": (
+        "the chaos suite: 2.5 minutes with relays, Redis and PostgreSQL of its own; the suite "
+        "runs it", "--collect-only -q"),
+    '.venv/bin/pytest -m "not chaos"': (
+        "runs this very suite (minutes, and itself again)",
+        "--collect-only -q tests/test_project_text.py"),
+    '.venv/bin/python manage.py ask_team demo "please research the weather and write a report" '
+    "--url http://127.0.0.1:8000 "
+    "--key \"$(sed -n 's/^api_key=//p' var/credentials.txt)\"": RUN,
+    ".venv/bin/python manage.py changepassword admin": RUN,
+    ".venv/bin/python manage.py create_api_key my-key --admin": RUN,
+    ".venv/bin/python manage.py create_api_key NAME": RUN,
+    ".venv/bin/python manage.py check_agents [--agent ID]": RUN,
+    ".venv/bin/python manage.py migrate": RUN,
+    ".venv/bin/daphne -b 127.0.0.1 -p 8001 relay_project.asgi:application": SERVER,
+    ".venv/bin/daphne -b 127.0.0.1 -p 8002 relay_project.asgi:application": SERVER,
+    ".venv/bin/celery -A relay_project worker --loglevel=INFO": SERVER,
+    ".venv/bin/celery -A relay_project beat --loglevel=INFO": SERVER,
+}
+
+PRODUCTION = (".venv/bin/python manage.py migrate", ".venv/bin/daphne", ".venv/bin/celery")
+"""The production profile's block: run against PostgreSQL and Redis."""
+
+COMMAND_START = re.compile(r"^(\.venv/bin/|make |python3? |curl |daphne |celery )")
+CODE_BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+INLINE_CODE = re.compile(r"(?<!`)`((?:\.venv/bin/|make )[^`]+)`")
+
+
+def readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    found = []
+    for language, body in CODE_BLOCK.findall(text):
+        if language not in ("", "sh", "bash", "shell"):
+            continue
+        for line in body.splitlines():
+            command = re.sub(r"\s+#.*$", "", line).strip()  # a trailing comment
+            if command and (language or COMMAND_START.match(command)):
+                found.append(command)
+    found += [" ".join(span.split()) for span in INLINE_CODE.findall(CODE_BLOCK.sub("", text))]
+    return list(dict.fromkeys(found))
+
+
+def banner_commands(banner: str) -> list[str]:
+    """The command lines ``make up`` printed: the indented ``curl`` and ``manage.py`` lines and
+    the commands in backquotes."""
+    commands = [line.strip() for line in banner.splitlines()
+                if re.match(r"^\s+(curl |\S*python\S* manage\.py )", line)]
+    return commands + re.findall(r"`([^`]*manage\.py[^`]*)`", banner)
+
+
+def without_optional_parts(command: str) -> str:
+    return " ".join(re.sub(r"\[[^\]]*\]", "", command).split())
+
+
+def shell(command: str, env: dict[str, str], stdin: str = "") -> str:
+    """Runs ``command`` in a fresh shell in the checkout; returns its output, failing the test
+    with it when the command does not exit 0."""
+    result = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, input=stdin,
+                            capture_output=True, text=True, timeout=300,
+                            start_new_session=True)
+    assert result.returncode == 0, (command, result.stdout[-2000:], result.stderr[-2000:])
+    return result.stdout
+
+
+@pytest.fixture
+def checkout_venv() -> Iterator[str]:
+    """The README's ``.venv`` of the checkout. Where the tests run from another virtualenv (a
+    second work tree sharing one), ``.venv`` is that one, linked for the test and removed after.
+    Yields the extra ``make`` option: ``-o .venv/.installed`` when the install stamp is older
+    than pyproject.toml, since installing packages is not for a test to do."""
+    venv = ROOT / ".venv"
+    linked = not venv.exists()
+    if linked:
+        venv.symlink_to(Path(sys.prefix))
+    try:
+        fresh = subprocess.run(["make", "-q", ".venv/.installed"], cwd=ROOT,
+                               capture_output=True).returncode == 0
+        yield "" if fresh else "-o .venv/.installed "
+    finally:
+        if linked:
+            venv.unlink()
+
+
+@contextmanager
+def redis_server(directory: Path) -> Iterator[str]:
+    """A private redis-server on a free port (nothing else's queues in it)."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise ServiceMissingError("redis-server is not installed")
+    port = free_port()
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+         "no", "--dir", str(directory)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_the_readme_shows_only_commands_this_test_knows_how_to_check():
+    assert readme_commands() == list(dict.fromkeys(readme_commands()))
+    assert sorted(readme_commands()) == sorted(PLAN), (
+        "a command of the README is not in PLAN (or PLAN names one the README no longer shows)")
+
+
+def test_every_command_the_readme_and_make_up_print_works(tmp_path, checkout_venv):
+    var = tmp_path / "var"
+    port, agents_port = free_port(), free_run(4)
+    relay = f"http://127.0.0.1:{port}"
+    env = relay_env(var, RELAY_HEALTH_SWEEP_SECONDS="1", RELAY_HEALTH_INTERVAL_SECONDS="1")
+    make = f"make {checkout_venv}"
+
+    def as_here(command: str) -> str:
+        """The printed line with this test's relay and var directory."""
+        command = command.replace("http://127.0.0.1:8000", relay)
+        command = command.replace("var/credentials.txt", str(var / "credentials.txt"))
+        command = command.replace("RELAY_PORT=8010", f"RELAY_PORT={port}")
+        command = command.replace("RELAY_AGENTS_PORT=9401", f"RELAY_AGENTS_PORT={agents_port}")
+        return command.replace("make ", make, 1) if command.startswith("make ") else command
+
+    checked = set()
+    up = "make up RELAY_PORT=8010 RELAY_AGENTS_PORT=9401"
+    with ConsoleRun(as_here(up), env=env) as running:
+        banner = running.wait_for(r"(?s)Brass Relay is running.*?^Ctrl-C stops everything")
+        running.wait_for(r"agents healthy 4/4")
+        assert answers(f"{relay}/")
+        checked |= {up, "make up"}
+
+        printed = banner_commands(banner.group())
+        assert len(printed) == 5, banner.group()
+        for command in printed:
+            output = shell(command, env)
+            assert output.strip() and '"error"' not in output, (command, output)
+            if "ask_team" in command:
+                assert "replied -> user" in output, output
+
+        for command, how in PLAN.items():
+            if how != RUN or command.startswith(PRODUCTION):
+                continue
+            stdin = f"{NEW_PASSWORD}\n{NEW_PASSWORD}\n" if "changepassword" in command else ""
+            output = shell(as_here(without_optional_parts(command)), env, stdin)
+            if "ask_team" in command:
+                assert "replied -> user" in output, output
+            if "create_api_key" in command:
+                assert output.strip().splitlines()[-1].startswith("br_"), output
+            checked.add(command)
+    assert "Stopped." in running.output
+    assert checked == {command for command, how in PLAN.items()
+                       if not command.startswith(PRODUCTION)
+                       and (how in (RUN, SERVER) or command == "make up")}
+
+
+def test_the_production_profile_commands_work(tmp_path, checkout_venv):
+    """On a fresh PostgreSQL database and a private Redis: migrate exits 0, each daphne answers
+    on its port, the worker and beat say they started; Ctrl-C stops each."""
+    commands = [command for command in PLAN if command.startswith(PRODUCTION)]
+    assert len(commands) == 5
+    with ExitStack() as stack:
+        try:
+            _, database_url = stack.enter_context(postgres_database("relay_readme"))
+            redis_url = stack.enter_context(redis_server(tmp_path))
+        except ServiceMissingError as error:
+            pytest.skip(f"the production profile's commands need PostgreSQL and Redis: {error}")
+        env = relay_env(tmp_path / "production", DATABASE_URL=database_url, REDIS_URL=redis_url,
+                        DJANGO_SECRET_KEY="a-secret-for-the-readme-test-only",
+                        RELAY_LOG_LEVEL="INFO")
+        shell(".venv/bin/python manage.py migrate", env)
+        runs = []
+        for command in commands[1:]:
+            port = re.search(r"-p (\d+)", command)
+            line = command.replace(port.group(), f"-p {free_port()}") if port else command
+            runs.append((line, stack.enter_context(ConsoleRun(line, env=env))))
+        for line, run in runs:
+            if "daphne" in line:
+                port = re.search(r"-p (\d+)", line).group(1)
+                url = f"http://127.0.0.1:{port}/a2a/registry"
+                wait_for(lambda url=url, run=run: answers(url) or run.process.poll() is not None,
+                         f"{line} answering", timeout=120)
+                assert answers(url), (line, run.output[-2000:])
+            elif " worker " in line:
+                run.wait_for(r"celery@\S+ ready\.")
+            else:
+                run.wait_for(r"beat: Starting\.\.\.")
+        for _, run in runs:
+            run.stop()
+            assert run.process.returncode is not None
+
+
+def test_the_commands_a_test_cannot_run_whole_pass_a_lighter_check(tmp_path, checkout_venv):
+    """Each with the check PLAN names: ``make`` targets dry-run (``make -n``: every line they
+    would run, expanded), pytest selections collected."""
+    make = f"make {checkout_venv}"
+    checked = set()
+    env = relay_env(tmp_path / "collect")
+    for command, how in PLAN.items():
+        if not isinstance(how, tuple) or how[1] == "the port form":
+            continue
+        if how[1].startswith("make -n"):
+            dry = shell(how[1].replace("make ", make, 1), env)
+            assert ".venv/bin/" in dry, dry
+        else:
+            collected = shell(f"{command} {how[1]}", env)
+            assert re.search(r"^\d+(/\d+)? tests? collected", collected, re.MULTILINE), (
+                collected[-500:])
+        checked.add(command)
+    assert checked == {command for command, how in PLAN.items()
+                       if isinstance(how, tuple) and how[1] != "the port form"}
