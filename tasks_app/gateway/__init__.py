@@ -16,12 +16,15 @@ One file a job, imports going down:
 from tasks_app.gateway.driving import (
     FINAL_STATES,
     FINAL_V1_STATES,
+    Exchange,
     Held,
     Opened,
     Outcome,
     _running,
+    ending,
     open_task,
 )
+from tasks_app.gateway.driving import _record as record
 from tasks_app.gateway.expiry import expire_overdue
 from tasks_app.gateway.operations import (
     KEEPALIVE_SECONDS,
@@ -59,8 +62,8 @@ from tasks_app.gateway.targets import (
 
 __all__ = [
     "FINAL_STATES", "FINAL_V1_STATES", "KEEPALIVE_SECONDS", "AgentTarget", "CallContext",
-    "CallGuard", "Held", "Opened", "Outcome", "Published", "Sent", "Step", "Target",
-    "TargetCache", "_running", "agent_changed", "agent_target", "cancel_task",
+    "CallGuard", "Exchange", "Held", "Opened", "Outcome", "Published", "Sent", "Step", "Target",
+    "TargetCache", "_running", "ending", "record", "agent_changed", "agent_target", "cancel_task",
     "expire_overdue", "extended_card", "forget_agent_targets", "get_task", "list_tasks",
     "open_task", "push_config_create", "push_config_delete", "push_config_get",
     "push_config_list", "register_call_guard", "register_target_kind", "resolve_target",

@@ -274,6 +274,16 @@ async def _steps_recorded(target, task, steps, end, *, fresh, answered, hold_end
                     pending = list(batch)
                     while pending:
                         step = pending.pop(0)
+                        if step.recorded:
+                            seen_event = True
+                            if "message" in step.event:
+                                return Outcome(task, step.event["message"])
+                            if step.answered:
+                                _answer(answered, Outcome(task, snapshot=services.snapshot_of(task),
+                                                         sequence=task.last_sequence))
+                            if _state_of(step.event) in FINAL_STATES:
+                                return Outcome(task)
+                            continue
                         if "message" in step.event and not seen_event:
                             if hold_end:
                                 return Outcome(task, held=_held(task, step))
@@ -322,9 +332,14 @@ async def _steps_recorded(target, task, steps, end, *, fresh, answered, hold_end
         raise
 
 
+def _state_of(event: dict[str, Any]) -> str | None:
+    """The state (storage spelling) an event leaves its task in, when it says."""
+    return snapshots.state_of(event.get("task") or event.get("statusUpdate") or {})
+
+
 def _plain(step: Step) -> bool:
     """An event with nothing of its own to do besides being recorded."""
-    return (not step.answered and step.also is None and not step.then
+    return (not step.answered and not step.recorded and step.also is None and not step.then
             and "message" not in step.event)
 
 
@@ -387,6 +402,112 @@ async def drive_inline(target: Target, task: Task, steps: AsyncIterator[Step], *
         return await _drive(target, task, steps, fresh=fresh, hold_end=hold_end)
     finally:
         watcher.inline_drives -= 1
+
+
+def ending(task: Task, step: Step) -> dict[str, Any] | None:
+    """What the call answers when ``step`` ends the task (a final state, or one that waits on
+    the client, reached by a move A2A allows): the task as the step leaves it, or the agent's
+    message (given as its first answer); None when the task goes on."""
+    if "message" in step.event:
+        return {"message": step.event["message"]}
+    if not upstream.ends_stream(step.event):  # most events: no snapshot to fold
+        return None
+    after = snapshots.apply_event(services.snapshot_of(task), step.event)
+    state = snapshots.state_of(after)
+    if state not in FINAL_STATES:
+        return None
+    try:
+        check_transition(task.state, state)
+    except InvalidTransition:
+        return None
+    return {"task": after}
+
+
+class Exchange:
+    """A task its caller drives in its own coroutine (a team calling a member): ``events``
+    records and publishes every step on the task and yields it, until the step that ends the
+    task. That one is not recorded: it is ``end`` (what to record: a message answer becomes
+    the task completed with it), with ``answer`` what the call answers. The caller records it
+    with writes of its own, in one transaction (``record_end``, synchronous). A failure of the
+    agent ends the task failed (``answer`` is that task, ``end`` None); an A2A error the agent
+    answered a fresh task with removes the task and is raised. Stops when another writer (a
+    cancel) ends the task, ``answer`` then the task as it stands."""
+
+    def __init__(self, target: Target, task: Task, steps: AsyncIterator[Step], *,
+                 fresh: bool) -> None:
+        self.target, self.task, self._steps, self._fresh = target, task, steps, fresh
+        self.end: Step | None = None
+        self.answer: dict[str, Any] | None = None
+
+    async def events(self) -> AsyncIterator[Step]:
+        task, seen_event = self.task, False
+        resumed = TaskState(task.state) in INTERRUPTED
+        ended_elsewhere = asyncio.Event()
+        try:
+            with streams.watch(task.id, lambda state: task.is_terminal or ended_elsewhere.set()):
+                async with contextlib.aclosing(self._steps) as steps:
+                    async for step in steps:
+                        if ended_elsewhere.is_set():
+                            break
+                        answer = ending(task, step)
+                        if answer is not None:
+                            self.answer, self.end = answer, _as_recorded_end(task, step)
+                            return
+                        if resumed and not seen_event:
+                            # The agent took the client's answer: the task works again.
+                            await _record(task, Step(services.status_event(task,
+                                                                           TaskState.WORKING)))
+                        seen_event = True
+                        await _record(task, step)
+                        yield step
+                        if task.is_terminal:
+                            break
+        except upstream.UpstreamError as error:
+            await _fail(task, error.message)
+        except InvalidAgentResponse as error:
+            await _fail(task, error.message)
+            raise
+        except A2AError:
+            if self._fresh and not seen_event:
+                await sync_to_async(Task.objects.filter(pk=task.pk).delete)()
+            raise
+        if ended_elsewhere.is_set():
+            await sync_to_async(task.refresh_from_db)()
+        self.answer = {"task": services.snapshot_of(task)}
+
+    def record_end(self) -> list[Published]:
+        """Records ``end`` (synchronous: in the caller's transaction); returns what to publish
+        once it commits. A task that ended meanwhile (a cancel) keeps its end."""
+        if self.end is None:
+            return []
+        recorded = services.task_record(
+            task=self.task, event=self.end.event, upstream_task_id=self.end.upstream_task_id,
+            upstream_context_id=self.end.upstream_context_id)
+        if recorded.event is None:
+            return []
+        # Stream subscribers of a task answered by a message get the message alone.
+        event = self.answer if "message" in self.answer else recorded.event
+        return [Published(self.task.id, recorded.sequence, event, True)]
+
+    @property
+    def upstream_task_id(self) -> str:
+        return self.task.upstream_task_id or (self.end.upstream_task_id if self.end else "")
+
+    @property
+    def upstream_context_id(self) -> str:
+        return self.task.upstream_context_id or (
+            self.end.upstream_context_id if self.end else "")
+
+
+def _as_recorded_end(task: Task, step: Step) -> Step:
+    """The step that ends a task as it is recorded: a message answer ends it completed with
+    that message."""
+    if "message" not in step.event:
+        return step
+    completed = {"statusUpdate": {"taskId": task.id, "contextId": task.context_id,
+                                  "status": {"state": "TASK_STATE_COMPLETED",
+                                             "message": step.event["message"]}}}
+    return replace(step, event=completed, upstream_task_id="")
 
 
 @dataclass(frozen=True)

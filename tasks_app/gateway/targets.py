@@ -64,6 +64,10 @@ class Step:
     also: Callable[[], list[Published] | None] | None = field(
         default=None, compare=False, repr=False)
     then: tuple[Step, ...] = ()
+    recorded: bool = False
+    """The target stored (and published) the event itself, with writes of its own in the same
+    transaction (a team: its hop, with the end of the member's task): the driver only takes
+    note of where the task now stands."""
 
 
 @dataclass(frozen=True)
