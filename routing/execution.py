@@ -210,6 +210,14 @@ class TeamTarget(gateway.Target):
             )
             for each in published:
                 await each.send()
+            if (not stream and isinstance(decision, Reply) and "message" in answer.answer
+                    and order == 1):
+                # A single exchange the member answered with a Message: so does the team (its
+                # task, completed with that message, stays for the trace).
+                reply = prepare_reply(answer.answer, routing_error=decision.routing_error)
+                yield gateway.Step({"message": _as_team_message(reply["message"], task)},
+                                   recorded=True)
+                return
             for each in published:
                 if each.task_id == task.id:
                     yield gateway.Step(each.event, recorded=True)
