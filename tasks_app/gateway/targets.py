@@ -18,12 +18,15 @@ from django.conf import settings
 from django.db import transaction
 
 from tasks_app import delegation, snapshots, streams, upstream
+from tasks_app.lifecycle import INTERRUPTED
 from tasks_app.models import Task
 from tasks_app.protocol.errors import (
     A2AError,
     InvalidAgentResponse,
     UnsupportedOperation,
 )
+
+_INTERRUPTED = frozenset(state.value for state in INTERRUPTED)
 
 
 @dataclass(frozen=True)
@@ -273,9 +276,17 @@ class AgentTarget(Target):
         events = upstream.stream(self.endpoint, _op("STREAM"), outgoing,
                                  extensions=ctx.extensions, timeout=timeout,
                                  extra_headers=_delegation_headers(ctx))
+        # A follow-up turn of a task waiting on its client: some agents (@a2a-js/sdk) open the
+        # stream by re-sending the task as it still stands. That is not the turn's answer.
+        resent_first = task.state if task.state in _INTERRUPTED else None
         try:
             async for step in self._steps(events, ids, first_event=True):
                 ids = _ids(task, step, ids)
+                if resent_first is not None:
+                    resent = snapshots.state_of(step.event.get("task") or {}) == resent_first
+                    resent_first = None
+                    if resent:
+                        continue
                 yield step
                 if upstream.ends_stream(step.event):
                     return

@@ -5,6 +5,7 @@ a2a-sdk agents on 127.0.0.1."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from typing import Any
@@ -135,3 +136,69 @@ async def test_a_team_following_its_member_routes_on_when_the_members_task_ends(
     children = await sync_to_async(list)(
         RelayTask.objects.filter(parent_id=team_task).values_list("state", flat=True))
     assert children == ["completed"]
+
+
+# --- a follow-up stream that opens with the task as it still stands ----------------------
+
+
+class ResendsOnFollowUp(TaskExecutor):
+    """Asks for a name (input-required). On the answer, opens its stream by re-sending the
+    task still input-required (as @a2a-js/sdk agents do), then works and completes."""
+
+    async def work(self, context: RequestContext, updater: TaskUpdater) -> None:
+        if context.current_task is None:
+            await updater.requires_input(text_message(updater, "Whose name?"))
+            return
+        await updater.event_queue.enqueue_event(context.current_task)
+        await asyncio.sleep(0.1)
+        await updater.start_work()
+        name = context.get_user_input().strip()
+        await updater.complete(text_message(updater, f"Hello, {name}!"))
+
+
+RESENDS = task_spec("resends", "Resends", "Re-sends its task on a follow-up.", ResendsOnFollowUp)
+
+
+@pytest.fixture(scope="module")
+def resending_url():
+    with running_many({"resends": lambda url: build_agent_app(RESENDS, base_url=url)}) as urls:
+        yield urls["resends"]
+
+
+def sse_results(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line[len("data: "):])["result"] for line in text.splitlines()
+            if line.startswith("data: ")]
+
+
+async def stream(relay, path: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+    response = await relay.post(path, json={"jsonrpc": "2.0", "id": 1,
+                                            "method": "SendStreamingMessage",
+                                            "params": {"message": message}})
+    assert response.status_code == 200, response.text
+    return sse_results(response.text)
+
+
+def state_of(event: dict[str, Any]) -> str | None:
+    body = event.get("task") or event.get("statusUpdate") or {}
+    return (body.get("status") or {}).get("state")
+
+
+@pytest.mark.parametrize("path", ["/a2a/agents/resends/", "/a2a/teams/solo-resends/"])
+async def test_a_follow_up_stream_opening_with_the_waiting_task_is_followed_to_its_end(
+        relay, resending_url, path):
+    """Regression: the re-sent input-required task ended the stream; a team stayed
+    input-required for ever although its member completed."""
+    await sync_to_async(agent_register)(url=resending_url, agent_id="resends")
+    await sync_to_async(team_create)(team_id="solo-resends", name="Solo resends",
+                                     members=["resends"], default_agent="resends")
+    first = await stream(relay, path, user_message("greet someone"))
+    assert state_of(first[-1]) == "TASK_STATE_INPUT_REQUIRED"
+    task_id = first[0]["task"]["id"]
+
+    follow_up = await stream(relay, path, {**user_message("Ada"), "taskId": task_id})
+
+    assert state_of(follow_up[-1]) == "TASK_STATE_COMPLETED"
+    last = follow_up[-1]["statusUpdate"]["status"]["message"]["parts"]
+    assert last == [{"text": "Hello, Ada!"}]
+    stored = (await relay.get(f"/a2a/tasks/{task_id}")).json()
+    assert stored["status"]["state"] == "TASK_STATE_COMPLETED"
