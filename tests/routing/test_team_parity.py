@@ -105,7 +105,12 @@ async def send(relay, path: str, params: dict[str, Any]) -> dict[str, Any]:
 
 async def final_state(relay, task_id: str) -> dict[str, Any]:
     async def ended():
-        task = (await relay.get(f"/a2a/tasks/{task_id}")).json()
+        response = await relay.get(f"/a2a/tasks/{task_id}")
+        # The test database (SQLite in memory, shared cache) may refuse a read while the
+        # relay's job writes ("table is locked"): asked again at the next poll.
+        if response.status_code != 200:
+            return None
+        task = response.json()
         return task if task["status"]["state"] != "TASK_STATE_WORKING" else None
 
     return await eventually(ended, f"task {task_id} ending", timeout=WAIT_SECONDS)
