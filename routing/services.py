@@ -101,7 +101,7 @@ def hop_record(
     task's ``events`` (the hop's update, its artifacts, the answer when the conversation ends
     here; ``error`` the reason of a failure). Returns what to publish once it committed."""
     with transaction.atomic():
-        published = member_exchange.record_end() if member_exchange is not None else []
+        published = member_exchange.store_end() if member_exchange is not None else []
         hop_save(hop, team_id=team_id, context_id=team_task.context_id,
                  member_task_open=member_task_open, known=known)
         published += task_events_record(task=team_task, events=events, error=error)
@@ -124,14 +124,6 @@ def task_events_record(*, task: Task, events: list[dict[str, Any]], error: str =
             Task.objects.filter(pk=task.pk).update(error=error[:2000])
             task.error = error[:2000]
     return published
-
-
-def task_error_note(*, task_id: str, event: dict[str, Any]) -> None:
-    """Keeps why a team task is about to fail in its ``error`` (as the gateway does for agent
-    tasks), from the text of the failing status update."""
-    message = event["statusUpdate"]["status"].get("message") or {}
-    reason = "\n".join(part["text"] for part in message.get("parts", []) if "text" in part)
-    Task.objects.filter(pk=task_id).update(error=reason[:2000])
 
 
 def hop_as_json(hop: RoutingHop) -> dict[str, Any]:

@@ -48,14 +48,7 @@ class CallContext:
 
 @dataclass(frozen=True)
 class Step:
-    """One event from a target, in relay ids, and the upstream ids it revealed. ``also`` is a
-    write of the target's own that belongs with the event (a team's routing hop, with the end
-    of the member task that made it): it runs in the transaction that records the event, or
-    on its own when the task has already ended, and returns the events it recorded for other
-    tasks, to publish. ``then`` are events known at the same moment (a team's hop, the
-    artifacts it brought and the answer it ends with): recorded right after this one, in the
-    same database round trip.
-    """
+    """One event from a target, in relay ids, and the upstream ids it revealed."""
 
     event: dict[str, Any]
     upstream_task_id: str = ""
@@ -64,9 +57,6 @@ class Step:
     """The call's answer ends here although the task goes on: a direct client would have its
     answer now (a blocking call returned a working task; a stream ended without a final
     state). The steps after it come from following the task."""
-    also: Callable[[], list[Published] | None] | None = field(
-        default=None, compare=False, repr=False)
-    then: tuple[Step, ...] = ()
     recorded: bool = False
     """The target stored (and published) the event itself, with writes of its own in the same
     transaction (a team: its hop, with the end of the member's task): the driver only takes
