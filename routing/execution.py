@@ -26,8 +26,11 @@ Decisions where the spec is silent:
 - A member call the gateway refuses (an A2A error, an unreachable agent) is a ``failed`` answer
   whose text says why, routed like any answer (rule 2): a worker's failure reaches the default
   agent, the default agent's reaches the caller (the team task then ends ``failed``).
-- A member answering a blocking call with a task still ``working`` (it does not stream) is
-  polled until it ends or waits, up to ``RELAY_UPSTREAM_TIMEOUT``.
+- Every member event is forwarded to the team task as it happens (a status update as a
+  ``working`` update with the member's message, an artifact update as it is), with
+  ``metadata[URI] = {"member", "hop"}`` saying where it comes from. A member's task that goes
+  on working after the call's answer is followed (the gateway follows the agent's task) until
+  it ends; then the conversation routes on.
 - The next member receives the answer's message parts followed by the parts of the answering
   task's artifacts: the work itself, not only "done".
 - A member that declares no usable interface counts as unhealthy.
@@ -35,17 +38,13 @@ Decisions where the spec is silent:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
-import functools
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 
 from registry.extensions import CLIENT_ROUTING_URI
 from registry.models import Agent
@@ -65,16 +64,14 @@ from routing.router import (
     prepare_reply,
 )
 from tasks_app import gateway, upstream
-from tasks_app.lifecycle import ACTIVE, TaskState, to_wire_v1
+from tasks_app.lifecycle import ACTIVE, INTERRUPTED, TaskState, to_wire_v1
 from tasks_app.models import Task
 from tasks_app.protocol.errors import A2AError, TaskNotCancelable
+from tasks_app.services import status_event
 
 Outcome = RoutingHop.Outcome
 WIRE_STATE = {state: to_wire_v1(state) for state in TaskState}
 STATE_OF_WIRE = {wire: state for state, wire in WIRE_STATE.items()}
-POLL_SECONDS = (0.2, 0.5, 1.0, 2.0)
-"""Waits between refreshes of a member task that answered still working (then 2 s each)."""
-
 
 @dataclass(frozen=True)
 class MemberAnswer:
@@ -86,13 +83,18 @@ class MemberAnswer:
     latency_ms: float
     upstream_task_id: str = ""
     upstream_context_id: str = ""
-    record_end: Callable[[], list[gateway.Published]] | None = field(
-        default=None, compare=False, repr=False)
-    """Records the member task's last event, held back to be stored with the hop."""
 
     @property
     def failed(self) -> bool:
         return self.state in (TaskState.FAILED, TaskState.REJECTED)
+
+
+@dataclass(frozen=True)
+class RecordedHop:
+    """A hop about to be stored, and the member's (context, open task) stored before it."""
+
+    hop: RoutingHop
+    known: tuple[str, str]
 
 
 @dataclass(frozen=True)
@@ -144,12 +146,18 @@ class TeamTarget(gateway.Target):
         )
 
     async def run(self, task, request, ctx, *, stream):
+        """The conversation, hop by hop. Every event is recorded here (``recorded`` steps):
+        each member event as it happens, forwarded as a team-task update naming its member and
+        hop, and each hop with the end of the member task that made it, in one transaction
+        (``services.hop_record``)."""
         message = request["message"]
         if message.get("taskId") or message.get("contextId"):
             conversation = await sync_to_async(selectors.conversation_of)(
                 team_id=self.id, task=task)
         else:  # a new conversation: nothing of it is stored yet
             conversation = selectors.Conversation()
+        if TaskState(task.state) in INTERRUPTED:  # the caller answered: the team works again
+            yield await _recorded(task, status_event(task, TaskState.WORKING))
         hop = first_hop(self.view, message, parked_on=conversation.parked_on)
         hops_done = 0
         while isinstance(hop, Deliver):
@@ -161,29 +169,69 @@ class TeamTarget(gateway.Target):
                 handoffs=hop.handoffs,
                 routing_error=hop.routing_error,
             )
-            answer = await self._call(
+            started = time.perf_counter()
+            order = conversation.hops_recorded + 1
+            call = await self._open(
                 task, ctx, hop.target, outgoing, conversation, routing=bool(headers),
                 metadata=request.get("metadata"),
             )
+            forwarded: set[str] = set()
+            if isinstance(call, gateway.Exchange):
+                try:
+                    async for step in call.events():
+                        for event in _forwarded(step.event, task, member=hop.target, hop=order):
+                            if "artifactUpdate" in event:
+                                forwarded.add(event["artifactUpdate"]["artifact"].get("artifactId"))
+                            yield await _recorded(task, event, answered=step.answered)
+                except A2AError as error:
+                    call = _failed_answer(f"agent {hop.target!r}: {error.message}", started)
+            answer = _answer_of(call, started)
             hops_done += 1
             decision = self._decide(hop, answer, hops_done)
-            recorded, save = self._hop(task, conversation, hop, outgoing, answer, decision)
-            # The hop, the artifacts it brought and, when the conversation ends here, the
-            # team task's answer: recorded in one round trip.
-            then = [_artifact_step(task, artifact)
-                    for artifact in answer.answer.get("task", {}).get("artifacts", [])]
+            recorded = self._hop(task, conversation, hop, outgoing, answer, decision)
+            # The hop, the artifacts it brought (those not forwarded as they came) and, when
+            # the conversation ends here, the team task's answer.
+            events = [_hop_event(task, recorded.hop)]
+            events += [_artifact_event(task, artifact)
+                       for artifact in answer.answer.get("task", {}).get("artifacts", [])
+                       if artifact.get("artifactId") not in forwarded]
+            error = ""
             if decision is None:
                 text = f"the task of member '{hop.target}' was canceled"
-                then.append(_final_step(task, TaskState.CANCELED, text=text))
+                events.append(_final_event(task, TaskState.CANCELED, text=text))
             elif not isinstance(decision, Deliver):
-                then.append(_ending(task, decision, answer))
-            yield dataclasses.replace(_hop_step(task, recorded), also=save, then=tuple(then))
+                ending, error = _ending(task, decision, answer)
+                events.append(ending)
+            exchange = call if isinstance(call, gateway.Exchange) else None
+            published = await sync_to_async(services.hop_record)(
+                hop=recorded.hop, team_id=self.id, team_task=task, events=events,
+                member_task_open=isinstance(decision, Park), known=recorded.known,
+                member_exchange=exchange, error=error,
+            )
+            for each in published:
+                await each.send()
+            if (not stream and isinstance(decision, Reply) and "message" in answer.answer
+                    and order == 1):
+                # A single exchange the member answered with a Message: so does the team (its
+                # task, completed with that message, stays for the trace).
+                reply = prepare_reply(answer.answer, routing_error=decision.routing_error)
+                yield gateway.Step({"message": _as_team_message(reply["message"], task)},
+                                   recorded=True)
+                return
+            for each in published:
+                if each.task_id == task.id:
+                    yield gateway.Step(each.event, recorded=True)
             message = _as_next_message(
-                answer.answer, answerer=hop.target, message_id=f"{task.id}-hop-{recorded.order}"
+                answer.answer, answerer=hop.target, message_id=f"{task.id}-hop-{order}"
             )
             hop = decision
         if hops_done == 0:  # nobody could be called: the default agent is unavailable
-            yield _ending(task, hop, None)
+            ending, error = _ending(task, hop, None)
+            published = await sync_to_async(services.task_events_record)(
+                task=task, events=[ending], error=error)
+            for each in published:
+                await each.send()
+                yield gateway.Step(each.event, recorded=True)
 
     def _decide(self, hop: Deliver, answer: MemberAnswer, hops_done: int):
         """Where the member's answer goes next; None when its task was canceled (the team task
@@ -207,12 +255,11 @@ class TeamTarget(gateway.Target):
         outgoing: dict[str, Any],
         answer: MemberAnswer,
         decision,
-    ) -> tuple[RoutingHop, Callable[[], list[gateway.Published]]]:
-        """The hop, and the write that stores it, with the end of the member's task, in the
-        transaction of the team task's hop event; ``conversation`` moves on to what the
-        member's conversation now is."""
+    ) -> RecordedHop:
+        """The hop, not yet stored, with the member's conversation as stored before it;
+        ``conversation`` moves on to what the member's conversation now is."""
         parked = isinstance(decision, Park)
-        recorded = services.hop_new(
+        row = services.hop_new(
             task_id=task.id,
             order=conversation.hops_recorded + 1,
             from_id=hop.sender,
@@ -228,23 +275,16 @@ class TeamTarget(gateway.Target):
             upstream_context_id=answer.upstream_context_id,
         )
         known = conversation.contexts.get(hop.target, ("", ""))  # before it moves on below
-
-        def save() -> list[gateway.Published]:
-            published = answer.record_end() if answer.record_end else []
-            services.hop_save(recorded, team_id=self.id, context_id=task.context_id,
-                              member_task_open=parked, known=known)
-            return published
-
-        conversation.hops_recorded = recorded.order
+        conversation.hops_recorded = row.order
         conversation.parked_on = conversation.parked_child_id = None
-        if recorded.upstream_context_id:
+        if row.upstream_context_id:
             conversation.contexts[hop.target] = (
-                recorded.upstream_context_id,
-                recorded.upstream_task_id if parked else "",
+                row.upstream_context_id,
+                row.upstream_task_id if parked else "",
             )
-        return recorded, save
+        return RecordedHop(row, known)
 
-    async def _call(
+    async def _open(
         self,
         task: Task,
         ctx: gateway.CallContext,
@@ -254,15 +294,14 @@ class TeamTarget(gateway.Target):
         *,
         routing: bool,
         metadata: dict[str, Any] | None = None,
-    ) -> MemberAnswer:
-        """Calls one member through the gateway, as a child task of the team task, and waits
-        until that task ends or waits on its client; the event that ends it is recorded with
-        the hop (``MemberAnswer.record_end``). A member that asked the caller for input gets
-        the answer on that same task; any other continues its upstream context of this
-        conversation. The caller's request metadata and activated extensions go with the
-        call, as they would to the agent called directly (the routing extension only to a
-        member that speaks it, never twice). Never raises for the member's failures: they
-        come back as a ``failed`` answer saying why."""
+    ) -> gateway.Exchange | MemberAnswer:
+        """Opens the member's task, a child of the team task, and the exchange that drives it
+        (the member streams when it can: its events are forwarded as they come). A member that
+        asked the caller for input gets the answer on that same task; any other continues its
+        upstream context of this conversation. The caller's request metadata and activated
+        extensions go with the call, as they would to the agent called directly (the routing
+        extension only to a member that speaks it, never twice). Never raises for the member's
+        failures: they come back as a ``failed`` answer saying why."""
         started = time.perf_counter()
         member = self.members.get(agent_id)
         if member is None:
@@ -277,23 +316,13 @@ class TeamTarget(gateway.Target):
             parent_task_id=task.id,
             upstream_context_id="" if resume_id else conversation.contexts.get(agent_id, ("",))[0],
         )
+        request = {"message": message, **({"metadata": metadata} if metadata else {})}
         try:
-            request = {"message": message, **({"metadata": metadata} if metadata else {})}
-            sent = await gateway.send_for_task(member, child_ctx, request)
-            answer = sent.answer
-            if sent.held is None:
-                answer = await _until_settled(member, child_ctx, answer)
+            opened = await sync_to_async(gateway.open_task)(member, child_ctx, request)
         except A2AError as error:
             return _failed_answer(f"agent {agent_id!r}: {error.message}", started)
-        state = STATE_OF_WIRE.get(
-            answer.get("task", {}).get("status", {}).get("state"), TaskState.COMPLETED
-        )
-        return MemberAnswer(
-            answer, state, (time.perf_counter() - started) * 1000,
-            upstream_task_id=sent.upstream_task_id,
-            upstream_context_id=sent.upstream_context_id,
-            record_end=sent.held.record if sent.held else None,
-        )
+        steps = member.run(opened.task, request, child_ctx, stream=member.streaming)
+        return gateway.Exchange(member, opened.task, steps, fresh=opened.fresh)
 
     async def cancel_upstream(self, task, ctx):
         """Cancels the member tasks in flight (or waiting) for this team task, at the relay and
@@ -369,35 +398,75 @@ def _member(agent, target: gateway.AgentTarget | None) -> Member:
     )
 
 
-async def _until_settled(
-    member: gateway.AgentTarget, ctx: gateway.CallContext, answer: dict[str, Any]
-) -> dict[str, Any]:
-    """The answer once the member's task has ended or waits on its client: a task still
-    submitted or working (the member answered early) is refreshed until it settles, at most
-    RELAY_UPSTREAM_TIMEOUT seconds; then it counts as failed."""
-    deadline = time.monotonic() + settings.RELAY_UPSTREAM_TIMEOUT
-    waits = iter(POLL_SECONDS)
-    while "task" in answer and STATE_OF_WIRE.get(answer["task"]["status"]["state"]) in ACTIVE:
-        if time.monotonic() > deadline:
-            return _failed_task(answer["task"], f"agent {member.id!r} did not finish in time")
-        await asyncio.sleep(next(waits, POLL_SECONDS[-1]))
-        answer = {"task": await gateway.get_task(member, ctx, answer["task"]["id"])}
-    return answer
-
-
-def _ending(task: Task, hop, answer: MemberAnswer | None) -> gateway.Step:
+def _ending(task: Task, hop, answer: MemberAnswer | None) -> tuple[dict[str, Any], str]:
     """The team task's last update: the reply, the question for the caller (parked), or the
-    failure (hop limit, unavailable default agent), whose reason is kept in the task's
-    ``error`` too."""
+    failure (hop limit, unavailable default agent); and the failure's reason, kept in the
+    task's ``error`` too ("" otherwise)."""
     if isinstance(hop, Reply):
         reply = prepare_reply(answer.answer, routing_error=hop.routing_error)
-        return _final_step(task, answer.state, message=_answer_message(reply))
+        return _final_event(task, answer.state, message=_answer_message(reply)), ""
     if isinstance(hop, Park):
         question = _answer_message(prepare_reply(answer.answer))
-        return _final_step(task, TaskState(STATE_OF_WIRE[hop.state]), message=question)
-    failed = _final_step(task, TaskState.FAILED, text=hop.message)  # Fail or Unavailable
-    note = functools.partial(services.task_error_note, task_id=task.id, event=failed.event)
-    return dataclasses.replace(failed, also=note)
+        return _final_event(task, TaskState(STATE_OF_WIRE[hop.state]), message=question), ""
+    return _final_event(task, TaskState.FAILED, text=hop.message), hop.message  # Fail, Unavailable
+
+
+def _answer_of(call: gateway.Exchange | MemberAnswer, started: float) -> MemberAnswer:
+    """The member's answer once its exchange is over. A task that did not end (its exchange
+    stopped early) counts as failed."""
+    if isinstance(call, MemberAnswer):
+        return call
+    answer = call.answer
+    state = STATE_OF_WIRE.get(
+        answer.get("task", {}).get("status", {}).get("state"), TaskState.COMPLETED
+    )
+    if state in ACTIVE:
+        answer = _failed_task(answer["task"], f"agent {call.target.id!r} stopped answering")
+        state = TaskState.FAILED
+    return MemberAnswer(
+        answer, state, (time.perf_counter() - started) * 1000,
+        upstream_task_id=call.upstream_task_id,
+        upstream_context_id=call.upstream_context_id,
+    )
+
+
+async def _recorded(task: Task, event: dict[str, Any], *, answered: bool = False
+                    ) -> gateway.Step:
+    """Records and publishes one event of the team task; the step that tells the driver."""
+    await gateway.record(task, gateway.Step(event))
+    return gateway.Step(event, recorded=True, answered=answered)
+
+
+def _forwarded(event: dict[str, Any], task: Task, *, member: str, hop: int
+               ) -> list[dict[str, Any]]:
+    """A member's event (not its last) as the team task's events: a status update or task
+    as a ``working`` update with the member's status message, an artifact update as it is
+    (its id, ``append`` and ``lastChunk`` kept); each saying, in its ``metadata[URI]``, which
+    member and hop it comes from."""
+    ids = {"taskId": task.id, "contextId": task.context_id}
+    origin = {CLIENT_ROUTING_URI: {"member": member, "hop": hop}}
+    if "artifactUpdate" in event:
+        update = event["artifactUpdate"]
+        kept = {key: update[key] for key in ("append", "lastChunk") if key in update}
+        return [{"artifactUpdate": {**ids, "artifact": update.get("artifact") or {}, **kept,
+                                    "metadata": origin}}]
+    body = event.get("statusUpdate") or event.get("task")
+    if not isinstance(body, dict):
+        return []
+    status: dict[str, Any] = {"state": WIRE_STATE[TaskState.WORKING]}
+    message = (body.get("status") or {}).get("message")
+    if message:
+        status["message"] = dict(message, **ids)
+    events = [{"statusUpdate": {**ids, "status": status, "metadata": origin}}]
+    for artifact in (event.get("task") or {}).get("artifacts", []):
+        events.append({"artifactUpdate": {**ids, "artifact": artifact, "lastChunk": True,
+                                          "metadata": origin}})
+    return events
+
+
+def _as_team_message(message: dict[str, Any], task: Task) -> dict[str, Any]:
+    """A member's answer message as the team's own: in the team's context, of no task."""
+    return {**{k: v for k, v in message.items() if k != "taskId"}, "contextId": task.context_id}
 
 
 def _failed_task(task: dict[str, Any], text: str) -> dict[str, Any]:
@@ -503,7 +572,8 @@ def _hop_note(hop: RoutingHop) -> str:
     return note
 
 
-def _status_step(task: Task, state: TaskState, message: dict[str, Any] | None) -> gateway.Step:
+def _status_event(task: Task, state: TaskState, message: dict[str, Any] | None
+                  ) -> dict[str, Any]:
     status: dict[str, Any] = {"state": WIRE_STATE[state]}
     if message is not None:
         message = {
@@ -512,16 +582,14 @@ def _status_step(task: Task, state: TaskState, message: dict[str, Any] | None) -
             if value or key not in ("metadata", "extensions")
         }
         status["message"] = dict(message, taskId=task.id, contextId=task.context_id)
-    return gateway.Step(
-        {"statusUpdate": {"taskId": task.id, "contextId": task.context_id, "status": status}}
-    )
+    return {"statusUpdate": {"taskId": task.id, "contextId": task.context_id, "status": status}}
 
 
 def _relay_message(message_id: str, text: str, **fields: Any) -> dict[str, Any]:
     return {"messageId": message_id, "role": "ROLE_AGENT", "parts": [{"text": text}], **fields}
 
 
-def _hop_step(task: Task, hop: RoutingHop) -> gateway.Step:
+def _hop_event(task: Task, hop: RoutingHop) -> dict[str, Any]:
     """The hop as a ``working`` update: its note as the status message, the hop itself in the
     message's ``metadata[URI].hop`` (so the team task's history keeps every hop too)."""
     note = _relay_message(
@@ -529,25 +597,23 @@ def _hop_step(task: Task, hop: RoutingHop) -> gateway.Step:
         _hop_note(hop),
         metadata={CLIENT_ROUTING_URI: {"hop": services.hop_as_json(hop)}},
     )
-    return _status_step(task, TaskState.WORKING, note)
+    return _status_event(task, TaskState.WORKING, note)
 
 
-def _artifact_step(task: Task, artifact: dict[str, Any]) -> gateway.Step:
-    return gateway.Step(
-        {
-            "artifactUpdate": {
-                "taskId": task.id,
-                "contextId": task.context_id,
-                "artifact": artifact,
-                "lastChunk": True,
-            }
+def _artifact_event(task: Task, artifact: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "artifactUpdate": {
+            "taskId": task.id,
+            "contextId": task.context_id,
+            "artifact": artifact,
+            "lastChunk": True,
         }
-    )
+    }
 
 
-def _final_step(
+def _final_event(
     task: Task, state: TaskState, *, message: dict[str, Any] | None = None, text: str = ""
-) -> gateway.Step:
+) -> dict[str, Any]:
     if text:
         message = _relay_message(f"{task.id}-{state.value}", text)
-    return _status_step(task, state, message)
+    return _status_event(task, state, message)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from routing.models import MemberContext, RoutingHop
-from tasks_app import rows
+from tasks_app import gateway, rows
+from tasks_app import services as task_services
 from tasks_app.models import Task
 
 TEXT_EXCERPT = 500
@@ -83,12 +85,45 @@ def hop_save(
         )
 
 
-def task_error_note(*, task_id: str, event: dict[str, Any]) -> None:
-    """Keeps why a team task is about to fail in its ``error`` (as the gateway does for agent
-    tasks), from the text of the failing status update."""
-    message = event["statusUpdate"]["status"].get("message") or {}
-    reason = "\n".join(part["text"] for part in message.get("parts", []) if "text" in part)
-    Task.objects.filter(pk=task_id).update(error=reason[:2000])
+def hop_record(
+    *,
+    hop: RoutingHop,
+    team_id: str,
+    team_task: Task,
+    events: list[dict[str, Any]],
+    member_exchange: gateway.Exchange | None = None,
+    member_task_open: bool = False,
+    known: tuple[str, str] = ("", ""),
+    error: str = "",
+) -> list[gateway.Published]:
+    """Records one hop in one transaction: the event that ended the member's task (held back
+    by its exchange), the hop and the member's conversation (``hop_save``), and the team
+    task's ``events`` (the hop's update, its artifacts, the answer when the conversation ends
+    here; ``error`` the reason of a failure). Returns what to publish once it committed."""
+    with transaction.atomic():
+        published = member_exchange.store_end() if member_exchange is not None else []
+        hop_save(hop, team_id=team_id, context_id=team_task.context_id,
+                 member_task_open=member_task_open, known=known)
+        published += task_events_record(task=team_task, events=events, error=error)
+    return published
+
+
+def task_events_record(*, task: Task, events: list[dict[str, Any]], error: str = ""
+                       ) -> list[gateway.Published]:
+    """Records events of a team task in one transaction (a task that ended meanwhile ignores
+    them), with ``error`` as the reason it fails; returns what to publish."""
+    published = []
+    with transaction.atomic():
+        for event in events:
+            recorded = task_services.task_record(task=task, event=event)
+            if recorded.event is not None:
+                published.append(gateway.Published(
+                    task.id, recorded.sequence, recorded.event,
+                    task.state in gateway.FINAL_STATES))
+        if error and published:
+            Task.objects.filter(pk=task.pk).update(error=error[:2000])
+            task.error = error[:2000]
+    return published
 
 
 def hop_as_json(hop: RoutingHop) -> dict[str, Any]:

@@ -5,7 +5,6 @@ and re-decides. Services return what they wrote; the async gateway publishes it 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -95,20 +94,15 @@ class TerminalTaskError(Exception):
 
 
 def task_record(*, task: Task, event: dict[str, Any], upstream_task_id: str = "",
-                upstream_context_id: str = "", also: Callable[[], None] | None = None
-                ) -> Recorded:
+                upstream_context_id: str = "") -> Recorded:
     """Applies one canonical StreamResponse (relay ids) to the task and stores it as the next
     event. A task already terminal ignores it (returns ``event=None``): a late completion
-    after a cancel changes nothing. An invalid transition raises InvalidTransition. ``also``
-    (a write that belongs with the event) runs in the event's transaction, or alone when the
-    event is ignored. A task that ends or waits on the client has no owner any more. On
+    after a cancel changes nothing. An invalid transition raises InvalidTransition. Inside a
+    caller's transaction, the write is part of it (a team records a hop so). A task that ends or waits on the client has no owner any more. On
     PostgreSQL the transaction also sends a NOTIFY, so the task's streams in other relay
     processes wake up at its commit (``tasks_app.streams``)."""
     for _ in range(CAS_ATTEMPTS):
         if task.is_terminal:
-            if also is not None:
-                with transaction.atomic():
-                    also()
             return Recorded(task, None, task.last_sequence)
         before = snapshot_of(task)
         after = snapshots.apply_event(before, event)
@@ -129,11 +123,10 @@ def task_record(*, task: Task, event: dict[str, Any], upstream_task_id: str = ""
         changes = {name: value for name, value in changes.items()
                    if name == "updated_at" or getattr(task, name) != value}
         sequence = task.last_sequence + 1
-        if (also is None and not task.has_push_configs
-                and connection.vendor == "postgresql"):
+        if not task.has_push_configs and connection.vendor == "postgresql":
             moved = _record_in_one_statement(task, event, sequence, changes, new_state)
         else:
-            moved = _record_in_a_transaction(task, event, sequence, changes, new_state, also)
+            moved = _record_in_a_transaction(task, event, sequence, changes, new_state)
         if moved == 1:
             for name, value in changes.items():
                 setattr(task, name, value)
@@ -159,8 +152,7 @@ def _compared(task: Task) -> dict[str, Any]:
 
 
 def _record_in_one_statement(task, event, sequence, changes, new_state) -> int:
-    """The event of a task without push configs and with no write of the caller's, on
-    PostgreSQL: the compare-and-set, the event and the NOTIFY in one statement."""
+    """The event of a task without push configs, on PostgreSQL: the compare-and-set, the event and the NOTIFY in one statement."""
     moved = rows.update_then_insert(
         Task, values={"last_sequence": sequence, **changes}, where=_compared(task),
         instance=_event_row(task, event, sequence),
@@ -168,15 +160,13 @@ def _record_in_one_statement(task, event, sequence, changes, new_state) -> int:
     return 1 if moved else 0
 
 
-def _record_in_a_transaction(task, event, sequence, changes, new_state, also) -> int:
+def _record_in_a_transaction(task, event, sequence, changes, new_state) -> int:
     with transaction.atomic():
         moved = rows.update(Task, values={"last_sequence": sequence, **changes},
                             where=_compared(task))
         if moved == 1:
             stored = _event_row(task, event, sequence)
             rows.insert(stored)
-            if also is not None:
-                also()
             if task.has_push_configs:
                 _queue_push(task, stored)
             if connection.vendor == "postgresql":

@@ -16,16 +16,17 @@ One file a job, imports going down:
 from tasks_app.gateway.driving import (
     FINAL_STATES,
     FINAL_V1_STATES,
-    Held,
+    Exchange,
     Opened,
     Outcome,
     _running,
+    ending,
     open_task,
 )
+from tasks_app.gateway.driving import _record as record
 from tasks_app.gateway.expiry import expire_overdue
 from tasks_app.gateway.operations import (
     KEEPALIVE_SECONDS,
-    Sent,
     cancel_task,
     extended_card,
     get_task,
@@ -34,7 +35,6 @@ from tasks_app.gateway.operations import (
     push_config_delete,
     push_config_get,
     push_config_list,
-    send_for_task,
     send_message,
     stream_message,
     subscribe,
@@ -59,11 +59,11 @@ from tasks_app.gateway.targets import (
 
 __all__ = [
     "FINAL_STATES", "FINAL_V1_STATES", "KEEPALIVE_SECONDS", "AgentTarget", "CallContext",
-    "CallGuard", "Held", "Opened", "Outcome", "Published", "Sent", "Step", "Target",
-    "TargetCache", "_running", "agent_changed", "agent_target", "cancel_task",
+    "CallGuard", "Exchange", "Opened", "Outcome", "Published", "Step", "Target",
+    "TargetCache", "_running", "ending", "record", "agent_changed", "agent_target", "cancel_task",
     "expire_overdue", "extended_card", "forget_agent_targets", "get_task", "list_tasks",
     "open_task", "push_config_create", "push_config_delete", "push_config_get",
     "push_config_list", "register_call_guard", "register_target_kind", "resolve_target",
-    "send_for_task", "send_message", "stream_message", "subscribe", "target_cache_seconds",
+    "send_message", "stream_message", "subscribe", "target_cache_seconds",
     "target_of",
 ]

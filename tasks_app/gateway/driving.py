@@ -80,12 +80,11 @@ def stop(task_id: str) -> None:
 
 @dataclass
 class Outcome:
-    """Where a drive got to: the task as it stands, the agent's message when it answered
-    with one (no task), or the held last event (``send_for_task``)."""
+    """Where a drive got to: the task as it stands, and the agent's message when it answered
+    with one (no task)."""
 
     task: Task
     message: dict[str, Any] | None = None
-    held: Held | None = None
     snapshot: dict[str, Any] | None = None
     """The task as it stood when the call's answer was known (the job may have moved on)."""
     sequence: int | None = None
@@ -133,63 +132,10 @@ def _answer(answered: asyncio.Future[Outcome] | None, outcome: Outcome) -> None:
         answered.set_result(outcome)
 
 
-@dataclass(frozen=True)
-class Held:
-    """A task's last event, known but not yet recorded (``send_for_task``): ``answer`` is
-    what the call answers with it (the task as that event leaves it, or the agent's message);
-    ``record`` records it (synchronous: in the caller's transaction when it has one) and
-    returns what to publish."""
-
-    task: Task
-    step: Step
-    answer: dict[str, Any]
-
-    def record(self) -> list[Published]:
-        recorded = services.task_record(
-            task=self.task, event=self.step.event, upstream_task_id=self.step.upstream_task_id,
-            upstream_context_id=self.step.upstream_context_id)
-        if recorded.event is None:  # the task ended meanwhile (canceled, expired)
-            return []
-        # Stream subscribers of a task answered by a message get the message alone.
-        event = self.answer if "message" in self.answer else recorded.event
-        return [Published(self.task.id, recorded.sequence, event, True)]
-
-    @property
-    def upstream_task_id(self) -> str:
-        return self.task.upstream_task_id or self.step.upstream_task_id
-
-    @property
-    def upstream_context_id(self) -> str:
-        return self.task.upstream_context_id or self.step.upstream_context_id
-
-
-def _held(task: Task, step: Step) -> Held | None:
-    """The step held back, when it ends the task (final or waiting on the client) by a move
-    A2A allows; None otherwise (it is then recorded as usual). A message (given only as the
-    agent's first answer) ends the task completed with that message."""
-    if "message" in step.event:
-        completed = {"statusUpdate": {"taskId": task.id, "contextId": task.context_id,
-                                      "status": {"state": "TASK_STATE_COMPLETED",
-                                                 "message": step.event["message"]}}}
-        return Held(task, replace(step, event=completed, upstream_task_id=""), step.event)
-    if not upstream.ends_stream(step.event):  # most events: no snapshot to fold
-        return None
-    after = snapshots.apply_event(services.snapshot_of(task), step.event)
-    state = snapshots.state_of(after)
-    if state not in FINAL_STATES:
-        return None
+async def _record(task: Task, *steps: Step) -> Task:
+    """Records the steps, in one thread hop, and publishes what was recorded."""
     try:
-        check_transition(task.state, state)
-    except InvalidTransition:
-        return None
-    return Held(task, step, {"task": after})
-
-
-async def _record(task: Task, step: Step) -> Task:
-    """Records the step and those it brings (``then``) in one thread hop, and publishes what
-    was recorded."""
-    try:
-        recorded = await sync_to_async(_record_steps)(task, step)
+        recorded = await sync_to_async(_record_steps)(task, steps)
     except InvalidTransition as error:
         raise InvalidAgentResponse(f"the agent moved the task in a way A2A forbids: {error}"
                                    ) from error
@@ -198,18 +144,14 @@ async def _record(task: Task, step: Step) -> Task:
     return task
 
 
-def _record_steps(task: Task, step: Step) -> list[Published]:
-    """Records the step and its ``then`` (a task already ended ignores the rest), bringing
-    ``task`` up to date; returns what to publish, in order."""
+def _record_steps(task: Task, steps: tuple[Step, ...]) -> list[Published]:
+    """Records the steps in order (a task already ended ignores the rest), bringing ``task``
+    up to date; returns what to publish, in order."""
     recorded: list[Published] = []
-    for each in (step, *step.then):
-        also = None
-        if each.also is not None:
-            def also(write=each.also):
-                recorded.extend(write() or ())
+    for each in steps:
         done = services.task_record(
             task=task, event=each.event, upstream_task_id=each.upstream_task_id,
-            upstream_context_id=each.upstream_context_id, also=also,
+            upstream_context_id=each.upstream_context_id,
         )
         if done.event is not None:
             recorded.append(Published(task.id, done.sequence, done.event,
@@ -227,17 +169,17 @@ async def _fail(task: Task, reason: str) -> Task:
 async def _reply_as_message(task: Task, step: Step) -> Outcome:
     """The agent answered with a Message, not a task: the relay's task ends completed with
     that message, and stream subscribers get the message alone."""
-    for published in await sync_to_async(_held(task, step).record)():
-        await published.send()
+    recorded = await sync_to_async(services.task_record)(
+        task=task, event=_as_recorded_end(task, step).event)
+    if recorded.event is not None:
+        await streams.publish(task.id, recorded.sequence, step.event, final=True)
     return Outcome(task, step.event["message"])
 
 
 async def _drive(target: Target, task: Task, steps: AsyncIterator[Step], *, fresh: bool,
-                 answered: asyncio.Future[Outcome] | None = None,
-                 hold_end: bool = False) -> Outcome:
-    """Records and publishes every step until the task ends or waits on the client (but the
-    last with ``hold_end``: it comes back as ``held``), telling ``answered`` when a step
-    marks the call's answer. Upstream failures end the task ``failed`` with the reason; an
+                 answered: asyncio.Future[Outcome] | None = None) -> Outcome:
+    """Records and publishes every step until the task ends or waits on the client, telling
+    ``answered`` when a step marks the call's answer. Upstream failures end the task ``failed`` with the reason; an
     A2A error from the agent on a fresh task removes the task and is raised. Stops, with the
     task as it stands, when another writer (a cancel or an expiry, in any process) ends the
     task."""
@@ -252,7 +194,7 @@ async def _drive(target: Target, task: Task, steps: AsyncIterator[Step], *, fres
                     scope.reschedule(asyncio.get_running_loop().time())
 
             return await _steps_recorded(target, task, steps, end, fresh=fresh,
-                                         answered=answered, hold_end=hold_end)
+                                         answered=answered)
     except TimeoutError:
         if not ended_elsewhere:
             raise
@@ -261,7 +203,7 @@ async def _drive(target: Target, task: Task, steps: AsyncIterator[Step], *, fres
     return Outcome(task)
 
 
-async def _steps_recorded(target, task, steps, end, *, fresh, answered, hold_end) -> Outcome:
+async def _steps_recorded(target, task, steps, end, *, fresh, answered) -> Outcome:
     """The body of ``_drive``, with ``end`` watching the task."""
     seen_event = False
     try:
@@ -274,9 +216,17 @@ async def _steps_recorded(target, task, steps, end, *, fresh, answered, hold_end
                     pending = list(batch)
                     while pending:
                         step = pending.pop(0)
+                        if step.recorded:
+                            seen_event = True
+                            if "message" in step.event:
+                                return Outcome(task, step.event["message"])
+                            if step.answered:
+                                _answer(answered, Outcome(task, snapshot=services.snapshot_of(task),
+                                                         sequence=task.last_sequence))
+                            if _state_of(step.event) in FINAL_STATES:
+                                return Outcome(task)
+                            continue
                         if "message" in step.event and not seen_event:
-                            if hold_end:
-                                return Outcome(task, held=_held(task, step))
                             return await _reply_as_message(task, step)
                         if not seen_event and TaskState(task.state) in INTERRUPTED:
                             # The agent took the client's answer: the task works again. Left
@@ -286,18 +236,12 @@ async def _steps_recorded(target, task, steps, end, *, fresh, answered, hold_end
                             task = await _record(task, Step(
                                 services.status_event(task, TaskState.WORKING)))
                         seen_event = True
-                        held = (_held(task, step) if hold_end and "message" not in step.event
-                                else None)
-                        if held is not None:
-                            return Outcome(task, held=held)
                         # Events that arrived while the last ones were being recorded are
                         # recorded together: one transaction for a burst, not one each.
                         together = []
-                        while (pending and not hold_end and _plain(step)
-                               and _plain(pending[0])):
+                        while pending and _plain(step) and _plain(pending[0]):
                             together.append(pending.pop(0))
-                        task = await _record(task, replace(step, then=tuple(together))
-                                             if together else step)
+                        task = await _record(task, step, *together)
                         if step.answered:
                             _answer(answered, Outcome(task, snapshot=services.snapshot_of(task),
                                                      sequence=task.last_sequence))
@@ -322,10 +266,14 @@ async def _steps_recorded(target, task, steps, end, *, fresh, answered, hold_end
         raise
 
 
+def _state_of(event: dict[str, Any]) -> str | None:
+    """The state (storage spelling) an event leaves its task in, when it says."""
+    return snapshots.state_of(event.get("task") or event.get("statusUpdate") or {})
+
+
 def _plain(step: Step) -> bool:
     """An event with nothing of its own to do besides being recorded."""
-    return (not step.answered and step.also is None and not step.then
-            and "message" not in step.event)
+    return not step.answered and not step.recorded and "message" not in step.event
 
 
 BATCH_LIMIT = 64
@@ -374,19 +322,110 @@ class _Raised:
     error: Exception
 
 
-async def drive_inline(target: Target, task: Task, steps: AsyncIterator[Step], *,
-                       fresh: bool, hold_end: bool) -> Outcome:
-    """Drives in the caller's own coroutine (``send_for_task``: a team waiting on its
-    member), holding the task for this process meanwhile."""
-    from tasks_app.gateway import supervisor
-
-    watcher = supervisor.supervisor()
-    watcher.inline_drives += 1
-    watcher.start(takeover=False)
+def ending(task: Task, step: Step) -> dict[str, Any] | None:
+    """What the call answers when ``step`` ends the task (a final state, or one that waits on
+    the client, reached by a move A2A allows): the task as the step leaves it, or the agent's
+    message (given as its first answer); None when the task goes on."""
+    if "message" in step.event:
+        return {"message": step.event["message"]}
+    if not upstream.ends_stream(step.event):  # most events: no snapshot to fold
+        return None
+    after = snapshots.apply_event(services.snapshot_of(task), step.event)
+    state = snapshots.state_of(after)
+    if state not in FINAL_STATES:
+        return None
     try:
-        return await _drive(target, task, steps, fresh=fresh, hold_end=hold_end)
-    finally:
-        watcher.inline_drives -= 1
+        check_transition(task.state, state)
+    except InvalidTransition:
+        return None
+    return {"task": after}
+
+
+class Exchange:
+    """A task its caller drives in its own coroutine (a team calling a member): ``events``
+    records and publishes every step on the task and yields it, until the step that ends the
+    task. That one is not recorded: it is ``end`` (what to record: a message answer becomes
+    the task completed with it), with ``answer`` what the call answers. The caller records it
+    with writes of its own, in one transaction (``store_end``, synchronous). A failure of the
+    agent ends the task failed (``answer`` is that task, ``end`` None); an A2A error the agent
+    answered a fresh task with removes the task and is raised. Stops when another writer (a
+    cancel) ends the task, ``answer`` then the task as it stands."""
+
+    def __init__(self, target: Target, task: Task, steps: AsyncIterator[Step], *,
+                 fresh: bool) -> None:
+        self.target, self.task, self._steps, self._fresh = target, task, steps, fresh
+        self.end: Step | None = None
+        self.answer: dict[str, Any] | None = None
+
+    async def events(self) -> AsyncIterator[Step]:
+        task, seen_event = self.task, False
+        resumed = TaskState(task.state) in INTERRUPTED
+        ended_elsewhere = asyncio.Event()
+        try:
+            with streams.watch(task.id, lambda state: task.is_terminal or ended_elsewhere.set()):
+                async with contextlib.aclosing(self._steps) as steps:
+                    async for step in steps:
+                        if ended_elsewhere.is_set():
+                            break
+                        answer = ending(task, step)
+                        if answer is not None:
+                            self.answer, self.end = answer, _as_recorded_end(task, step)
+                            return
+                        if resumed and not seen_event:
+                            # The agent took the client's answer: the task works again.
+                            await _record(task, Step(services.status_event(task,
+                                                                           TaskState.WORKING)))
+                        seen_event = True
+                        await _record(task, step)
+                        yield step
+                        if task.is_terminal:
+                            break
+        except upstream.UpstreamError as error:
+            await _fail(task, error.message)
+        except InvalidAgentResponse as error:
+            await _fail(task, error.message)
+            raise
+        except A2AError:
+            if self._fresh and not seen_event:
+                await sync_to_async(Task.objects.filter(pk=task.pk).delete)()
+            raise
+        if ended_elsewhere.is_set():
+            await sync_to_async(task.refresh_from_db)()
+        self.answer = {"task": services.snapshot_of(task)}
+
+    def store_end(self) -> list[Published]:
+        """Records ``end`` (synchronous: in the caller's transaction); returns what to publish
+        once it commits. A task that ended meanwhile (a cancel) keeps its end."""
+        if self.end is None:
+            return []
+        recorded = services.task_record(
+            task=self.task, event=self.end.event, upstream_task_id=self.end.upstream_task_id,
+            upstream_context_id=self.end.upstream_context_id)
+        if recorded.event is None:
+            return []
+        # Stream subscribers of a task answered by a message get the message alone.
+        event = self.answer if "message" in self.answer else recorded.event
+        return [Published(self.task.id, recorded.sequence, event, True)]
+
+    @property
+    def upstream_task_id(self) -> str:
+        return self.task.upstream_task_id or (self.end.upstream_task_id if self.end else "")
+
+    @property
+    def upstream_context_id(self) -> str:
+        return self.task.upstream_context_id or (
+            self.end.upstream_context_id if self.end else "")
+
+
+def _as_recorded_end(task: Task, step: Step) -> Step:
+    """The step that ends a task as it is recorded: a message answer ends it completed with
+    that message."""
+    if "message" not in step.event:
+        return step
+    completed = {"statusUpdate": {"taskId": task.id, "contextId": task.context_id,
+                                  "status": {"state": "TASK_STATE_COMPLETED",
+                                             "message": step.event["message"]}}}
+    return replace(step, event=completed, upstream_task_id="")
 
 
 @dataclass(frozen=True)

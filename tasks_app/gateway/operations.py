@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -18,7 +17,6 @@ from tasks_app import selectors, services, snapshots, streams, upstream
 from tasks_app.gateway import driving
 from tasks_app.gateway.driving import (
     FINAL_V1_STATES,
-    Held,
     Opened,
     _load,
     _record,
@@ -65,42 +63,6 @@ async def send_message(target: Target, ctx: CallContext, request: dict[str, Any]
     if outcome.message is not None:
         return {"message": outcome.message}
     return {"task": snapshots.trim(outcome.answer_snapshot(), history_length=history_length)}
-
-
-@dataclass(frozen=True)
-class Sent:
-    """What ``send_for_task`` got: the answer, the relay's task, and the answer's last event
-    when it was held back (None when it was recorded: the task is still working, or the call
-    failed)."""
-
-    answer: dict[str, Any]
-    task: Task
-    held: Held | None
-
-    @property
-    def upstream_task_id(self) -> str:
-        return self.held.upstream_task_id if self.held else self.task.upstream_task_id
-
-    @property
-    def upstream_context_id(self) -> str:
-        return self.held.upstream_context_id if self.held else self.task.upstream_context_id
-
-
-async def send_for_task(target: Target, ctx: CallContext, request: dict[str, Any]) -> Sent:
-    """SendMessage on behalf of one of the relay's own tasks (a team calling a member),
-    blocking. A streaming target is followed over a stream, so the task's upstream ids are
-    known, and a cancel reaches the agent, while it works. The event that ends the task is
-    held back: the caller records it with its own write (``Held.record``, in its
-    transaction) and publishes it, one database round trip for both."""
-    opened = await sync_to_async(open_task)(target, ctx, request)
-    steps = target.run(opened.task, request, ctx, stream=target.streaming)
-    outcome = await driving.drive_inline(target, opened.task, steps, fresh=opened.fresh,
-                                         hold_end=True)
-    if outcome.held is not None:
-        return Sent(outcome.held.answer, outcome.task, outcome.held)
-    if outcome.message is not None:
-        return Sent({"message": outcome.message}, outcome.task, None)
-    return Sent({"task": services.snapshot_of(outcome.task)}, outcome.task, None)
 
 
 async def stream_message(target: Target, ctx: CallContext, request: dict[str, Any], *,

@@ -30,7 +30,6 @@ class Supervisor:
     def __init__(self) -> None:
         self._heartbeat: asyncio.Task | None = None
         self._takeover: asyncio.Task | None = None
-        self.inline_drives = 0
 
     def start(self, *, takeover: bool) -> None:
         loop = asyncio.get_running_loop()
@@ -41,7 +40,7 @@ class Supervisor:
 
     @property
     def _busy(self) -> bool:
-        return bool(driving._running) or self.inline_drives > 0 or (
+        return bool(driving._running) or (
             self._takeover is not None and not self._takeover.done())
 
     async def _beat(self) -> None:

@@ -18,12 +18,15 @@ from django.conf import settings
 from django.db import transaction
 
 from tasks_app import delegation, snapshots, streams, upstream
+from tasks_app.lifecycle import INTERRUPTED
 from tasks_app.models import Task
 from tasks_app.protocol.errors import (
     A2AError,
     InvalidAgentResponse,
     UnsupportedOperation,
 )
+
+_INTERRUPTED = frozenset(state.value for state in INTERRUPTED)
 
 
 @dataclass(frozen=True)
@@ -45,14 +48,7 @@ class CallContext:
 
 @dataclass(frozen=True)
 class Step:
-    """One event from a target, in relay ids, and the upstream ids it revealed. ``also`` is a
-    write of the target's own that belongs with the event (a team's routing hop, with the end
-    of the member task that made it): it runs in the transaction that records the event, or
-    on its own when the task has already ended, and returns the events it recorded for other
-    tasks, to publish. ``then`` are events known at the same moment (a team's hop, the
-    artifacts it brought and the answer it ends with): recorded right after this one, in the
-    same database round trip.
-    """
+    """One event from a target, in relay ids, and the upstream ids it revealed."""
 
     event: dict[str, Any]
     upstream_task_id: str = ""
@@ -61,9 +57,10 @@ class Step:
     """The call's answer ends here although the task goes on: a direct client would have its
     answer now (a blocking call returned a working task; a stream ended without a final
     state). The steps after it come from following the task."""
-    also: Callable[[], list[Published] | None] | None = field(
-        default=None, compare=False, repr=False)
-    then: tuple[Step, ...] = ()
+    recorded: bool = False
+    """The target stored (and published) the event itself, with writes of its own in the same
+    transaction (a team: its hop, with the end of the member's task): the driver only takes
+    note of where the task now stands."""
 
 
 @dataclass(frozen=True)
@@ -269,9 +266,17 @@ class AgentTarget(Target):
         events = upstream.stream(self.endpoint, _op("STREAM"), outgoing,
                                  extensions=ctx.extensions, timeout=timeout,
                                  extra_headers=_delegation_headers(ctx))
+        # A follow-up turn of a task waiting on its client: some agents (@a2a-js/sdk) open the
+        # stream by re-sending the task as it still stands. That is not the turn's answer.
+        resent_first = task.state if task.state in _INTERRUPTED else None
         try:
             async for step in self._steps(events, ids, first_event=True):
                 ids = _ids(task, step, ids)
+                if resent_first is not None:
+                    resent = snapshots.state_of(step.event.get("task") or {}) == resent_first
+                    resent_first = None
+                    if resent:
+                        continue
                 yield step
                 if upstream.ends_stream(step.event):
                     return

@@ -123,7 +123,20 @@ async def send(
     assert response.status_code == 200, response.text
     body = response.json()
     assert "result" in body, body
+    if "message" in body["result"]:
+        # A single exchange answered with a Message: the team's task is found by its context.
+        return await team_task_of(relay, body["result"]["message"])
     return body["result"]["task"]
+
+
+async def team_task_of(relay, message: dict[str, Any]) -> dict[str, Any]:
+    """The team task a Message answer belongs to (the only task of its context)."""
+    listed = await relay.post("/a2a/teams/crew/", json={
+        "jsonrpc": "2.0", "id": 1, "method": "ListTasks",
+        "params": {"contextId": message["contextId"]}})
+    tasks = listed.json()["result"]["tasks"]
+    assert len(tasks) == 1, tasks
+    return tasks[0]
 
 
 async def trace(relay, task_id: str) -> list[dict[str, Any]]:
@@ -643,3 +656,39 @@ async def test_a_breaker_whose_cooldown_passed_lets_the_member_be_routed_to_agai
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     lead = await Agent.objects.aget(pk="lead")
     assert (lead.breaker_state, lead.breaker_failures) == (Agent.Breaker.CLOSED, 0)
+
+
+# --- the answer's kind ------------------------------------------------------------------
+
+
+async def send_raw(relay, message: dict[str, Any]) -> dict[str, Any]:
+    response = await relay.post("/a2a/teams/crew/", json={
+        "jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}})
+    assert response.status_code == 200, response.text
+    return response.json()["result"]
+
+
+async def test_a_single_exchange_answered_with_a_message_is_answered_with_a_message(relay):
+    """Regression: a member's Message made the team answer with a Task."""
+    await sync_to_async(make_team)("lead", "worker")
+
+    result = await send_raw(relay, user_message("hello"))
+
+    assert list(result) == ["message"]
+    assert result["message"]["parts"] == [{"text": "lead: hello"}]
+    assert result["message"]["role"] == "ROLE_AGENT"
+    assert "taskId" not in result["message"]
+    task = await team_task_of(relay, result["message"])
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert route(await trace(relay, task["id"])) == [("user", "lead", "replied", "user")]
+
+
+async def test_a_conversation_of_two_exchanges_is_answered_with_a_task(relay):
+    await sync_to_async(make_team)("lead", "worker")
+    LEAD.load("worker")
+    WORKER.load("user")
+
+    result = await send_raw(relay, user_message("hello"))
+
+    assert list(result) == ["task"]
+    assert result["task"]["status"]["state"] == "TASK_STATE_COMPLETED"

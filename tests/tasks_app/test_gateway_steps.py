@@ -1,9 +1,8 @@
-"""How the gateway records what a target yields: each step is an event of the task, in order.
-A step's ``then`` events are recorded right after it, in the same database round trip (a team
-records a hop with the artifacts it brought and the answer it ends with), and published one by
-one, only the last one as final. ``also`` runs with its event, or alone when the task has
-already ended. ``send_for_task`` (a team calling a member) holds the event that ends the task
-back, for the caller to record with its own write."""
+"""How the gateway records what a target yields: each step is an event of the task, in order,
+published one by one, only the last one as final. A step the target recorded itself
+(``recorded``, a team) is only taken note of. An ``Exchange`` (a team driving its member's
+task) records every event but the one that ends the task, which the caller records with its
+own writes."""
 
 from __future__ import annotations
 
@@ -42,16 +41,6 @@ def artifact(task: Task, name: str) -> dict:
                                "artifact": {"artifactId": name, "parts": [{"text": name}]}}}
 
 
-def noted(task_id: str, note: str):
-    """An ``also`` write: keeps ``note`` in the task's error column (and records no event of
-    another task)."""
-
-    def write():
-        Task.objects.filter(pk=task_id).update(error=note)
-
-    return write
-
-
 async def run(target: Scripted) -> tuple[dict, list[tuple[dict, bool]]]:
     """Sends REQUEST to ``target``; returns the answer and what a subscriber of the task got
     until a final event."""
@@ -73,11 +62,11 @@ async def run(target: Scripted) -> tuple[dict, list[tuple[dict, bool]]]:
     return answer, received
 
 
-async def test_then_events_are_recorded_in_order_and_only_the_last_is_final():
+async def test_events_are_recorded_in_order_and_only_the_last_is_final():
     async def script(task):
-        return [gateway.Step(status(task, TaskState.WORKING, "hop 1"), also=noted(task.id, "hop"),
-                             then=(gateway.Step(artifact(task, "draft")),
-                                   gateway.Step(status(task, TaskState.COMPLETED, "done"))))]
+        return [gateway.Step(status(task, TaskState.WORKING, "hop 1")),
+                gateway.Step(artifact(task, "draft")),
+                gateway.Step(status(task, TaskState.COMPLETED, "done"))]
 
     answer, received = await run(Scripted(script))
 
@@ -91,15 +80,12 @@ async def test_then_events_are_recorded_in_order_and_only_the_last_is_final():
         (1, "statusUpdate"), (2, "artifactUpdate"), (3, "statusUpdate")]
     assert [(next(iter(event)), final) for event, final in received] == [
         ("statusUpdate", False), ("artifactUpdate", False), ("statusUpdate", True)]
-    row = await Task.objects.aget(pk=task["id"])
-    assert row.error == "hop" and row.last_sequence == 3
 
 
 async def test_a_final_event_in_the_middle_ends_the_task_and_the_rest_is_ignored():
     async def script(task):
-        return [gateway.Step(status(task, TaskState.FAILED, "gave up"),
-                             then=(gateway.Step(status(task, TaskState.COMPLETED, "late"),
-                                                also=noted(task.id, "late also")),))]
+        return [gateway.Step(status(task, TaskState.FAILED, "gave up")),
+                gateway.Step(status(task, TaskState.COMPLETED, "late"))]
 
     answer, received = await run(Scripted(script))
 
@@ -107,71 +93,79 @@ async def test_a_final_event_in_the_middle_ends_the_task_and_the_rest_is_ignored
     assert [final for _, final in received] == [True]
     row = await Task.objects.aget(pk=answer["task"]["id"])
     assert row.last_sequence == 1
-    assert row.error == "late also"  # ``also`` still runs, on its own
 
 
-async def test_steps_for_a_task_canceled_meanwhile_are_ignored_but_also_runs():
+async def test_steps_a_target_recorded_itself_are_not_recorded_again():
     async def script(task):
-        await sync_to_async(services.task_cancel)(task=await Task.objects.aget(pk=task.id))
-        return [gateway.Step(status(task, TaskState.WORKING, "hop 1"), also=noted(task.id, "hop"),
-                             then=(gateway.Step(status(task, TaskState.COMPLETED, "done")),))]
+        await gateway.record(task, gateway.Step(status(task, TaskState.COMPLETED, "done")))
+        return [gateway.Step(status(task, TaskState.COMPLETED, "done"), recorded=True),
+                gateway.Step(status(task, TaskState.WORKING, "never seen"))]
 
     ctx = gateway.CallContext(caller=None)
     answer = await gateway.send_message(Scripted(script), ctx, REQUEST)
 
-    assert answer["task"]["status"]["state"] == "TASK_STATE_CANCELED"
+    assert answer["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     row = await Task.objects.aget(pk=answer["task"]["id"])
-    assert row.last_sequence == 1 and row.error == "hop"
+    assert row.last_sequence == 1
 
 
-async def test_send_for_task_holds_the_last_event_until_the_caller_records_it():
+async def exchange_of(script) -> gateway.Exchange:
+    """An exchange with a scripted target, run until the step that ends its task."""
+    target, ctx = Scripted(script), gateway.CallContext(caller=None)
+    opened = await sync_to_async(gateway.open_task)(target, ctx, REQUEST)
+    exchange = gateway.Exchange(target, opened.task,
+                                target.run(opened.task, REQUEST, ctx, stream=True),
+                                fresh=opened.fresh)
+    async for _ in exchange.events():
+        pass
+    return exchange
+
+
+async def test_an_exchange_holds_the_last_event_until_the_caller_records_it():
     async def script(task):
         return [gateway.Step(status(task, TaskState.WORKING, "on it")),
                 gateway.Step(artifact(task, "draft")),
                 gateway.Step(status(task, TaskState.INPUT_REQUIRED, "which one?"),
                              upstream_task_id="up-1", upstream_context_id="ctx-1")]
 
-    sent = await gateway.send_for_task(Scripted(script), gateway.CallContext(caller=None),
-                                       REQUEST)
+    exchange = await exchange_of(script)
 
-    assert sent.answer["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-    assert [a["artifactId"] for a in sent.answer["task"]["artifacts"]] == ["draft"]
-    assert (sent.upstream_task_id, sent.upstream_context_id) == ("up-1", "ctx-1")
-    row = await Task.objects.aget(pk=sent.task.id)
+    assert exchange.answer["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert [a["artifactId"] for a in exchange.answer["task"]["artifacts"]] == ["draft"]
+    assert (exchange.upstream_task_id, exchange.upstream_context_id) == ("up-1", "ctx-1")
+    row = await Task.objects.aget(pk=exchange.task.id)
     assert (row.state, row.last_sequence) == (TaskState.WORKING, 2)  # not recorded yet
 
-    published = await sync_to_async(sent.held.record)()
+    published = await sync_to_async(exchange.store_end)()
 
-    row = await Task.objects.aget(pk=sent.task.id)
+    row = await Task.objects.aget(pk=exchange.task.id)
     assert (row.state, row.last_sequence) == (TaskState.INPUT_REQUIRED, 3)
     assert (row.upstream_task_id, row.upstream_context_id) == ("up-1", "ctx-1")
     assert [(p.task_id, p.sequence, p.final) for p in published] == [(row.id, 3, True)]
 
 
-async def test_send_for_task_holds_a_message_answer_and_publishes_the_message_alone():
+async def test_an_exchange_holds_a_message_answer_and_publishes_the_message_alone():
     async def script(task):
         return [gateway.Step({"message": {"messageId": "a-1", "role": "ROLE_AGENT",
                                           "parts": [{"text": "hello"}]}})]
 
-    sent = await gateway.send_for_task(Scripted(script), gateway.CallContext(caller=None),
-                                       REQUEST)
+    exchange = await exchange_of(script)
 
-    assert sent.answer == {"message": {"messageId": "a-1", "role": "ROLE_AGENT",
-                                       "parts": [{"text": "hello"}]}}
-    published = await sync_to_async(sent.held.record)()
-    row = await Task.objects.aget(pk=sent.task.id)
+    assert exchange.answer == {"message": {"messageId": "a-1", "role": "ROLE_AGENT",
+                                           "parts": [{"text": "hello"}]}}
+    published = await sync_to_async(exchange.store_end)()
+    row = await Task.objects.aget(pk=exchange.task.id)
     assert row.state == TaskState.COMPLETED
-    assert [p.event for p in published] == [sent.answer]
+    assert [p.event for p in published] == [exchange.answer]
 
 
-async def test_a_held_end_of_a_task_canceled_meanwhile_records_nothing():
+async def test_the_held_end_of_a_task_canceled_meanwhile_records_nothing():
     async def script(task):
         return [gateway.Step(status(task, TaskState.COMPLETED, "done"))]
 
-    sent = await gateway.send_for_task(Scripted(script), gateway.CallContext(caller=None),
-                                       REQUEST)
-    await sync_to_async(services.task_cancel)(task=await Task.objects.aget(pk=sent.task.id))
+    exchange = await exchange_of(script)
+    await sync_to_async(services.task_cancel)(task=await Task.objects.aget(pk=exchange.task.id))
 
-    assert await sync_to_async(sent.held.record)() == []
-    row = await Task.objects.aget(pk=sent.task.id)
+    assert await sync_to_async(exchange.store_end)() == []
+    row = await Task.objects.aget(pk=exchange.task.id)
     assert row.state == TaskState.CANCELED
