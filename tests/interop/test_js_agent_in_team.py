@@ -18,30 +18,6 @@ from tests.live import CALL_SECONDS, PROTOCOL_IDS, PROTOCOLS, manage
 protocols = pytest.mark.parametrize(("binding", "version"), PROTOCOLS, ids=PROTOCOL_IDS)
 WORKING_MS = 3000
 
-FOLLOW_UP_ENDS_EARLY = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="12: through the relay, the follow-up stream of an @a2a-js/sdk agent ends at its "
-    "first event (the re-sent, still input-required task) instead of following it to the end",
-)
-TEAM_STAYS_INPUT_REQUIRED = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="12: in a team, the follow-up of an @a2a-js/sdk member ends input-required and the "
-    "team task stays input-required although the member completed",
-)
-TEAM_ANSWERS_A_TASK = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="12: a team whose member answers with a Message answers with a Task",
-)
-TEAM_WAITS_FOR_WORKING_MEMBER = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="12: a blocking send to a team whose member leaves its task working waits for the "
-    "member to finish instead of answering at once with the working task",
-)
-
 
 @pytest.fixture(scope="module")
 def cards(relay, js):
@@ -65,15 +41,7 @@ def cards(relay, js):
     }
 
 
-def targets(**failures: pytest.MarkDecorator):
-    """Parametrizes ``target`` over direct, relay and team, marking the known failures."""
-    return pytest.mark.parametrize(
-        "target",
-        [
-            pytest.param(name, marks=[failures[name]] if name in failures else [])
-            for name in ("direct", "relay", "team")
-        ],
-    )
+targets = pytest.mark.parametrize("target", ["direct", "relay", "team"])
 
 
 def user_message(text: str, *, task_id: str = "") -> SendMessageRequest:
@@ -89,7 +57,7 @@ def task_id_of(event: dict) -> str:
 
 
 @protocols
-@targets(relay=FOLLOW_UP_ENDS_EARLY, team=TEAM_STAYS_INPUT_REQUIRED)
+@targets
 async def test_an_input_required_follow_up_of_a_js_agent_completes(cards, target, binding, version):
     card, headers = cards[target]
     async with sdk_client(card, binding, version, headers=headers) as client:
@@ -113,7 +81,7 @@ async def test_an_input_required_follow_up_of_a_js_agent_completes(cards, target
 
 
 @protocols
-@targets(team=TEAM_ANSWERS_A_TASK)
+@targets
 async def test_a_message_answer_of_a_js_agent_stays_a_message(cards, target, binding, version):
     card, headers = cards[target]
     async with sdk_client(card, binding, version, headers=headers, streaming=False) as client:
@@ -123,7 +91,7 @@ async def test_a_message_answer_of_a_js_agent_stays_a_message(cards, target, bin
 
 
 @protocols
-@targets(team=TEAM_WAITS_FOR_WORKING_MEMBER)
+@targets
 async def test_a_task_a_js_agent_leaves_working_is_answered_at_once(
     cards, target, binding, version
 ):
