@@ -86,11 +86,10 @@ def a2a_sdk_03():
 
 @pytest.fixture(scope="session")
 def a2a_js_sdk():
-    """@a2a-js/sdk installed from npm (``tests/jsdk.py``): its real client, run by node. Skips,
-    saying why, when node or npm is missing or the install fails."""
-    from tests.jsdk import JsSdkUnavailable, build
+    """Skips the test, saying why, when @a2a-js/sdk cannot run here (node, or the npm modules
+    of tests/js that ``scripts/ensure-js`` installs, are missing). Drive it with
+    ``tests.jsinterop``."""
+    from tests.jsinterop import js_missing
 
-    try:
-        return build()
-    except JsSdkUnavailable as error:
-        pytest.skip(f"@a2a-js/sdk is not available: {error}")
+    if (reason := js_missing()) is not None:
+        pytest.skip(f"@a2a-js/sdk is not available: {reason}")

@@ -22,8 +22,8 @@ import queue
 import shutil
 import subprocess
 import threading
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -199,17 +199,22 @@ def run_js_client(
     version: str | None = None,
     headers: dict[str, str] | None = None,
     card_url: str | None = None,
+    discover: bool = False,
     timeout: float = CLIENT_SECONDS,
 ) -> JsRun:
     """Runs tests/js/client.js against the agent at ``target`` (its base URL; or ``card_url``
     names the card) with one ``binding`` ("JSONRPC" or "HTTP+JSON") and, when given, one
     protocol ``version``. ``headers`` go with every request (e.g. the relay's Authorization).
-    Raises JsClientFailedError when no client could be made or the script failed."""
+    With ``discover`` the SDK makes the client from the card URL itself (``createFromUrl``,
+    preferring ``binding``), as an application would. ``run.client["card"]`` is the card as
+    the SDK read it. Raises JsClientFailedError when no client could be made or the script
+    failed."""
     spec: dict[str, Any] = {
         "binding": binding,
         "operations": operations,
         "headers": headers or {},
         "timeout_ms": int(CALL_SECONDS * 1000),
+        "discover": discover,
     }
     spec |= {"card_url": card_url} if card_url else {"agent_url": target}
     if version:
@@ -243,41 +248,7 @@ def run_js_client(
     return JsRun(client=lines[0], ops=ops, lines=lines)
 
 
-# --- the official Python SDK's client, on any card ----------------------------------------
-
-
-@asynccontextmanager
-async def sdk_client(
-    card: dict[str, Any],
-    binding: str,
-    version: str,
-    *,
-    headers: dict[str, str] | None = None,
-    streaming: bool = True,
-    timeout: float = CALL_SECONDS,
-) -> AsyncIterator[Any]:
-    """An a2a-sdk client for the agent of ``card`` (its JSON), forced onto one binding and
-    version: the card's other interfaces are dropped before the client picks one."""
-    from a2a.client import ClientConfig, create_client
-    from a2a.client.card_resolver import parse_agent_card
-
-    parsed = parse_agent_card(card)
-    keep = [
-        interface
-        for interface in parsed.supported_interfaces
-        if interface.protocol_binding == binding and interface.protocol_version.startswith(version)
-    ]
-    if not keep:
-        raise AssertionError(f"the card of {parsed.name} has no {binding} {version} interface")
-    del parsed.supported_interfaces[:]
-    parsed.supported_interfaces.extend(keep)
-    async with httpx.AsyncClient(headers=headers or {}, timeout=timeout) as http:
-        yield await create_client(
-            parsed,
-            ClientConfig(
-                httpx_client=http, supported_protocol_bindings=[binding], streaming=streaming
-            ),
-        )
+# --- the official Python SDK's client's events, as the JS client prints them ------------
 
 
 def sdk_events(events: list[Any]) -> list[dict[str, Any]]:

@@ -152,6 +152,41 @@ def read_stream(
     return asyncio.run(read())
 
 
+@asynccontextmanager
+async def sdk_client(
+    card: dict[str, Any],
+    binding: str,
+    version: str,
+    *,
+    headers: dict[str, str] | None = None,
+    streaming: bool = True,
+    timeout: float = CALL_SECONDS,
+) -> AsyncIterator[Any]:
+    """An a2a-sdk client for the agent of ``card`` (its JSON, the relay's or an agent's own),
+    forced onto one binding and version: the card's other interfaces are dropped before the
+    client picks one."""
+    from a2a.client import ClientConfig, create_client
+    from a2a.client.card_resolver import parse_agent_card
+
+    parsed = parse_agent_card(card)
+    keep = [
+        interface
+        for interface in parsed.supported_interfaces
+        if interface.protocol_binding == binding and interface.protocol_version.startswith(version)
+    ]
+    if not keep:
+        raise AssertionError(f"the card of {parsed.name} has no {binding} {version} interface")
+    del parsed.supported_interfaces[:]
+    parsed.supported_interfaces.extend(keep)
+    async with httpx.AsyncClient(headers=headers or {}, timeout=timeout) as http:
+        yield await create_client(
+            parsed,
+            ClientConfig(
+                httpx_client=http, supported_protocol_bindings=[binding], streaming=streaming
+            ),
+        )
+
+
 # --- an agent whose pace the test sets ----------------------------------------------------
 
 GATE_SECONDS = 20.0
@@ -418,30 +453,15 @@ class LiveRelay:
         timeout: float = CALL_SECONDS,
     ) -> AsyncIterator[Any]:
         """An a2a-sdk client for an agent at the relay, forced onto one binding and version
-        (the card's other interfaces are dropped before the client picks one)."""
-        from a2a.client import ClientConfig, create_client
-        from a2a.client.card_resolver import parse_agent_card
-
-        card = parse_agent_card(self.card(agent_id, base))
-        keep = [
-            interface
-            for interface in card.supported_interfaces
-            if interface.protocol_binding == binding
-            and interface.protocol_version.startswith(version)
-        ]
-        if not keep:
-            raise AssertionError(f"the relay's card of {agent_id} has no {binding} {version}")
-        del card.supported_interfaces[:]
-        card.supported_interfaces.extend(keep)
-        async with httpx.AsyncClient(
-            headers={**self.auth(key), **(headers or {})}, timeout=timeout
-        ) as http:
-            client = await create_client(
-                card,
-                ClientConfig(
-                    httpx_client=http, supported_protocol_bindings=[binding], streaming=streaming
-                ),
-            )
+        (``sdk_client`` on the relay's card, with this relay's key)."""
+        async with sdk_client(
+            self.card(agent_id, base),
+            binding,
+            version,
+            headers={**self.auth(key), **(headers or {})},
+            streaming=streaming,
+            timeout=timeout,
+        ) as client:
             yield client
 
     def call(

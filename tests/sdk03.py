@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from tests.live import free_port, wait_for
+from tests.live import free_port, stop_process, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / "var" / "venv-a2a03"
@@ -83,12 +83,7 @@ class Sdk03:
                     raise RuntimeError(f"the 0.3.26 agent exited: {log.read()[-3000:]}")
                 yield url
             finally:
-                process.terminate()
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+                stop_process(process)
 
 
 def _answers(url: str) -> bool:

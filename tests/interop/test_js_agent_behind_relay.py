@@ -9,15 +9,8 @@ import uuid
 import pytest
 from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
 
-from tests.jsinterop import (
-    JS_CHUNKS,
-    event_kinds,
-    observable,
-    sdk_client,
-    sdk_events,
-    states,
-)
-from tests.live import PROTOCOL_IDS, PROTOCOLS, eventually
+from tests.jsinterop import JS_CHUNKS, event_kinds, observable, sdk_events, states
+from tests.live import PROTOCOL_IDS, PROTOCOLS, eventually, sdk_client
 
 protocols = pytest.mark.parametrize(("binding", "version"), PROTOCOLS, ids=PROTOCOL_IDS)
 WORKING_MS = 1500

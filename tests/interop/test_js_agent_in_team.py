@@ -12,8 +12,8 @@ import httpx
 import pytest
 from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
 
-from tests.jsinterop import JS_QUESTION, event_kinds, sdk_client, sdk_events, states
-from tests.live import CALL_SECONDS, PROTOCOL_IDS, PROTOCOLS, manage
+from tests.jsinterop import JS_QUESTION, event_kinds, sdk_events, states
+from tests.live import CALL_SECONDS, PROTOCOL_IDS, PROTOCOLS, manage, sdk_client
 
 protocols = pytest.mark.parametrize(("binding", "version"), PROTOCOLS, ids=PROTOCOL_IDS)
 WORKING_MS = 3000

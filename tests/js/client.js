@@ -8,6 +8,9 @@
 //   binding     "JSONRPC" or "HTTP+JSON": the client keeps only the card's interfaces of it,
 //   version     optional "1.0" or "0.3": and only those of this protocol version,
 //   headers     optional HTTP headers sent with every request (the card fetch too),
+//   discover    optional true: the client is made by the SDK's own discovery
+//               (ClientFactory.createFromUrl, the binding preferred) instead of from the card
+//               kept to that binding and version,
 //   timeout_ms  optional bound of each operation (default 20000),
 //   operations  a list run in order; each is an object with "op" and its parameters:
 //     send      {message | text, taskId, contextId, configuration, metadata}  SendMessage
@@ -26,7 +29,9 @@
 //   replaced by what operation N produced: "N.result...", "N.events.K...", "N.error...".
 //
 // Prints JSON lines, the SDK's values as the A2A 1.0 JSON of their protobuf types:
-//   {"kind": "client", "binding", "protocolVersion", "url"}     the interface the client chose
+//   {"kind": "client", "binding", "protocolVersion", "url", "card"}
+//                                                               the interface the client chose,
+//                                                               and the card as the SDK read it
 //   {"op": i, "kind": "event", "event": StreamResponse}         each streamed event, in order
 //   {"op": i, "kind": "result", "result": ...}                  a unary answer (send: {task} or
 //                                                                {message}; delete: null)
@@ -88,9 +93,10 @@ async function makeClient(spec) {
   const fetchImpl = withHeaders(spec.headers ?? {});
   const legacyCompat = { enabled: true };
   const resolver = new DefaultAgentCardResolver({ fetchImpl, legacyCompat });
-  const card = spec.card_url
-    ? await resolver.resolve(spec.card_url, '')
-    : await resolver.resolve(spec.agent_url.replace(/\/?$/, '/'), AGENT_CARD_PATH);
+  const [base, path] = spec.card_url
+    ? [spec.card_url, '']
+    : [spec.agent_url.replace(/\/?$/, '/'), AGENT_CARD_PATH];
+  const card = await resolver.resolve(base, path);
   const keep = card.supportedInterfaces.filter(
     (entry) =>
       entry.protocolBinding === spec.binding &&
@@ -112,8 +118,10 @@ async function makeClient(spec) {
       cardResolver: resolver,
     })
   );
-  const client = await factory.createFromAgentCard({ ...card, supportedInterfaces: keep });
-  return { client, url: keep[0].url };
+  const client = spec.discover
+    ? await factory.createFromUrl(base, path)
+    : await factory.createFromAgentCard({ ...card, supportedInterfaces: keep });
+  return { client, card, url: keep[0].url };
 }
 
 function lookup(records, reference) {
@@ -256,12 +264,13 @@ async function main() {
     process.exitCode = 2;
     return;
   }
-  const { client, url } = made;
+  const { client, card, url } = made;
   print({
     kind: 'client',
     binding: client.transport.protocolName,
     protocolVersion: client.protocolVersion,
     url,
+    card: AgentCard.toJSON(card),
   });
   const records = [];
   const running = [];

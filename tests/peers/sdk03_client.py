@@ -10,6 +10,16 @@ Reads one JSON request on stdin and prints one JSON answer on stdout:
   ``{"card": ..., "events": [...], "task": <tasks/get of the task, when asked>}``, each object
   dumped in 0.3 JSON. ``token`` is sent as ``Authorization: Bearer``.
 
+- ``{"url", "transport", "token", "operations": [...]}``: discovers the agent the same way and
+  runs each operation in order, answering ``{"card": ..., "ops": [{"result": ...} |
+  {"events": [...]} | {"error": {"type", "code", "status", "message"}}]}``. An operation is
+  ``{"op": "send" | "stream", "message"}``, ``{"op": "get", "id", "historyLength"}``,
+  ``{"op": "cancel" | "subscribe", "id"}``, ``{"op": "push_set", "config"}`` (a 0.3
+  TaskPushNotificationConfig), ``{"op": "push_get", "taskId", "id"}`` or ``{"op": "card"}``
+  (the extended card when the card offers one); a value ``{"$ref": "N.path.to.value"}`` is
+  what operation N produced there (``"0.result.id"``, ``"1.events.0.0.id"``). One failing
+  operation does not stop the others.
+
 An exception becomes ``{"error": "<type>: <message>"}`` with exit status 1. Imports nothing of
 the relay.
 """
@@ -22,7 +32,15 @@ import sys
 
 import httpx
 from a2a.client import ClientConfig, ClientFactory
-from a2a.types import AgentCard, Message, Task, TaskQueryParams
+from a2a.types import (
+    AgentCard,
+    GetTaskPushNotificationConfigParams,
+    Message,
+    Task,
+    TaskIdParams,
+    TaskPushNotificationConfig,
+    TaskQueryParams,
+)
 
 
 def dump(value):
@@ -53,11 +71,78 @@ async def call(request: dict) -> dict:
         return answer
 
 
+def describe(error: Exception) -> dict:
+    """An exception as plain JSON: its type, JSON-RPC code and HTTP status."""
+    inner = getattr(error, "error", None)
+    return {"type": type(error).__name__, "code": getattr(inner, "code", None),
+            "status": getattr(error, "status_code", None), "message": str(error)[:500]}
+
+
+def resolve(value, records):
+    """``value`` with every ``{"$ref": "N.path"}`` replaced by what operation N produced."""
+    if isinstance(value, list):
+        return [resolve(item, records) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if set(value) == {"$ref"}:
+        index, *path = value["$ref"].split(".")
+        found = records[int(index)]
+        for key in path:
+            found = found[int(key)] if isinstance(found, list) else found[key]
+        return found
+    return {key: resolve(item, records) for key, item in value.items()}
+
+
+async def run_operation(clients: dict, operation: dict) -> dict:
+    op = operation["op"]
+    client = clients["stream" if op in ("stream", "subscribe") else "send"]
+    if op in ("send", "stream"):
+        message = Message.model_validate(operation["message"])
+        return {"events": [dump(event) async for event in client.send_message(message)]}
+    if op == "subscribe":
+        events = client.resubscribe(TaskIdParams(id=operation["id"]))
+        return {"events": [dump(event) async for event in events]}
+    if op == "get":
+        query = TaskQueryParams(id=operation["id"], history_length=operation.get("historyLength"))
+        return {"result": dump(await client.get_task(query))}
+    if op == "cancel":
+        return {"result": dump(await client.cancel_task(TaskIdParams(id=operation["id"])))}
+    if op == "push_set":
+        config = TaskPushNotificationConfig.model_validate(operation["config"])
+        return {"result": dump(await client.set_task_callback(config))}
+    if op == "push_get":
+        params = GetTaskPushNotificationConfigParams(
+            id=operation["taskId"], push_notification_config_id=operation.get("id"))
+        return {"result": dump(await client.get_task_callback(params))}
+    if op == "card":
+        return {"result": dump(await client.get_card())}
+    raise ValueError(f"unknown operation {op!r}")
+
+
+async def run_operations(request: dict) -> dict:
+    headers = {"Authorization": f"Bearer {request['token']}"} if request.get("token") else {}
+    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        clients = {}
+        for name, streaming in (("send", False), ("stream", True)):
+            config = ClientConfig(httpx_client=http, streaming=streaming,
+                                  supported_transports=[request["transport"]])
+            clients[name] = await ClientFactory.connect(request["url"], client_config=config)
+        records = []
+        for raw in request["operations"]:
+            try:
+                records.append(await run_operation(clients, resolve(raw, records)))
+            except Exception as error:  # noqa: BLE001 - the test compares what failed
+                records.append({"error": describe(error)})
+        return {"card": dump(clients["send"]._card), "ops": records}
+
+
 def main() -> int:
     request = json.load(sys.stdin)
     try:
         if "parse_card" in request:
             answer = {"card": dump(AgentCard.model_validate(request["parse_card"]))}
+        elif "operations" in request:
+            answer = asyncio.run(run_operations(request))
         else:
             answer = asyncio.run(call(request))
     except Exception as error:  # noqa: BLE001 - the test reads what failed

@@ -15,6 +15,7 @@ from a2a.types import Message, Part, Role, SendMessageRequest
 from google.protobuf.json_format import MessageToDict
 
 from routing.demo.agents import AgentSpec, Skill, TaskExecutor, build_agent_app
+from tests.jsinterop import run_js_client, send
 from tests.live import Recording, manage
 
 BINARY = bytes(range(256)) + b"\xff\xfe\x00 not UTF-8 \x80"
@@ -144,11 +145,11 @@ def test_item2_the_js_sdk_discovers_and_calls_through_the_relays_card(
     """Issue 13, item 2: @a2a-js/sdk (which asks for the card with ``A2A-Version: 1.0``)
     discovers the agent and the team from the relay's card and calls them."""
     url = relay.agent_url("file-echo") if where == "agent" else f"{relay.url}/a2a/teams/files/"
-    answer = a2a_js_sdk.client({"url": url, "transport": transport, "token": relay.key,
-                                "text": "hello"})
-    assert "error" not in answer, answer["error"]
-    assert "url" not in answer["card"]
-    assert "relayApiKey" in answer["card"]["securitySchemes"]
-    task = answer["result"]
-    assert task["status"]["state"] == 3, task["status"]  # TASK_STATE_COMPLETED in the JS enum
-    assert task["artifacts"][-1]["parts"][0]["content"]["value"] == "hello"
+    run = run_js_client(url, transport, [send("hello")], headers=relay.auth(), discover=True)
+    assert run.client["binding"] == transport
+    assert "url" not in run.client["card"]
+    assert "relayApiKey" in run.client["card"]["securitySchemes"]
+    assert run.ops[0].error is None, run.ops[0].error
+    task = run.ops[0].result["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
+    assert task["artifacts"][-1]["parts"][0]["text"] == "hello"
