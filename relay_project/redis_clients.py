@@ -19,6 +19,7 @@ import threading
 from typing import Any
 
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
+from django.utils.functional import cached_property
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -81,11 +82,13 @@ def shared_pool(url: str, pool_class, options: dict[str, Any]):
 
 
 def forget_pools() -> None:
-    """Disconnects and drops every shared pool (tests; the next use makes new ones)."""
+    """Disconnects and drops every shared pool and cache client (tests; the next use makes
+    new ones)."""
     with _pools_lock:
         for pool in _pools.values():
             pool.disconnect()
         _pools.clear()
+        _cache_clients.clear()
 
 
 _INCR_EXISTING = """
@@ -97,14 +100,30 @@ return false
 
 
 class SharedPoolRedisCacheClient(RedisCacheClient):
-    """Django's Redis cache client, taking its pools from ``shared_pool``; ``incr`` is one
-    round trip (Django's asks EXISTS, then INCRBY: two, on every rate-limited call)."""
+    """Django's Redis cache client, taking its pools from ``shared_pool`` and keeping one
+    redis-py client per pool: Django's makes a ``Redis`` object for every command, and
+    redis-py's constructor (its table of response callbacks) cost about as much CPU as the
+    command's round trip. A ``Redis`` object over a pool is safe to share between threads.
+    ``incr`` is one round trip (Django's asks EXISTS, then INCRBY: two, on every
+    rate-limited call)."""
 
     _incr_existing = None
+
+    def __init__(self, servers, **options):
+        super().__init__(servers, **options)
+        self._redis_clients: dict[int, Any] = {}
 
     def _get_connection_pool(self, write):
         index = self._get_connection_pool_index(write)
         return shared_pool(self._servers[index], self._pool_class, self._pool_options)
+
+    def get_client(self, key=None, *, write=False):
+        index = self._get_connection_pool_index(write)
+        client = self._redis_clients.get(index)
+        if client is None:
+            pool = shared_pool(self._servers[index], self._pool_class, self._pool_options)
+            client = self._redis_clients.setdefault(index, self._client(connection_pool=pool))
+        return client
 
     def incr(self, key, delta):
         client = self.get_client(key, write=True)
@@ -116,18 +135,33 @@ class SharedPoolRedisCacheClient(RedisCacheClient):
         return value
 
 
-class SharedPoolRedisCache(RedisCache):
-    """Django's ``RedisCache`` with one connection pool per process, shared by every cache
-    object of the process.
+_cache_clients: dict[tuple, SharedPoolRedisCacheClient] = {}
 
-    Django's ``caches`` handler makes a cache object per async context and per thread, and
-    Django's own ``RedisCache`` gives each object a pool of its own: each A2A call (its own
-    context) opened a fresh connection to Redis, costing a TCP handshake and Redis's HELLO
-    on every call. Here the pool comes from a registry keyed by the server URL and the
-    options, so the process keeps its connections: one for the cache when, as in the relay,
-    calls reach the cache from one thread at a time.
+
+class SharedPoolRedisCache(RedisCache):
+    """Django's ``RedisCache`` with one cache client, and so one connection pool, per process,
+    shared by every cache object of the process.
+
+    Django's ``caches`` handler makes a cache object per async context and per thread (every
+    A2A call is a context of its own), and Django's own ``RedisCache`` gives each object a
+    client and a pool of its own: each call opened a fresh connection to Redis, costing a
+    TCP handshake and Redis's HELLO, and built a client. Here the client comes from a
+    registry keyed by the servers and the options, so the process keeps its connections: one
+    for the cache when, as in the relay, calls reach the cache from one thread at a time.
     """
 
     def __init__(self, server, params):
         super().__init__(server, params)
         self._class = SharedPoolRedisCacheClient
+
+    @cached_property
+    def _cache(self) -> SharedPoolRedisCacheClient:
+        key = (tuple(self._servers), repr(sorted(self._options.items())))
+        client = _cache_clients.get(key)
+        if client is None:
+            with _pools_lock:
+                client = _cache_clients.get(key)
+                if client is None:
+                    client = self._class(self._servers, **self._options)
+                    _cache_clients[key] = client
+        return client

@@ -39,9 +39,20 @@ def pool_of(cache: SharedPoolRedisCache, *, write: bool = True):
 
 def test_two_cache_objects_share_one_connection_pool():
     first, second = cache_object(), cache_object()
-    assert first._cache is not second._cache
     assert pool_of(first) is pool_of(second)
     assert pool_of(first, write=False) is pool_of(first, write=True)
+
+
+def test_cache_objects_share_one_redis_client_and_make_none_per_command():
+    first, second = cache_object(), cache_object()
+    assert first._cache is second._cache
+    client = first._cache.get_client("a", write=True)
+    assert first._cache.get_client("b") is client
+    assert client.connection_pool is pool_of(first)
+
+
+def test_other_options_get_a_cache_client_of_their_own():
+    assert cache_object()._cache is not cache_object(socket_timeout=9.0)._cache
 
 
 def test_cache_objects_made_in_different_threads_share_one_pool():
