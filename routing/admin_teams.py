@@ -170,7 +170,7 @@ class TeamAdmin(admin.ModelAdmin):
         "default_agent_id",
         "members_at_a_glance",
         "client_routing",
-        "max_routing_hops",
+        "hops",
         "enabled",
         "updated_at",
     )
@@ -247,6 +247,10 @@ class TeamAdmin(admin.ModelAdmin):
     def default_agent_id(self, team: Team) -> str:
         return team.default_agent_id
 
+    @admin.display(description="Hops", ordering="max_routing_hops")
+    def hops(self, team: Team) -> int:
+        return team.max_routing_hops
+
     @admin.display(description="Members")
     def members_at_a_glance(self, team: Team) -> str:
         return format_html_join(
@@ -294,10 +298,12 @@ class TeamAdmin(admin.ModelAdmin):
     def endpoints(self, team: Team) -> str:
         base = f"/a2a/teams/{team.pk}/"
         return format_html(
-            '<code>{}</code> · card: <a href="{}"><code>{}</code></a>',
+            '<code>{}</code> · card: <a href="{}"><code>{}</code></a> · '
+            '<a href="{}">the team\'s page, with how to call it</a>',
             base,
             f"{base}.well-known/agent-card.json",
             f"{base}.well-known/agent-card.json",
+            reverse("team-page", args=[team.pk]),
         )
 
     @admin.display(description="Latest tasks and their routing")

@@ -111,7 +111,7 @@ class TaskAdmin(ReadOnlyAdmin):
             {
                 "name": artifact.get("name") or artifact.get("artifactId") or "artifact",
                 "description": artifact.get("description") or "",
-                "parts": task_display.shown_parts(artifact.get("parts")),
+                "parts": task_display.artifact_parts(artifact.get("parts")),
             }
             for artifact in (task.artifacts or [])
             if isinstance(artifact, dict)

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from tasks_app.snapshots import STATE_FROM_V1
 
-SUMMARY_CHARS = 300
+SUMMARY_CHARS = 160
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,18 @@ def shown_parts(parts: Any) -> list[ShownPart]:
             shown.append(_file_part(part.get("url") or "", part.get("raw"),
                                     part.get("filename") or "", part.get("mediaType") or ""))
     return shown
+
+
+def artifact_parts(parts: Any) -> list[ShownPart]:
+    """:func:`shown_parts` of an artifact, with runs of text parts joined into one: a streamed
+    artifact arrives as one text part per chunk, and reads as the one text they make."""
+    joined: list[ShownPart] = []
+    for part in shown_parts(parts):
+        if part.kind == "text" and joined and joined[-1].kind == "text":
+            joined[-1] = ShownPart("text", joined[-1].text + part.text)
+        else:
+            joined.append(part)
+    return joined
 
 
 def _file_part(url: str, raw: Any, filename: str, media_type: str) -> ShownPart:

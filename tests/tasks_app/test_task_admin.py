@@ -163,7 +163,17 @@ def test_timeline_entry_cuts_long_text():
         "statusUpdate": {"status": {"state": "TASK_STATE_WORKING",
                                     "message": {"parts": [{"text": "x" * 1000}]}}}})
 
-    assert len(entry.summary) == 300 and entry.summary.endswith("…")
+    assert len(entry.summary) == 160 and entry.summary.endswith("…")
+
+
+def test_a_streamed_artifact_reads_as_one_text():
+    from tasks_app.task_display import artifact_parts
+
+    parts = artifact_parts([{"text": "Once "}, {"text": "upon "}, {"data": {"a": 1}},
+                            {"text": "a time."}])
+
+    assert [(part.kind, part.text) for part in parts] == [
+        ("text", "Once upon "), ("json", '{\n  "a": 1\n}'), ("text", "a time.")]
 
 
 # --- the admin's look -----------------------------------------------------------------------
