@@ -17,7 +17,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils.html import format_html, format_html_join
+from django.utils.html import escape, format_html, format_html_join
 
 from registry import secrets, selectors, services
 from registry.cards import CLIENT_ROUTING_URI
@@ -143,9 +143,12 @@ def _credential_kind_field() -> forms.ChoiceField:
         label="Credential kind",
         choices=[("", "none (or a header, when a header name is given)"),
                  *[(value, label) for value, label in Agent.CredentialKind.choices if value]],
-        help_text="Bearer sends Authorization: Bearer <value>; basic sends the value "
-        "user:password as Authorization: Basic; API key header sends the value in the header "
-        "named below. Used on card fetches, probes and calls.",
+        # The admin renders help text as HTML: escaped, "<value>" is shown, not read as a tag.
+        help_text=escape(
+            "Bearer sends Authorization: Bearer <value>; basic sends the value user:password "
+            "as Authorization: Basic; API key header sends the value in the header named "
+            "below. Used on card fetches, probes and calls."
+        ),
     )
 
 

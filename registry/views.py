@@ -1,5 +1,6 @@
 """What the registry's pages for people are made of: who may read them, card histories with
-their diffs, JSON for people to read, and which card URLs may become links.
+their diffs, JSON for people to read, and which card URLs may become links; and the skills
+page, which needs nothing but the registry.
 
 The agent list and the agent page themselves show each agent's health (probe sparklines,
 metrics, health events), which routing records, so they live in ``routing.agent_pages``.
@@ -15,7 +16,9 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
+from django.shortcuts import render
 
+from registry import selectors
 from registry.cards import card_diff
 from registry.models import CardSnapshot
 
@@ -99,3 +102,18 @@ def registry_read(view):
         return view(request, *args, **kwargs)
 
     return guarded
+
+
+SKILLS_SHOWN = 50
+
+
+@registry_read
+def skills_page(request):
+    """``/skills/?q=&tag=``: which agent can do this. The best matching skills of agents that
+    are not disabled, with each agent's health (one query); every skill when nothing is asked."""
+    filters = selectors.SkillFilters(
+        q=request.GET.get("q", "").strip(), tag=request.GET.get("tag", "").strip()
+    )
+    matches = selectors.skill_search(filters=filters, limit=SKILLS_SHOWN)
+    context = {"filters": filters, "matches": matches, "limit": SKILLS_SHOWN}
+    return render(request, "registry/skill_list.html", context)

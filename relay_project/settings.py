@@ -202,6 +202,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# One date format on every page, the admin's included (relay_project/formats).
+FORMAT_MODULE_PATH = ["relay_project.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"

@@ -22,7 +22,6 @@ from django.contrib import admin
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth import get_permission_codename
 from django.core.exceptions import ValidationError
-from django.db.models import Prefetch
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.template.loader import render_to_string
@@ -34,8 +33,9 @@ from registry import selectors, services, teams
 from registry.admin import RELAY_CSS
 from registry.models import Agent, TeamMembership
 from registry.services import RegistryError
-from routing.models import RoutingHop, Team
-from tasks_app.models import Task
+from routing import selectors as routing_selectors
+from routing import team_checks
+from routing.models import Team
 
 RECENT_CONVERSATIONS = 10
 
@@ -170,7 +170,7 @@ class TeamAdmin(admin.ModelAdmin):
         "default_agent_id",
         "members_at_a_glance",
         "client_routing",
-        "max_routing_hops",
+        "hops",
         "enabled",
         "updated_at",
     )
@@ -227,6 +227,7 @@ class TeamAdmin(admin.ModelAdmin):
         if obj is None:
             return (self.team_fieldset,)
         return (
+            (None, {"fields": ("routing_check",)}),
             self.team_fieldset,
             ("Endpoints", {"fields": ("endpoints",)}),
             ("Recent conversations", {"fields": ("recent_conversations",)}),
@@ -237,13 +238,18 @@ class TeamAdmin(admin.ModelAdmin):
         if obj is None:
             return ()
         # The id is the team's address (/a2a/teams/{id}/): it does not change.
-        return ("id", "endpoints", "recent_conversations", "created_at", "updated_at")
+        return ("routing_check", "id", "endpoints", "recent_conversations", "created_at",
+                "updated_at")
 
     # -- columns and read-only fields --
 
     @admin.display(description="Default agent", ordering="default_agent")
     def default_agent_id(self, team: Team) -> str:
         return team.default_agent_id
+
+    @admin.display(description="Hops", ordering="max_routing_hops")
+    def hops(self, team: Team) -> int:
+        return team.max_routing_hops
 
     @admin.display(description="Members")
     def members_at_a_glance(self, team: Team) -> str:
@@ -267,28 +273,46 @@ class TeamAdmin(admin.ModelAdmin):
     def client_routing(self, team: Team) -> str:
         members = team.memberships.all()
         routing = sum(1 for m in members if m.agent.supports_client_routing)
+        warning = team_checks.routing_warning(team)
+        if warning:
+            return format_html(
+                '{} of {} <span class="chip chip-warning" title="{}">⚠ only {} is called</span>',
+                routing, len(members), warning, team.default_agent_id,
+            )
         return f"{routing} of {len(members)}"
+
+    @admin.display(description="Routing")
+    def routing_check(self, team: Team) -> str:
+        warning = team_checks.routing_warning(team)
+        if warning:
+            return format_html('<p class="notice-warning" id="team-routing-warning">⚠ {}</p>',
+                               warning)
+        default = next((m.agent for m in team.memberships.all()
+                        if m.agent_id == team.default_agent_id), None)
+        if default is not None and default.supports_client_routing:
+            return ("The default agent declares client routing, so it can hand a conversation "
+                    "on to the other members.")
+        return "The default agent is the only enabled member: it answers every message."
 
     @admin.display(description="A2A")
     def endpoints(self, team: Team) -> str:
         base = f"/a2a/teams/{team.pk}/"
         return format_html(
-            '<code>{}</code> · card: <a href="{}"><code>{}</code></a>',
+            '<code>{}</code> · card: <a href="{}"><code>{}</code></a> · '
+            '<a href="{}">the team\'s page, with how to call it</a>',
             base,
             f"{base}.well-known/agent-card.json",
             f"{base}.well-known/agent-card.json",
+            reverse("team-page", args=[team.pk]),
         )
 
     @admin.display(description="Latest tasks and their routing")
     def recent_conversations(self, team: Team) -> str:
-        conversations = (
-            Task.objects.filter(target_kind="team", target_id=team.pk)
-            .only("id", "state", "created_at", "error")
-            .order_by("-created_at", "-id")
-            .prefetch_related(Prefetch("hops", queryset=RoutingHop.objects.order_by("order")))
-        )[:RECENT_CONVERSATIONS]
+        conversations = routing_selectors.team_conversations(
+            team_id=team.pk, limit=RECENT_CONVERSATIONS
+        )
         return render_to_string(
-            "registry/_team_conversations.html", {"conversations": list(conversations)}
+            "registry/_team_conversations.html", {"conversations": conversations}
         )
 
     # -- writes through registry.teams --

@@ -19,8 +19,10 @@ from registry.api.views import agent_filters_from
 from registry.cards import CLIENT_ROUTING_URI
 from registry.models import Agent
 from registry.views import card_history, pretty_json, registry_read, web_url
+from relay_project.public_url import relay_base_url
 from routing import metrics
 from routing import selectors as routing_selectors
+from routing.call_snippets import call_snippets
 
 
 @registry_read
@@ -40,8 +42,8 @@ def registry_page(request):
     context = {
         "params": params,
         "agents": page.items,
-        "next_query": _next_page_query(params, page.next_cursor) if page.next_cursor else "",
-        "first_query": _next_page_query(params, None) if params.get("cursor") else None,
+        "next_query": next_page_query(params, page.next_cursor) if page.next_cursor else "",
+        "first_query": next_page_query(params, None) if params.get("cursor") else None,
         "filtered": filtered,
         "error": error,
         "statuses": Agent.Status.choices,
@@ -59,7 +61,7 @@ def _attach_sparklines(agents: list[Agent]) -> None:
         agent.sparkline = metrics.sparkline(samples.get(agent.pk, []))
 
 
-def _next_page_query(params, cursor: str | None) -> str:
+def next_page_query(params, cursor: str | None) -> str:
     """The query string of another page: the same filters (empty ones dropped), a new cursor."""
     kept = {name: value for name, value in params.items() if value and name != "cursor"}
     if cursor:
@@ -91,9 +93,23 @@ def agent_page(request, agent_id: str):
         },
         "history": card_history(selectors.agent_snapshots(agent=agent)),
         "client_routing_uri": CLIENT_ROUTING_URI,
+        "call": call_snippets(relay_base_url(request, f"/a2a/agents/{agent.pk}/")),
+        "call_blocked": _call_blocked(agent),
         **_health_context(agent),
     }
     return render(request, "registry/agent_detail.html", context)
+
+
+def _call_blocked(agent: Agent) -> str:
+    """Why calls to the agent through the relay cannot work now, or "" when they can."""
+    if agent.status == Agent.Status.DISABLED:
+        return (
+            "This agent is disabled: the relay answers calls to it with 404 until it is "
+            "enabled again."
+        )
+    if agent.current_snapshot is None:
+        return "The relay has no card of this agent yet, so it cannot serve one or call it."
+    return ""
 
 
 def _health_context(agent: Agent) -> dict[str, Any]:

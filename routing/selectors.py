@@ -128,6 +128,17 @@ def trace_of(task_id: str) -> tuple[Task, list[RoutingHop]] | None:
     return task, list(RoutingHop.objects.filter(task=task).order_by("order"))
 
 
+def team_conversations(*, team_id: str, limit: int = 10) -> list[Task]:
+    """A team's latest tasks, newest first, each with its routing hops in order (two queries,
+    whatever the number of tasks or hops)."""
+    return list(
+        Task.objects.filter(target_kind="team", target_id=team_id)
+        .only("id", "state", "created_at", "error")
+        .order_by("-created_at", "-id")
+        .prefetch_related(Prefetch("hops", queryset=RoutingHop.objects.order_by("order")))[:limit]
+    )
+
+
 # --- Agent metrics and health history -------------------------------------------------------
 
 METRICS_MAX_HOURS = 168

@@ -1,10 +1,10 @@
 """A task's routing trace and the conversation page; the registry's agent list and agent page,
-which show health. (Teams answer A2A calls at
+which show health; the team pages. (Teams answer A2A calls at
 ``/a2a/teams/{id}/`` through the A2A consumer: ``relay_project.routing`` sends them there.)"""
 
 from django.urls import path
 
-from routing import agent_pages, api, prometheus, views
+from routing import agent_pages, api, prometheus, team_pages, views
 
 urlpatterns = [
     path("a2a/tasks/<str:task_id>/trace", api.TaskTraceView.as_view(), name="task-trace"),
@@ -15,4 +15,6 @@ urlpatterns = [
     path("metrics", prometheus.MetricsView.as_view(), name="metrics"),
     path("", agent_pages.registry_page, name="registry-page"),
     path("agents/<str:agent_id>/", agent_pages.agent_page, name="agent-page"),
+    path("teams/", team_pages.team_list_page, name="team-list-page"),
+    path("teams/<str:team_id>/", team_pages.team_page, name="team-page"),
 ]

@@ -181,6 +181,7 @@ class PushDelivery(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        verbose_name_plural = "push deliveries"
 
     def __str__(self) -> str:
         return f"{self.config} {self.outcome}"

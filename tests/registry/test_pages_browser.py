@@ -3,51 +3,23 @@ pytest-django's live server: search, click through to an agent, follow the pager
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from registry import services
+from tests.browser import chromium_page, needs_chromium, screenshot
 from tests.factories import card, card_client, extension, make_agent, skill
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-SCREENSHOTS = Path("/tmp")
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        not CHROMIUM.exists(),
-        reason="Chromium from Debian's packages is not installed: apt-get install chromium",
-    ),
+    needs_chromium,
 ]
 
 
 @pytest.fixture
 def page(monkeypatch):
-    """A Chromium page. Playwright's sync API keeps an event loop running in this thread, so
-    Django's guard against ORM calls from async code must be lifted for the test's own setup."""
-    from playwright.sync_api import sync_playwright
-
-    monkeypatch.setitem(os.environ, "DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        try:
-            yield context.new_page()
-        finally:
-            context.close()
-            browser.close()
+    with chromium_page(monkeypatch) as opened:
+        yield opened
 
 
 @pytest.fixture
@@ -122,7 +94,7 @@ def test_search_from_the_registry_page_narrows_the_list(page, live_server, regis
     page.goto(live_server.url + "/")
     assert page.title() == "Registry · Brass Relay"
     assert len(listed(page)) == 30
-    page.screenshot(path=str(SCREENSHOTS / "relay-registry.png"))
+    screenshot(page, "relay-registry")
 
     page.fill("#q", "pollen")
     page.click("button:has-text('Search')")
@@ -168,7 +140,7 @@ def test_clicking_an_agent_shows_its_skills_and_card_history(page, live_server, 
     assert '-  "version": "1.0.0"' in removed
     colour = page.locator(".diff-added").first.evaluate("e => getComputedStyle(e).backgroundColor")
     assert colour == "rgb(230, 246, 234)"
-    page.screenshot(path=str(SCREENSHOTS / "relay-agent.png"), full_page=True)
+    screenshot(page, "relay-agent")
 
 
 def test_next_page_link_carries_the_filters(page, live_server, registry):
@@ -180,7 +152,7 @@ def test_next_page_link_carries_the_filters(page, live_server, registry):
     assert "tag=files" in page.url and "cursor=" in page.url
     assert listed(page) == ["worker-30"]
     assert page.locator("a[rel=next]").count() == 0
-    page.screenshot(path=str(SCREENSHOTS / "relay-registry-page2.png"), full_page=True)
+    screenshot(page, "relay-registry-page2")
     page.click("text=First page")
     assert listed(page)[0] == "worker-00"
 

@@ -1,0 +1,112 @@
+"""How to call an agent or a team through the relay: copyable snippets for curl, the Python
+a2a-sdk client and the JavaScript @a2a-js/sdk client, shown on the agent and team pages.
+
+Pure: takes the relay's URL of the target and returns text. Each snippet reads the API key from
+the environment variable ``RELAY_API_KEY`` (sent as ``Authorization: Bearer <key>``), so it runs
+as pasted once the variable is set, and no key is ever written into a page.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+
+KEY_VARIABLE = "RELAY_API_KEY"
+CARD_PATH = ".well-known/agent-card.json"
+GREETING = "Hello"
+
+
+@dataclass(frozen=True)
+class CallSnippets:
+    """Where to call a target and three ways to do it."""
+
+    url: str
+    card_url: str
+    curl: str
+    python: str
+    javascript: str
+
+
+def call_snippets(url: str) -> CallSnippets:
+    """The snippets for the target whose A2A base URL at the relay is ``url`` (ending in "/",
+    as ``/a2a/agents/{id}/`` and ``/a2a/teams/{id}/`` do). JSON-RPC, A2A 1.0."""
+    return CallSnippets(
+        url=url,
+        card_url=url + CARD_PATH,
+        curl=_curl(url),
+        python=_python(url),
+        javascript=_javascript(url),
+    )
+
+
+def _curl(url: str) -> str:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": "m-1",
+                "role": "ROLE_USER",
+                "parts": [{"text": GREETING}],
+            }
+        },
+    }
+    return "\n".join(
+        [
+            f"curl -s -X POST {shlex.quote(url)} \\",
+            f'  -H "Authorization: Bearer ${KEY_VARIABLE}" \\',
+            "  -H 'Content-Type: application/json' \\",
+            "  -H 'A2A-Version: 1.0' \\",
+            f"  -d {shlex.quote(json.dumps(body))}",
+        ]
+    )
+
+
+def _python(url: str) -> str:
+    # A JSON string is a valid Python string literal, whatever the URL holds.
+    return f'''import asyncio
+import os
+
+import httpx
+from a2a.client import ClientConfig, create_client
+from a2a.helpers import get_stream_response_text, new_text_message
+from a2a.types import Role, SendMessageRequest
+
+URL = {json.dumps(url)}
+
+
+async def main():
+    headers = {{"Authorization": f"Bearer {{os.environ['{KEY_VARIABLE}']}}"}}
+    async with httpx.AsyncClient(headers=headers, timeout=60) as http:
+        client = await create_client(URL, ClientConfig(httpx_client=http))
+        message = new_text_message({json.dumps(GREETING)}, role=Role.ROLE_USER)
+        async for response in client.send_message(SendMessageRequest(message=message)):
+            if text := get_stream_response_text(response):
+                print(text)
+
+
+asyncio.run(main())
+'''
+
+
+def _javascript(url: str) -> str:
+    return f"""import {{ randomUUID }} from "node:crypto";
+import {{ Role }} from "@a2a-js/sdk";
+import {{ ClientFactory }} from "@a2a-js/sdk/client";
+
+const client = await new ClientFactory().createFromUrl({json.dumps(url)});
+const headers = {{ Authorization: `Bearer ${{process.env.{KEY_VARIABLE}}}` }};
+const result = await client.sendMessage(
+  {{
+    message: {{
+      messageId: randomUUID(),
+      role: Role.ROLE_USER,
+      parts: [{{ content: {{ $case: "text", value: {json.dumps(GREETING)} }} }}],
+    }},
+  }},
+  {{ serviceParameters: headers }},
+);
+console.log(JSON.stringify(result, null, 2));
+"""

@@ -1,0 +1,109 @@
+"""The "how to call it" snippets of the agent and team pages, run as printed against a relay of
+real processes: the page is fetched from the relay, each snippet is taken from its HTML, and
+curl and the Python a2a-sdk client must get the echo agent's answer back."""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from routing.demo.agents import ECHO, build_agent_app
+from tests.live import CALL_SECONDS, live_relay, manage
+
+pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+
+
+@pytest.fixture(scope="module")
+def relay(tmp_path_factory):
+    with live_relay(tmp_path_factory.mktemp("snippet-relay")) as live:
+        live.serve_agent("echo", lambda url: build_agent_app(ECHO, base_url=url))
+        manage(
+            live.env,
+            "shell",
+            "-c",
+            "from registry.teams import team_create; team_create(team_id='echoes', "
+            "name='Echoes', members=['echo'], default_agent='echo')",
+        )
+        yield live
+
+
+def snippets_of(relay, page: str) -> dict[str, str]:
+    response = httpx.get(f"{relay.url}{page}", timeout=CALL_SECONDS)
+    assert response.status_code == 200
+    return {
+        name: html.unescape(code)
+        for name, code in re.findall(
+            r'<pre class="code" id="snippet-(\w+)">(.*?)</pre>', response.text, re.S
+        )
+    }
+
+
+def run(command: list[str], relay, **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RELAY_API_KEY": relay.key}
+    return subprocess.run(command, env=env, capture_output=True, text=True,
+                          timeout=CALL_SECONDS * 2, **kwargs)
+
+
+@pytest.mark.parametrize("page", ["/agents/echo/", "/teams/echoes/"])
+def test_the_curl_snippet_gets_an_answer_as_printed(relay, page):
+    curl = snippets_of(relay, page)["curl"]
+    assert f"{relay.url}/a2a/" in curl
+
+    result = run(["bash", "-c", curl], relay)
+
+    assert result.returncode == 0, result.stderr
+    answer = result.stdout
+    assert '"jsonrpc":"2.0"' in answer and '"error"' not in answer
+    assert '"parts":[{"text":"Hello"}]' in answer
+    assert '"role":"ROLE_AGENT"' in answer
+
+
+@pytest.mark.parametrize("page", ["/agents/echo/", "/teams/echoes/"])
+def test_the_python_snippet_gets_an_answer_as_printed(relay, page, tmp_path):
+    script = tmp_path / "call.py"
+    script.write_text(snippets_of(relay, page)["python"])
+
+    result = run([sys.executable, str(script)], relay, cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert "Hello" in result.stdout.splitlines()
+
+
+def test_the_curl_snippet_without_a_key_is_refused(relay):
+    curl = snippets_of(relay, "/agents/echo/")["curl"]
+    env = {key: value for key, value in os.environ.items() if key != "RELAY_API_KEY"}
+
+    result = subprocess.run(["bash", "-c", curl + " -w '%{http_code}'"], env=env,
+                            capture_output=True, text=True, timeout=CALL_SECONDS)
+
+    assert result.stdout.endswith("401")
+
+
+JS_SDK_DIR = os.environ.get("RELAY_TEST_A2A_JS", "")
+
+
+@pytest.mark.skipif(
+    not (JS_SDK_DIR and shutil.which("node")),
+    reason="set RELAY_TEST_A2A_JS to a directory where `npm install @a2a-js/sdk` ran "
+    "(and have node) to run the JavaScript snippet too",
+)
+@pytest.mark.parametrize("page", ["/agents/echo/", "/teams/echoes/"])
+def test_the_javascript_snippet_gets_an_answer_as_printed(relay, page, tmp_path):
+    # An ES module finds its packages from where it lies, so it goes beside node_modules.
+    script = os.path.join(JS_SDK_DIR, f"relay-snippet-{os.getpid()}.mjs")
+    with open(script, "w") as file:
+        file.write(snippets_of(relay, page)["javascript"])
+    try:
+        result = run(["node", script], relay)
+    finally:
+        os.unlink(script)
+
+    assert result.returncode == 0, result.stderr
+    assert '"value": "Hello"' in result.stdout
