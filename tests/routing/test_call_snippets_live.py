@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from routing.demo.agents import ECHO, build_agent_app
+from tests.jsinterop import JS_DIR, js_missing
 from tests.live import CALL_SECONDS, live_relay, manage
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
@@ -86,18 +87,11 @@ def test_the_curl_snippet_without_a_key_is_refused(relay):
     assert result.stdout.endswith("401")
 
 
-JS_SDK_DIR = os.environ.get("RELAY_TEST_A2A_JS", "")
-
-
-@pytest.mark.skipif(
-    not (JS_SDK_DIR and shutil.which("node")),
-    reason="set RELAY_TEST_A2A_JS to a directory where `npm install @a2a-js/sdk` ran "
-    "(and have node) to run the JavaScript snippet too",
-)
+@pytest.mark.skipif(bool(js_missing()), reason=js_missing() or "")
 @pytest.mark.parametrize("page", ["/agents/echo/", "/teams/echoes/"])
 def test_the_javascript_snippet_gets_an_answer_as_printed(relay, page, tmp_path):
     # An ES module finds its packages from where it lies, so it goes beside node_modules.
-    script = os.path.join(JS_SDK_DIR, f"relay-snippet-{os.getpid()}.mjs")
+    script = os.path.join(JS_DIR, f"relay-snippet-{os.getpid()}.mjs")
     with open(script, "w") as file:
         file.write(snippets_of(relay, page)["javascript"])
     try:

@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tasks_app', '0004_ownership'),
+        ('tasks_app', '0005_client_task_id'),
     ]
 
     operations = [
