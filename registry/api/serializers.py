@@ -98,11 +98,6 @@ class AgentSerializer(serializers.ModelSerializer):
         ]
 
 
-class AgentPageSerializer(serializers.Serializer):
-    agents = AgentSerializer(many=True)
-    nextCursor = serializers.CharField(allow_null=True)
-
-
 HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+\Z"
 HEADER_VALUE = r"^(?:[\x21-\x7e](?:[\t\x20-\x7e]*[\x21-\x7e])?)?\Z"
 CREDENTIAL_KINDS = ["bearer", "header", "basic"]
@@ -261,11 +256,6 @@ class TeamSerializer(serializers.ModelSerializer):
 
     def get_card_url(self, team: Team) -> str:
         return team_urls(self.context["request"], team.pk)[1]
-
-
-class TeamPageSerializer(serializers.Serializer):
-    teams = TeamSerializer(many=True)
-    nextCursor = serializers.CharField(allow_null=True)
 
 
 def _agent_ids(**kwargs) -> serializers.ListField:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from django.utils.dateparse import parse_datetime
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.generics import ListAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from registry import selectors, services, teams
 from registry.api import serializers
+from registry.api.pagination import AgentPagination, TeamPagination
 from registry.auth import (
     AdminWritePermission,
     RegistryPermission,
@@ -19,18 +21,26 @@ from registry.auth import (
     caller_key,
 )
 from registry.cards import card_diff
+from registry.filters import AgentFilterSet, check_valid
 from registry.models import Agent, Team
 
-_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+class RegistryFilterBackend(DjangoFilterBackend):
+    """django-filter, with a bad value answered as the API always has: 400 invalid_query
+    naming the parameter and why."""
+
+    def filter_queryset(self, request, queryset, view):
+        filterset = self.get_filterset(request, queryset, view)
+        if filterset is None:
+            return queryset
+        check_valid(filterset)
+        return filterset.qs
 
 
-def _bool_param(params, name: str) -> bool | None:
-    raw = params.get(name)
-    if raw in (None, ""):
-        return None
-    if raw.lower() not in _BOOLEANS:
-        raise selectors.InvalidQueryError(f"{name} must be true or false, not {raw!r}")
-    return _BOOLEANS[raw.lower()]
+def agent_filters_from(params) -> selectors.AgentFilters:
+    """The list filters of a query string (for the agent list page; the API's list reads them
+    through its filter backend)."""
+    return selectors.AgentFilters(params.items())
 
 
 def _int_param(params, name: str, default: int) -> int:
@@ -41,29 +51,6 @@ def _int_param(params, name: str, default: int) -> int:
         return int(raw)
     except ValueError as error:
         raise selectors.InvalidQueryError(f"{name} must be a whole number") from error
-
-
-def agent_filters_from(params) -> selectors.AgentFilters:
-    updated_since = None
-    if params.get("updatedSince"):
-        updated_since = parse_datetime(params["updatedSince"])
-        if updated_since is None or updated_since.tzinfo is None:
-            raise selectors.InvalidQueryError(
-                "updatedSince must be an ISO 8601 time with a zone, e.g. 2026-01-01T00:00:00Z"
-            )
-    return selectors.AgentFilters(
-        q=params.get("q", ""),
-        skill=params.get("skill", ""),
-        tag=params.get("tag", ""),
-        extension=params.get("extension", ""),
-        streaming=_bool_param(params, "streaming"),
-        push_notifications=_bool_param(params, "pushNotifications"),
-        input_mode=params.get("inputMode", ""),
-        output_mode=params.get("outputMode", ""),
-        status=params.get("status", ""),
-        health=params.get("health", ""),
-        updated_since=updated_since,
-    )
 
 
 def _get_agent(agent_id: str) -> Agent:
@@ -86,44 +73,17 @@ def _check_may_change(request: Request, agent: Agent) -> None:
     raise PermissionDenied("only the key that registered this agent, or an admin key, may change it")
 
 
-_LIST_PARAMETERS = [
-    OpenApiParameter(name, description=description, required=False, type=kind)
-    for name, description, kind in [
-        ("q", "Words to find in name, description, skill names, descriptions and tags", str),
-        ("skill", "A skill id", str),
-        ("tag", "A skill tag", str),
-        ("extension", "An extension URI the agent declares", str),
-        ("streaming", "true or false", bool),
-        ("pushNotifications", "true or false", bool),
-        ("inputMode", "A media type the agent accepts, e.g. text/plain", str),
-        ("outputMode", "A media type the agent produces", str),
-        ("status", "active, deprecated or disabled", str),
-        ("health", "unknown, healthy, degraded or unhealthy", str),
-        ("updatedSince", "ISO 8601 time with a zone", str),
-        ("limit", "Page size, 1 to 100 (default 30)", int),
-        ("cursor", "nextCursor of the previous page", str),
-    ]
-]
-
-
-class RegistryView(APIView):
+class RegistryView(ListAPIView):
     """Reads list every agent whatever the key's agent scope: the registry is a discovery
     directory, and a key's agent list limits what it may call, not what it may find."""
 
     permission_classes = [RegistryPermission]
     registers_agents = True
-
-    @extend_schema(parameters=_LIST_PARAMETERS, responses=serializers.AgentPageSerializer)
-    def get(self, request: Request) -> Response:
-        page = selectors.agent_list(
-            filters=agent_filters_from(request.query_params),
-            limit=_int_param(request.query_params, "limit", selectors.DEFAULT_PAGE_SIZE),
-            cursor=request.query_params.get("cursor") or None,
-        )
-        return Response({
-            "agents": serializers.AgentSerializer(page.items, many=True).data,
-            "nextCursor": page.next_cursor,
-        })
+    queryset = Agent.objects.with_card()
+    serializer_class = serializers.AgentSerializer
+    filter_backends = [RegistryFilterBackend]
+    filterset_class = AgentFilterSet
+    pagination_class = AgentPagination
 
     @extend_schema(request=serializers.AgentRegisterSerializer,
                    responses={201: serializers.AgentSerializer})
@@ -237,31 +197,13 @@ def _team_data(request: Request, team: Team) -> dict:
     return serializers.TeamSerializer(team, context={"request": request}).data
 
 
-class TeamListView(APIView):
+class TeamListView(ListAPIView):
     """``/a2a/teams``. The team's own A2A endpoint is ``/a2a/teams/{id}/``, with the slash."""
 
     permission_classes = [AdminWritePermission]
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("limit", description="Page size, 1 to 100 (default 30)",
-                             required=False, type=int),
-            OpenApiParameter("cursor", description="nextCursor of the previous page",
-                             required=False, type=str),
-        ],
-        responses=serializers.TeamPageSerializer,
-    )
-    def get(self, request: Request) -> Response:
-        page = selectors.team_list(
-            limit=_int_param(request.query_params, "limit", selectors.DEFAULT_PAGE_SIZE),
-            cursor=request.query_params.get("cursor") or None,
-        )
-        return Response({
-            "teams": serializers.TeamSerializer(
-                page.items, many=True, context={"request": request}
-            ).data,
-            "nextCursor": page.next_cursor,
-        })
+    queryset = selectors.teams_with_members(Team.objects.all())
+    serializer_class = serializers.TeamSerializer
+    pagination_class = TeamPagination
 
     @extend_schema(request=serializers.TeamCreateSerializer,
                    responses={201: serializers.TeamSerializer})
