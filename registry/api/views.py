@@ -23,6 +23,7 @@ from registry.auth import (
 from registry.cards import card_diff
 from registry.filters import AgentFilterSet, check_valid
 from registry.models import Agent, Team
+from relay_project.own_address import own_addresses
 
 
 class RegistryFilterBackend(DjangoFilterBackend):
@@ -97,6 +98,7 @@ class RegistryView(ListAPIView):
             credentials=body.validated_data.get("credentials"),
             created_by=caller_key(request),
             actor=_actor(request),
+            own=own_addresses(request),
         )
         agent = selectors.agent_get(agent_id=agent.pk)
         return Response(serializers.AgentSerializer(agent).data, status=status.HTTP_201_CREATED)
@@ -117,7 +119,7 @@ class AgentDetailView(APIView):
         body = serializers.AgentUpdateSerializer(data=request.data, partial=True)
         body.is_valid(raise_exception=True)
         services.agent_update(agent=agent, fields=dict(body.validated_data),
-                              actor=_actor(request))
+                              actor=_actor(request), own=own_addresses(request))
         return Response(serializers.AgentSerializer(_get_agent(agent_id)).data)
 
     @extend_schema(responses={204: None})
