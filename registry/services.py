@@ -28,6 +28,7 @@ from registry.models import (
     Skill,
     Team,
 )
+from relay_project import outbound
 from relay_project.own_address import OwnAddresses
 
 SYSTEM = "system"
@@ -132,7 +133,13 @@ def _credentials_note(credentials: Credentials | None) -> str:
 def refuse_own_address(url: str, own: OwnAddresses | None, *, field: str = "url") -> None:
     """Raises RegistryError ``relay_itself`` (400) when ``url`` reaches the relay itself (one of
     ``own``): registering the relay as its own agent would loop every call back into it."""
-    where = own.match(url) if own is not None and url else None
+    if own is None or not url:
+        return
+    try:
+        outbound.check_literal_address(url)
+    except outbound.UnsafeURLError:
+        return  # the fetch refuses it as unsafe_url, as it refuses every private address
+    where = own.match(url)
     if where:
         raise RegistryError(
             "relay_itself",

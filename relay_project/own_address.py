@@ -4,16 +4,16 @@ would read the relay's own answers, a 401 among them, as the agent's).
 
 The relay's addresses are its public URL, the host the request came to, every name in
 ALLOWED_HOSTS, and the loopback names, each with the ports the relay answers on (the request's
-and the server's). A URL matches when its host and port are one of them, or when its host
-resolves to an address one of them resolves to, on the same port (every loopback address counts
-as one).
+and the server's). A URL matches when its host and port are one of them, or when its host is
+an IP address that one of them resolves to, on the same port (every loopback address, and
+0.0.0.0, counts as one). A URL's host name is not resolved here (the outbound guard resolves it
+once, when the relay connects); the address a card fetch ends at is checked after the fetch.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -39,11 +39,11 @@ class OwnAddresses:
         host, port = target
         if (host, port) in self.pairs:
             return _shown(host, port)
+        address = _literal(host)
         names = [name for name, own_port in self.pairs if own_port == port]
-        if not names:
+        if address is None or not names:
             return None
-        own = set().union(*(_addresses(name) for name in names))
-        if _addresses(host) & own:
+        if address in set().union(*(_addresses(name) for name in names)):
             return _shown(host, port)
         return None
 
@@ -89,19 +89,25 @@ def _shown(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _addresses(host: str) -> set[str]:
-    """The addresses ``host`` stands for; every loopback address is the one word "loopback".
-    A name that does not resolve stands for nothing."""
+def _literal(host: str) -> str | None:
+    """An IP literal host as :func:`_addresses` names it (loopback and 0.0.0.0, which reaches
+    this machine, as "loopback"); None for a name."""
     try:
-        found: Iterable[str] = [str(ipaddress.ip_address(host.split("%", 1)[0]))]
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
-        try:
-            found = {info[4][0] for info in socket.getaddrinfo(host, None)}
-        except (OSError, UnicodeError):
-            return set()
-    addresses = set()
-    for address in found:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-        ip = getattr(ip, "ipv4_mapped", None) or ip
-        addresses.add(_LOOPBACK if ip.is_loopback else str(ip))
-    return addresses
+        return None
+    ip = getattr(ip, "ipv4_mapped", None) or ip
+    return _LOOPBACK if ip.is_loopback or ip.is_unspecified else str(ip)
+
+
+def _addresses(host: str) -> set[str]:
+    """The addresses one of the relay's own names stands for (see :func:`_literal`). A name
+    that does not resolve stands for nothing."""
+    literal = _literal(host)
+    if literal is not None:
+        return {literal}
+    try:
+        found = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except (OSError, UnicodeError):
+        return set()
+    return {_literal(address) or address for address in found}

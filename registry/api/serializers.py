@@ -141,6 +141,16 @@ class HttpUrlField(serializers.URLField):
         return super().to_internal_value(data)
 
 
+class AgentRefreshSerializer(AgentSerializer):
+    """The answer of a refresh (for the schema): the agent, and whether its card changed."""
+
+    cardChanged = serializers.BooleanField(
+        read_only=True, help_text="Whether the card changed (and a new snapshot was stored).")
+
+    class Meta(AgentSerializer.Meta):
+        fields = [*AgentSerializer.Meta.fields, "cardChanged"]
+
+
 HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+\Z"
 HEADER_VALUE = r"^(?:[\x21-\x7e](?:[\t\x20-\x7e]*[\x21-\x7e])?)?\Z"
 CREDENTIAL_KINDS = ["bearer", "header", "basic"]

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import status
 from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.generics import ListAPIView
@@ -12,8 +18,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from registry import selectors, services, teams
-from registry.api import serializers
+from registry.api import schema, serializers
 from registry.api.pagination import AgentPagination, TeamPagination
+from registry.api.schema import AGENT_ID, TEAM_ID, errors, example
 from registry.auth import (
     AdminWritePermission,
     RegistryPermission,
@@ -74,6 +81,15 @@ def _check_may_change(request: Request, agent: Agent) -> None:
     raise PermissionDenied("only the key that registered this agent, or an admin key, may change it")
 
 
+@extend_schema_view(get=extend_schema(
+    operation_id="agents_list",
+    summary="List and filter agents",
+    description="Every registered agent, ordered by id, a page at a time: pass `nextCursor` "
+    "as `cursor` for the next page. The filters combine; a bad value is a 400 naming it. "
+    "Public unless RELAY_REGISTRY_PUBLIC is off.",
+    responses={200: serializers.AgentSerializer(many=True), **errors(400, 401, 429)},
+    examples=[example("A page", schema.AGENT_PAGE)],
+))
 class RegistryView(ListAPIView):
     """Reads list every agent whatever the key's agent scope: the registry is a discovery
     directory, and a key's agent list limits what it may call, not what it may find."""
@@ -86,8 +102,21 @@ class RegistryView(ListAPIView):
     filterset_class = AgentFilterSet
     pagination_class = AgentPagination
 
-    @extend_schema(request=serializers.AgentRegisterSerializer,
-                   responses={201: serializers.AgentSerializer})
+    @extend_schema(
+        operation_id="agents_register",
+        summary="Register an agent by its URL",
+        description="Fetches the agent's card from `url` (a base URL, whose well-known card "
+        "paths are tried, or the card's own URL) and registers the agent; nothing is stored "
+        "when the card cannot be had (422, the agent's answer in the message) or is invalid. "
+        "Credentials are sent on card fetches, probes and calls, stored encrypted and never "
+        "returned. Unknown fields, a URL without http(s)://, and the relay's own address "
+        "are refused with 400.",
+        request=serializers.AgentRegisterSerializer,
+        responses={201: serializers.AgentSerializer,
+                   **errors(400, 401, 403, 409, 413, 422, 429)},
+        examples=[example("Register with a bearer credential", schema.REGISTER, request=True),
+                  example("Registered", schema.AGENT, status=201)],
+    )
     def post(self, request: Request) -> Response:
         body = serializers.AgentRegisterSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -107,12 +136,28 @@ class RegistryView(ListAPIView):
 class AgentDetailView(APIView):
     permission_classes = [RegistryPermission]
 
-    @extend_schema(responses=serializers.AgentSerializer)
+    @extend_schema(
+        operation_id="agent_get", summary="One agent",
+        description="The agent as the registry shows it: its card's fields, skills, health "
+        "and circuit breaker. Credentials appear only as `hasCredentials` and their kind.",
+        parameters=[AGENT_ID],
+        responses={200: serializers.AgentSerializer, **errors(401, 404, 429)},
+        examples=[example("An agent", schema.AGENT)],
+    )
     def get(self, request: Request, agent_id: str) -> Response:
         return Response(serializers.AgentSerializer(_get_agent(agent_id)).data)
 
-    @extend_schema(request=serializers.AgentUpdateSerializer,
-                   responses=serializers.AgentSerializer)
+    @extend_schema(
+        operation_id="agent_update", summary="Change an agent's name, description, "
+        "invocation URL, status or credentials",
+        description="Only the fields given change; an unknown field is a 400 naming it and "
+        "changes nothing. Card fields change only by a refresh. Only the key that registered "
+        "the agent, or an admin key, may change it. `credentials: null` removes them.",
+        parameters=[AGENT_ID], request=serializers.AgentUpdateSerializer,
+        responses={200: serializers.AgentSerializer, **errors(400, 401, 403, 404, 429)},
+        examples=[example("Deprecate", schema.UPDATE, request=True),
+                  example("Changed", {**schema.AGENT, **schema.UPDATE})],
+    )
     def patch(self, request: Request, agent_id: str) -> Response:
         agent = _get_agent(agent_id)
         _check_may_change(request, agent)
@@ -122,7 +167,15 @@ class AgentDetailView(APIView):
                               actor=_actor(request), own=own_addresses(request))
         return Response(serializers.AgentSerializer(_get_agent(agent_id)).data)
 
-    @extend_schema(responses={204: None})
+    @extend_schema(
+        operation_id="agent_delete", summary="Delete an agent",
+        description="Deletes the agent with its card history, skills and team memberships; "
+        "409 while it is a team's default agent. Only the key that registered it, or an "
+        "admin key, may delete it.",
+        parameters=[AGENT_ID],
+        responses={204: OpenApiResponse(description="Deleted"),
+                   **errors(401, 403, 404, 409, 429)},
+    )
     def delete(self, request: Request, agent_id: str) -> Response:
         agent = _get_agent(agent_id)
         _check_may_change(request, agent)
@@ -133,7 +186,16 @@ class AgentDetailView(APIView):
 class AgentRefreshView(APIView):
     permission_classes = [RegistryPermission]
 
-    @extend_schema(request=None, responses=serializers.AgentSerializer)
+    @extend_schema(
+        operation_id="agent_refresh", summary="Fetch an agent's card again",
+        description="Fetches the card from the agent's card URL with its credentials. A "
+        "changed card becomes a new snapshot (`cardChanged: true`); when the card cannot be "
+        "had (422, the agent's answer in the message) the stored card is kept.",
+        parameters=[AGENT_ID], request=None,
+        responses={200: serializers.AgentRefreshSerializer,
+                   **errors(401, 403, 404, 422, 429)},
+        examples=[example("Refreshed", {**schema.AGENT, "cardChanged": False})],
+    )
     def post(self, request: Request, agent_id: str) -> Response:
         agent = _get_agent(agent_id)
         _check_may_change(request, agent)
@@ -145,7 +207,14 @@ class AgentRefreshView(APIView):
 class AgentHistoryView(APIView):
     permission_classes = [RegistryReadPermission]
 
-    @extend_schema(responses=serializers.SnapshotHistorySerializer)
+    @extend_schema(
+        operation_id="agent_history", summary="An agent's card history",
+        description="Every stored version of the card, newest first, each with a unified "
+        "diff from the version before it.",
+        parameters=[AGENT_ID],
+        responses={200: serializers.SnapshotHistorySerializer, **errors(401, 404, 429)},
+        examples=[example("Two versions", schema.HISTORY)],
+    )
     def get(self, request: Request, agent_id: str) -> Response:
         snapshots = selectors.agent_snapshots(agent=_get_agent(agent_id))
         diffs = {
@@ -163,11 +232,21 @@ class SkillSearchView(APIView):
     permission_classes = [RegistryReadPermission]
 
     @extend_schema(
+        operation_id="skills_search", summary="Find skills",
+        description="Skills of agents that are not disabled, best match first, with a score "
+        "in (0, 1]: every word of `q` must occur in the skill; a word found in a tag or the "
+        "name weighs 3, in the id 2, in the description 1. Ties go to healthier agents.",
         parameters=[
-            OpenApiParameter(name, required=False, type=str)
-            for name in ("q", "tag", "inputMode", "outputMode", "extension")
-        ] + [OpenApiParameter("limit", required=False, type=int)],
-        responses=serializers.SkillMatchPageSerializer,
+            OpenApiParameter("q", description="Words to find (all must occur)",
+                             examples=[OpenApiExample("forecast", value="forecast")]),
+            OpenApiParameter("tag", description="A skill tag"),
+            OpenApiParameter("inputMode", description="A media type the skill accepts"),
+            OpenApiParameter("outputMode", description="A media type the skill produces"),
+            OpenApiParameter("extension", description="An extension URI the agent declares"),
+            OpenApiParameter("limit", int, description="How many, 1 to 100 (default 20)"),
+        ],
+        responses={200: serializers.SkillMatchPageSerializer, **errors(400, 401, 429)},
+        examples=[example("Matches", schema.SKILL_MATCHES)],
     )
     def get(self, request: Request) -> Response:
         params = request.query_params
@@ -199,6 +278,13 @@ def _team_data(request: Request, team: Team) -> dict:
     return serializers.TeamSerializer(team, context={"request": request}).data
 
 
+@extend_schema_view(get=extend_schema(
+    operation_id="teams_list", summary="List teams",
+    description="Every team, ordered by id, with its members in order, a page at a time: "
+    "pass `nextCursor` as `cursor` for the next page. `a2aUrl` is the team's A2A endpoint.",
+    responses={200: serializers.TeamSerializer(many=True), **errors(400, 401, 429)},
+    examples=[example("A page", schema.TEAM_PAGE)],
+))
 class TeamListView(ListAPIView):
     """``/a2a/teams``. The team's own A2A endpoint is ``/a2a/teams/{id}/``, with the slash."""
 
@@ -207,8 +293,17 @@ class TeamListView(ListAPIView):
     serializer_class = serializers.TeamSerializer
     pagination_class = TeamPagination
 
-    @extend_schema(request=serializers.TeamCreateSerializer,
-                   responses={201: serializers.TeamSerializer})
+    @extend_schema(
+        operation_id="teams_create", summary="Create a team",
+        description="A team answers A2A calls at `/a2a/teams/{id}/` through its default "
+        "agent, which routes to the other members when it supports the client-routing "
+        "extension. Members are registered agent ids, in order; the default agent must be "
+        "an enabled member. Admin keys only.",
+        request=serializers.TeamCreateSerializer,
+        responses={201: serializers.TeamSerializer, **errors(400, 401, 403, 409, 429)},
+        examples=[example("A team of two", schema.TEAM_CREATE, request=True),
+                  example("Created", schema.TEAM, status=201)],
+    )
     def post(self, request: Request) -> Response:
         body = serializers.TeamCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -220,12 +315,26 @@ class TeamListView(ListAPIView):
 class TeamDetailView(APIView):
     permission_classes = [AdminWritePermission]
 
-    @extend_schema(responses=serializers.TeamSerializer)
+    @extend_schema(
+        operation_id="team_get", summary="One team",
+        description="The team with its members (health and routing support of each), its "
+        "default agent, and the URLs of its A2A endpoint and card.",
+        parameters=[TEAM_ID],
+        responses={200: serializers.TeamSerializer, **errors(401, 404, 429)},
+        examples=[example("A team", schema.TEAM)],
+    )
     def get(self, request: Request, team_id: str) -> Response:
         return Response(_team_data(request, _get_team(team_id)))
 
-    @extend_schema(request=serializers.TeamUpdateSerializer,
-                   responses=serializers.TeamSerializer)
+    @extend_schema(
+        operation_id="team_update", summary="Change a team",
+        description="Only the fields given change; `members` replaces the members. An "
+        "unknown field is a 400 naming it and changes nothing. Admin keys only.",
+        parameters=[TEAM_ID], request=serializers.TeamUpdateSerializer,
+        responses={200: serializers.TeamSerializer, **errors(400, 401, 403, 404, 429)},
+        examples=[example("Fewer hops, disabled", schema.TEAM_UPDATE, request=True),
+                  example("Changed", {**schema.TEAM, **schema.TEAM_UPDATE})],
+    )
     def patch(self, request: Request, team_id: str) -> Response:
         team = _get_team(team_id)
         body = serializers.TeamUpdateSerializer(data=request.data, partial=True)
@@ -233,7 +342,12 @@ class TeamDetailView(APIView):
         teams.team_update(team=team, fields=dict(body.validated_data), actor=_actor(request))
         return Response(_team_data(request, _get_team(team_id)))
 
-    @extend_schema(responses={204: None})
+    @extend_schema(
+        operation_id="team_delete", summary="Delete a team",
+        description="Deletes the team (its agents stay registered). Admin keys only.",
+        parameters=[TEAM_ID],
+        responses={204: OpenApiResponse(description="Deleted"), **errors(401, 403, 404, 429)},
+    )
     def delete(self, request: Request, team_id: str) -> Response:
         teams.team_delete(team=_get_team(team_id), actor=_actor(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
