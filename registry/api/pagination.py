@@ -28,6 +28,8 @@ class IdCursorPagination(CursorPagination):
     template = None
     items_key = "items"
     """The answer's key for the page's items."""
+    example_id = "weather"
+    """The id of the last item of the example page (for the API docs)."""
 
     def get_page_size(self, request) -> int:
         raw = request.query_params.get(self.page_size_query_param)
@@ -66,7 +68,7 @@ class IdCursorPagination(CursorPagination):
                 "nextCursor": {
                     "type": "string", "nullable": True,
                     "description": "Pass as cursor for the next page; null on the last page.",
-                    "example": selectors.encode_cursor("weather"),
+                    "example": selectors.encode_cursor(self.example_id),
                 },
             },
         }
@@ -78,3 +80,4 @@ class AgentPagination(IdCursorPagination):
 
 class TeamPagination(IdCursorPagination):
     items_key = "teams"
+    example_id = "crew"

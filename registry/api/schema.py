@@ -11,8 +11,6 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
-from registry.selectors import encode_cursor
-
 
 class ApiKeyScheme(OpenApiAuthenticationExtension):
     """Declares ``registry.auth.ApiKeyAuthentication`` as HTTP bearer, so the docs page's
@@ -152,8 +150,6 @@ AGENT = {
     "updatedAt": "2026-01-05T09:00:00Z",
 }
 
-AGENT_PAGE = {"agents": [AGENT], "nextCursor": encode_cursor("weather")}
-
 REGISTER = {"url": "https://weather.example.com", "id": "weather",
             "credentials": {"kind": "bearer", "value": "the-agent's-token"}}
 
@@ -200,8 +196,6 @@ TEAM = {
     "cardUrl": "https://relay.example.com/a2a/teams/crew/.well-known/agent-card.json",
     "createdAt": "2026-01-05T09:00:00Z", "updatedAt": "2026-01-05T09:00:00Z",
 }
-
-TEAM_PAGE = {"teams": [TEAM], "nextCursor": None}
 
 TEAM_CREATE = {"id": "crew", "name": "Crew", "description": "A writer with a weather expert.",
                "members": ["writer", "weather"], "defaultAgent": "writer", "maxRoutingHops": 10}

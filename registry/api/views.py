@@ -88,7 +88,7 @@ def _check_may_change(request: Request, agent: Agent) -> None:
     "as `cursor` for the next page. The filters combine; a bad value is a 400 naming it. "
     "Public unless RELAY_REGISTRY_PUBLIC is off.",
     responses={200: serializers.AgentSerializer(many=True), **errors(400, 401, 429)},
-    examples=[example("A page", schema.AGENT_PAGE)],
+    examples=[example("A page", schema.AGENT)],
 ))
 class RegistryView(ListAPIView):
     """Reads list every agent whatever the key's agent scope: the registry is a discovery
@@ -283,7 +283,7 @@ def _team_data(request: Request, team: Team) -> dict:
     description="Every team, ordered by id, with its members in order, a page at a time: "
     "pass `nextCursor` as `cursor` for the next page. `a2aUrl` is the team's A2A endpoint.",
     responses={200: serializers.TeamSerializer(many=True), **errors(400, 401, 429)},
-    examples=[example("A page", schema.TEAM_PAGE)],
+    examples=[example("A page", schema.TEAM)],
 ))
 class TeamListView(ListAPIView):
     """``/a2a/teams``. The team's own A2A endpoint is ``/a2a/teams/{id}/``, with the slash."""
