@@ -156,3 +156,12 @@ def test_a_misspelt_field_in_an_example_would_fail(schema):
     _check(schema, good, agent, "as documented")
     with pytest.raises(AssertionError):
         _check(schema, {**good, "invocationURL": ""}, agent, "misspelt")
+
+
+def test_the_docs_page_keeps_the_key_given_to_authorize(django_db_blocker):
+    from rest_framework.test import APIClient
+
+    with django_db_blocker.unblock():
+        page = APIClient().get("/api/docs")
+    assert page.status_code == 200
+    assert b'"persistAuthorization": true' in page.content
