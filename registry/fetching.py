@@ -100,6 +100,13 @@ def _fetch_one(client: httpx.Client, url: str, headers: dict[str, str],
         with client.stream("GET", url, headers={"Accept": "application/json", **headers}) as r:
             if r.status_code == 404:
                 raise CardFetchError("card_not_found", f"{url} answered 404", status=422)
+            if r.status_code in (401, 403):
+                # The agent's refusal, not the caller's: never answered as our own 401.
+                raise CardFetchError(
+                    "upstream_error",
+                    f"the agent at {url} answered HTTP {r.status_code}: it refused the relay; "
+                    "give the agent's credentials (credentials: {kind, value}) so the relay "
+                    "can send them", status=422)
             if r.status_code >= 400:
                 raise CardFetchError(
                     "upstream_error", f"{url} answered HTTP {r.status_code}", status=422

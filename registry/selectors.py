@@ -1,43 +1,32 @@
 """Reads from the registry: listing, searching and filtering agents and skills.
 
-Search and filters match the lower-cased text and "|"-delimited facet columns written with each
-card, so every list runs a fixed number of queries on one table (plus two prefetches), and a
-page costs about the same with 100 agents as with 10,000.
+The agent list's filters are declared in ``registry.filters``; the API's lists page with
+``registry.api.pagination``, the same keyset paging (and cursors) as :func:`agent_list`.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 
 from django.db.models import Case, IntegerField, Prefetch, QuerySet, Value, When
 from django.db.models.functions import Coalesce
 
+# InvalidQueryError is raised by every list here (and by filters): the API answers it with 400.
+from registry.filters import InvalidQueryError as InvalidQueryError
+from registry.filters import agent_filter, facet, words
 from registry.models import Agent, CardSnapshot, Skill, Team, TeamMembership
 
 DEFAULT_PAGE_SIZE = 30
 MAX_PAGE_SIZE = 100
 
 
-class InvalidQueryError(ValueError):
-    """A filter value or cursor that cannot be used; the message says which and why."""
-
-
-@dataclass(frozen=True)
-class AgentFilters:
-    q: str = ""
-    skill: str = ""
-    tag: str = ""
-    extension: str = ""
-    streaming: bool | None = None
-    push_notifications: bool | None = None
-    input_mode: str = ""
-    output_mode: str = ""
-    status: str = ""
-    health: str = ""
-    updated_since: datetime | None = None
+class AgentFilters(dict):
+    """Filters of an agent list by their query parameter names, e.g.
+    ``AgentFilters(tag="weather", streaming="true")``; what each one means and accepts is
+    :class:`registry.filters.AgentFilterSet`'s to say."""
 
 
 @dataclass(frozen=True)
@@ -46,46 +35,9 @@ class Page:
     next_cursor: str | None
 
 
-def _words(text: str) -> list[str]:
-    return [word for word in text.lower().split() if word]
-
-
-def _facet(value: str) -> str:
-    return f"|{value.lower()}|"
-
-
-def filter_agents(queryset: QuerySet[Agent], filters: AgentFilters) -> QuerySet[Agent]:
-    for word in _words(filters.q):
-        queryset = queryset.filter(search_text__contains=word)
-    if filters.skill:
-        queryset = queryset.filter(skill_facets__contains=_facet(filters.skill))
-    if filters.tag:
-        queryset = queryset.filter(tag_facets__contains=_facet(filters.tag))
-    if filters.extension:
-        queryset = queryset.filter(extension_facets__contains=f"|{filters.extension}|")
-    if filters.streaming is not None:
-        queryset = queryset.filter(streaming=filters.streaming)
-    if filters.push_notifications is not None:
-        queryset = queryset.filter(push_notifications=filters.push_notifications)
-    if filters.input_mode:
-        queryset = queryset.filter(input_mode_facets__contains=_facet(filters.input_mode))
-    if filters.output_mode:
-        queryset = queryset.filter(output_mode_facets__contains=_facet(filters.output_mode))
-    if filters.status:
-        if filters.status not in Agent.Status.values:
-            raise InvalidQueryError(
-                f"status must be one of {', '.join(Agent.Status.values)}, not {filters.status!r}"
-            )
-        queryset = queryset.filter(status=filters.status)
-    if filters.health:
-        if filters.health not in Agent.Health.values:
-            raise InvalidQueryError(
-                f"health must be one of {', '.join(Agent.Health.values)}, not {filters.health!r}"
-            )
-        queryset = queryset.filter(health=filters.health)
-    if filters.updated_since is not None:
-        queryset = queryset.filter(updated_at__gte=filters.updated_since)
-    return queryset
+def filter_agents(queryset: QuerySet[Agent], filters: Mapping[str, str]) -> QuerySet[Agent]:
+    """``queryset`` narrowed by ``filters``. Raises InvalidQueryError for a bad value."""
+    return agent_filter(queryset, filters)
 
 
 def encode_cursor(agent_id: str) -> str:
@@ -103,7 +55,7 @@ def decode_cursor(cursor: str) -> str:
     return agent_id
 
 
-def agent_list(*, filters: AgentFilters = AgentFilters(), limit: int = DEFAULT_PAGE_SIZE,
+def agent_list(*, filters: Mapping[str, str] | None = None, limit: int = DEFAULT_PAGE_SIZE,
                cursor: str | None = None) -> Page:
     """One page of agents ordered by id, with skills and extensions loaded.
 
@@ -112,7 +64,7 @@ def agent_list(*, filters: AgentFilters = AgentFilters(), limit: int = DEFAULT_P
     """
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise InvalidQueryError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
-    queryset = filter_agents(Agent.objects.all(), filters)
+    queryset = agent_filter(Agent.objects.all(), filters or {})
     if cursor:
         queryset = queryset.filter(id__gt=decode_cursor(cursor))
     agents = list(queryset.order_by("id").with_card()[: limit + 1])
@@ -169,29 +121,29 @@ def skill_search(*, filters: SkillFilters, limit: int = 20) -> list[tuple[Skill,
     """
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise InvalidQueryError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
-    words = _words(filters.q)
+    query_words = words(filters.q)
     queryset = Skill.objects.select_related("agent").exclude(agent__status=Agent.Status.DISABLED)
-    for word in words:
+    for word in query_words:
         queryset = queryset.filter(search_text__contains=word)
     if filters.tag:
-        queryset = queryset.filter(tag_facets__contains=_facet(filters.tag))
+        queryset = queryset.filter(tag_facets__contains=facet(filters.tag))
     if filters.input_mode:
-        queryset = queryset.filter(input_mode_facets__contains=_facet(filters.input_mode))
+        queryset = queryset.filter(input_mode_facets__contains=facet(filters.input_mode))
     if filters.output_mode:
-        queryset = queryset.filter(output_mode_facets__contains=_facet(filters.output_mode))
+        queryset = queryset.filter(output_mode_facets__contains=facet(filters.output_mode))
     if filters.extension:
         queryset = queryset.filter(agent__extension_facets__contains=f"|{filters.extension}|")
-    if words:
+    if query_words:
         points = Value(0)
-        for word in words:
+        for word in query_words:
             points = points + Case(
-                When(tag_facets__contains=_facet(word), then=Value(_WEIGHT_TAG)),
+                When(tag_facets__contains=facet(word), then=Value(_WEIGHT_TAG)),
                 When(name__icontains=word, then=Value(_WEIGHT_NAME)),
                 When(skill_id__icontains=word, then=Value(_WEIGHT_ID)),
                 default=Value(_WEIGHT_DESCRIPTION),
                 output_field=IntegerField(),
             )
-        best = _WEIGHT_TAG * len(words)
+        best = _WEIGHT_TAG * len(query_words)
         queryset = queryset.annotate(points=Coalesce(points, Value(0)))
     else:
         best = 1
@@ -214,19 +166,6 @@ def teams_with_members(queryset: QuerySet[Team]) -> QuerySet[Team]:
             queryset=TeamMembership.objects.select_related("agent").order_by("order", "agent_id"),
         )
     )
-
-
-def team_list(*, limit: int = DEFAULT_PAGE_SIZE, cursor: str | None = None) -> Page:
-    """One page of teams ordered by id, with their members: two queries, keyset paging as
-    :func:`agent_list`."""
-    if not 1 <= limit <= MAX_PAGE_SIZE:
-        raise InvalidQueryError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
-    queryset = Team.objects.all()
-    if cursor:
-        queryset = queryset.filter(id__gt=decode_cursor(cursor))
-    teams = list(teams_with_members(queryset.order_by("id"))[: limit + 1])
-    next_cursor = encode_cursor(teams[limit - 1].id) if len(teams) > limit else None
-    return Page(items=teams[:limit], next_cursor=next_cursor)
 
 
 def team_get(*, team_id: str) -> Team | None:

@@ -28,6 +28,8 @@ from registry.models import (
     Skill,
     Team,
 )
+from relay_project import outbound
+from relay_project.own_address import OwnAddresses
 
 SYSTEM = "system"
 """The actor of writes nobody in particular asked for (management commands, jobs)."""
@@ -128,15 +130,36 @@ def _credentials_note(credentials: Credentials | None) -> str:
     return f"set ({credentials.kind})" if credentials else "removed"
 
 
+def refuse_own_address(url: str, own: OwnAddresses | None, *, field: str = "url") -> None:
+    """Raises RegistryError ``relay_itself`` (400) when ``url`` reaches the relay itself (one of
+    ``own``): registering the relay as its own agent would loop every call back into it."""
+    if own is None or not url:
+        return
+    try:
+        outbound.check_literal_address(url)
+    except outbound.UnsafeURLError:
+        return  # the fetch refuses it as unsafe_url, as it refuses every private address
+    where = own.match(url)
+    if where:
+        raise RegistryError(
+            "relay_itself",
+            f"{field} {url} is this relay itself ({where}), not an agent: give the agent's own "
+            "URL (the relay's agents are reached at /a2a/agents/{id}/ once registered)")
+
+
 def agent_register(*, url: str, agent_id: str | None = None, invocation_url: str = "",
                    credentials: Credentials | None = None, created_by: ApiKey | None = None,
-                   client: httpx.Client | None = None, actor: str | None = None) -> Agent:
+                   client: httpx.Client | None = None, actor: str | None = None,
+                   own: OwnAddresses | None = None) -> Agent:
     """Fetches the card behind ``url`` and registers the agent. ``actor`` (for the audit log)
     defaults to ``created_by``'s name, else system.
 
     Raises RegistryError (and stores nothing) when the card cannot be had, is not a valid card,
-    the URL is already registered, or ``agent_id`` is taken.
+    the URL is already registered, ``agent_id`` is taken, or ``url``, the card's final URL or
+    ``invocation_url`` is the relay itself (one of ``own``).
     """
+    refuse_own_address(url, own)
+    refuse_own_address(invocation_url, own, field="invocationUrl")
     if agent_id is not None and Agent.objects.filter(pk=agent_id).exists():
         raise RegistryError("duplicate", f"an agent with id {agent_id!r} already exists",
                             status=409)
@@ -145,6 +168,7 @@ def agent_register(*, url: str, agent_id: str | None = None, invocation_url: str
         fetched = fetch_card(url, client=client, headers=headers)
     except CardFetchError as error:
         raise RegistryError.from_fetch(error) from error
+    refuse_own_address(fetched.url, own, field="the card's address")
     existing = Agent.objects.filter(card_url=fetched.url).values_list("pk", flat=True).first()
     if existing:
         raise RegistryError(
@@ -213,12 +237,15 @@ STREAM_FIELDS = ("stream_idle_seconds",)
 """How long the relay waits on the agent's streams (RELAY_STREAM_IDLE_SECONDS otherwise)."""
 
 
-def agent_update(*, agent: Agent, fields: dict[str, Any], actor: str = SYSTEM) -> Agent:
+def agent_update(*, agent: Agent, fields: dict[str, Any], actor: str = SYSTEM,
+                 own: OwnAddresses | None = None) -> Agent:
     """Changes what an operator may change: name, description, invocation URL, status,
     credentials, how the agent is probed (``PROBE_FIELDS``; a change takes effect at the
     next sweep) and how long its streams may stay silent (``STREAM_FIELDS``). Card-derived
     fields change only through a refresh. The audit log gets one entry naming the fields that
-    changed (credentials by their kind only)."""
+    changed (credentials by their kind only). An invocation URL that is the relay itself (one
+    of ``own``) is refused."""
+    refuse_own_address(fields.get("invocation_url", ""), own, field="invocationUrl")
     editable = {"name", "description", "invocation_url", "status", *PROBE_FIELDS,
                 *STREAM_FIELDS}
     unknown = set(fields) - editable - {"credentials"}

@@ -231,7 +231,10 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Brass Relay API",
-    "DESCRIPTION": "Registry of A2A agents: register by URL, discover by skill, tag and extension.",
+    "DESCRIPTION": "Registry of A2A agents: register by URL, discover by skill, tag and "
+    "extension; teams; the task API. Reads of the registry are public unless "
+    "RELAY_REGISTRY_PUBLIC is off; writes and calls need an API key: press Authorize and give "
+    "it (`manage.py create_api_key NAME` prints one).",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
@@ -239,6 +242,8 @@ SPECTACULAR_SETTINGS = {
     # The docs page's assets come from the installed sidecar package, not a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # The key given to Authorize survives a reload of the docs page.
+    "SWAGGER_UI_SETTINGS": {"persistAuthorization": True},
 }
 
 # --- Relay ----------------------------------------------------------------------------------

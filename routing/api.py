@@ -8,16 +8,18 @@ from __future__ import annotations
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from registry import selectors as registry_selectors
+from registry.api.schema import AGENT_ID, errors
 from registry.auth import RegistryReadPermission
 from routing import selectors, services
-from tasks_app.api import calls
+from tasks_app.api import calls, task_api_docs
 from tasks_app.api.task_api import TaskApiView, http_reply
 from tasks_app.protocol.errors import TaskNotFound
 from tasks_app.services import iso
@@ -25,6 +27,7 @@ from tasks_app.snapshots import V1_STATE
 
 
 class TaskTraceView(TaskApiView):
+    @task_api_docs.trace
     async def get(self, request, task_id: str):
         found = await sync_to_async(selectors.trace_for_caller)(
             caller=request.auth, task_id=task_id
@@ -42,6 +45,20 @@ class TaskTraceView(TaskApiView):
         return http_reply(calls.Reply(200, body, "application/json"))
 
 
+_HOUR = {"probes": 60, "probesFailed": 1, "latencyAvgMs": 41.5, "tasksCompleted": 12,
+         "tasksFailed": 0}
+METRICS_EXAMPLE = {
+    "agentId": "weather", "hours": 2, "since": "2026-01-05T08:00:00.000Z",
+    "until": "2026-01-05T10:00:00.000Z", "successRate": 0.96, "latencyAvgMs": 812.4,
+    "latencyP95Ms": 1520.0, "tasksCompleted": 24, "tasksFailed": 1,
+    "tasks": {"completed": 24, "failed": 1, "rejected": 0, "canceled": 0,
+              "durationAvgMs": 812.4, "durationP95Ms": 1520.0},
+    "probes": {"total": 120, "ok": 118, "failed": 2, "successRate": 0.9833},
+    "series": [{"hour": "2026-01-05T08:00:00.000Z", **_HOUR},
+               {"hour": "2026-01-05T09:00:00.000Z", **_HOUR, "tasksFailed": 1}],
+}
+
+
 class AgentMetricsView(APIView):
     """Success rate, latency, task counts and an hourly series of one agent (``?hours=``,
     1 to 168, default 24). Definitions in ``routing.metrics``."""
@@ -49,9 +66,15 @@ class AgentMetricsView(APIView):
     permission_classes = [RegistryReadPermission]
 
     @extend_schema(
-        parameters=[OpenApiParameter("hours", description="The window, 1 to 168 hours "
-                                     "(default 24)", required=False, type=int)],
-        responses={200: dict},
+        operation_id="agent_metrics", summary="An agent's success rate, latency and tasks",
+        description="Task outcomes and durations, probe results, and an hourly series over "
+        "the last `hours`. Rates are 0 to 1 (null with nothing to count), times in "
+        "milliseconds to 0.1.",
+        parameters=[AGENT_ID, OpenApiParameter(
+            "hours", int, description="The window, 1 to 168 hours (default 24)",
+            examples=[OpenApiExample("A day", value=24)])],
+        responses={200: OpenApiResponse(OpenApiTypes.OBJECT), **errors(400, 401, 404, 429)},
+        examples=[OpenApiExample("Two hours", response_only=True, value=METRICS_EXAMPLE)],
     )
     def get(self, request: Request, agent_id: str) -> Response:
         hours = _hours(request.query_params.get("hours"))

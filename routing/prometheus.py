@@ -29,12 +29,13 @@ from django.db.models import Count
 from django.http import HttpResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from rest_framework import permissions
 from rest_framework.views import APIView
 
+from registry.api.schema import errors
 from registry.auth import caller_key
 from registry.models import Agent
 from relay_project.request_metrics import REGISTRY
@@ -132,7 +133,17 @@ class MetricsPermission(permissions.BasePermission):
 class MetricsView(APIView):
     permission_classes = [MetricsPermission]
 
-    @extend_schema(responses={200: OpenApiResponse(OpenApiTypes.STR, description=(
-        "The Prometheus text exposition format 0.0.4"))})
+    @extend_schema(
+        operation_id="metrics", summary="The relay's metrics for Prometheus",
+        description="Request, task, health and probe metrics in the Prometheus text format. "
+        "Public while RELAY_METRICS_PUBLIC is on; otherwise an admin key or a staff login.",
+        responses={200: OpenApiResponse(OpenApiTypes.STR, description=(
+            "The Prometheus text exposition format 0.0.4"), examples=[OpenApiExample(
+                "A few lines", response_only=True, value=(
+                    "# HELP relay_agents Agents by health state.\n"
+                    "# TYPE relay_agents gauge\n"
+                    'relay_agents{health="healthy"} 3.0\n'))]),
+            **errors(401, 403)},
+    )
     def get(self, request) -> HttpResponse:
         return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
 from rest_framework import serializers
 
 from registry.models import (
@@ -98,9 +102,53 @@ class AgentSerializer(serializers.ModelSerializer):
         ]
 
 
-class AgentPageSerializer(serializers.Serializer):
-    agents = AgentSerializer(many=True)
-    nextCursor = serializers.CharField(allow_null=True)
+class WriteSerializer(serializers.Serializer):
+    """A request body that refuses fields it does not know (400 naming each, with the closest
+    known field), so a misspelt field is never silently ignored."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, Mapping):
+            known = [name for name, field in self.fields.items() if not field.read_only]
+            unknown = [name for name in data if name not in known]
+            if unknown:
+                raise serializers.ValidationError(
+                    {name: [unknown_field_message(name, known)] for name in unknown})
+        return super().to_internal_value(data)
+
+
+def unknown_field_message(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6) or [
+        field for field in known if field.lower() == name.lower()]
+    hint = f"did you mean {close[0]}?" if close else f"the fields are {', '.join(known)}"
+    return f"is not a field here; {hint}"
+
+
+class HttpUrlField(serializers.URLField):
+    """An http(s) URL; one without a scheme, or with another, gets a message saying what to
+    write instead of Django's bare "Enter a valid URL"."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and data.strip():
+            text = data.strip()
+            scheme = urlsplit(text).scheme.lower() if "://" in text else ""
+            if not scheme:
+                raise serializers.ValidationError(
+                    f"{text[:200]!r} has no scheme: write the full URL, e.g. "
+                    f"'https://{text[:200]}' (or http:// for a plain HTTP agent)")
+            if scheme not in ("http", "https"):
+                raise serializers.ValidationError(
+                    f"must be an http:// or https:// URL, not {scheme}://")
+        return super().to_internal_value(data)
+
+
+class AgentRefreshSerializer(AgentSerializer):
+    """The answer of a refresh (for the schema): the agent, and whether its card changed."""
+
+    cardChanged = serializers.BooleanField(
+        read_only=True, help_text="Whether the card changed (and a new snapshot was stored).")
+
+    class Meta(AgentSerializer.Meta):
+        fields = [*AgentSerializer.Meta.fields, "cardChanged"]
 
 
 HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+\Z"
@@ -108,7 +156,7 @@ HEADER_VALUE = r"^(?:[\x21-\x7e](?:[\t\x20-\x7e]*[\x21-\x7e])?)?\Z"
 CREDENTIAL_KINDS = ["bearer", "header", "basic"]
 
 
-class CredentialsSerializer(serializers.Serializer):
+class CredentialsSerializer(WriteSerializer):
     """``{"kind": "bearer"|"header"|"basic", "headerName"?, "value"}``: bearer sends
     ``Authorization: Bearer <value>``, basic ``Authorization: Basic`` of ``value`` given as
     ``user:password``, header sends ``value`` in ``headerName``. The first shape of this API,
@@ -154,22 +202,24 @@ class CredentialsSerializer(serializers.Serializer):
         return Credentials(data.get("headerName", ""), value, kind)
 
 
-class AgentRegisterSerializer(serializers.Serializer):
-    url = serializers.URLField(max_length=2048, help_text="The agent's base URL or card URL.")
+class AgentRegisterSerializer(WriteSerializer):
+    url = HttpUrlField(max_length=2048, help_text="The agent's base URL or card URL.")
     id = serializers.SlugField(max_length=64, required=False)
-    invocationUrl = serializers.URLField(max_length=2048, required=False, default="")
+    invocationUrl = HttpUrlField(
+        max_length=2048, required=False, default="",
+        help_text="Where calls go, when not the URL the card names.")
     credentials = CredentialsSerializer(
         required=False,
         help_text="Sent on card fetches, probes and calls; stored encrypted, never returned.",
     )
 
 
-class AgentUpdateSerializer(serializers.Serializer):
+class AgentUpdateSerializer(WriteSerializer):
     name = serializers.CharField(max_length=200, required=False)
     description = serializers.CharField(required=False, allow_blank=True)
-    invocationUrl = serializers.URLField(
-        max_length=2048, required=False, allow_blank=True, source="invocation_url"
-    )
+    invocationUrl = HttpUrlField(
+        max_length=2048, required=False, allow_blank=True, source="invocation_url",
+        help_text="Where calls go; empty to use the URL the card names.")
     status = serializers.ChoiceField(choices=Agent.Status.choices, required=False)
     credentials = CredentialsSerializer(required=False, allow_null=True)
 
@@ -263,17 +313,12 @@ class TeamSerializer(serializers.ModelSerializer):
         return team_urls(self.context["request"], team.pk)[1]
 
 
-class TeamPageSerializer(serializers.Serializer):
-    teams = TeamSerializer(many=True)
-    nextCursor = serializers.CharField(allow_null=True)
-
-
 def _agent_ids(**kwargs) -> serializers.ListField:
     # Whitespace is kept: the service refuses an id that is not exactly a registered one.
     return serializers.ListField(child=serializers.CharField(trim_whitespace=False), **kwargs)
 
 
-class TeamCreateSerializer(serializers.Serializer):
+class TeamCreateSerializer(WriteSerializer):
     """Only the JSON types are checked here; what makes a valid team is
     ``registry.teams.team_validate``'s to say, so the API and the admin give the same reasons."""
 
@@ -291,7 +336,7 @@ class TeamCreateSerializer(serializers.Serializer):
     enabled = serializers.BooleanField(default=True)
 
 
-class TeamUpdateSerializer(serializers.Serializer):
+class TeamUpdateSerializer(WriteSerializer):
     name = serializers.CharField(required=False, allow_blank=True)
     description = serializers.CharField(required=False, allow_blank=True)
     members = _agent_ids(required=False, help_text="Replaces the members; agent ids, in order.")

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
-from django.utils.dateparse import parse_datetime
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import status
 from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.generics import ListAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from registry import selectors, services, teams
-from registry.api import serializers
+from registry.api import schema, serializers
+from registry.api.pagination import AgentPagination, TeamPagination
+from registry.api.schema import AGENT_ID, TEAM_ID, errors, example
 from registry.auth import (
     AdminWritePermission,
     RegistryPermission,
@@ -19,18 +28,27 @@ from registry.auth import (
     caller_key,
 )
 from registry.cards import card_diff
+from registry.filters import AgentFilterSet, check_valid
 from registry.models import Agent, Team
+from relay_project.own_address import own_addresses
 
-_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+class RegistryFilterBackend(DjangoFilterBackend):
+    """django-filter, with a bad value answered as the API always has: 400 invalid_query
+    naming the parameter and why."""
+
+    def filter_queryset(self, request, queryset, view):
+        filterset = self.get_filterset(request, queryset, view)
+        if filterset is None:
+            return queryset
+        check_valid(filterset)
+        return filterset.qs
 
 
-def _bool_param(params, name: str) -> bool | None:
-    raw = params.get(name)
-    if raw in (None, ""):
-        return None
-    if raw.lower() not in _BOOLEANS:
-        raise selectors.InvalidQueryError(f"{name} must be true or false, not {raw!r}")
-    return _BOOLEANS[raw.lower()]
+def agent_filters_from(params) -> selectors.AgentFilters:
+    """The list filters of a query string (for the agent list page; the API's list reads them
+    through its filter backend)."""
+    return selectors.AgentFilters(params.items())
 
 
 def _int_param(params, name: str, default: int) -> int:
@@ -41,29 +59,6 @@ def _int_param(params, name: str, default: int) -> int:
         return int(raw)
     except ValueError as error:
         raise selectors.InvalidQueryError(f"{name} must be a whole number") from error
-
-
-def agent_filters_from(params) -> selectors.AgentFilters:
-    updated_since = None
-    if params.get("updatedSince"):
-        updated_since = parse_datetime(params["updatedSince"])
-        if updated_since is None or updated_since.tzinfo is None:
-            raise selectors.InvalidQueryError(
-                "updatedSince must be an ISO 8601 time with a zone, e.g. 2026-01-01T00:00:00Z"
-            )
-    return selectors.AgentFilters(
-        q=params.get("q", ""),
-        skill=params.get("skill", ""),
-        tag=params.get("tag", ""),
-        extension=params.get("extension", ""),
-        streaming=_bool_param(params, "streaming"),
-        push_notifications=_bool_param(params, "pushNotifications"),
-        input_mode=params.get("inputMode", ""),
-        output_mode=params.get("outputMode", ""),
-        status=params.get("status", ""),
-        health=params.get("health", ""),
-        updated_since=updated_since,
-    )
 
 
 def _get_agent(agent_id: str) -> Agent:
@@ -86,47 +81,42 @@ def _check_may_change(request: Request, agent: Agent) -> None:
     raise PermissionDenied("only the key that registered this agent, or an admin key, may change it")
 
 
-_LIST_PARAMETERS = [
-    OpenApiParameter(name, description=description, required=False, type=kind)
-    for name, description, kind in [
-        ("q", "Words to find in name, description, skill names, descriptions and tags", str),
-        ("skill", "A skill id", str),
-        ("tag", "A skill tag", str),
-        ("extension", "An extension URI the agent declares", str),
-        ("streaming", "true or false", bool),
-        ("pushNotifications", "true or false", bool),
-        ("inputMode", "A media type the agent accepts, e.g. text/plain", str),
-        ("outputMode", "A media type the agent produces", str),
-        ("status", "active, deprecated or disabled", str),
-        ("health", "unknown, healthy, degraded or unhealthy", str),
-        ("updatedSince", "ISO 8601 time with a zone", str),
-        ("limit", "Page size, 1 to 100 (default 30)", int),
-        ("cursor", "nextCursor of the previous page", str),
-    ]
-]
-
-
-class RegistryView(APIView):
+@extend_schema_view(get=extend_schema(
+    operation_id="agents_list",
+    summary="List and filter agents",
+    description="Every registered agent, ordered by id, a page at a time: pass `nextCursor` "
+    "as `cursor` for the next page. The filters combine; a bad value is a 400 naming it. "
+    "Public unless RELAY_REGISTRY_PUBLIC is off.",
+    responses={200: serializers.AgentSerializer(many=True), **errors(400, 401, 429)},
+    examples=[example("A page", schema.AGENT)],
+))
+class RegistryView(ListAPIView):
     """Reads list every agent whatever the key's agent scope: the registry is a discovery
     directory, and a key's agent list limits what it may call, not what it may find."""
 
     permission_classes = [RegistryPermission]
     registers_agents = True
+    queryset = Agent.objects.with_card()
+    serializer_class = serializers.AgentSerializer
+    filter_backends = [RegistryFilterBackend]
+    filterset_class = AgentFilterSet
+    pagination_class = AgentPagination
 
-    @extend_schema(parameters=_LIST_PARAMETERS, responses=serializers.AgentPageSerializer)
-    def get(self, request: Request) -> Response:
-        page = selectors.agent_list(
-            filters=agent_filters_from(request.query_params),
-            limit=_int_param(request.query_params, "limit", selectors.DEFAULT_PAGE_SIZE),
-            cursor=request.query_params.get("cursor") or None,
-        )
-        return Response({
-            "agents": serializers.AgentSerializer(page.items, many=True).data,
-            "nextCursor": page.next_cursor,
-        })
-
-    @extend_schema(request=serializers.AgentRegisterSerializer,
-                   responses={201: serializers.AgentSerializer})
+    @extend_schema(
+        operation_id="agents_register",
+        summary="Register an agent by its URL",
+        description="Fetches the agent's card from `url` (a base URL, whose well-known card "
+        "paths are tried, or the card's own URL) and registers the agent; nothing is stored "
+        "when the card cannot be had (422, the agent's answer in the message) or is invalid. "
+        "Credentials are sent on card fetches, probes and calls, stored encrypted and never "
+        "returned. Unknown fields, a URL without http(s)://, and the relay's own address "
+        "are refused with 400.",
+        request=serializers.AgentRegisterSerializer,
+        responses={201: serializers.AgentSerializer,
+                   **errors(400, 401, 403, 409, 413, 422, 429)},
+        examples=[example("Register with a bearer credential", schema.REGISTER, request=True),
+                  example("Registered", schema.AGENT, status=201)],
+    )
     def post(self, request: Request) -> Response:
         body = serializers.AgentRegisterSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -137,6 +127,7 @@ class RegistryView(APIView):
             credentials=body.validated_data.get("credentials"),
             created_by=caller_key(request),
             actor=_actor(request),
+            own=own_addresses(request),
         )
         agent = selectors.agent_get(agent_id=agent.pk)
         return Response(serializers.AgentSerializer(agent).data, status=status.HTTP_201_CREATED)
@@ -145,22 +136,46 @@ class RegistryView(APIView):
 class AgentDetailView(APIView):
     permission_classes = [RegistryPermission]
 
-    @extend_schema(responses=serializers.AgentSerializer)
+    @extend_schema(
+        operation_id="agent_get", summary="One agent",
+        description="The agent as the registry shows it: its card's fields, skills, health "
+        "and circuit breaker. Credentials appear only as `hasCredentials` and their kind.",
+        parameters=[AGENT_ID],
+        responses={200: serializers.AgentSerializer, **errors(401, 404, 429)},
+        examples=[example("An agent", schema.AGENT)],
+    )
     def get(self, request: Request, agent_id: str) -> Response:
         return Response(serializers.AgentSerializer(_get_agent(agent_id)).data)
 
-    @extend_schema(request=serializers.AgentUpdateSerializer,
-                   responses=serializers.AgentSerializer)
+    @extend_schema(
+        operation_id="agent_update", summary="Change an agent's name, description, "
+        "invocation URL, status or credentials",
+        description="Only the fields given change; an unknown field is a 400 naming it and "
+        "changes nothing. Card fields change only by a refresh. Only the key that registered "
+        "the agent, or an admin key, may change it. `credentials: null` removes them.",
+        parameters=[AGENT_ID], request=serializers.AgentUpdateSerializer,
+        responses={200: serializers.AgentSerializer, **errors(400, 401, 403, 404, 429)},
+        examples=[example("Deprecate", schema.UPDATE, request=True),
+                  example("Changed", {**schema.AGENT, **schema.UPDATE})],
+    )
     def patch(self, request: Request, agent_id: str) -> Response:
         agent = _get_agent(agent_id)
         _check_may_change(request, agent)
         body = serializers.AgentUpdateSerializer(data=request.data, partial=True)
         body.is_valid(raise_exception=True)
         services.agent_update(agent=agent, fields=dict(body.validated_data),
-                              actor=_actor(request))
+                              actor=_actor(request), own=own_addresses(request))
         return Response(serializers.AgentSerializer(_get_agent(agent_id)).data)
 
-    @extend_schema(responses={204: None})
+    @extend_schema(
+        operation_id="agent_delete", summary="Delete an agent",
+        description="Deletes the agent with its card history, skills and team memberships; "
+        "409 while it is a team's default agent. Only the key that registered it, or an "
+        "admin key, may delete it.",
+        parameters=[AGENT_ID],
+        responses={204: OpenApiResponse(description="Deleted"),
+                   **errors(401, 403, 404, 409, 429)},
+    )
     def delete(self, request: Request, agent_id: str) -> Response:
         agent = _get_agent(agent_id)
         _check_may_change(request, agent)
@@ -171,7 +186,16 @@ class AgentDetailView(APIView):
 class AgentRefreshView(APIView):
     permission_classes = [RegistryPermission]
 
-    @extend_schema(request=None, responses=serializers.AgentSerializer)
+    @extend_schema(
+        operation_id="agent_refresh", summary="Fetch an agent's card again",
+        description="Fetches the card from the agent's card URL with its credentials. A "
+        "changed card becomes a new snapshot (`cardChanged: true`); when the card cannot be "
+        "had (422, the agent's answer in the message) the stored card is kept.",
+        parameters=[AGENT_ID], request=None,
+        responses={200: serializers.AgentRefreshSerializer,
+                   **errors(401, 403, 404, 422, 429)},
+        examples=[example("Refreshed", {**schema.AGENT, "cardChanged": False})],
+    )
     def post(self, request: Request, agent_id: str) -> Response:
         agent = _get_agent(agent_id)
         _check_may_change(request, agent)
@@ -183,7 +207,14 @@ class AgentRefreshView(APIView):
 class AgentHistoryView(APIView):
     permission_classes = [RegistryReadPermission]
 
-    @extend_schema(responses=serializers.SnapshotHistorySerializer)
+    @extend_schema(
+        operation_id="agent_history", summary="An agent's card history",
+        description="Every stored version of the card, newest first, each with a unified "
+        "diff from the version before it.",
+        parameters=[AGENT_ID],
+        responses={200: serializers.SnapshotHistorySerializer, **errors(401, 404, 429)},
+        examples=[example("Two versions", schema.HISTORY)],
+    )
     def get(self, request: Request, agent_id: str) -> Response:
         snapshots = selectors.agent_snapshots(agent=_get_agent(agent_id))
         diffs = {
@@ -201,11 +232,21 @@ class SkillSearchView(APIView):
     permission_classes = [RegistryReadPermission]
 
     @extend_schema(
+        operation_id="skills_search", summary="Find skills",
+        description="Skills of agents that are not disabled, best match first, with a score "
+        "in (0, 1]: every word of `q` must occur in the skill; a word found in a tag or the "
+        "name weighs 3, in the id 2, in the description 1. Ties go to healthier agents.",
         parameters=[
-            OpenApiParameter(name, required=False, type=str)
-            for name in ("q", "tag", "inputMode", "outputMode", "extension")
-        ] + [OpenApiParameter("limit", required=False, type=int)],
-        responses=serializers.SkillMatchPageSerializer,
+            OpenApiParameter("q", description="Words to find (all must occur)",
+                             examples=[OpenApiExample("forecast", value="forecast")]),
+            OpenApiParameter("tag", description="A skill tag"),
+            OpenApiParameter("inputMode", description="A media type the skill accepts"),
+            OpenApiParameter("outputMode", description="A media type the skill produces"),
+            OpenApiParameter("extension", description="An extension URI the agent declares"),
+            OpenApiParameter("limit", int, description="How many, 1 to 100 (default 20)"),
+        ],
+        responses={200: serializers.SkillMatchPageSerializer, **errors(400, 401, 429)},
+        examples=[example("Matches", schema.SKILL_MATCHES)],
     )
     def get(self, request: Request) -> Response:
         params = request.query_params
@@ -237,34 +278,32 @@ def _team_data(request: Request, team: Team) -> dict:
     return serializers.TeamSerializer(team, context={"request": request}).data
 
 
-class TeamListView(APIView):
+@extend_schema_view(get=extend_schema(
+    operation_id="teams_list", summary="List teams",
+    description="Every team, ordered by id, with its members in order, a page at a time: "
+    "pass `nextCursor` as `cursor` for the next page. `a2aUrl` is the team's A2A endpoint.",
+    responses={200: serializers.TeamSerializer(many=True), **errors(400, 401, 429)},
+    examples=[example("A page", schema.TEAM)],
+))
+class TeamListView(ListAPIView):
     """``/a2a/teams``. The team's own A2A endpoint is ``/a2a/teams/{id}/``, with the slash."""
 
     permission_classes = [AdminWritePermission]
+    queryset = selectors.teams_with_members(Team.objects.all())
+    serializer_class = serializers.TeamSerializer
+    pagination_class = TeamPagination
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter("limit", description="Page size, 1 to 100 (default 30)",
-                             required=False, type=int),
-            OpenApiParameter("cursor", description="nextCursor of the previous page",
-                             required=False, type=str),
-        ],
-        responses=serializers.TeamPageSerializer,
+        operation_id="teams_create", summary="Create a team",
+        description="A team answers A2A calls at `/a2a/teams/{id}/` through its default "
+        "agent, which routes to the other members when it supports the client-routing "
+        "extension. Members are registered agent ids, in order; the default agent must be "
+        "an enabled member. Admin keys only.",
+        request=serializers.TeamCreateSerializer,
+        responses={201: serializers.TeamSerializer, **errors(400, 401, 403, 409, 429)},
+        examples=[example("A team of two", schema.TEAM_CREATE, request=True),
+                  example("Created", schema.TEAM, status=201)],
     )
-    def get(self, request: Request) -> Response:
-        page = selectors.team_list(
-            limit=_int_param(request.query_params, "limit", selectors.DEFAULT_PAGE_SIZE),
-            cursor=request.query_params.get("cursor") or None,
-        )
-        return Response({
-            "teams": serializers.TeamSerializer(
-                page.items, many=True, context={"request": request}
-            ).data,
-            "nextCursor": page.next_cursor,
-        })
-
-    @extend_schema(request=serializers.TeamCreateSerializer,
-                   responses={201: serializers.TeamSerializer})
     def post(self, request: Request) -> Response:
         body = serializers.TeamCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -276,12 +315,26 @@ class TeamListView(APIView):
 class TeamDetailView(APIView):
     permission_classes = [AdminWritePermission]
 
-    @extend_schema(responses=serializers.TeamSerializer)
+    @extend_schema(
+        operation_id="team_get", summary="One team",
+        description="The team with its members (health and routing support of each), its "
+        "default agent, and the URLs of its A2A endpoint and card.",
+        parameters=[TEAM_ID],
+        responses={200: serializers.TeamSerializer, **errors(401, 404, 429)},
+        examples=[example("A team", schema.TEAM)],
+    )
     def get(self, request: Request, team_id: str) -> Response:
         return Response(_team_data(request, _get_team(team_id)))
 
-    @extend_schema(request=serializers.TeamUpdateSerializer,
-                   responses=serializers.TeamSerializer)
+    @extend_schema(
+        operation_id="team_update", summary="Change a team",
+        description="Only the fields given change; `members` replaces the members. An "
+        "unknown field is a 400 naming it and changes nothing. Admin keys only.",
+        parameters=[TEAM_ID], request=serializers.TeamUpdateSerializer,
+        responses={200: serializers.TeamSerializer, **errors(400, 401, 403, 404, 429)},
+        examples=[example("Fewer hops, disabled", schema.TEAM_UPDATE, request=True),
+                  example("Changed", {**schema.TEAM, **schema.TEAM_UPDATE})],
+    )
     def patch(self, request: Request, team_id: str) -> Response:
         team = _get_team(team_id)
         body = serializers.TeamUpdateSerializer(data=request.data, partial=True)
@@ -289,7 +342,12 @@ class TeamDetailView(APIView):
         teams.team_update(team=team, fields=dict(body.validated_data), actor=_actor(request))
         return Response(_team_data(request, _get_team(team_id)))
 
-    @extend_schema(responses={204: None})
+    @extend_schema(
+        operation_id="team_delete", summary="Delete a team",
+        description="Deletes the team (its agents stay registered). Admin keys only.",
+        parameters=[TEAM_ID],
+        responses={204: OpenApiResponse(description="Deleted"), **errors(401, 403, 404, 429)},
+    )
     def delete(self, request: Request, team_id: str) -> Response:
         teams.team_delete(team=_get_team(team_id), actor=_actor(request))
         return Response(status=status.HTTP_204_NO_CONTENT)

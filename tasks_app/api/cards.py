@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, HttpResponseNotModified, JsonResponse
 from django.views.decorators.http import require_safe
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from registry import selectors
+from registry.api.schema import AGENT_ID, CARD, errors
 from registry.auth import RegistryReadPermission
 from registry.models import Agent, Team, TeamMembership
 from relay_project.public_url import relay_base_url
@@ -73,10 +75,14 @@ class AgentCardView(APIView):
     permission_classes = [RegistryReadPermission]
 
     @extend_schema(
-        parameters=[OpenApiParameter("view", description="'relay': the card rewritten to the "
-                                     "relay's own endpoint for this agent", required=False,
-                                     type=str)],
-        responses={200: dict},
+        operation_id="agent_card", summary="An agent's card",
+        description="The agent's current card as the agent published it, or with "
+        "`view=relay` as the relay serves it (its interfaces at the relay).",
+        parameters=[AGENT_ID, OpenApiParameter(
+            "view", description="published (default) or relay: the card rewritten to the "
+            "relay's own endpoint for this agent", enum=["published", "relay"])],
+        responses={200: OpenApiResponse(OpenApiTypes.OBJECT), **errors(400, 401, 404, 429)},
+        examples=[OpenApiExample("As published", response_only=True, value=CARD)],
     )
     def get(self, request: Request, agent_id: str) -> Response:
         agent = selectors.agent_get(agent_id=agent_id)

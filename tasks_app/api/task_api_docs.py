@@ -9,6 +9,8 @@ from __future__ import annotations
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 
+from registry.api.schema import task_errors
+
 SHAPES = (
     "Two shapes are accepted and each call is answered in the shape it was asked in. "
     "**Current**: an A2A 1.0 SendMessageRequest (ProtoJSON) plus the target. **Early**: the "
@@ -73,21 +75,25 @@ def _examples(early_request, early_answer, current_request, current_answer):
 
 
 send = extend_schema(
+    operation_id="tasks_send",
     summary="Send a message to an agent or team and wait for the answer",
     description=SHAPES + " A second early send with the same `id` continues that task "
     "(ids are the caller's own: another API key's `id` never reaches it).",
-    request=BODY, responses={200: OpenApiResponse(OpenApiTypes.OBJECT)},
+    request=BODY,
+    responses={200: OpenApiResponse(OpenApiTypes.OBJECT), **task_errors(400, 401, 404, 413, 429)},
     examples=_examples(EARLY_SEND, EARLY_TASK, CURRENT_SEND, {"task": CURRENT_TASK}),
 )
 
 send_subscribe = extend_schema(
+    operation_id="tasks_send_subscribe",
     summary="Send a message and stream the task's updates (server-sent events)",
     description=SHAPES + " Early: `event: task_status` frames (`{id, status, statusMessage?, "
     "timestamp?, final, metadata}`) and `event: task_artifact` frames (`{id, artifact: "
     "{index, name?, parts, append, lastChunk}, metadata}`); the frame with `final: true` "
     "is the last. Current: `data:` frames of A2A 1.0 StreamResponse.",
     request=BODY,
-    responses={200: OpenApiResponse(OpenApiTypes.STR, description="text/event-stream")},
+    responses={200: OpenApiResponse(OpenApiTypes.STR, description="text/event-stream"),
+               **task_errors(400, 401, 404, 413, 429)},
     examples=[
         OpenApiExample("Early shape", value=EARLY_SEND, request_only=True),
         OpenApiExample("Current shape", value=CURRENT_SEND, request_only=True),
@@ -108,26 +114,32 @@ SHAPE_PARAMETER = OpenApiParameter(
     "shape", enum=["early", "current"], required=False,
     description="The shape of the answer; by default the shape the task was created in "
     "(early for a task sent with a client task id).")
+TASK_ID = OpenApiParameter(
+    "task_id", str, OpenApiParameter.PATH,
+    description="The caller's own client task id (early shape) or the relay's task id.",
+    examples=[OpenApiExample("note-1", value="note-1")])
 TASK_ID_DESCRIPTION = (" `{taskId}` is the caller's own client task id (early shape) or the "
                        "relay's task id.")
 
 get = extend_schema(
+    operation_id="tasks_get",
     summary="A task of the caller",
     description=SHAPES + TASK_ID_DESCRIPTION + " With `historyLength`, the early answer "
     "carries `history` too.",
-    parameters=[SHAPE_PARAMETER, OpenApiParameter(
+    parameters=[TASK_ID, SHAPE_PARAMETER, OpenApiParameter(
         "historyLength", int, required=False,
         description="The most recent messages of the history to include.")],
-    responses={200: OpenApiResponse(OpenApiTypes.OBJECT)},
+    responses={200: OpenApiResponse(OpenApiTypes.OBJECT), **task_errors(400, 401, 404, 429)},
     examples=_examples(None, EARLY_TASK, None, CURRENT_TASK),
 )
 
 cancel = extend_schema(
+    operation_id="tasks_cancel",
     summary="Cancel a task of the caller",
     description=SHAPES + TASK_ID_DESCRIPTION + " A finished task is `TASK_NOT_CANCELABLE` "
     "(400).",
-    parameters=[SHAPE_PARAMETER], request=None,
-    responses={200: OpenApiResponse(OpenApiTypes.OBJECT)},
+    parameters=[TASK_ID, SHAPE_PARAMETER], request=None,
+    responses={200: OpenApiResponse(OpenApiTypes.OBJECT), **task_errors(400, 401, 404, 429)},
     examples=_examples(
         None, {"id": "note-1", "sessionId": "weather-notes", "status": "canceled",
                "timestamp": "2026-01-05T10:00:00.000Z", "artifacts": [], "metadata": {}},
@@ -135,6 +147,7 @@ cancel = extend_schema(
 )
 
 send_batch = extend_schema(
+    operation_id="tasks_send_batch",
     summary="Several sends in one call",
     description=SHAPES + " Early: `{\"tasks\": [early sends]}`, answered `{\"tasks\": [early "
     "tasks]}`; current: `{\"requests\": [sends]}`, answered `{\"results\": [answers]}`; 1 "
@@ -144,7 +157,8 @@ send_batch = extend_schema(
     "answers in batch order, a failed entry as its error envelope, with its `id` when "
     "early) or `merge` (also `merged`: the least advanced status of all, an error counting "
     "as failed; the task ids; every artifact tagged with its task's id).",
-    request=BODY, responses={200: OpenApiResponse(OpenApiTypes.OBJECT)},
+    request=BODY,
+    responses={200: OpenApiResponse(OpenApiTypes.OBJECT), **task_errors(400, 401, 404, 413, 429)},
     examples=_examples(
         {"executionMode": "sequential", "aggregationStrategy": "merge",
          "tasks": [EARLY_SEND, {**EARLY_SEND, "id": "note-2"}]},
@@ -156,4 +170,22 @@ send_batch = extend_schema(
               "taskId": "note-2"}]}},
         {"executionMode": "parallel", "requests": [CURRENT_SEND, CURRENT_SEND]},
         {"results": [{"task": CURRENT_TASK}, {"task": CURRENT_TASK}]}),
+)
+
+trace = extend_schema(
+    operation_id="tasks_trace",
+    summary="A task's routing trace",
+    description="The hops of a team task: which member was asked, in what order, and what "
+    "the router decided; a task of another key is 404." + TASK_ID_DESCRIPTION,
+    parameters=[TASK_ID],
+    responses={200: OpenApiResponse(OpenApiTypes.OBJECT), **task_errors(401, 404, 429)},
+    examples=[OpenApiExample("A one-hop team task", response_only=True, value={
+        "taskId": "0b7c6d1e-...", "contextId": "4f1a...", "target": {"kind": "team",
+                                                                      "id": "crew"},
+        "state": "TASK_STATE_COMPLETED",
+        "hops": [{"order": 0, "from": "user", "to": "writer", "reason": "",
+                  "routingError": "", "peersOffered": ["weather"],
+                  "text": "draft a note about the weather", "latencyMs": 812.4,
+                  "outcome": "replied", "next": "user", "upstreamTaskId": "t-77",
+                  "upstreamContextId": "c-12", "at": "2026-01-05T10:00:00.812000+00:00"}]})],
 )

@@ -1,0 +1,147 @@
+"""The agent list's filters, each declared once: its query parameter, its type and description
+(the API docs read them from here), how a bad value is refused, and what it matches.
+
+Search and filters match the lower-cased text and "|"-delimited facet columns written with each
+card, so every list runs a fixed number of queries on one table (plus two prefetches), and a
+page costs about the same with 100 agents as with 10,000.
+
+A bad value raises :class:`InvalidQueryError` with a message that names the parameter, e.g.
+"streaming must be true or false, not 'maybe'"; empty values and unknown parameters are ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import django_filters
+from django import forms
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+from django.utils.dateparse import parse_datetime
+
+from registry.models import Agent
+
+
+class InvalidQueryError(ValueError):
+    """A filter value or cursor that cannot be used; the message says which and why."""
+
+
+def words(text: str) -> list[str]:
+    """The lower-cased words of a search."""
+    return [word for word in text.lower().split() if word]
+
+
+def facet(value: str) -> str:
+    """How one value is stored in a facet column (lower case, between bars)."""
+    return f"|{value.lower()}|"
+
+
+# Form fields raise their message without the parameter's name; agent_filter puts it in front.
+_TRUTH = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+class _StrictBooleanField(forms.Field):
+    """true/1/yes or false/0/no in any case; empty is no filter; anything else is refused
+    (Django's NullBooleanField would read it as "no filter")."""
+
+    def to_python(self, value):
+        if value in (None, ""):
+            return None
+        if str(value).lower() not in _TRUTH:
+            raise ValidationError("must be true or false, not %(value)r", params={"value": value})
+        return _TRUTH[str(value).lower()]
+
+
+class _ZonedDateTimeField(forms.Field):
+    def to_python(self, value):
+        if value in (None, ""):
+            return None
+        try:
+            moment = parse_datetime(value)
+        except ValueError:
+            moment = None
+        if moment is None or moment.tzinfo is None:
+            raise ValidationError(
+                "must be an ISO 8601 time with a zone, e.g. 2026-01-01T00:00:00Z")
+        return moment
+
+
+class StrictBooleanFilter(django_filters.BooleanFilter):
+    field_class = _StrictBooleanField
+
+
+class ZonedDateTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = _ZonedDateTimeField
+
+
+class FacetFilter(django_filters.CharFilter):
+    """Matches one value of a "|"-delimited facet column, case-insensitively unless
+    ``keep_case`` (extension URIs are compared as written)."""
+
+    def __init__(self, *args, keep_case: bool = False, **kwargs) -> None:
+        self.keep_case = keep_case
+        kwargs.setdefault("strip", False)
+        super().__init__(*args, lookup_expr="contains", **kwargs)
+
+    def filter(self, queryset, value):
+        if not value:
+            return queryset
+        return super().filter(queryset, f"|{value}|" if self.keep_case else facet(value))
+
+
+def _choice(choices) -> django_filters.ChoiceFilter:
+    values = ", ".join(value for value, _label in choices)
+    return django_filters.ChoiceFilter(
+        choices=choices,
+        error_messages={"invalid_choice": f"must be one of {values}, not %(value)r"},
+        help_text=f"One of {values}",
+    )
+
+
+class AgentFilterSet(django_filters.FilterSet):
+    q = django_filters.CharFilter(
+        method="filter_words",
+        help_text="Words to find in name, description, skill names, descriptions and tags "
+                  "(every word must occur)")
+    skill = FacetFilter(field_name="skill_facets", help_text="A skill id")
+    tag = FacetFilter(field_name="tag_facets", help_text="A skill tag")
+    extension = FacetFilter(field_name="extension_facets", keep_case=True,
+                            help_text="An extension URI the agent declares")
+    streaming = StrictBooleanFilter(help_text="true or false (also 1/0, yes/no)")
+    pushNotifications = StrictBooleanFilter(field_name="push_notifications",
+                                            help_text="true or false (also 1/0, yes/no)")
+    inputMode = FacetFilter(field_name="input_mode_facets",
+                            help_text="A media type the agent accepts, e.g. text/plain")
+    outputMode = FacetFilter(field_name="output_mode_facets",
+                             help_text="A media type the agent produces")
+    status = _choice(Agent.Status.choices)
+    health = _choice(Agent.Health.choices)
+    updatedSince = ZonedDateTimeFilter(
+        field_name="updated_at", lookup_expr="gte",
+        help_text="Agents whose card or settings changed at or after this ISO 8601 time with "
+                  "a zone, e.g. 2026-01-01T00:00:00Z")
+
+    class Meta:
+        model = Agent
+        fields: list[str] = []
+
+    def filter_words(self, queryset, name, value):
+        for word in words(value):
+            queryset = queryset.filter(search_text__contains=word)
+        return queryset
+
+
+def check_valid(filterset: django_filters.FilterSet) -> None:
+    """Raises InvalidQueryError naming the first bad parameter, as "<name> <why>"."""
+    if filterset.is_valid():
+        return
+    name, errors = next(iter(filterset.errors.items()))
+    raise InvalidQueryError(f"{name} {errors[0]}")
+
+
+def agent_filter(queryset: QuerySet[Agent], params: Mapping[str, str]) -> QuerySet[Agent]:
+    """``queryset`` narrowed by the list's query parameters (API names: ``pushNotifications``,
+    ``inputMode``, ...). Raises InvalidQueryError for a bad value."""
+    filterset = AgentFilterSet(params, queryset=queryset)
+    check_valid(filterset)
+    return filterset.qs
