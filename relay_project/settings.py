@@ -219,9 +219,6 @@ REST_FRAMEWORK = {
     # Every view names its own permission; this default refuses anything that forgets to.
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    # JSON is the only format, so ?format= is an ordinary (ignored) query parameter rather than
-    # a renderer choice that answers 404 for any other value.
-    "URL_FORMAT_OVERRIDE": None,
     "DEFAULT_PARSER_CLASSES": ["tasks_app.api.parsers.BoundedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "registry.api.errors.exception_handler",

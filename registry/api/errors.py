@@ -62,7 +62,8 @@ def exception_handler(exc, context):
         code, message, details = "invalid_json", str(exc.detail), {}
     else:
         code = exc.default_code if isinstance(exc, exceptions.APIException) else "error"
-        message = str(getattr(exc, "detail", exc))
+        # Django's Http404 may carry no text (DRF raises it for an unknown ?format=).
+        message = str(getattr(exc, "detail", exc)) or response.status_text.lower()
         details = {}
     response.data = {"error": {"code": code, "message": message, **details}}
     return response
