@@ -635,3 +635,23 @@ async def test_the_team_answers_a_send_exactly_as_the_agent(relay, cards, text, 
             seen[target] = observable(strip_member(
                 await collect(client.send_message(request(text))), target))
     assert seen["team"] == seen["agent"]
+
+
+@protocols
+async def test_a_team_stream_is_the_agents_with_only_the_two_hop_updates_added(
+        relay, cards, binding, version):
+    """What the expected failures above differ by, pinned: everything the member sends reaches
+    the team's stream as the agent's does, and the team adds exactly two `working` updates
+    (the member's task opening, and the hop notice before the end). When issue 12's parity
+    lands this test fails together with the expected failures turning into passes."""
+    seen = {}
+    for target in TARGETS:
+        async with sdk_client(cards[target], binding, version, headers=relay.auth()) as client:
+            seen[target] = await collect(client.send_message(request("chunks")))
+    agent, team = (summary(strip_member(seen[target], target)) for target in TARGETS)
+    notice = ("statusUpdate", WORKING, "", False, False, (f"user -> {MEMBER}",))
+    opening = ("statusUpdate", WORKING, "", False, False, ())
+    assert team == [agent[0], opening, *agent[1:-1], notice, agent[-1]]
+    hop = seen["team"][-2]["statusUpdate"]["status"]["message"]["metadata"][URI]["hop"]
+    assert (hop["from"], hop["to"], hop["outcome"], hop["next"]) == (
+        "user", MEMBER, "replied", "user")
