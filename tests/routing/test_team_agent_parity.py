@@ -173,20 +173,24 @@ def new_gate() -> Iterator[tuple[str, queue.Queue]]:
 
 
 class Webhook:
-    """Records every POST body (JSON) and the token header, answering 200."""
+    """Records every POST (its notification token and JSON body) and answers 200; ``url`` is
+    set once it is served."""
 
     def __init__(self) -> None:
-        self.received: list[tuple[str, dict[str, Any]]] = []
+        self.url = ""
+        self.received: list[tuple[str, str, dict[str, Any]]] = []
         self.app = Starlette(routes=[Route("/hook/{name}", self.hook, methods=["POST"])])
 
     async def hook(self, request: Request) -> Response:
         token = request.headers.get("x-a2a-notification-token", "")
-        self.received.append((request.path_params["name"], await request.json()))
-        assert token == TOKEN
+        self.received.append((request.path_params["name"], token, await request.json()))
         return Response(status_code=200)
 
     def bodies(self, name: str) -> list[dict[str, Any]]:
-        return [body for hook, body in self.received if hook == name]
+        return [body for hook, _, body in self.received if hook == name]
+
+    def tokens(self, name: str) -> set[str]:
+        return {token for hook, token, _ in self.received if hook == name}
 
 
 # --- fixtures ---------------------------------------------------------------------------------
@@ -607,6 +611,7 @@ async def test_a_blocking_send_pushes_the_final_task_to_the_webhook(
         return bodies if bodies and pushed(bodies[-1])[1] == COMPLETED else None
 
     bodies = await eventually(delivered, "the last push", timeout=CALL_SECONDS)
+    assert webhook.tokens(name) == {TOKEN}
     assert [pushed(body) for body in bodies] == [("task", COMPLETED)]
 
 
