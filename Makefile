@@ -25,6 +25,7 @@ test: $(STAMP)
 	bash scripts/ensure-chromium
 	bash scripts/ensure-js
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/pytest
 

@@ -56,13 +56,19 @@ def card_document(base: str, number: int) -> dict:
         "name": f"Fake Agent {number}",
         "description": "A fake agent for the health benchmark.",
         "version": "1.0.0",
-        "supportedInterfaces": [{"url": f"{base}/a/{number}/rpc", "protocolBinding": "JSONRPC",
-                                 "protocolVersion": "1.0"}],
+        "supportedInterfaces": [
+            {
+                "url": f"{base}/a/{number}/rpc",
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": "1.0",
+            }
+        ],
         "capabilities": {"streaming": False},
         "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["text/plain"],
-        "skills": [{"id": "noop", "name": "Noop", "description": "Does nothing.",
-                    "tags": ["bench"]}],
+        "skills": [
+            {"id": "noop", "name": "Noop", "description": "Does nothing.", "tags": ["bench"]}
+        ],
     }
 
 
@@ -82,12 +88,19 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ba
                 payload = json.dumps(card_document(base, int(parts[2]))).encode()
             elif method == "POST" and path.endswith("/rpc"):
                 call = json.loads(body)
-                payload = json.dumps({"jsonrpc": "2.0", "id": call.get("id"), "error": {
-                    "code": -32001, "message": "Task not found"}}).encode()
+                payload = json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": call.get("id"),
+                        "error": {"code": -32001, "message": "Task not found"},
+                    }
+                ).encode()
             else:
                 payload = b'{"error": "not found"}'
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                b"Content-Length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload
+            )
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
@@ -98,8 +111,9 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ba
 def serve_agents(port: int, ready) -> None:
     async def main() -> None:
         base = f"http://127.0.0.1:{port}"
-        server = await asyncio.start_server(lambda r, w: _handle(r, w, base), "127.0.0.1", port,
-                                            backlog=1024)
+        server = await asyncio.start_server(
+            lambda r, w: _handle(r, w, base), "127.0.0.1", port, backlog=1024
+        )
         ready.set()
         async with server:
             await server.serve_forever()
@@ -130,15 +144,33 @@ def populate(size: int, base: str) -> None:
         document = card_document(base, number)
         card = parse_card(document)
         agent_id = f"a{number}"
-        agents.append(Agent(
-            id=agent_id, name=card.name, card_url=f"{base}/a/{number}/.well-known/agent-card.json",
-            version=card.version, card_protocol_version=card.protocol_version,
-            interfaces=[{"url": i.url, "protocolBinding": i.binding,
-                         "protocolVersion": i.protocol_version} for i in card.interfaces]))
-        snapshots.append(CardSnapshot(agent_id=agent_id, raw=document, normalized=card.normalized,
-                                      content_hash=card.content_hash,
-                                      protocol_version=card.protocol_version,
-                                      source_url=f"{base}/a/{number}/.well-known/agent-card.json"))
+        agents.append(
+            Agent(
+                id=agent_id,
+                name=card.name,
+                card_url=f"{base}/a/{number}/.well-known/agent-card.json",
+                version=card.version,
+                card_protocol_version=card.protocol_version,
+                interfaces=[
+                    {
+                        "url": i.url,
+                        "protocolBinding": i.binding,
+                        "protocolVersion": i.protocol_version,
+                    }
+                    for i in card.interfaces
+                ],
+            )
+        )
+        snapshots.append(
+            CardSnapshot(
+                agent_id=agent_id,
+                raw=document,
+                normalized=card.normalized,
+                content_hash=card.content_hash,
+                protocol_version=card.protocol_version,
+                source_url=f"{base}/a/{number}/.well-known/agent-card.json",
+            )
+        )
     Agent.objects.bulk_create(agents, batch_size=500)
     CardSnapshot.objects.bulk_create(snapshots, batch_size=500)
     current = {s.agent_id: s.id for s in CardSnapshot.objects.only("id", "agent_id")}
@@ -156,8 +188,7 @@ def make_due() -> None:
 # --- the two sweeps ------------------------------------------------------------------------------
 
 
-async def bare_sweep(targets: list[tuple[str, str]], concurrency: int, *,
-                     per_worker: bool) -> int:
+async def bare_sweep(targets: list[tuple[str, str]], concurrency: int, *, per_worker: bool) -> int:
     """The same two requests per agent with plain httpx clients, ``concurrency`` agents at a
     time; returns how many passed. ``per_worker``: as the relay's sweep does it (``concurrency``
     workers, each with its own client of three connections); otherwise one client with a
@@ -169,9 +200,11 @@ async def bare_sweep(targets: list[tuple[str, str]], concurrency: int, *,
     tls = httpx.create_ssl_context()
 
     def new_client(connections: int) -> httpx.AsyncClient:
-        return httpx.AsyncClient(limits=httpx.Limits(
-            max_connections=connections, max_keepalive_connections=connections),
-            timeout=60.0, verify=tls)
+        return httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+            timeout=60.0,
+            verify=tls,
+        )
 
     async def probe(client: httpx.AsyncClient, card_url: str, rpc_url: str) -> None:
         nonlocal passed
@@ -181,15 +214,17 @@ async def bare_sweep(targets: list[tuple[str, str]], concurrency: int, *,
             return response.status_code == 200 and "supportedInterfaces" in response.json()
 
         async def transport() -> bool:
-            response = await client.post(rpc_url, json={"jsonrpc": "2.0", "id": 1,
-                                                        "method": "GetTask",
-                                                        "params": {"id": "probe"}})
+            response = await client.post(
+                rpc_url,
+                json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "probe"}},
+            )
             return response.json().get("error", {}).get("code") == -32001
 
         both = await asyncio.gather(card(), transport())
         passed += all(both)
 
     if per_worker:
+
         async def worker() -> None:
             async with new_client(3) as client:
                 for target in pending:
@@ -215,7 +250,10 @@ def relay_sweep(concurrency: int) -> int:
     checks = asyncio.run(health_services.sweep(concurrency=concurrency))
     failures = collections.Counter(
         (result.level, result.category, result.detail[:60])
-        for check in checks for result in check.results if not result.ok)
+        for check in checks
+        for result in check.results
+        if not result.ok
+    )
     if failures:
         print("relay sweep failures:", failures.most_common(3), file=sys.stderr)
     return sum(all(result.ok for result in check.results) for check in checks)
@@ -246,21 +284,28 @@ def main() -> None:
     server.start()
     ready.wait(10)
     base = f"http://127.0.0.1:{port}"
-    print(f"Health sweep benchmark: concurrency {args.concurrency}, best of {args.repeat}, "
-          f"one local server, SQLite in {os.environ['RELAY_VAR_DIR']}")
-    print(f"{'agents':>7} {'bare s':>8} {'bare/w s':>9} {'relay s':>8} {'ratio':>6} "
-          f"{'verdict':>7} {'ratio/w':>8} {'agents/s':>9} {'heap MiB':>9} {'RSS MiB':>8}")
+    print(
+        f"Health sweep benchmark: concurrency {args.concurrency}, best of {args.repeat}, "
+        f"one local server, SQLite in {os.environ['RELAY_VAR_DIR']}"
+    )
+    print(
+        f"{'agents':>7} {'bare s':>8} {'bare/w s':>9} {'relay s':>8} {'ratio':>6} "
+        f"{'verdict':>7} {'ratio/w':>8} {'agents/s':>9} {'heap MiB':>9} {'RSS MiB':>8}"
+    )
     try:
         for size in args.sizes:
             populate(size, base)
-            targets = [(f"{base}/a/{n}/.well-known/agent-card.json", f"{base}/a/{n}/rpc")
-                       for n in range(size)]
+            targets = [
+                (f"{base}/a/{n}/.well-known/agent-card.json", f"{base}/a/{n}/rpc")
+                for n in range(size)
+            ]
             times: dict[str, list[float]] = {"bare": [], "bare/w": [], "relay": []}
             for _ in range(args.repeat):
                 for name, per_worker in (("bare", False), ("bare/w", True)):
                     started = time.perf_counter()
-                    passed = asyncio.run(bare_sweep(targets, args.concurrency,
-                                                    per_worker=per_worker))
+                    passed = asyncio.run(
+                        bare_sweep(targets, args.concurrency, per_worker=per_worker)
+                    )
                     times[name].append(time.perf_counter() - started)
                     assert passed == size, f"{name} sweep: {passed} of {size} passed"
                 make_due()
@@ -277,17 +322,22 @@ def main() -> None:
             bare, bare_workers, relay = (min(times[name]) for name in ("bare", "bare/w", "relay"))
             ratio = relay / bare
             verdict = "PASS" if ratio <= TARGET_RATIO else "MISS"
-            print(f"{size:>7} {bare:>8.2f} {bare_workers:>9.2f} {relay:>8.2f} {ratio:>5.2f}x "
-                  f"{verdict:>7} {relay / bare_workers:>7.2f}x {size / relay:>9.0f} "
-                  f"{heap:>9.1f} {peak_rss_mib():>8.0f}", flush=True)
+            print(
+                f"{size:>7} {bare:>8.2f} {bare_workers:>9.2f} {relay:>8.2f} {ratio:>5.2f}x "
+                f"{verdict:>7} {relay / bare_workers:>7.2f}x {size / relay:>9.0f} "
+                f"{heap:>9.1f} {peak_rss_mib():>8.0f}",
+                flush=True,
+            )
     finally:
         server.terminate()
-    print(f"Target: the relay's sweep (probing and storing) at most {TARGET_RATIO}x the bare "
-          "sweep (one httpx client, a semaphore). 'bare/w' is the same requests laid out as the "
-          "relay's sweep lays them out (a small client per worker), and 'ratio/w' the relay "
-          "against it: what probing and storing cost beyond the HTTP. 'heap' is the peak "
-          "Python heap during one relay sweep (tracemalloc); 'RSS' the process's peak resident "
-          "memory so far.")
+    print(
+        f"Target: the relay's sweep (probing and storing) at most {TARGET_RATIO}x the bare "
+        "sweep (one httpx client, a semaphore). 'bare/w' is the same requests laid out as the "
+        "relay's sweep lays them out (a small client per worker), and 'ratio/w' the relay "
+        "against it: what probing and storing cost beyond the HTTP. 'heap' is the peak "
+        "Python heap during one relay sweep (tracemalloc); 'RSS' the process's peak resident "
+        "memory so far."
+    )
 
 
 if __name__ == "__main__":

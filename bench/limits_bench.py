@@ -37,16 +37,27 @@ def per_call(function, rounds: int) -> float:
 
 
 def bodies() -> dict[str, bytes]:
-    message = {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hello there"}],
-               "metadata": {"trace": {"id": "t-1", "sampled": True}}}
-    typical = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-               "params": {"message": message, "configuration": {"historyLength": 5}}}
+    message = {
+        "messageId": "m-1",
+        "role": "ROLE_USER",
+        "parts": [{"text": "hello there"}],
+        "metadata": {"trace": {"id": "t-1", "sampled": True}},
+    }
+    typical = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": message, "configuration": {"historyLength": 5}},
+    }
     text = dict(typical, params={"message": dict(message, parts=[{"text": "x" * 1_000_000}])})
-    many = dict(typical, params={"message": dict(message, parts=[
-        {"data": {"values": list(range(100_000))}}])})
-    return {name: json.dumps(body).encode()
-            for name, body in (("typical", typical), ("1 MiB text", text),
-                               ("1 MiB small values", many))}
+    many = dict(
+        typical,
+        params={"message": dict(message, parts=[{"data": {"values": list(range(100_000))}}])},
+    )
+    return {
+        name: json.dumps(body).encode()
+        for name, body in (("typical", typical), ("1 MiB text", text), ("1 MiB small values", many))
+    }
 
 
 def bench_limits(rounds: int) -> None:
@@ -54,16 +65,20 @@ def bench_limits(rounds: int) -> None:
 
     limits = Limits(max_body_bytes=2 * 1024 * 1024)
     print("request limits (microseconds per call; ratio to json.loads of the same body)")
-    print(f"  {'body':<20} {'bytes':>9} {'json.loads':>11} {'check_body':>11} "
-          f"{'check_params':>13} {'ratio':>7}")
+    print(
+        f"  {'body':<20} {'bytes':>9} {'json.loads':>11} {'check_body':>11} "
+        f"{'check_params':>13} {'ratio':>7}"
+    )
     for name, body in bodies().items():
         count = rounds if len(body) < 10_000 else max(5, rounds // 200)
         params = json.loads(body)["params"]
         parse = per_call(lambda body=body: json.loads(body), count)
         raw = per_call(lambda body=body: check_body(body, limits), count)
         checked = per_call(lambda params=params: check_params(params, limits), count)
-        print(f"  {name:<20} {len(body):>9} {parse:>11.1f} {raw:>11.1f} {checked:>13.1f} "
-              f"{(raw + checked) / parse:>6.2f}x")
+        print(
+            f"  {name:<20} {len(body):>9} {parse:>11.1f} {raw:>11.1f} {checked:>13.1f} "
+            f"{(raw + checked) / parse:>6.2f}x"
+        )
 
 
 def bench_rate_limiter(rounds: int) -> None:

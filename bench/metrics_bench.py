@@ -65,9 +65,11 @@ async def _per_request_us(app, count: int) -> float:
 def middleware_cost(count: int) -> None:
     bare = asyncio.run(_per_request_us(_trivial_app, count))
     counted = asyncio.run(_per_request_us(RequestMetricsMiddleware(_trivial_app), count))
-    print(f"request counting ({count} requests): bare app {bare:.2f} us/request, "
-          f"with the middleware {counted:.2f} us/request, added {counted - bare:.2f} us "
-          f"({counted / bare:.1f}x a do-nothing app)")
+    print(
+        f"request counting ({count} requests): bare app {bare:.2f} us/request, "
+        f"with the middleware {counted:.2f} us/request, added {counted - bare:.2f} us "
+        f"({counted / bare:.1f}x a do-nothing app)"
+    )
 
 
 def timed(client: Client, path: str, requests: int) -> tuple[float, float]:
@@ -92,20 +94,47 @@ def fill(agents: int, tasks: int) -> str:
     # The busy agent is registered from a card (its page shows the card); the rest in bulk.
     busy = make_agent(agent_id="agent-00000").pk
     Agent.objects.bulk_create([_agent(f"agent-{n:05d}") for n in range(1, agents)])
-    ProbeResult.objects.bulk_create([
-        ProbeResult(agent_id=busy, level="transport", ok=n % 50 != 0, latency_ms=20 + n % 90,
-                    checked_at=now - timedelta(seconds=30 * n)) for n in range(2880)])
-    ProbeResult.objects.bulk_create([
-        ProbeResult(agent_id=f"agent-{a:05d}", level="card", ok=True, latency_ms=10.0,
-                    checked_at=now - timedelta(minutes=n)) for a in range(1, agents)
-        for n in range(10)])
+    ProbeResult.objects.bulk_create(
+        [
+            ProbeResult(
+                agent_id=busy,
+                level="transport",
+                ok=n % 50 != 0,
+                latency_ms=20 + n % 90,
+                checked_at=now - timedelta(seconds=30 * n),
+            )
+            for n in range(2880)
+        ]
+    )
+    ProbeResult.objects.bulk_create(
+        [
+            ProbeResult(
+                agent_id=f"agent-{a:05d}",
+                level="card",
+                ok=True,
+                latency_ms=10.0,
+                checked_at=now - timedelta(minutes=n),
+            )
+            for a in range(1, agents)
+            for n in range(10)
+        ]
+    )
     states = ["completed"] * 8 + ["failed", "canceled"]
-    Task.objects.bulk_create([
-        Task(context_id=f"c{n}", target_kind="agent", target_id=f"agent-{n % agents:05d}",
-             agent_id=f"agent-{n % agents:05d}", state=states[n % 10],
-             created_at=now - timedelta(minutes=n % 1440, seconds=5),
-             completed_at=now - timedelta(minutes=n % 1440)) for n in range(tasks)],
-        batch_size=2000)
+    Task.objects.bulk_create(
+        [
+            Task(
+                context_id=f"c{n}",
+                target_kind="agent",
+                target_id=f"agent-{n % agents:05d}",
+                agent_id=f"agent-{n % agents:05d}",
+                state=states[n % 10],
+                created_at=now - timedelta(minutes=n % 1440, seconds=5),
+                completed_at=now - timedelta(minutes=n % 1440),
+            )
+            for n in range(tasks)
+        ],
+        batch_size=2000,
+    )
     return busy
 
 
@@ -133,8 +162,10 @@ def main() -> None:
     page = timed(client, f"/agents/{busy}/", args.requests)
     listing = timed(client, "/", args.requests)
 
-    print(f"database: {args.agents} agents, {args.tasks} tasks, "
-          f"{ProbeResult.objects.count()} probe results")
+    print(
+        f"database: {args.agents} agents, {args.tasks} tasks, "
+        f"{ProbeResult.objects.count()} probe results"
+    )
     for name, (p50, p99), baseline in [
         ("GET /metrics", scrape, base_scrape),
         ("GET /a2a/agents/{id}/metrics (24 h)", agent, base_agent),

@@ -36,10 +36,30 @@ from django.test import Client  # noqa: E402
 from registry.models import Agent, ApiKey, CardSnapshot  # noqa: E402
 from registry.services import agent_register  # noqa: E402
 
-TOPICS = ["weather", "finance", "travel", "legal", "medical", "code", "music", "sports",
-          "retail", "energy"]
-VERBS = ["summarize", "translate", "search", "classify", "draft", "review", "plan", "answer",
-         "extract", "compare"]
+TOPICS = [
+    "weather",
+    "finance",
+    "travel",
+    "legal",
+    "medical",
+    "code",
+    "music",
+    "sports",
+    "retail",
+    "energy",
+]
+VERBS = [
+    "summarize",
+    "translate",
+    "search",
+    "classify",
+    "draft",
+    "review",
+    "plan",
+    "answer",
+    "extract",
+    "compare",
+]
 MODES = ["text/plain", "application/json", "image/png", "audio/wav"]
 
 
@@ -48,19 +68,29 @@ def card_for(index: int, rng: random.Random) -> dict:
     skills = []
     for position in range(5):
         verb = VERBS[(index + position) % len(VERBS)]
-        skills.append({
-            "id": f"{verb}-{position}", "name": f"{verb.title()} {topic}",
-            "description": f"Can {verb} {topic} material, quickly and with sources.",
-            "tags": [verb, topic, f"tier{rng.randint(1, 5)}"],
-            "inputModes": [MODES[(index + position) % len(MODES)]],
-        })
+        skills.append(
+            {
+                "id": f"{verb}-{position}",
+                "name": f"{verb.title()} {topic}",
+                "description": f"Can {verb} {topic} material, quickly and with sources.",
+                "tags": [verb, topic, f"tier{rng.randint(1, 5)}"],
+                "inputModes": [MODES[(index + position) % len(MODES)]],
+            }
+        )
     return {
-        "name": f"Agent {index:05d}", "description": f"A {topic} agent number {index}",
+        "name": f"Agent {index:05d}",
+        "description": f"A {topic} agent number {index}",
         "version": "1.0.0",
-        "supportedInterfaces": [{"url": f"https://agent{index}.example/a2a",
-                                 "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+        "supportedInterfaces": [
+            {
+                "url": f"https://agent{index}.example/a2a",
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": "1.0",
+            }
+        ],
         "capabilities": {"streaming": index % 2 == 0, "pushNotifications": index % 3 == 0},
-        "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
         "skills": skills,
     }
 
@@ -69,10 +99,15 @@ def build_registry(size: int) -> float:
     """Empties the registry and registers ``size`` agents; returns seconds taken."""
     Agent.objects.all().delete()
     rng = random.Random(size)
-    cards = {f"https://agent{i}.example/.well-known/agent-card.json": card_for(i, rng)
-             for i in range(size)}
-    client = httpx.Client(transport=httpx.MockTransport(
-        lambda request: httpx.Response(200, json=cards[str(request.url)])))
+    cards = {
+        f"https://agent{i}.example/.well-known/agent-card.json": card_for(i, rng)
+        for i in range(size)
+    }
+    client = httpx.Client(
+        transport=httpx.MockTransport(
+            lambda request: httpx.Response(200, json=cards[str(request.url)])
+        )
+    )
     started = time.perf_counter()
     for url in cards:
         agent_register(url=url, client=client)
@@ -128,22 +163,29 @@ def main() -> None:
     results = {}
     for size in args.sizes:
         seconds = build_registry(size)
-        print(f"built {size} agents ({CardSnapshot.objects.count()} snapshots) in "
-              f"{seconds:.1f} s ({seconds / size * 1000:.2f} ms per registration)", flush=True)
+        print(
+            f"built {size} agents ({CardSnapshot.objects.count()} snapshots) in "
+            f"{seconds:.1f} s ({seconds / size * 1000:.2f} ms per registration)",
+            flush=True,
+        )
         results[size] = time_requests(client, args.requests)
     small, large = args.sizes
     print()
-    print(f"{'request':<18} {'p50 ' + str(small):>10} {'p99 ' + str(small):>10} "
-          f"{'p50 ' + str(large):>11} {'p99 ' + str(large):>11} {'p50 ratio':>10}")
+    print(
+        f"{'request':<18} {'p50 ' + str(small):>10} {'p99 ' + str(small):>10} "
+        f"{'p50 ' + str(large):>11} {'p99 ' + str(large):>11} {'p50 ratio':>10}"
+    )
     worst = 0.0
     for name in REQUESTS:
         p50_small = statistics.median(results[small][name])
         p50_large = statistics.median(results[large][name])
         ratio = p50_large / p50_small
         worst = max(worst, ratio)
-        print(f"{name:<18} {p50_small:>8.2f}ms {percentile(results[small][name], .99):>8.2f}ms "
-              f"{p50_large:>9.2f}ms {percentile(results[large][name], .99):>9.2f}ms "
-              f"{ratio:>9.2f}x")
+        print(
+            f"{name:<18} {p50_small:>8.2f}ms {percentile(results[small][name], 0.99):>8.2f}ms "
+            f"{p50_large:>9.2f}ms {percentile(results[large][name], 0.99):>9.2f}ms "
+            f"{ratio:>9.2f}x"
+        )
     verdict = "within" if worst <= 3 else "OVER"
     print(f"\nworst p50 ratio {worst:.2f}x: {verdict} the 3x target")
 

@@ -144,8 +144,7 @@ async def call_streaming(client: httpx.AsyncClient, url: str, text: str, headers
     return events
 
 
-async def timed_rounds(actions: dict[str, Any], runs: int, deadline: float
-                       ) -> dict[str, float]:
+async def timed_rounds(actions: dict[str, Any], runs: int, deadline: float) -> dict[str, float]:
     """The p50 of each action, in ms, measured in rounds (each action once per round, in
     turn), so that a slower or faster spell of the machine weighs on all of them alike."""
     for _ in range(WARMUP):
@@ -202,15 +201,14 @@ async def measure(relay_url: str, key: str, agents: dict[str, str], runs: int) -
                     await call_streaming(client, agent, f"left={left}", direct_headers)
 
             p50 = await timed_rounds(
-                {"team": team, "direct k": direct_k, "relay 1": relay_one,
-                 "direct 1": direct_one},
-                runs, deadline,
+                {"team": team, "direct k": direct_k, "relay 1": relay_one, "direct 1": direct_one},
+                runs,
+                deadline,
             )
             overhead = p50["team"] - p50["direct k"]
             hop_overhead = p50["relay 1"] - p50["direct 1"]
             bound = hops * hop_overhead + CONSTANT_MS
-            first = await first_event_p50(client, relay_url, hops, relay_headers, runs,
-                                          deadline)
+            first = await first_event_p50(client, relay_url, hops, relay_headers, runs, deadline)
             print(
                 f"{hops:>3} {p50['team']:>8.2f} ms {p50['direct k']:>10.2f} ms "
                 f"{overhead:>11.2f} ms {hop_overhead:>10.2f} ms {bound:>7.2f} ms  "
@@ -218,8 +216,9 @@ async def measure(relay_url: str, key: str, agents: dict[str, str], runs: int) -
             )
 
 
-async def first_event_p50(client: httpx.AsyncClient, relay_url: str, hops: int,
-                          headers: dict, runs: int, deadline: float) -> float:
+async def first_event_p50(
+    client: httpx.AsyncClient, relay_url: str, hops: int, headers: dict, runs: int, deadline: float
+) -> float:
     """The p50, in ms, of the time from a team ``SendStreamingMessage`` ("left=k") to its
     first event (the team task), each stream then read to its end."""
     samples = []
@@ -229,9 +228,12 @@ async def first_event_p50(client: httpx.AsyncClient, relay_url: str, hops: int,
             break
         started = time.perf_counter()
         first = None
-        async with client.stream("POST", f"{relay_url}/a2a/teams/bench/",
-                                 content=rpc(f"left={hops}", "SendStreamingMessage"),
-                                 headers=body_headers) as response:
+        async with client.stream(
+            "POST",
+            f"{relay_url}/a2a/teams/bench/",
+            content=rpc(f"left={hops}", "SendStreamingMessage"),
+            headers=body_headers,
+        ) as response:
             response.raise_for_status()
             async for line in response.aiter_lines():
                 if line.startswith("data:") and first is None:

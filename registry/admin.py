@@ -141,8 +141,10 @@ def _credential_kind_field() -> forms.ChoiceField:
     return forms.ChoiceField(
         required=False,
         label="Credential kind",
-        choices=[("", "none (or a header, when a header name is given)"),
-                 *[(value, label) for value, label in Agent.CredentialKind.choices if value]],
+        choices=[
+            ("", "none (or a header, when a header name is given)"),
+            *[(value, label) for value, label in Agent.CredentialKind.choices if value],
+        ],
         # The admin renders help text as HTML: escaped, "<value>" is shown, not read as a tag.
         help_text=escape(
             "Bearer sends Authorization: Bearer <value>; basic sends the value user:password "
@@ -176,9 +178,10 @@ def _check_credential(form: forms.Form, kind: str, name: str, value: str) -> Non
     if kind == Agent.CredentialKind.HEADER and not name:
         form.add_error("credential_header_name", "Name the header the value is sent in.")
     if kind in (Agent.CredentialKind.BEARER, Agent.CredentialKind.BASIC) and name:
-        form.add_error("credential_header_name",
-                       "Bearer and basic credentials are sent in Authorization; leave this "
-                       "empty.")
+        form.add_error(
+            "credential_header_name",
+            "Bearer and basic credentials are sent in Authorization; leave this empty.",
+        )
     if value and any(character in value for character in "\r\n\x00"):
         form.add_error("credential_header_value", "The value cannot hold line breaks.")
     if kind == Agent.CredentialKind.BASIC and value and ":" not in value:
@@ -257,8 +260,14 @@ class AgentChangeForm(forms.ModelForm):
 
     class Meta:
         model = Agent
-        fields = ["name", "description", "status", "invocation_url", *services.PROBE_FIELDS,
-                  *services.STREAM_FIELDS]
+        fields = [
+            "name",
+            "description",
+            "status",
+            "invocation_url",
+            *services.PROBE_FIELDS,
+            *services.STREAM_FIELDS,
+        ]
 
     def clean_probe_interval_seconds(self):
         interval = self.cleaned_data.get("probe_interval_seconds")
@@ -297,11 +306,15 @@ class AgentChangeForm(forms.ModelForm):
             )
             return cleaned
         changed = kind != (stored_kind or "") or (
-            kind == Agent.CredentialKind.HEADER and name != self.instance.auth_header_name)
+            kind == Agent.CredentialKind.HEADER and name != self.instance.auth_header_name
+        )
         if kind and changed and not value:
-            self.add_error("credential_header_value", "Enter the value to send in this header."
-                           if kind == Agent.CredentialKind.HEADER
-                           else "Enter the credential's value.")
+            self.add_error(
+                "credential_header_value",
+                "Enter the value to send in this header."
+                if kind == Agent.CredentialKind.HEADER
+                else "Enter the credential's value.",
+            )
         _check_credential(self, kind, name, value)
         return cleaned
 
@@ -429,8 +442,10 @@ class AgentAdmin(admin.ModelAdmin):
     )
     register_fieldsets = (
         (None, {"fields": ("url", "agent_id", "invocation_url")}),
-        ("Credential", {"fields": ("credential_kind", "credential_header_name",
-                                   "credential_header_value")}),
+        (
+            "Credential",
+            {"fields": ("credential_kind", "credential_header_name", "credential_header_value")},
+        ),
     )
 
     class Media:
@@ -536,8 +551,9 @@ class AgentAdmin(admin.ModelAdmin):
         }
         fields |= form.credentials_change()
         if fields:
-            services.agent_update(agent=obj, fields=fields,
-                                  actor=services.actor_of(user=request.user))
+            services.agent_update(
+                agent=obj, fields=fields, actor=services.actor_of(user=request.user)
+            )
 
     def get_deleted_objects(self, objs, request):
         deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
@@ -793,7 +809,6 @@ class ApiKeyAdmin(admin.ModelAdmin):
             self.message_user(request, f"Revoked: {', '.join(revoked)}.", messages.SUCCESS)
         else:
             self.message_user(request, "The selected keys were already revoked.", messages.INFO)
-
 
     def save_related(self, request, form, formsets, change: bool) -> None:
         """Nothing: ``api_key_create`` stored the key's agents and teams with it."""

@@ -22,18 +22,35 @@ from registry.extensions import CLIENT_ROUTING_URI
 
 # Fields the specification marks REQUIRED, per card generation.
 _REQUIRED_V1 = (
-    "name", "description", "supportedInterfaces", "version", "capabilities",
-    "defaultInputModes", "defaultOutputModes", "skills",
+    "name",
+    "description",
+    "supportedInterfaces",
+    "version",
+    "capabilities",
+    "defaultInputModes",
+    "defaultOutputModes",
+    "skills",
 )
 _REQUIRED_V03 = (
-    "name", "description", "url", "version", "capabilities",
-    "defaultInputModes", "defaultOutputModes", "skills",
+    "name",
+    "description",
+    "url",
+    "version",
+    "capabilities",
+    "defaultInputModes",
+    "defaultOutputModes",
+    "skills",
 )
 _REQUIRED_SKILL = ("id", "name", "description")
 _REQUIRED_INTERFACE = ("url", "protocolBinding", "protocolVersion")
 _STRING_FIELDS = ("name", "description", "version", "url", "documentationUrl", "iconUrl")
-_LIST_FIELDS = ("skills", "defaultInputModes", "defaultOutputModes", "supportedInterfaces",
-                "additionalInterfaces")
+_LIST_FIELDS = (
+    "skills",
+    "defaultInputModes",
+    "defaultOutputModes",
+    "supportedInterfaces",
+    "additionalInterfaces",
+)
 
 
 class InvalidCardError(ValueError):
@@ -110,8 +127,9 @@ class ParsedCard:
     def supports_client_routing(self) -> bool:
         return any(e.uri == CLIENT_ROUTING_URI for e in self.extensions)
 
-    def preferred_interface(self, versions=("1.0", "0.3", "0.2"),
-                            bindings=("JSONRPC", "HTTP+JSON")) -> Interface | None:
+    def preferred_interface(
+        self, versions=("1.0", "0.3", "0.2"), bindings=("JSONRPC", "HTTP+JSON")
+    ) -> Interface | None:
         """The first declared interface whose version and binding the relay can speak."""
         for interface in self.interfaces:
             if interface.protocol_version in versions and interface.binding in bindings:
@@ -120,7 +138,7 @@ class ParsedCard:
 
 
 def major_minor(version: str) -> str:
-    """"0.3.0" -> "0.3"; "1" -> "1.0"; anything unparsable is returned stripped."""
+    """ "0.3.0" -> "0.3"; "1" -> "1.0"; anything unparsable is returned stripped."""
     parts = str(version).strip().split(".")
     if not parts[0].isdigit():
         return str(version).strip()
@@ -228,14 +246,20 @@ def restore_json_fields(source: dict[str, Any], target: dict[str, Any]) -> dict[
     ``source`` (the card as received) by position, as a deep copy. Entries ``source`` lacks or
     does not hold as an object are left alone."""
     pairs = (
-        (_items(source, "capabilities", "extensions"),
-         _items(target, "capabilities", "extensions"), "params"),
+        (
+            _items(source, "capabilities", "extensions"),
+            _items(target, "capabilities", "extensions"),
+            "params",
+        ),
         (_items(source, "signatures"), _items(target, "signatures"), "header"),
     )
     for source_items, target_items, key in pairs:
         for original, converted in zip(source_items, target_items, strict=False):
-            if (isinstance(original, dict) and isinstance(converted, dict)
-                    and isinstance(original.get(key), dict)):
+            if (
+                isinstance(original, dict)
+                and isinstance(converted, dict)
+                and isinstance(original.get(key), dict)
+            ):
                 converted[key] = copy.deepcopy(original[key])
     return target
 
@@ -260,13 +284,17 @@ def _check_required(document: dict[str, Any], generation: str) -> None:
     for index, interface in enumerate(document.get("supportedInterfaces") or []):
         if not isinstance(interface, dict):
             raise InvalidCardError(f"supportedInterfaces[{index}] must be an object")
-        missing += [f"supportedInterfaces[{index}].{name}"
-                    for name in _REQUIRED_INTERFACE if _absent(interface.get(name))]
+        missing += [
+            f"supportedInterfaces[{index}].{name}"
+            for name in _REQUIRED_INTERFACE
+            if _absent(interface.get(name))
+        ]
     for index, skill in enumerate(document.get("skills") or []):
         if not isinstance(skill, dict):
             raise InvalidCardError(f"skills[{index}] must be an object")
-        missing += [f"skills[{index}].{name}"
-                    for name in _REQUIRED_SKILL if _absent(skill.get(name))]
+        missing += [
+            f"skills[{index}].{name}" for name in _REQUIRED_SKILL if _absent(skill.get(name))
+        ]
         if "tags" in skill and not isinstance(skill["tags"], list):
             raise InvalidCardError(f"skills[{index}].tags must be a list")
     if missing:
@@ -282,8 +310,9 @@ def _absent(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
-def card_diff(old: dict[str, Any], new: dict[str, Any], *, old_label: str = "before",
-              new_label: str = "after") -> list[str]:
+def card_diff(
+    old: dict[str, Any], new: dict[str, Any], *, old_label: str = "before", new_label: str = "after"
+) -> list[str]:
     """Unified diff of two cards as pretty, key-sorted JSON; empty when they are equal."""
     import difflib
 

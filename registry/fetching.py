@@ -24,8 +24,9 @@ LEGACY_PATH = "/.well-known/agent.json"
 class CardFetchError(Exception):
     """Why no card could be had. ``code`` is stable for API clients; ``status`` the HTTP answer."""
 
-    def __init__(self, code: str, message: str, *, status: int = 400,
-                 missing: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, code: str, message: str, *, status: int = 400, missing: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -47,16 +48,25 @@ def candidate_urls(url: str) -> list[str]:
     path = parts.path.rstrip("/")
     if path.endswith(".json"):
         return [urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))]
-    candidates = [urlunsplit((parts.scheme, parts.netloc, path + well_known, "", ""))
-                  for well_known in WELL_KNOWN_PATHS]
+    candidates = [
+        urlunsplit((parts.scheme, parts.netloc, path + well_known, "", ""))
+        for well_known in WELL_KNOWN_PATHS
+    ]
     if path:
-        candidates += [urlunsplit((parts.scheme, parts.netloc, well_known, "", ""))
-                       for well_known in WELL_KNOWN_PATHS]
+        candidates += [
+            urlunsplit((parts.scheme, parts.netloc, well_known, "", ""))
+            for well_known in WELL_KNOWN_PATHS
+        ]
     return list(dict.fromkeys(candidates))
 
 
-def fetch_card(url: str, *, client: httpx.Client | None = None,
-               headers: dict[str, str] | None = None, max_bytes: int | None = None) -> FetchedCard:
+def fetch_card(
+    url: str,
+    *,
+    client: httpx.Client | None = None,
+    headers: dict[str, str] | None = None,
+    max_bytes: int | None = None,
+) -> FetchedCard:
     """Finds, downloads and parses the card for ``url``. Raises CardFetchError saying why not.
 
     Network failures and unsafe addresses stop the search at once (every candidate is on the same
@@ -94,8 +104,7 @@ def fetch_card(url: str, *, client: httpx.Client | None = None,
     )
 
 
-def _fetch_one(client: httpx.Client, url: str, headers: dict[str, str],
-               limit: int) -> FetchedCard:
+def _fetch_one(client: httpx.Client, url: str, headers: dict[str, str], limit: int) -> FetchedCard:
     try:
         with client.stream("GET", url, headers={"Accept": "application/json", **headers}) as r:
             if r.status_code == 404:
@@ -106,7 +115,9 @@ def _fetch_one(client: httpx.Client, url: str, headers: dict[str, str],
                     "upstream_error",
                     f"the agent at {url} answered HTTP {r.status_code}: it refused the relay; "
                     "give the agent's credentials (credentials: {kind, value}) so the relay "
-                    "can send them", status=422)
+                    "can send them",
+                    status=422,
+                )
             if r.status_code >= 400:
                 raise CardFetchError(
                     "upstream_error", f"{url} answered HTTP {r.status_code}", status=422
@@ -117,14 +128,16 @@ def _fetch_one(client: httpx.Client, url: str, headers: dict[str, str],
         raise CardFetchError("unsafe_url", str(error)) from error
     except outbound.ResponseTooLargeError as error:
         raise CardFetchError(
-            "too_large", f"the agent card at {url} is larger than {error.limit} bytes",
+            "too_large",
+            f"the agent card at {url} is larger than {error.limit} bytes",
             status=422,
         ) from error
     except httpx.TimeoutException as error:
         raise CardFetchError("timeout", f"{url} did not answer in time", status=422) from error
     except httpx.TooManyRedirects as error:
-        raise CardFetchError("too_many_redirects", f"{url} redirects too often",
-                             status=422) from error
+        raise CardFetchError(
+            "too_many_redirects", f"{url} redirects too often", status=422
+        ) from error
     except httpx.HTTPError as error:
         raise CardFetchError(
             "unreachable", f"cannot reach {url}: {error or type(error).__name__}", status=422
@@ -136,6 +149,7 @@ def _fetch_one(client: httpx.Client, url: str, headers: dict[str, str],
     try:
         card = parse_card(document, legacy_path=urlsplit(final_url).path.endswith(LEGACY_PATH))
     except InvalidCardError as error:
-        raise CardFetchError("invalid_card", str(error), status=422,
-                             missing=error.missing) from error
+        raise CardFetchError(
+            "invalid_card", str(error), status=422, missing=error.missing
+        ) from error
     return FetchedCard(url=final_url, document=document, card=card)

@@ -61,8 +61,7 @@ class _ZonedDateTimeField(forms.Field):
         except ValueError:
             moment = None
         if moment is None or moment.tzinfo is None:
-            raise ValidationError(
-                "must be an ISO 8601 time with a zone, e.g. 2026-01-01T00:00:00Z")
+            raise ValidationError("must be an ISO 8601 time with a zone, e.g. 2026-01-01T00:00:00Z")
         return moment
 
 
@@ -102,24 +101,33 @@ class AgentFilterSet(django_filters.FilterSet):
     q = django_filters.CharFilter(
         method="filter_words",
         help_text="Words to find in name, description, skill names, descriptions and tags "
-                  "(every word must occur)")
+        "(every word must occur)",
+    )
     skill = FacetFilter(field_name="skill_facets", help_text="A skill id")
     tag = FacetFilter(field_name="tag_facets", help_text="A skill tag")
-    extension = FacetFilter(field_name="extension_facets", keep_case=True,
-                            help_text="An extension URI the agent declares")
+    extension = FacetFilter(
+        field_name="extension_facets",
+        keep_case=True,
+        help_text="An extension URI the agent declares",
+    )
     streaming = StrictBooleanFilter(help_text="true or false (also 1/0, yes/no)")
-    pushNotifications = StrictBooleanFilter(field_name="push_notifications",
-                                            help_text="true or false (also 1/0, yes/no)")
-    inputMode = FacetFilter(field_name="input_mode_facets",
-                            help_text="A media type the agent accepts, e.g. text/plain")
-    outputMode = FacetFilter(field_name="output_mode_facets",
-                             help_text="A media type the agent produces")
+    pushNotifications = StrictBooleanFilter(
+        field_name="push_notifications", help_text="true or false (also 1/0, yes/no)"
+    )
+    inputMode = FacetFilter(
+        field_name="input_mode_facets", help_text="A media type the agent accepts, e.g. text/plain"
+    )
+    outputMode = FacetFilter(
+        field_name="output_mode_facets", help_text="A media type the agent produces"
+    )
     status = _choice(Agent.Status.choices)
     health = _choice(Agent.Health.choices)
     updatedSince = ZonedDateTimeFilter(
-        field_name="updated_at", lookup_expr="gte",
+        field_name="updated_at",
+        lookup_expr="gte",
         help_text="Agents whose card or settings changed at or after this ISO 8601 time with "
-                  "a zone, e.g. 2026-01-01T00:00:00Z")
+        "a zone, e.g. 2026-01-01T00:00:00Z",
+    )
 
     class Meta:
         model = Agent

@@ -78,8 +78,9 @@ class Agent(models.Model):
     # The credential the relay sends upstream (card fetch, probes, calls). With ``kind`` bearer
     # the value is the token, with header the header name is auth_header_name, with basic the
     # value is "user:password". The value is encrypted at rest; see registry.secrets.
-    auth_kind = models.CharField(max_length=8, choices=CredentialKind.choices, blank=True,
-                                 default=CredentialKind.NONE)
+    auth_kind = models.CharField(
+        max_length=8, choices=CredentialKind.choices, blank=True, default=CredentialKind.NONE
+    )
     auth_header_name = models.CharField(max_length=100, blank=True)
     auth_header_value = models.TextField(blank=True, editable=False)
 
@@ -89,35 +90,47 @@ class Agent(models.Model):
     health_latency_ms = models.FloatField(null=True, blank=True)
     health_detail = models.CharField(max_length=500, blank=True)
     health_failures = models.PositiveIntegerField(
-        default=0, editable=False, help_text="Consecutive failed probes.")
+        default=0, editable=False, help_text="Consecutive failed probes."
+    )
     health_successes = models.PositiveIntegerField(
-        default=0, editable=False, help_text="Consecutive successful probes.")
+        default=0, editable=False, help_text="Consecutive successful probes."
+    )
     # How this agent is probed. Empty values take the RELAY_HEALTH_* settings.
     probe_interval_seconds = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Seconds between probes; empty takes the default.")
+        null=True, blank=True, help_text="Seconds between probes; empty takes the default."
+    )
     probe_timeout_seconds = models.FloatField(
-        null=True, blank=True, help_text="Seconds one probe may take; empty takes the default.")
+        null=True, blank=True, help_text="Seconds one probe may take; empty takes the default."
+    )
     readiness_probe = models.BooleanField(
-        default=False,
-        help_text="Also send a real message (costs the agent work; off by default).")
+        default=False, help_text="Also send a real message (costs the agent work; off by default)."
+    )
     readiness_message = models.TextField(
-        blank=True, help_text="The text of the readiness probe's message.")
+        blank=True, help_text="The text of the readiness probe's message."
+    )
     scale_to_zero = models.BooleanField(
-        default=False, help_text="The agent sleeps when idle: probes must not wake it.")
+        default=False, help_text="The agent sleeps when idle: probes must not wake it."
+    )
     scale_to_zero_probes = models.CharField(
-        max_length=4, choices=ScaleToZeroProbes.choices, default=ScaleToZeroProbes.CARD,
-        help_text="How an agent that scales to zero is probed.")
+        max_length=4,
+        choices=ScaleToZeroProbes.choices,
+        default=ScaleToZeroProbes.CARD,
+        help_text="How an agent that scales to zero is probed.",
+    )
     next_probe_at = models.DateTimeField(null=True, blank=True, db_index=True, editable=False)
     # How long the relay waits on this agent's streams. Empty values take the RELAY_STREAM_*
     # settings.
     stream_idle_seconds = models.PositiveIntegerField(
-        null=True, blank=True,
+        null=True,
+        blank=True,
         help_text="The longest silence between two events of this agent's streams before the "
-                  "relay asks the agent for the task; empty takes RELAY_STREAM_IDLE_SECONDS. "
-                  "Raise it for agents that think for long without a word.")
+        "relay asks the agent for the task; empty takes RELAY_STREAM_IDLE_SECONDS. "
+        "Raise it for agents that think for long without a word.",
+    )
     # Passive health: real calls through the gateway.
-    breaker_state = models.CharField(max_length=9, choices=Breaker.choices,
-                                     default=Breaker.CLOSED, editable=False)
+    breaker_state = models.CharField(
+        max_length=9, choices=Breaker.choices, default=Breaker.CLOSED, editable=False
+    )
     breaker_failures = models.PositiveIntegerField(default=0, editable=False)
     breaker_opened_at = models.DateTimeField(null=True, blank=True, editable=False)
 
@@ -267,8 +280,9 @@ class ApiKey(models.Model):
     prefix = models.CharField(max_length=16, unique=True, editable=False)
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     is_admin = models.BooleanField(
-        default=False, help_text="May change and delete any agent, not only its own, and "
-        "administer teams and keys."
+        default=False,
+        help_text="May change and delete any agent, not only its own, and "
+        "administer teams and keys.",
     )
     # Scopes. A key that names no agent and no team may call every agent and team; one that
     # names some may call only those (a key for one team cannot call agents directly).
@@ -276,15 +290,22 @@ class ApiKey(models.Model):
     can_register = models.BooleanField(default=True, help_text="May register agents.")
     can_call = models.BooleanField(default=True, help_text="May call agents and teams.")
     agents = models.ManyToManyField(
-        Agent, blank=True, related_name="+",
+        Agent,
+        blank=True,
+        related_name="+",
         help_text="The agents this key may call. With no agent and no team chosen it may call "
-        "every agent and team; otherwise only those chosen.")
+        "every agent and team; otherwise only those chosen.",
+    )
     teams = models.ManyToManyField(
-        "Team", blank=True, related_name="+",
+        "Team",
+        blank=True,
+        related_name="+",
         help_text="The teams this key may call (the relay then calls their members for it). "
-        "With no agent and no team chosen it may call every agent and team.")
+        "With no agent and no team chosen it may call every agent and team.",
+    )
     rate_limit_per_minute = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Calls per minute; empty takes RELAY_RATE_LIMIT_PER_KEY.")
+        null=True, blank=True, help_text="Calls per minute; empty takes RELAY_RATE_LIMIT_PER_KEY."
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
@@ -320,11 +341,14 @@ class Team(models.Model):
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     default_agent = models.ForeignKey(
-        Agent, on_delete=models.PROTECT, related_name="default_for_teams",
+        Agent,
+        on_delete=models.PROTECT,
+        related_name="default_for_teams",
         help_text="Must be an enabled member of the team.",
     )
     max_routing_hops = models.PositiveSmallIntegerField(
-        default=10, help_text="At most this many agent calls per caller message (1 to 10).",
+        default=10,
+        help_text="At most this many agent calls per caller message (1 to 10).",
     )
     enabled = models.BooleanField(default=True)
     members = models.ManyToManyField(Agent, through="TeamMembership", related_name="teams")
@@ -374,8 +398,9 @@ class AuditEntry(models.Model):
     action = models.CharField(max_length=8, choices=Action.choices)
     object_type = models.CharField(max_length=20, help_text="agent, team or apikey")
     object_id = models.CharField(max_length=64)
-    changes = models.JSONField(default=dict, blank=True,
-                               help_text="Changed fields (secrets never appear).")
+    changes = models.JSONField(
+        default=dict, blank=True, help_text="Changed fields (secrets never appear)."
+    )
 
     class Meta:
         ordering = ["-at", "-id"]

@@ -44,7 +44,9 @@ def decrypt(token: str) -> str:
     try:
         return fernet().decrypt(token.encode()).decode()
     except InvalidToken as error:
-        raise ValueError("the stored credential cannot be decrypted with the current key") from error
+        raise ValueError(
+            "the stored credential cannot be decrypted with the current key"
+        ) from error
 
 
 def mask(secret: str) -> str:

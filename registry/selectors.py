@@ -55,8 +55,12 @@ def decode_cursor(cursor: str) -> str:
     return agent_id
 
 
-def agent_list(*, filters: Mapping[str, str] | None = None, limit: int = DEFAULT_PAGE_SIZE,
-               cursor: str | None = None) -> Page:
+def agent_list(
+    *,
+    filters: Mapping[str, str] | None = None,
+    limit: int = DEFAULT_PAGE_SIZE,
+    cursor: str | None = None,
+) -> Page:
     """One page of agents ordered by id, with skills and extensions loaded.
 
     Keyset paging: ``cursor`` is the opaque token of the last agent of the previous page, so
@@ -73,9 +77,7 @@ def agent_list(*, filters: Mapping[str, str] | None = None, limit: int = DEFAULT
 
 
 def agent_get(*, agent_id: str) -> Agent | None:
-    return Agent.objects.with_card().select_related("current_snapshot").filter(
-        pk=agent_id
-    ).first()
+    return Agent.objects.with_card().select_related("current_snapshot").filter(pk=agent_id).first()
 
 
 def agent_exists(*, agent_id: str) -> bool:

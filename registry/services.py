@@ -38,8 +38,9 @@ SYSTEM = "system"
 class RegistryError(Exception):
     """A registry write that cannot be done; ``code`` and ``status`` go to the API as they are."""
 
-    def __init__(self, code: str, message: str, *, status: int = 400,
-                 missing: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, code: str, message: str, *, status: int = 400, missing: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -102,8 +103,7 @@ def upstream_auth_headers(agent: Agent) -> dict[str, str]:
 def _store_credentials(agent: Agent, credentials: Credentials | None) -> None:
     agent.auth_kind = credentials.kind if credentials else CredentialKind.NONE
     agent.auth_header_name = (
-        credentials.header_name
-        if credentials and credentials.kind == CredentialKind.HEADER else ""
+        credentials.header_name if credentials and credentials.kind == CredentialKind.HEADER else ""
     )
     agent.auth_header_value = secrets.encrypt(credentials.header_value) if credentials else ""
 
@@ -118,12 +118,23 @@ def actor_of(*, key: ApiKey | None = None, user=None) -> str:
     return SYSTEM
 
 
-def audit_record(*, actor: str, action: str, object_type: str, object_id: str,
-                 changes: dict[str, Any] | None = None) -> AuditEntry:
+def audit_record(
+    *,
+    actor: str,
+    action: str,
+    object_type: str,
+    object_id: str,
+    changes: dict[str, Any] | None = None,
+) -> AuditEntry:
     """Writes one audit entry, in the caller's transaction (so a write that fails records
     nothing). ``changes`` must hold no secrets: credentials appear as their kind only."""
-    return AuditEntry.objects.create(actor=actor[:200], action=action, object_type=object_type,
-                                     object_id=str(object_id)[:64], changes=changes or {})
+    return AuditEntry.objects.create(
+        actor=actor[:200],
+        action=action,
+        object_type=object_type,
+        object_id=str(object_id)[:64],
+        changes=changes or {},
+    )
 
 
 def _credentials_note(credentials: Credentials | None) -> str:
@@ -144,13 +155,21 @@ def refuse_own_address(url: str, own: OwnAddresses | None, *, field: str = "url"
         raise RegistryError(
             "relay_itself",
             f"{field} {url} is this relay itself ({where}), not an agent: give the agent's own "
-            "URL (the relay's agents are reached at /a2a/agents/{id}/ once registered)")
+            "URL (the relay's agents are reached at /a2a/agents/{id}/ once registered)",
+        )
 
 
-def agent_register(*, url: str, agent_id: str | None = None, invocation_url: str = "",
-                   credentials: Credentials | None = None, created_by: ApiKey | None = None,
-                   client: httpx.Client | None = None, actor: str | None = None,
-                   own: OwnAddresses | None = None) -> Agent:
+def agent_register(
+    *,
+    url: str,
+    agent_id: str | None = None,
+    invocation_url: str = "",
+    credentials: Credentials | None = None,
+    created_by: ApiKey | None = None,
+    client: httpx.Client | None = None,
+    actor: str | None = None,
+    own: OwnAddresses | None = None,
+) -> Agent:
     """Fetches the card behind ``url`` and registers the agent. ``actor`` (for the audit log)
     defaults to ``created_by``'s name, else system.
 
@@ -161,8 +180,9 @@ def agent_register(*, url: str, agent_id: str | None = None, invocation_url: str
     refuse_own_address(url, own)
     refuse_own_address(invocation_url, own, field="invocationUrl")
     if agent_id is not None and Agent.objects.filter(pk=agent_id).exists():
-        raise RegistryError("duplicate", f"an agent with id {agent_id!r} already exists",
-                            status=409)
+        raise RegistryError(
+            "duplicate", f"an agent with id {agent_id!r} already exists", status=409
+        )
     headers = credentials.as_headers() if credentials else {}
     try:
         fetched = fetch_card(url, client=client, headers=headers)
@@ -172,7 +192,8 @@ def agent_register(*, url: str, agent_id: str | None = None, invocation_url: str
     existing = Agent.objects.filter(card_url=fetched.url).values_list("pk", flat=True).first()
     if existing:
         raise RegistryError(
-            "duplicate", f"the card at {fetched.url} is already registered as {existing!r}",
+            "duplicate",
+            f"the card at {fetched.url} is already registered as {existing!r}",
             status=409,
         )
     try:
@@ -191,12 +212,18 @@ def agent_register(*, url: str, agent_id: str | None = None, invocation_url: str
                 changes["invocationUrl"] = invocation_url
             if credentials:
                 changes["credentials"] = _credentials_note(credentials)
-            audit_record(actor=actor or actor_of(key=created_by), action=AuditEntry.Action.CREATE,
-                         object_type="agent", object_id=agent.pk, changes=changes)
+            audit_record(
+                actor=actor or actor_of(key=created_by),
+                action=AuditEntry.Action.CREATE,
+                object_type="agent",
+                object_id=agent.pk,
+                changes=changes,
+            )
     except IntegrityError as error:
         # Two registrations of the same id or URL raced; the loser stores nothing.
-        raise RegistryError("duplicate", "that agent was registered at the same moment",
-                            status=409) from error
+        raise RegistryError(
+            "duplicate", "that agent was registered at the same moment", status=409
+        ) from error
     return agent
 
 
@@ -229,16 +256,23 @@ def agent_card_store(*, agent: Agent, fetched: FetchedCard) -> bool:
     return True
 
 
-PROBE_FIELDS = ("probe_interval_seconds", "probe_timeout_seconds", "readiness_probe",
-                "readiness_message", "scale_to_zero", "scale_to_zero_probes")
+PROBE_FIELDS = (
+    "probe_interval_seconds",
+    "probe_timeout_seconds",
+    "readiness_probe",
+    "readiness_message",
+    "scale_to_zero",
+    "scale_to_zero_probes",
+)
 """The agent's health-probe settings an operator may change."""
 
 STREAM_FIELDS = ("stream_idle_seconds",)
 """How long the relay waits on the agent's streams (RELAY_STREAM_IDLE_SECONDS otherwise)."""
 
 
-def agent_update(*, agent: Agent, fields: dict[str, Any], actor: str = SYSTEM,
-                 own: OwnAddresses | None = None) -> Agent:
+def agent_update(
+    *, agent: Agent, fields: dict[str, Any], actor: str = SYSTEM, own: OwnAddresses | None = None
+) -> Agent:
     """Changes what an operator may change: name, description, invocation URL, status,
     credentials, how the agent is probed (``PROBE_FIELDS``; a change takes effect at the
     next sweep) and how long its streams may stay silent (``STREAM_FIELDS``). Card-derived
@@ -246,8 +280,7 @@ def agent_update(*, agent: Agent, fields: dict[str, Any], actor: str = SYSTEM,
     changed (credentials by their kind only). An invocation URL that is the relay itself (one
     of ``own``) is refused."""
     refuse_own_address(fields.get("invocation_url", ""), own, field="invocationUrl")
-    editable = {"name", "description", "invocation_url", "status", *PROBE_FIELDS,
-                *STREAM_FIELDS}
+    editable = {"name", "description", "invocation_url", "status", *PROBE_FIELDS, *STREAM_FIELDS}
     unknown = set(fields) - editable - {"credentials"}
     if unknown:
         raise RegistryError("not_editable", f"cannot change {', '.join(sorted(unknown))}")
@@ -273,8 +306,13 @@ def agent_update(*, agent: Agent, fields: dict[str, Any], actor: str = SYSTEM,
         agent.full_clean(exclude=["current_snapshot", "created_by"])
         agent.save()
         if changes:
-            audit_record(actor=actor, action=AuditEntry.Action.UPDATE, object_type="agent",
-                         object_id=agent.pk, changes=changes)
+            audit_record(
+                actor=actor,
+                action=AuditEntry.Action.UPDATE,
+                object_type="agent",
+                object_id=agent.pk,
+                changes=changes,
+            )
     return agent
 
 
@@ -290,8 +328,13 @@ def agent_delete(*, agent: Agent, actor: str = SYSTEM) -> None:
         with transaction.atomic():
             agent_id = agent.pk
             agent.delete()
-            audit_record(actor=actor, action=AuditEntry.Action.DELETE, object_type="agent",
-                         object_id=agent_id, changes={"name": agent.name})
+            audit_record(
+                actor=actor,
+                action=AuditEntry.Action.DELETE,
+                object_type="agent",
+                object_id=agent_id,
+                changes={"name": agent.name},
+            )
     except ProtectedError as error:
         teams = sorted(str(team.pk) for team in error.protected_objects if isinstance(team, Team))
         why = (
@@ -305,10 +348,19 @@ def agent_delete(*, agent: Agent, actor: str = SYSTEM) -> None:
         ) from error
 
 
-def api_key_create(*, name: str, is_admin: bool = False, expires_at=None, created_by=None,
-                   can_read_registry: bool = True, can_register: bool = True,
-                   can_call: bool = True, agents: Iterable[str] = (),
-                   teams: Iterable[str] = (), actor: str | None = None) -> tuple[ApiKey, str]:
+def api_key_create(
+    *,
+    name: str,
+    is_admin: bool = False,
+    expires_at=None,
+    created_by=None,
+    can_read_registry: bool = True,
+    can_register: bool = True,
+    can_call: bool = True,
+    agents: Iterable[str] = (),
+    teams: Iterable[str] = (),
+    actor: str | None = None,
+) -> tuple[ApiKey, str]:
     """Creates a key and returns it with its secret, which is not stored and cannot be shown
     again. ``agents`` and ``teams`` (ids) are the only ones it may call; with neither, it may
     call every agent and team.
@@ -324,19 +376,33 @@ def api_key_create(*, name: str, is_admin: bool = False, expires_at=None, create
             raise RegistryError("unknown_team", f"no team {missing[0]!r} exists")
         key, prefix, key_hash = secrets.new_api_key()
         api_key = ApiKey.objects.create(
-            name=name, prefix=prefix, key_hash=key_hash, is_admin=is_admin,
-            expires_at=expires_at, created_by=created_by,
-            can_read_registry=can_read_registry, can_register=can_register, can_call=can_call,
+            name=name,
+            prefix=prefix,
+            key_hash=key_hash,
+            is_admin=is_admin,
+            expires_at=expires_at,
+            created_by=created_by,
+            can_read_registry=can_read_registry,
+            can_register=can_register,
+            can_call=can_call,
         )
         api_key.agents.set(agent_ids)
         api_key.teams.set(team_ids)
         audit_record(
-            actor=actor or actor_of(user=created_by), action=AuditEntry.Action.CREATE,
-            object_type="apikey", object_id=prefix,
-            changes={"name": name, "isAdmin": is_admin, "canReadRegistry": can_read_registry,
-                     "canRegister": can_register, "canCall": can_call, "agents": agent_ids,
-                     "teams": team_ids,
-                     "expiresAt": expires_at.isoformat() if expires_at else None},
+            actor=actor or actor_of(user=created_by),
+            action=AuditEntry.Action.CREATE,
+            object_type="apikey",
+            object_id=prefix,
+            changes={
+                "name": name,
+                "isAdmin": is_admin,
+                "canReadRegistry": can_read_registry,
+                "canRegister": can_register,
+                "canCall": can_call,
+                "agents": agent_ids,
+                "teams": team_ids,
+                "expiresAt": expires_at.isoformat() if expires_at else None,
+            },
         )
     return api_key, key
 
@@ -349,15 +415,18 @@ def api_key_revoke(*, api_key: ApiKey, actor: str = SYSTEM) -> None:
         )
         api_key_forget(api_key)
         if revoked:
-            audit_record(actor=actor, action=AuditEntry.Action.REVOKE, object_type="apikey",
-                         object_id=api_key.prefix, changes={"name": api_key.name})
+            audit_record(
+                actor=actor,
+                action=AuditEntry.Action.REVOKE,
+                object_type="apikey",
+                object_id=api_key.prefix,
+                changes={"name": api_key.name},
+            )
 
 
 def _free_agent_id(name: str) -> str:
     base = slugify(name)[:56] or "agent"
-    taken = set(
-        Agent.objects.filter(id__startswith=base).values_list("id", flat=True)
-    )
+    taken = set(Agent.objects.filter(id__startswith=base).values_list("id", flat=True))
     if base not in taken:
         return base
     suffix = 2
@@ -398,9 +467,13 @@ def _apply_card(agent: Agent, fetched: FetchedCard, *, created: bool) -> None:
     agent.save()
 
     snapshot = CardSnapshot.objects.create(
-        agent=agent, raw=fetched.document, normalized=card.normalized,
-        content_hash=card.content_hash, protocol_version=card.protocol_version,
-        source_url=fetched.url, fetched_at=now,
+        agent=agent,
+        raw=fetched.document,
+        normalized=card.normalized,
+        content_hash=card.content_hash,
+        protocol_version=card.protocol_version,
+        source_url=fetched.url,
+        fetched_at=now,
     )
     agent.current_snapshot = snapshot
     agent.save(update_fields=["current_snapshot"])
@@ -408,27 +481,42 @@ def _apply_card(agent: Agent, fetched: FetchedCard, *, created: bool) -> None:
     if not created:
         agent.skills.all().delete()
         agent.extensions.all().delete()
-    Skill.objects.bulk_create([
-        Skill(
-            agent=agent, skill_id=skill.id, name=skill.name, description=skill.description,
-            tags=list(skill.tags), examples=list(skill.examples),
-            input_modes=list(skill.input_modes), output_modes=list(skill.output_modes),
-            position=position, search_text=_skill_search_text(skill),
-            tag_facets=_facet(t.lower() for t in skill.tags),
-            input_mode_facets=_facet(
-                m.lower() for m in skill.input_modes or card.default_input_modes
-            ),
-            output_mode_facets=_facet(
-                m.lower() for m in skill.output_modes or card.default_output_modes
-            ),
-        )
-        for position, skill in enumerate(_unique_skills(card))
-    ])
-    DeclaredExtension.objects.bulk_create([
-        DeclaredExtension(agent=agent, uri=extension.uri, description=extension.description,
-                          required=extension.required, params=extension.params)
-        for extension in {e.uri: e for e in card.extensions}.values()
-    ])
+    Skill.objects.bulk_create(
+        [
+            Skill(
+                agent=agent,
+                skill_id=skill.id,
+                name=skill.name,
+                description=skill.description,
+                tags=list(skill.tags),
+                examples=list(skill.examples),
+                input_modes=list(skill.input_modes),
+                output_modes=list(skill.output_modes),
+                position=position,
+                search_text=_skill_search_text(skill),
+                tag_facets=_facet(t.lower() for t in skill.tags),
+                input_mode_facets=_facet(
+                    m.lower() for m in skill.input_modes or card.default_input_modes
+                ),
+                output_mode_facets=_facet(
+                    m.lower() for m in skill.output_modes or card.default_output_modes
+                ),
+            )
+            for position, skill in enumerate(_unique_skills(card))
+        ]
+    )
+    DeclaredExtension.objects.bulk_create(
+        [
+            DeclaredExtension(
+                agent=agent,
+                uri=extension.uri,
+                description=extension.description,
+                required=extension.required,
+                params=extension.params,
+            )
+            for extension in {e.uri: e for e in card.extensions}.values()
+        ]
+    )
 
 
 def _unique_skills(card: ParsedCard):

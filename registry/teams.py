@@ -154,11 +154,19 @@ def team_create(
                 updated_at=now,
             )
             _write_memberships(team, specs, current={})
-            audit_record(actor=actor, action=AuditEntry.Action.CREATE, object_type="team",
-                         object_id=team_id, changes={
-                             "name": name, "members": [spec.agent_id for spec in specs],
-                             "defaultAgent": default_agent,
-                             "maxRoutingHops": max_routing_hops, "enabled": enabled})
+            audit_record(
+                actor=actor,
+                action=AuditEntry.Action.CREATE,
+                object_type="team",
+                object_id=team_id,
+                changes={
+                    "name": name,
+                    "members": [spec.agent_id for spec in specs],
+                    "defaultAgent": default_agent,
+                    "maxRoutingHops": max_routing_hops,
+                    "enabled": enabled,
+                },
+            )
     except IntegrityError as error:
         # Lost a race: the same id created, or an agent deleted, at the same moment.
         if Team.objects.filter(pk=team_id).exists():
@@ -213,15 +221,18 @@ def team_update(*, team: Team, fields: dict[str, Any], actor: str = SYSTEM) -> T
         stored = stored or {}
         changes: dict[str, Any] = {
             _TEAM_CAMEL.get(name, name): value
-            for name, value in values.items() if stored.get(name) != value
+            for name, value in values.items()
+            if stored.get(name) != value
         }
         if default_agent_id != stored.get("default_agent_id"):
             changes["defaultAgent"] = default_agent_id
         if "members" in fields:
             members = [spec.agent_id for spec in specs]
             if members != list(current) or any(
-                    current[spec.agent_id].enabled != spec.enabled
-                    for spec in specs if spec.agent_id in current):
+                current[spec.agent_id].enabled != spec.enabled
+                for spec in specs
+                if spec.agent_id in current
+            ):
                 changes["members"] = members
         for name, value in values.items():
             setattr(team, name, value)
@@ -231,8 +242,13 @@ def team_update(*, team: Team, fields: dict[str, Any], actor: str = SYSTEM) -> T
         if "members" in fields:
             _write_memberships(team, specs, current=current)
         if changes:
-            audit_record(actor=actor, action=AuditEntry.Action.UPDATE, object_type="team",
-                         object_id=team.pk, changes=changes)
+            audit_record(
+                actor=actor,
+                action=AuditEntry.Action.UPDATE,
+                object_type="team",
+                object_id=team.pk,
+                changes=changes,
+            )
     return team
 
 
@@ -244,12 +260,18 @@ def team_delete(*, team: Team, actor: str = SYSTEM) -> None:
     with transaction.atomic():
         team_id = team.pk
         team.delete()
-        audit_record(actor=actor, action=AuditEntry.Action.DELETE, object_type="team",
-                     object_id=team_id, changes={"name": team.name})
+        audit_record(
+            actor=actor,
+            action=AuditEntry.Action.DELETE,
+            object_type="team",
+            object_id=team_id,
+            changes={"name": team.name},
+        )
 
 
-def team_member_set_enabled(*, team: Team, agent_id: str, enabled: bool,
-                            actor: str = SYSTEM) -> TeamMembership:
+def team_member_set_enabled(
+    *, team: Team, agent_id: str, enabled: bool, actor: str = SYSTEM
+) -> TeamMembership:
     """Lets the router call the member again (``enabled``) or stops it doing so. Raises
     RegistryError ``not_member`` (404) for an agent that is not a member, and refuses (as
     :func:`team_validate` does) to disable the default agent's membership."""
@@ -282,9 +304,13 @@ def team_member_set_enabled(*, team: Team, agent_id: str, enabled: bool,
             now = timezone.now()
             Team.objects.filter(pk=team.pk).update(updated_at=now)
             team.updated_at = now
-            audit_record(actor=actor, action=AuditEntry.Action.UPDATE, object_type="team",
-                         object_id=team.pk,
-                         changes={"memberEnabled": {"agent": agent_id, "enabled": enabled}})
+            audit_record(
+                actor=actor,
+                action=AuditEntry.Action.UPDATE,
+                object_type="team",
+                object_id=team.pk,
+                changes={"memberEnabled": {"agent": agent_id, "enabled": enabled}},
+            )
     return membership
 
 

@@ -29,7 +29,8 @@ def _database_threads() -> None:
 
     if settings.RELAY_DATABASE_THREADS > 1:
         SyncToAsync.single_thread_executor = ThreadPoolExecutor(
-            max_workers=settings.RELAY_DATABASE_THREADS, thread_name_prefix="relay-database")
+            max_workers=settings.RELAY_DATABASE_THREADS, thread_name_prefix="relay-database"
+        )
 
 
 _database_threads()
@@ -60,10 +61,12 @@ async def lifespan(scope, receive, send):
 
 
 # Every HTTP request is counted for /metrics (relay_project.request_metrics).
-application = ProtocolTypeRouter({
-    "http": RequestMetricsMiddleware(A2ARouter(django_application, A2AConsumer.as_asgi())),
-    "lifespan": lifespan,
-})
+application = ProtocolTypeRouter(
+    {
+        "http": RequestMetricsMiddleware(A2ARouter(django_application, A2AConsumer.as_asgi())),
+        "lifespan": lifespan,
+    }
+)
 
 if "daphne.server" in sys.modules:
     import asyncio
@@ -71,5 +74,4 @@ if "daphne.server" in sys.modules:
     from twisted.internet import reactor
 
     # Twisted runs these just before asyncio's loop starts: start once the loop runs.
-    reactor.callWhenRunning(
-        lambda: asyncio.get_event_loop().call_soon(_start_background_work))
+    reactor.callWhenRunning(lambda: asyncio.get_event_loop().call_soon(_start_background_work))

@@ -111,15 +111,19 @@ def check_literal_address(url: str, policy: OutboundPolicy | None = None) -> Non
         return
     host = check_url_shape(url).lower().rstrip(".")
     if host == "localhost" or host.endswith(".localhost"):
-        raise UnsafeURLError(f"{host} is a loopback name; the relay does not call loopback, "
-                             "private, link-local or metadata addresses")
+        raise UnsafeURLError(
+            f"{host} is a loopback name; the relay does not call loopback, "
+            "private, link-local or metadata addresses"
+        )
     try:
         ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
         return
     if not is_public_address(host):
-        raise UnsafeURLError(f"{host} is a non-public address; the relay does not call "
-                             "loopback, private, link-local or metadata addresses")
+        raise UnsafeURLError(
+            f"{host} is a non-public address; the relay does not call "
+            "loopback, private, link-local or metadata addresses"
+        )
 
 
 def _checked_addresses(host: str, infos: Iterable[tuple]) -> list[str]:
@@ -148,7 +152,10 @@ class _GuardedBackend(httpcore.NetworkBackend):
             raise httpcore.ConnectError(f"cannot resolve {host}: {error}") from error
         addresses = _checked_addresses(host, infos)
         return self._inner.connect_tcp(
-            addresses[0], port, timeout=timeout, local_address=local_address,
+            addresses[0],
+            port,
+            timeout=timeout,
+            local_address=local_address,
             socket_options=socket_options,
         )
 
@@ -165,8 +172,7 @@ class _AsyncGuardedBackend(httpcore.AsyncNetworkBackend):
     def __init__(self) -> None:
         self._inner = httpcore.AnyIOBackend()
 
-    async def connect_tcp(self, host, port, timeout=None, local_address=None,
-                          socket_options=None):
+    async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
         loop = asyncio.get_running_loop()
         try:
             infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -174,7 +180,10 @@ class _AsyncGuardedBackend(httpcore.AsyncNetworkBackend):
             raise httpcore.ConnectError(f"cannot resolve {host}: {error}") from error
         addresses = _checked_addresses(host, infos)
         return await self._inner.connect_tcp(
-            addresses[0], port, timeout=timeout, local_address=local_address,
+            addresses[0],
+            port,
+            timeout=timeout,
+            local_address=local_address,
             socket_options=socket_options,
         )
 
@@ -230,8 +239,14 @@ def async_client(policy: OutboundPolicy | None = None, **kwargs) -> httpx.AsyncC
     # Idle connections are dropped after KEEPALIVE_EXPIRY_SECONDS: agents' servers close theirs
     # after about 5 s (uvicorn's and Node's default), and a request sent on a connection the
     # agent is closing at that moment fails with a read error.
-    limits = kwargs.pop("limits", httpx.Limits(max_connections=200, max_keepalive_connections=50,
-                                               keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS))
+    limits = kwargs.pop(
+        "limits",
+        httpx.Limits(
+            max_connections=200,
+            max_keepalive_connections=50,
+            keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS,
+        ),
+    )
     # ``verify``: an ssl.SSLContext to share between many clients (building one is slow).
     verify = kwargs.pop("verify", True)
     transport = kwargs.pop("transport", None) or _transport(

@@ -64,8 +64,14 @@ def own_addresses(request: HttpRequest | None) -> OwnAddresses:
         server_port = str(request.META.get("SERVER_PORT", ""))
         if server_port.isdigit():
             ports.add(int(server_port))
-    names = [*LOOPBACK_NAMES, *(host for host in settings.ALLOWED_HOSTS
-                                if host and "*" not in host and not host.startswith("."))]
+    names = [
+        *LOOPBACK_NAMES,
+        *(
+            host
+            for host in settings.ALLOWED_HOSTS
+            if host and "*" not in host and not host.startswith(".")
+        ),
+    ]
     pairs |= {(_bare(name), port) for name in names for port in ports}
     return OwnAddresses(frozenset(pairs))
 

@@ -51,8 +51,10 @@ def hit(scope: str, identity: str, limit: int, *, now: float | None = None) -> R
     if count <= limit:
         return None
     retry_after = max(1, math.ceil((window + 1) * WINDOW_SECONDS - now))
-    return Refusal(f"rate limit exceeded: {limit} calls per minute for this {scope}; retry in "
-                   f"{retry_after} s", retry_after)
+    return Refusal(
+        f"rate limit exceeded: {limit} calls per minute for this {scope}; retry in {retry_after} s",
+        retry_after,
+    )
 
 
 def key_identity(api_key) -> str:
@@ -84,8 +86,9 @@ def _live_holders() -> Iterable[str]:
     return ()
 
 
-def register_stream_holders(*, current: Callable[[], str],
-                            live: Callable[[], Iterable[str]]) -> None:
+def register_stream_holders(
+    *, current: Callable[[], str], live: Callable[[], Iterable[str]]
+) -> None:
     """Plugs in this process's name (``current``, never a database query) and the names of
     the processes alive now (``live``; called where a query is allowed) for stream slots."""
     global _current_holder, _live_holders
@@ -110,8 +113,9 @@ def stream_slot_take(api_key) -> Refusal | None:
     cache.touch(counter, lifetime)
     if streams_open(api_key) > limit:
         _decrement(counter)
-        return Refusal(f"this key already has {limit} streams open, the most it may; close one "
-                       "first")
+        return Refusal(
+            f"this key already has {limit} streams open, the most it may; close one first"
+        )
     return None
 
 

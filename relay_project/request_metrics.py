@@ -27,13 +27,18 @@ from relay_project.routing import a2a_route
 REGISTRY = CollectorRegistry(auto_describe=True)
 
 REQUESTS = Counter(
-    "relay_http_requests", "HTTP requests the relay answered, by route kind and status.",
-    ["kind", "status"], registry=REGISTRY)
+    "relay_http_requests",
+    "HTTP requests the relay answered, by route kind and status.",
+    ["kind", "status"],
+    registry=REGISTRY,
+)
 DURATION = Histogram(
     "relay_http_request_duration_seconds",
     "Seconds until the response's status and headers were sent, by route kind.",
-    ["kind"], registry=REGISTRY,
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0))
+    ["kind"],
+    registry=REGISTRY,
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
+)
 
 API_PREFIXES = ("/a2a/", "/api/")
 CARD_MARKER = "/.well-known/agent"

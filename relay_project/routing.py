@@ -21,7 +21,8 @@ from django.http.request import split_domain_port, validate_host
 # Target ids are slugs, as the URL patterns of the cards and APIs spell them.
 A2A_BASE = re.compile(
     r"^/a2a/(?:(?P<kind>agents|teams)/(?P<target_id>[-a-zA-Z0-9_]+)|(?P<relay>relay))/"
-    r"(?P<rest>.*)$")
+    r"(?P<rest>.*)$"
+)
 # /a2a/teams/{id} (no slash) is the registry's team resource, not a redirect.
 A2A_BASE_WITHOUT_SLASH = re.compile(r"^/a2a/(?:agents/[-a-zA-Z0-9_]+|relay)$")
 TASK_API_STREAM = "/a2a/tasks/sendSubscribe"
@@ -42,8 +43,9 @@ def security_headers() -> list[tuple[bytes, bytes]]:
         value = policy if isinstance(policy, str) else ",".join(policy)
         headers.append((b"referrer-policy", value.encode()))
     if settings.SECURE_CROSS_ORIGIN_OPENER_POLICY:
-        headers.append((b"cross-origin-opener-policy",
-                        settings.SECURE_CROSS_ORIGIN_OPENER_POLICY.encode()))
+        headers.append(
+            (b"cross-origin-opener-policy", settings.SECURE_CROSS_ORIGIN_OPENER_POLICY.encode())
+        )
     headers.append((b"x-frame-options", settings.X_FRAME_OPTIONS.upper().encode()))
     return headers
 
@@ -51,8 +53,10 @@ def security_headers() -> list[tuple[bytes, bytes]]:
 def host_allowed(scope) -> bool:
     """Whether Django would accept the request's Host (ALLOWED_HOSTS, as HttpRequest.get_host
     checks it)."""
-    host = next((value.decode("latin-1") for name, value in scope.get("headers", ())
-                 if name == b"host"), None)
+    host = next(
+        (value.decode("latin-1") for name, value in scope.get("headers", ()) if name == b"host"),
+        None,
+    )
     if host is None:
         server = scope.get("server") or ("", None)
         host = server[0] if server[1] in (None, 80, 443) else f"{server[0]}:{server[1]}"
@@ -74,8 +78,11 @@ def a2a_route(scope) -> dict[str, str] | None:
         return None
     if match["kind"] == "agents" and match["rest"] == AGENT_METRICS:
         return None
-    return {"kind": KINDS[match["kind"]], "target_id": match["target_id"] or "default",
-            "rest": match["rest"]}
+    return {
+        "kind": KINDS[match["kind"]],
+        "target_id": match["target_id"] or "default",
+        "rest": match["rest"],
+    }
 
 
 class A2ARouter:
@@ -85,8 +92,11 @@ class A2ARouter:
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":
-            if (settings.APPEND_SLASH and A2A_BASE_WITHOUT_SLASH.match(scope["path"])
-                    and host_allowed(scope)):
+            if (
+                settings.APPEND_SLASH
+                and A2A_BASE_WITHOUT_SLASH.match(scope["path"])
+                and host_allowed(scope)
+            ):
                 return await _redirect_with_slash(scope, send)
             route = a2a_route(scope)
             if route is not None and host_allowed(scope):
@@ -103,9 +113,12 @@ async def _redirect_with_slash(scope, send) -> None:
     location = scope.get("root_path", "") + scope["path"] + "/"
     if scope.get("query_string"):
         location += "?" + scope["query_string"].decode("latin-1")
-    headers = [(b"content-type", b"text/html; charset=utf-8"),
-               (b"location", location.encode("latin-1")), (b"content-length", b"0"),
-               *[header for header in security_headers() if header[0] != b"x-frame-options"]]
+    headers = [
+        (b"content-type", b"text/html; charset=utf-8"),
+        (b"location", location.encode("latin-1")),
+        (b"content-length", b"0"),
+        *[header for header in security_headers() if header[0] != b"x-frame-options"],
+    ]
     status = 301 if scope["method"] in ("GET", "HEAD") else 308
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": b""})

@@ -109,7 +109,8 @@ PRODUCTION_DATABASE = "DATABASE_URL" in env.ENVIRON
 # wait instead of queueing every call behind it.
 RELAY_DATABASE_THREADS = env.int(
     "RELAY_DATABASE_THREADS",
-    default=1 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3" else 4)
+    default=1 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3" else 4,
+)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -138,16 +139,20 @@ if REDIS_URL:
     )
     _redis_blocking_reads = {
         **_redis_commands,
-        "socket_timeout": redis_clients.CHANNELS_BLOCKING_READ_SECONDS
-        + RELAY_REDIS_SOCKET_TIMEOUT,
+        "socket_timeout": redis_clients.CHANNELS_BLOCKING_READ_SECONDS + RELAY_REDIS_SOCKET_TIMEOUT,
     }
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
                 # The dict form: channels-redis passes the other keys to redis-py's pool.
-                "hosts": [{"address": REDIS_URL, **_redis_blocking_reads,
-                           "retry": redis_clients.command_retry(asynchronous=True)}],
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        **_redis_blocking_reads,
+                        "retry": redis_clients.command_retry(asynchronous=True),
+                    }
+                ],
                 "prefix": env.str("RELAY_CHANNEL_PREFIX", "relay"),
                 "capacity": 1000,
                 "expiry": 120,
@@ -157,21 +162,28 @@ if REDIS_URL:
     # One connection pool per process, whatever number of cache objects Django makes, holding
     # one connection: the cache's commands are short, and the threads that send them (the
     # database threads below) take turns on it rather than each opening its own.
-    CACHES = {"default": {"BACKEND": "relay_project.redis_clients.SharedPoolRedisCache",
-                          "LOCATION": REDIS_URL, "OPTIONS": {
-                              **_redis_commands,
-                              "pool_class": "redis.BlockingConnectionPool",
-                              "max_connections": 1,
-                              "timeout": RELAY_REDIS_CONNECT_TIMEOUT + RELAY_REDIS_SOCKET_TIMEOUT,
-                          }}}
+    CACHES = {
+        "default": {
+            "BACKEND": "relay_project.redis_clients.SharedPoolRedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {
+                **_redis_commands,
+                "pool_class": "redis.BlockingConnectionPool",
+                "max_connections": 1,
+                "timeout": RELAY_REDIS_CONNECT_TIMEOUT + RELAY_REDIS_SOCKET_TIMEOUT,
+            },
+        }
+    }
     CELERY_BROKER_URL = REDIS_URL
     # kombu takes no Retry object; retry_on_timeout gives its connections one retry on
     # ConnectionError and TimeoutError, as command_retry does (without the backoff).
     CELERY_BROKER_TRANSPORT_OPTIONS = {**_redis_blocking_reads, "retry_on_timeout": True}
 else:
     CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer",
-                    "CONFIG": {"capacity": 1000, "expiry": 120}}
+        "default": {
+            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "CONFIG": {"capacity": 1000, "expiry": 120},
+        }
     }
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     CELERY_BROKER_URL = "filesystem://"
@@ -301,8 +313,9 @@ RELAY_TASK_TTL_SECONDS = env.int("RELAY_TASK_TTL_SECONDS", default=24 * 60 * 60)
 # GET /metrics (Prometheus) without a key or login: on by default in the embedded profile, off
 # in the production profile (DATABASE_URL or REDIS_URL set). Off: staff users and admin API
 # keys only.
-RELAY_METRICS_PUBLIC = env.bool("RELAY_METRICS_PUBLIC",
-                                default=not (PRODUCTION_DATABASE or bool(REDIS_URL)))
+RELAY_METRICS_PUBLIC = env.bool(
+    "RELAY_METRICS_PUBLIC", default=not (PRODUCTION_DATABASE or bool(REDIS_URL))
+)
 
 # --- Limits on callers ----------------------------------------------------------------------
 # What one A2A request may carry. A request over a limit is refused with the protocol's own

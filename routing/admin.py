@@ -53,14 +53,17 @@ class AgentWithHealthAdmin(AgentAdmin):
 
     @admin.display(description="Latest probes and events")
     def health_history(self, agent: Agent) -> str:
-        return render_to_string("routing/_health_history.html", {
-            "probes": selectors.recent_probes(agent_id=agent.pk, limit=50),
-            "events": selectors.recent_health_events(agent_id=agent.pk, limit=50),
-            "probes_url": reverse("admin:routing_proberesult_changelist")
-            + f"?agent__id__exact={agent.pk}",
-            "events_url": reverse("admin:routing_healthevent_changelist")
-            + f"?agent__id__exact={agent.pk}",
-        })
+        return render_to_string(
+            "routing/_health_history.html",
+            {
+                "probes": selectors.recent_probes(agent_id=agent.pk, limit=50),
+                "events": selectors.recent_health_events(agent_id=agent.pk, limit=50),
+                "probes_url": reverse("admin:routing_proberesult_changelist")
+                + f"?agent__id__exact={agent.pk}",
+                "events_url": reverse("admin:routing_healthevent_changelist")
+                + f"?agent__id__exact={agent.pk}",
+            },
+        )
 
 
 admin.site.unregister(Agent)

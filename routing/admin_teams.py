@@ -195,8 +195,11 @@ class TeamAdmin(admin.ModelAdmin):
         # The names of the pages from when teams were the registry's (admin:registry_team_...),
         # so links and reverse() calls made with them still work; they give the new addresses.
         old_names = [
-            path(str(url.pattern), url.callback,
-                 name=url.name.replace("routing_team_", "registry_team_", 1))
+            path(
+                str(url.pattern),
+                url.callback,
+                name=url.name.replace("routing_team_", "registry_team_", 1),
+            )
             for url in urls
             if url.name and url.name.startswith("routing_team_")
         ]
@@ -238,8 +241,14 @@ class TeamAdmin(admin.ModelAdmin):
         if obj is None:
             return ()
         # The id is the team's address (/a2a/teams/{id}/): it does not change.
-        return ("routing_check", "id", "endpoints", "recent_conversations", "created_at",
-                "updated_at")
+        return (
+            "routing_check",
+            "id",
+            "endpoints",
+            "recent_conversations",
+            "created_at",
+            "updated_at",
+        )
 
     # -- columns and read-only fields --
 
@@ -277,7 +286,10 @@ class TeamAdmin(admin.ModelAdmin):
         if warning:
             return format_html(
                 '{} of {} <span class="chip chip-warning" title="{}">⚠ only {} is called</span>',
-                routing, len(members), warning, team.default_agent_id,
+                routing,
+                len(members),
+                warning,
+                team.default_agent_id,
             )
         return f"{routing} of {len(members)}"
 
@@ -285,13 +297,17 @@ class TeamAdmin(admin.ModelAdmin):
     def routing_check(self, team: Team) -> str:
         warning = team_checks.routing_warning(team)
         if warning:
-            return format_html('<p class="notice-warning" id="team-routing-warning">⚠ {}</p>',
-                               warning)
-        default = next((m.agent for m in team.memberships.all()
-                        if m.agent_id == team.default_agent_id), None)
+            return format_html(
+                '<p class="notice-warning" id="team-routing-warning">⚠ {}</p>', warning
+            )
+        default = next(
+            (m.agent for m in team.memberships.all() if m.agent_id == team.default_agent_id), None
+        )
         if default is not None and default.supports_client_routing:
-            return ("The default agent declares client routing, so it can hand a conversation "
-                    "on to the other members.")
+            return (
+                "The default agent declares client routing, so it can hand a conversation "
+                "on to the other members."
+            )
         return "The default agent is the only enabled member: it answers every message."
 
     @admin.display(description="A2A")
@@ -343,8 +359,11 @@ class TeamAdmin(admin.ModelAdmin):
             )
             return
         created = teams.team_create(
-            team_id=form.cleaned_data["id"], default_agent=default_agent, members=members,
-            actor=services.actor_of(user=request.user), **values
+            team_id=form.cleaned_data["id"],
+            default_agent=default_agent,
+            members=members,
+            actor=services.actor_of(user=request.user),
+            **values,
         )
         # The admin goes on with the form's instance (log entry, redirect): make it the stored team.
         for field in Team._meta.concrete_fields:

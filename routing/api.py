@@ -45,17 +45,36 @@ class TaskTraceView(TaskApiView):
         return http_reply(calls.Reply(200, body, "application/json"))
 
 
-_HOUR = {"probes": 60, "probesFailed": 1, "latencyAvgMs": 41.5, "tasksCompleted": 12,
-         "tasksFailed": 0}
+_HOUR = {
+    "probes": 60,
+    "probesFailed": 1,
+    "latencyAvgMs": 41.5,
+    "tasksCompleted": 12,
+    "tasksFailed": 0,
+}
 METRICS_EXAMPLE = {
-    "agentId": "weather", "hours": 2, "since": "2026-01-05T08:00:00.000Z",
-    "until": "2026-01-05T10:00:00.000Z", "successRate": 0.96, "latencyAvgMs": 812.4,
-    "latencyP95Ms": 1520.0, "tasksCompleted": 24, "tasksFailed": 1,
-    "tasks": {"completed": 24, "failed": 1, "rejected": 0, "canceled": 0,
-              "durationAvgMs": 812.4, "durationP95Ms": 1520.0},
+    "agentId": "weather",
+    "hours": 2,
+    "since": "2026-01-05T08:00:00.000Z",
+    "until": "2026-01-05T10:00:00.000Z",
+    "successRate": 0.96,
+    "latencyAvgMs": 812.4,
+    "latencyP95Ms": 1520.0,
+    "tasksCompleted": 24,
+    "tasksFailed": 1,
+    "tasks": {
+        "completed": 24,
+        "failed": 1,
+        "rejected": 0,
+        "canceled": 0,
+        "durationAvgMs": 812.4,
+        "durationP95Ms": 1520.0,
+    },
     "probes": {"total": 120, "ok": 118, "failed": 2, "successRate": 0.9833},
-    "series": [{"hour": "2026-01-05T08:00:00.000Z", **_HOUR},
-               {"hour": "2026-01-05T09:00:00.000Z", **_HOUR, "tasksFailed": 1}],
+    "series": [
+        {"hour": "2026-01-05T08:00:00.000Z", **_HOUR},
+        {"hour": "2026-01-05T09:00:00.000Z", **_HOUR, "tasksFailed": 1},
+    ],
 }
 
 
@@ -66,13 +85,20 @@ class AgentMetricsView(APIView):
     permission_classes = [RegistryReadPermission]
 
     @extend_schema(
-        operation_id="agent_metrics", summary="An agent's success rate, latency and tasks",
+        operation_id="agent_metrics",
+        summary="An agent's success rate, latency and tasks",
         description="Task outcomes and durations, probe results, and an hourly series over "
         "the last `hours`. Rates are 0 to 1 (null with nothing to count), times in "
         "milliseconds to 0.1.",
-        parameters=[AGENT_ID, OpenApiParameter(
-            "hours", int, description="The window, 1 to 168 hours (default 24)",
-            examples=[OpenApiExample("A day", value=24)])],
+        parameters=[
+            AGENT_ID,
+            OpenApiParameter(
+                "hours",
+                int,
+                description="The window, 1 to 168 hours (default 24)",
+                examples=[OpenApiExample("A day", value=24)],
+            ),
+        ],
         responses={200: OpenApiResponse(OpenApiTypes.OBJECT), **errors(400, 401, 404, 429)},
         examples=[OpenApiExample("Two hours", response_only=True, value=METRICS_EXAMPLE)],
     )
@@ -92,8 +118,8 @@ def _hours(raw: str | None) -> int:
         hours = 0
     if not 1 <= hours <= selectors.METRICS_MAX_HOURS:
         raise registry_selectors.InvalidQueryError(
-            f"hours must be a whole number from 1 to {selectors.METRICS_MAX_HOURS}, "
-            f"not {raw!r}")
+            f"hours must be a whole number from 1 to {selectors.METRICS_MAX_HOURS}, not {raw!r}"
+        )
     return hours
 
 

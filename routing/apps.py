@@ -22,12 +22,14 @@ class RoutingConfig(AppConfig):
         for model in (Team, TeamMembership, Agent):
             name = model.__name__
             post_save.connect(team_changed, sender=model, dispatch_uid=f"team-cache-{name}-saved")
-            post_delete.connect(team_changed, sender=model,
-                                dispatch_uid=f"team-cache-{name}-deleted")
+            post_delete.connect(
+                team_changed, sender=model, dispatch_uid=f"team-cache-{name}-deleted"
+            )
 
         # Passive health: real calls to agents drive their circuit breakers.
         gateway.register_call_guard(BreakerGuard())
 
         # Health: the beat schedules exist once the tables do.
-        post_migrate.connect(ensure_after_migrate, sender=self,
-                             dispatch_uid="routing.beat_schedules")
+        post_migrate.connect(
+            ensure_after_migrate, sender=self, dispatch_uid="routing.beat_schedules"
+        )

@@ -40,8 +40,9 @@ def blocks(target) -> bool:
     breaker = breaker_of(target)
     if breaker.state == health.CLOSED:
         return False
-    return health.breaker_blocks(breaker, now=timezone.now(),
-                                 settings=health_services.breaker_settings())
+    return health.breaker_blocks(
+        breaker, now=timezone.now(), settings=health_services.breaker_settings()
+    )
 
 
 class BreakerGuard:
@@ -52,12 +53,16 @@ class BreakerGuard:
         breaker = breaker_of(target)
         if breaker.state == health.CLOSED:
             return
-        admission = health.breaker_admit(breaker, now=timezone.now(),
-                                         settings=health_services.breaker_settings())
+        admission = health.breaker_admit(
+            breaker, now=timezone.now(), settings=health_services.breaker_settings()
+        )
         if admission.allowed:
             stored = await sync_to_async(health_services.breaker_move)(
-                agent_id=target.id, before=breaker, after=admission.breaker,
-                reason="cool-down over: one trial call goes through")
+                agent_id=target.id,
+                before=breaker,
+                after=admission.breaker,
+                reason="cool-down over: one trial call goes through",
+            )
             if stored == admission.breaker:
                 target.extra["breaker"] = stored
                 return
@@ -65,32 +70,53 @@ class BreakerGuard:
             target.extra["breaker"] = stored or breaker
             if stored is not None and stored.state == health.CLOSED:
                 return
-            admission = health.breaker_admit(target.extra["breaker"], now=timezone.now(),
-                                             settings=health_services.breaker_settings())
+            admission = health.breaker_admit(
+                target.extra["breaker"],
+                now=timezone.now(),
+                settings=health_services.breaker_settings(),
+            )
             if admission.allowed:
                 return
-        retry = (f"; the relay tries it again at {admission.retry_at:%H:%M:%S} UTC"
-                 if admission.retry_at else "")
+        retry = (
+            f"; the relay tries it again at {admission.retry_at:%H:%M:%S} UTC"
+            if admission.retry_at
+            else ""
+        )
         raise upstream.UpstreamError(
             UNAVAILABLE,
             f"agent {target.id!r} is unavailable: its circuit breaker is open after "
-            f"{breaker.failures} failed calls in a row{retry}")
+            f"{breaker.failures} failed calls in a row{retry}",
+        )
 
-    async def report(self, target, *, ok: bool, category: str = "", detail: str = "",
-                     latency_ms: float | None = None) -> None:
+    async def report(
+        self,
+        target,
+        *,
+        ok: bool,
+        category: str = "",
+        detail: str = "",
+        latency_ms: float | None = None,
+    ) -> None:
         before = breaker_of(target)
         if ok and before == health.Breaker():
             return
-        failed = (None if ok else
-                  probes.LevelResult("call", False, round(latency_ms or 0, 2), category, detail))
+        failed = (
+            None
+            if ok
+            else probes.LevelResult("call", False, round(latency_ms or 0, 2), category, detail)
+        )
         for _attempt in range(3):
-            after = health.breaker_after_call(before, ok=ok, now=timezone.now(),
-                                              settings=health_services.breaker_settings())
-            reason = ("a call succeeded" if ok else
-                      f"{after.failures} calls failed in a row, the last: {detail}")
+            after = health.breaker_after_call(
+                before, ok=ok, now=timezone.now(), settings=health_services.breaker_settings()
+            )
+            reason = (
+                "a call succeeded"
+                if ok
+                else f"{after.failures} calls failed in a row, the last: {detail}"
+            )
             stored = await sync_to_async(health_services.breaker_move)(
-                agent_id=target.id, before=before, after=after, reason=reason,
-                failed_call=failed)
+                agent_id=target.id, before=before, after=after, reason=reason, failed_call=failed
+            )
             target.extra["breaker"] = stored or after
             if stored is None or stored == after:
                 return

@@ -66,7 +66,7 @@ def _curl(url: str) -> str:
 
 def _python(url: str) -> str:
     # A JSON string is a valid Python string literal, whatever the URL holds.
-    return f'''import asyncio
+    return f"""import asyncio
 import os
 
 import httpx
@@ -88,7 +88,7 @@ async def main():
 
 
 asyncio.run(main())
-'''
+"""
 
 
 def _javascript(url: str) -> str:

@@ -73,6 +73,7 @@ Outcome = RoutingHop.Outcome
 WIRE_STATE = {state: to_wire_v1(state) for state in TaskState}
 STATE_OF_WIRE = {wire: state for state, wire in WIRE_STATE.items()}
 
+
 @dataclass(frozen=True)
 class MemberAnswer:
     """What one member call gave: the answer (``{"message"}`` or ``{"task"}``) and its state in
@@ -135,8 +136,11 @@ class TeamTarget(gateway.Target):
             if target is not None:
                 breaker.remember(target, state.breaker)
                 self.members[member.id] = target
-            healthy = (target is not None and state.health != Agent.Health.UNHEALTHY
-                       and not breaker.blocks(target))
+            healthy = (
+                target is not None
+                and state.health != Agent.Health.UNHEALTHY
+                and not breaker.blocks(target)
+            )
             view_members.append(dataclasses.replace(member, healthy=healthy))
         self.view = TeamView(
             id=team.id,
@@ -153,7 +157,8 @@ class TeamTarget(gateway.Target):
         message = request["message"]
         if message.get("taskId") or message.get("contextId"):
             conversation = await sync_to_async(selectors.conversation_of)(
-                team_id=self.id, task=task)
+                team_id=self.id, task=task
+            )
         else:  # a new conversation: nothing of it is stored yet
             conversation = selectors.Conversation()
         if TaskState(task.state) in INTERRUPTED:  # the caller answered: the team works again
@@ -172,7 +177,12 @@ class TeamTarget(gateway.Target):
             started = time.perf_counter()
             order = conversation.hops_recorded + 1
             call = await self._open(
-                task, ctx, hop.target, outgoing, conversation, routing=bool(headers),
+                task,
+                ctx,
+                hop.target,
+                outgoing,
+                conversation,
+                routing=bool(headers),
                 metadata=request.get("metadata"),
             )
             forwarded: set[str] = set()
@@ -192,9 +202,11 @@ class TeamTarget(gateway.Target):
             # The hop, the artifacts it brought (those not forwarded as they came) and, when
             # the conversation ends here, the team task's answer.
             events = [_hop_event(task, recorded.hop)]
-            events += [_artifact_event(task, artifact)
-                       for artifact in answer.answer.get("task", {}).get("artifacts", [])
-                       if artifact.get("artifactId") not in forwarded]
+            events += [
+                _artifact_event(task, artifact)
+                for artifact in answer.answer.get("task", {}).get("artifacts", [])
+                if artifact.get("artifactId") not in forwarded
+            ]
             error = ""
             if decision is None:
                 text = f"the task of member '{hop.target}' was canceled"
@@ -204,19 +216,29 @@ class TeamTarget(gateway.Target):
                 events.append(ending)
             exchange = call if isinstance(call, gateway.Exchange) else None
             published = await sync_to_async(services.hop_record)(
-                hop=recorded.hop, team_id=self.id, team_task=task, events=events,
-                member_task_open=isinstance(decision, Park), known=recorded.known,
-                member_exchange=exchange, error=error,
+                hop=recorded.hop,
+                team_id=self.id,
+                team_task=task,
+                events=events,
+                member_task_open=isinstance(decision, Park),
+                known=recorded.known,
+                member_exchange=exchange,
+                error=error,
             )
             for each in published:
                 await each.send()
-            if (not stream and isinstance(decision, Reply) and "message" in answer.answer
-                    and order == 1):
+            if (
+                not stream
+                and isinstance(decision, Reply)
+                and "message" in answer.answer
+                and order == 1
+            ):
                 # A single exchange the member answered with a Message: so does the team (its
                 # task, completed with that message, stays for the trace).
                 reply = prepare_reply(answer.answer, routing_error=decision.routing_error)
-                yield gateway.Step({"message": _as_team_message(reply["message"], task)},
-                                   recorded=True)
+                yield gateway.Step(
+                    {"message": _as_team_message(reply["message"], task)}, recorded=True
+                )
                 return
             for each in published:
                 if each.task_id == task.id:
@@ -228,7 +250,8 @@ class TeamTarget(gateway.Target):
         if hops_done == 0:  # nobody could be called: the default agent is unavailable
             ending, error = _ending(task, hop, None)
             published = await sync_to_async(services.task_events_record)(
-                task=task, events=[ending], error=error)
+                task=task, events=[ending], error=error
+            )
             for each in published:
                 await each.send()
                 yield gateway.Step(each.event, recorded=True)
@@ -424,21 +447,21 @@ def _answer_of(call: gateway.Exchange | MemberAnswer, started: float) -> MemberA
         answer = _failed_task(answer["task"], f"agent {call.target.id!r} stopped answering")
         state = TaskState.FAILED
     return MemberAnswer(
-        answer, state, (time.perf_counter() - started) * 1000,
+        answer,
+        state,
+        (time.perf_counter() - started) * 1000,
         upstream_task_id=call.upstream_task_id,
         upstream_context_id=call.upstream_context_id,
     )
 
 
-async def _recorded(task: Task, event: dict[str, Any], *, answered: bool = False
-                    ) -> gateway.Step:
+async def _recorded(task: Task, event: dict[str, Any], *, answered: bool = False) -> gateway.Step:
     """Records and publishes one event of the team task; the step that tells the driver."""
     await gateway.record(task, gateway.Step(event))
     return gateway.Step(event, recorded=True, answered=answered)
 
 
-def _forwarded(event: dict[str, Any], task: Task, *, member: str, hop: int
-               ) -> list[dict[str, Any]]:
+def _forwarded(event: dict[str, Any], task: Task, *, member: str, hop: int) -> list[dict[str, Any]]:
     """A member's event (not its last) as the team task's events: a status update or task
     as a ``working`` update with the member's status message, an artifact update as it is
     (its id, ``append`` and ``lastChunk`` kept); each saying, in its ``metadata[URI]``, which
@@ -448,8 +471,16 @@ def _forwarded(event: dict[str, Any], task: Task, *, member: str, hop: int
     if "artifactUpdate" in event:
         update = event["artifactUpdate"]
         kept = {key: update[key] for key in ("append", "lastChunk") if key in update}
-        return [{"artifactUpdate": {**ids, "artifact": update.get("artifact") or {}, **kept,
-                                    "metadata": origin}}]
+        return [
+            {
+                "artifactUpdate": {
+                    **ids,
+                    "artifact": update.get("artifact") or {},
+                    **kept,
+                    "metadata": origin,
+                }
+            }
+        ]
     body = event.get("statusUpdate") or event.get("task")
     if not isinstance(body, dict):
         return []
@@ -459,8 +490,9 @@ def _forwarded(event: dict[str, Any], task: Task, *, member: str, hop: int
         status["message"] = dict(message, **ids)
     events = [{"statusUpdate": {**ids, "status": status, "metadata": origin}}]
     for artifact in (event.get("task") or {}).get("artifacts", []):
-        events.append({"artifactUpdate": {**ids, "artifact": artifact, "lastChunk": True,
-                                          "metadata": origin}})
+        events.append(
+            {"artifactUpdate": {**ids, "artifact": artifact, "lastChunk": True, "metadata": origin}}
+        )
     return events
 
 
@@ -572,8 +604,7 @@ def _hop_note(hop: RoutingHop) -> str:
     return note
 
 
-def _status_event(task: Task, state: TaskState, message: dict[str, Any] | None
-                  ) -> dict[str, Any]:
+def _status_event(task: Task, state: TaskState, message: dict[str, Any] | None) -> dict[str, Any]:
     status: dict[str, Any] = {"state": WIRE_STATE[state]}
     if message is not None:
         message = {

@@ -130,8 +130,9 @@ def breaker_admit(breaker: Breaker, *, now: datetime, settings: BreakerSettings)
     return Admission(False, breaker, retry_at=ready_at)
 
 
-def breaker_after_call(breaker: Breaker, *, ok: bool, now: datetime,
-                       settings: BreakerSettings) -> Breaker:
+def breaker_after_call(
+    breaker: Breaker, *, ok: bool, now: datetime, settings: BreakerSettings
+) -> Breaker:
     """The breaker after a call ended: a success closes it; a failure counts, and opens it at
     ``open_after`` failures in a row, or at once when it was the half-open trial."""
     if ok:

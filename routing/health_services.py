@@ -32,14 +32,17 @@ ID_BATCH = 500
 
 
 def thresholds() -> health.Thresholds:
-    return health.Thresholds(unhealthy_after=settings.RELAY_HEALTH_UNHEALTHY_AFTER,
-                             healthy_after=settings.RELAY_HEALTH_HEALTHY_AFTER)
+    return health.Thresholds(
+        unhealthy_after=settings.RELAY_HEALTH_UNHEALTHY_AFTER,
+        healthy_after=settings.RELAY_HEALTH_HEALTHY_AFTER,
+    )
 
 
 def breaker_settings() -> health.BreakerSettings:
     return health.BreakerSettings(
         open_after=settings.RELAY_BREAKER_FAILURES,
-        cooldown=timedelta(seconds=settings.RELAY_BREAKER_COOLDOWN_SECONDS))
+        cooldown=timedelta(seconds=settings.RELAY_BREAKER_COOLDOWN_SECONDS),
+    )
 
 
 @dataclass(frozen=True)
@@ -79,8 +82,9 @@ def probe_target_of(agent: Agent) -> probes.ProbeTarget:
     )
 
 
-def probes_claim(*, now: datetime, agent_ids: list[str] | None = None
-                 ) -> tuple[list[probes.ProbeTarget], dict[str, health.HealthCount]]:
+def probes_claim(
+    *, now: datetime, agent_ids: list[str] | None = None
+) -> tuple[list[probes.ProbeTarget], dict[str, health.HealthCount]]:
     """Picks the agents to probe now and moves their next probe time one interval on, in one
     transaction that locks the rows it picks: a sweep running at the same time (two queued
     jobs, two workers) skips them, and the next one finds them not due. Returns their probe
@@ -93,8 +97,9 @@ def probes_claim(*, now: datetime, agent_ids: list[str] | None = None
             by_interval.setdefault(interval, []).append(agent.pk)
         for interval, ids in by_interval.items():
             for start in range(0, len(ids), ID_BATCH):
-                Agent.objects.filter(pk__in=ids[start:start + ID_BATCH]).update(
-                    next_probe_at=now + timedelta(seconds=interval))
+                Agent.objects.filter(pk__in=ids[start : start + ID_BATCH]).update(
+                    next_probe_at=now + timedelta(seconds=interval)
+                )
     counts = {
         agent.pk: health.HealthCount(agent.health, agent.health_failures, agent.health_successes)
         for agent in agents
@@ -102,8 +107,9 @@ def probes_claim(*, now: datetime, agent_ids: list[str] | None = None
     return [probe_target_of(agent) for agent in agents], counts
 
 
-async def sweep(*, agent_ids: list[str] | None = None,
-                concurrency: int | None = None) -> list[AgentCheck]:
+async def sweep(
+    *, agent_ids: list[str] | None = None, concurrency: int | None = None
+) -> list[AgentCheck]:
     """Probes every agent that is due (or those named), at most ``concurrency`` at a time,
     each level under the agent's own timeout, so a hanging agent holds one slot for its
     timeout and delays no one else. Stores every result and returns what it found."""
@@ -121,8 +127,9 @@ async def sweep(*, agent_ids: list[str] | None = None,
         # grow with its size on every request, so fifty small pools are several times faster
         # than one pool of a hundred and fifty connections.
         async with outbound.async_client(
-                limits=httpx.Limits(max_connections=len(LEVELS),
-                                    max_keepalive_connections=len(LEVELS)), verify=tls) as client:
+            limits=httpx.Limits(max_connections=len(LEVELS), max_keepalive_connections=len(LEVELS)),
+            verify=tls,
+        ) as client:
             for target in pending:
                 rounds.append(await probes.probe_agent(target, client=client))
 
@@ -136,8 +143,9 @@ def sweep_now(*, agent_ids: list[str] | None = None) -> list[AgentCheck]:
     return asyncio.run(sweep(agent_ids=agent_ids))
 
 
-def health_record_rounds(*, rounds: list[probes.AgentRound],
-                         counts: dict[str, health.HealthCount]) -> list[AgentCheck]:
+def health_record_rounds(
+    *, rounds: list[probes.AgentRound], counts: dict[str, health.HealthCount]
+) -> list[AgentCheck]:
     """Stores a sweep's rounds: every level result, each agent's new health, an event for
     every state change, and changed cards as new snapshots.
 
@@ -148,12 +156,14 @@ def health_record_rounds(*, rounds: list[probes.AgentRound],
     moves: dict[str, tuple[health.HealthCount, health.HealthCount]] = {}
     with transaction.atomic():
         for start in range(0, len(rounds), ID_BATCH):
-            batch = rounds[start:start + ID_BATCH]
+            batch = rounds[start : start + ID_BATCH]
             planned = {}
             for agent_round in batch:
                 before = counts.get(agent_round.target.agent_id, health.HealthCount())
                 planned[agent_round.target.agent_id] = (
-                    before, health.next_health(before, _verdict(agent_round), rules))
+                    before,
+                    health.next_health(before, _verdict(agent_round), rules),
+                )
             written = _health_compare_and_set(batch, planned)
             for agent_round in batch:
                 agent_id = agent_round.target.agent_id
@@ -170,20 +180,41 @@ def health_record_rounds(*, rounds: list[probes.AgentRound],
                 continue
             before, after = moves[agent_id]
             results += [
-                ProbeResult(agent_id=agent_id, level=result.level, ok=result.ok,
-                            latency_ms=result.latency_ms, category=result.category,
-                            detail=result.detail, checked_at=agent_round.checked_at)
+                ProbeResult(
+                    agent_id=agent_id,
+                    level=result.level,
+                    ok=result.ok,
+                    latency_ms=result.latency_ms,
+                    category=result.category,
+                    detail=result.detail,
+                    checked_at=agent_round.checked_at,
+                )
                 for result in agent_round.results
             ]
             if after.state != before.state:
                 reason = _detail(agent_round) or "every probe passes"
-                events.append(HealthEvent(agent_id=agent_id, kind="health",
-                                          from_state=before.state, to_state=after.state,
-                                          reason=reason[:500], at=agent_round.checked_at))
-                logger.info("agent %s is now %s (was %s): %s", agent_id, after.state,
-                            before.state, reason)
-            checks.append(AgentCheck(agent_id, agent_round.results, before.state,
-                                     after.state, agent_round.changed_card is not None))
+                events.append(
+                    HealthEvent(
+                        agent_id=agent_id,
+                        kind="health",
+                        from_state=before.state,
+                        to_state=after.state,
+                        reason=reason[:500],
+                        at=agent_round.checked_at,
+                    )
+                )
+                logger.info(
+                    "agent %s is now %s (was %s): %s", agent_id, after.state, before.state, reason
+                )
+            checks.append(
+                AgentCheck(
+                    agent_id,
+                    agent_round.results,
+                    before.state,
+                    after.state,
+                    agent_round.changed_card is not None,
+                )
+            )
         ProbeResult.objects.bulk_create(results, batch_size=ID_BATCH)
         HealthEvent.objects.bulk_create(events, batch_size=ID_BATCH)
     for agent_round in rounds:
@@ -192,31 +223,51 @@ def health_record_rounds(*, rounds: list[probes.AgentRound],
     return checks
 
 
-_SET = ("health", "health_failures", "health_successes", "health_checked_at",
-        "health_latency_ms", "health_detail")
+_SET = (
+    "health",
+    "health_failures",
+    "health_successes",
+    "health_checked_at",
+    "health_latency_ms",
+    "health_detail",
+)
 _WHERE = ("id", "health", "health_failures", "health_successes")
 
 
 def _health_compare_and_set(
-        batch: list[probes.AgentRound],
-        planned: dict[str, tuple[health.HealthCount, health.HealthCount]]) -> set[str]:
+    batch: list[probes.AgentRound],
+    planned: dict[str, tuple[health.HealthCount, health.HealthCount]],
+) -> set[str]:
     """Writes each agent's planned health where the row still has the counts it had before,
     in one prepared statement for the batch. Returns the ids written."""
-    columns = {field.name: connection.ops.quote_name(field.column)
-               for field in Agent._meta.concrete_fields}
+    columns = {
+        field.name: connection.ops.quote_name(field.column) for field in Agent._meta.concrete_fields
+    }
     table = connection.ops.quote_name(Agent._meta.db_table)
-    sql = (f"UPDATE {table} SET " + ", ".join(f"{columns[name]} = %s" for name in _SET)
-           + " WHERE " + " AND ".join(f"{columns[name]} = %s" for name in _WHERE))
+    sql = (
+        f"UPDATE {table} SET "
+        + ", ".join(f"{columns[name]} = %s" for name in _SET)
+        + " WHERE "
+        + " AND ".join(f"{columns[name]} = %s" for name in _WHERE)
+    )
     params = []
     for agent_round in batch:
         agent_id = agent_round.target.agent_id
         before, after = planned[agent_id]
-        params.append((
-            after.state, after.failures, after.successes,
-            connection.ops.adapt_datetimefield_value(agent_round.checked_at),
-            _deepest_latency(agent_round), _detail(agent_round)[:500],
-            agent_id, before.state, before.failures, before.successes,
-        ))
+        params.append(
+            (
+                after.state,
+                after.failures,
+                after.successes,
+                connection.ops.adapt_datetimefield_value(agent_round.checked_at),
+                _deepest_latency(agent_round),
+                _detail(agent_round)[:500],
+                agent_id,
+                before.state,
+                before.failures,
+                before.successes,
+            )
+        )
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
         written = cursor.rowcount
@@ -228,10 +279,10 @@ def _health_compare_and_set(
     return {
         agent_id
         for agent_id, state, failures, successes, checked_at in Agent.objects.filter(
-            pk__in=ids).values_list("pk", "health", "health_failures", "health_successes",
-                                    "health_checked_at")
-        if (state, failures, successes) == tuple(
-            getattr(planned[agent_id][1], name) for name in ("state", "failures", "successes"))
+            pk__in=ids
+        ).values_list("pk", "health", "health_failures", "health_successes", "health_checked_at")
+        if (state, failures, successes)
+        == tuple(getattr(planned[agent_id][1], name) for name in ("state", "failures", "successes"))
         and checked_at == checked_at_of[agent_id]
     }
 
@@ -242,37 +293,43 @@ def _verdict(agent_round: probes.AgentRound) -> health.Verdict:
 
 
 def _deepest_latency(agent_round: probes.AgentRound) -> float:
-    return next(r.latency_ms for r in agent_round.results
-                if r.level == agent_round.target.deepest)
+    return next(r.latency_ms for r in agent_round.results if r.level == agent_round.target.deepest)
 
 
-def _health_move(agent_round: probes.AgentRound, rules: health.Thresholds
-                 ) -> tuple[health.HealthCount, health.HealthCount] | None:
+def _health_move(
+    agent_round: probes.AgentRound, rules: health.Thresholds
+) -> tuple[health.HealthCount, health.HealthCount] | None:
     """Moves an agent another writer moved first: reads where it is now, then writes its next
     health with compare-and-set (again, should it move once more). Returns (before, after),
     or None when the agent is gone."""
     target = agent_round.target
     verdict = _verdict(agent_round)
     for _attempt in range(3):
-        row = (Agent.objects.filter(pk=target.agent_id)
-               .values_list("health", "health_failures", "health_successes").first())
+        row = (
+            Agent.objects.filter(pk=target.agent_id)
+            .values_list("health", "health_failures", "health_successes")
+            .first()
+        )
         if row is None:
             return None
         before = health.HealthCount(*row)
         after = health.next_health(before, verdict, rules)
         moved = Agent.objects.filter(
-            pk=target.agent_id, health=before.state, health_failures=before.failures,
+            pk=target.agent_id,
+            health=before.state,
+            health_failures=before.failures,
             health_successes=before.successes,
         ).update(
-            health=after.state, health_failures=after.failures,
-            health_successes=after.successes, health_checked_at=agent_round.checked_at,
+            health=after.state,
+            health_failures=after.failures,
+            health_successes=after.successes,
+            health_checked_at=agent_round.checked_at,
             health_latency_ms=_deepest_latency(agent_round),
             health_detail=_detail(agent_round)[:500],
         )
         if moved == 1:
             return before, after
-    logger.warning("agent %s: health not recorded, other writers kept moving it",
-                   target.agent_id)
+    logger.warning("agent %s: health not recorded, other writers kept moving it", target.agent_id)
     return before, before
 
 
@@ -299,14 +356,22 @@ def probe_results_prune(*, now: datetime | None = None) -> int:
 
 
 def breaker_stored(agent_id: str) -> health.Breaker | None:
-    row = (Agent.objects.filter(pk=agent_id)
-           .values_list("breaker_state", "breaker_failures", "breaker_opened_at").first())
+    row = (
+        Agent.objects.filter(pk=agent_id)
+        .values_list("breaker_state", "breaker_failures", "breaker_opened_at")
+        .first()
+    )
     return health.Breaker(*row) if row else None
 
 
-def breaker_move(*, agent_id: str, before: health.Breaker, after: health.Breaker,
-                 reason: str = "", failed_call: probes.LevelResult | None = None
-                 ) -> health.Breaker | None:
+def breaker_move(
+    *,
+    agent_id: str,
+    before: health.Breaker,
+    after: health.Breaker,
+    reason: str = "",
+    failed_call: probes.LevelResult | None = None,
+) -> health.Breaker | None:
     """Moves the agent's breaker from ``before`` to ``after`` (compare-and-set), with an event
     when its state changes and a ``call`` result for a failed call. Returns ``after`` when this
     write won; otherwise the breaker as stored (another process moved it), or None when the
@@ -314,23 +379,43 @@ def breaker_move(*, agent_id: str, before: health.Breaker, after: health.Breaker
     now = timezone.now()
     with transaction.atomic():
         moved = Agent.objects.filter(
-            pk=agent_id, breaker_state=before.state, breaker_failures=before.failures,
-        ).update(breaker_state=after.state, breaker_failures=after.failures,
-                 breaker_opened_at=after.since)
+            pk=agent_id,
+            breaker_state=before.state,
+            breaker_failures=before.failures,
+        ).update(
+            breaker_state=after.state,
+            breaker_failures=after.failures,
+            breaker_opened_at=after.since,
+        )
         stored = after if moved == 1 else breaker_stored(agent_id)
         if stored is None:
             return None  # the agent is gone
         if failed_call is not None:
             ProbeResult.objects.create(
-                agent_id=agent_id, level=ProbeResult.Level.CALL, ok=False,
-                latency_ms=failed_call.latency_ms, category=failed_call.category,
-                detail=failed_call.detail[:500], checked_at=now)
+                agent_id=agent_id,
+                level=ProbeResult.Level.CALL,
+                ok=False,
+                latency_ms=failed_call.latency_ms,
+                category=failed_call.category,
+                detail=failed_call.detail[:500],
+                checked_at=now,
+            )
         if moved != 1:
             return stored
         if after.state != before.state:
-            HealthEvent.objects.create(agent_id=agent_id, kind="breaker",
-                                       from_state=before.state, to_state=after.state,
-                                       reason=reason[:500], at=now)
-            logger.info("agent %s: circuit breaker %s -> %s (%s)", agent_id, before.state,
-                        after.state, reason)
+            HealthEvent.objects.create(
+                agent_id=agent_id,
+                kind="breaker",
+                from_state=before.state,
+                to_state=after.state,
+                reason=reason[:500],
+                at=now,
+            )
+            logger.info(
+                "agent %s: circuit breaker %s -> %s (%s)",
+                agent_id,
+                before.state,
+                after.state,
+                reason,
+            )
     return after

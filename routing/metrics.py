@@ -58,8 +58,10 @@ def _hour(moment: datetime) -> datetime:
     return moment.replace(minute=0, second=0, microsecond=0)
 
 
-def hour_counts(probes: Iterable[tuple[datetime, bool, float | None]],
-                tasks: Iterable[tuple[datetime, bool, bool]]) -> list[HourCounts]:
+def hour_counts(
+    probes: Iterable[tuple[datetime, bool, float | None]],
+    tasks: Iterable[tuple[datetime, bool, bool]],
+) -> list[HourCounts]:
     """Counts per clock hour of ``probes`` ((checked at, ok, latency ms or None)) and of ended
     ``tasks`` ((ended at, completed, failed or rejected)); only hours with something."""
     probe_counts: dict[datetime, list] = {}
@@ -80,8 +82,11 @@ def hour_counts(probes: Iterable[tuple[datetime, bool, float | None]],
             start=hour,
             probes=probe_counts.get(hour, [0])[0],
             probes_failed=probe_counts.get(hour, [0, 0])[1],
-            latency_avg_ms=(probe_counts[hour][2] / probe_counts[hour][3]
-                            if hour in probe_counts and probe_counts[hour][3] else None),
+            latency_avg_ms=(
+                probe_counts[hour][2] / probe_counts[hour][3]
+                if hour in probe_counts and probe_counts[hour][3]
+                else None
+            ),
             tasks_completed=task_counts.get(hour, [0, 0])[0],
             tasks_failed=task_counts.get(hour, [0, 0])[1],
         )
@@ -89,8 +94,9 @@ def hour_counts(probes: Iterable[tuple[datetime, bool, float | None]],
     ]
 
 
-def hourly_series(since: datetime, until: datetime, counts: Iterable[HourCounts]
-                  ) -> list[HourCounts]:
+def hourly_series(
+    since: datetime, until: datetime, counts: Iterable[HourCounts]
+) -> list[HourCounts]:
     """One entry per clock hour from the hour of ``since`` to the hour of ``until``, oldest
     first; hours with nothing are zeros."""
     by_hour = {entry.start: entry for entry in counts}
@@ -118,8 +124,9 @@ class Sparkline:
     max_ms: float
 
 
-def sparkline(samples: Sequence[tuple[float | None, bool]], *, width: int = 120,
-              height: int = 28) -> Sparkline | None:
+def sparkline(
+    samples: Sequence[tuple[float | None, bool]], *, width: int = 120, height: int = 28
+) -> Sparkline | None:
     """The sparkline of ``samples`` ((latency in ms or None, ok), oldest first); None when
     there is nothing to draw."""
     if not samples:
@@ -136,8 +143,9 @@ def sparkline(samples: Sequence[tuple[float | None, bool]], *, width: int = 120,
             points.append(f"{x},{y}")
         if not ok:
             failures.append(x)
-    return Sparkline(width, height, " ".join(points), tuple(failures),
-                     latencies[-1] if latencies else None, top)
+    return Sparkline(
+        width, height, " ".join(points), tuple(failures), latencies[-1] if latencies else None, top
+    )
 
 
 @dataclass(frozen=True)
@@ -165,15 +173,19 @@ class HourChart:
     labels: tuple[tuple[float, str], ...]
 
 
-def hour_chart(series: Sequence[HourCounts], *, width: int = 640, height: int = 180
-               ) -> HourChart:
+def hour_chart(series: Sequence[HourCounts], *, width: int = 640, height: int = 180) -> HourChart:
     """Lays out ``series`` (from ``hourly_series``) in a ``width`` x ``height`` box."""
     left, right, plot_top, plot_bottom = 40, 40, 12, height - 24
     plot_height = plot_bottom - plot_top
     slot = (width - left - right) / max(len(series), 1)
     bar_width = max(slot * 0.7, 1.0)
-    outcomes = [(hour.probes - hour.probes_failed + hour.tasks_completed,
-                 hour.probes_failed + hour.tasks_failed) for hour in series]
+    outcomes = [
+        (
+            hour.probes - hour.probes_failed + hour.tasks_completed,
+            hour.probes_failed + hour.tasks_failed,
+        )
+        for hour in series
+    ]
     max_outcomes = max((good + bad for good, bad in outcomes), default=0) or 1
     latencies = [hour.latency_avg_ms for hour in series if hour.latency_avg_ms is not None]
     max_latency = max(latencies, default=0.0) or 1.0
@@ -186,14 +198,23 @@ def hour_chart(series: Sequence[HourCounts], *, width: int = 640, height: int = 
         if good:
             successes.append(Bar(x, round(plot_bottom - good_height, 1), good_height))
         if bad:
-            failures.append(Bar(x, round(plot_bottom - good_height - bad_height, 1),
-                                bad_height))
+            failures.append(Bar(x, round(plot_bottom - good_height - bad_height, 1), bad_height))
         center = round(left + index * slot + slot / 2, 1)
         if hour.latency_avg_ms is not None:
             y = round(plot_bottom - hour.latency_avg_ms / max_latency * plot_height, 1)
             points.append(f"{center},{y}")
         if index % every == 0:
             labels.append((center, f"{hour.start:%H}h"))
-    return HourChart(width, height, plot_top, plot_bottom, round(bar_width, 1),
-                     tuple(successes), tuple(failures), " ".join(points), max_outcomes,
-                     max_latency, tuple(labels))
+    return HourChart(
+        width,
+        height,
+        plot_top,
+        plot_bottom,
+        round(bar_width, 1),
+        tuple(successes),
+        tuple(failures),
+        " ".join(points),
+        max_outcomes,
+        max_latency,
+        tuple(labels),
+    )

@@ -19,14 +19,17 @@ class MemberContext(models.Model):
     agent = models.ForeignKey("registry.Agent", on_delete=models.CASCADE, related_name="+")
     upstream_context_id = models.CharField(max_length=200, blank=True)
     upstream_task_id = models.CharField(
-        max_length=200, blank=True,
-        help_text="The member's open task (in flight or waiting for input), if any.")
+        max_length=200,
+        blank=True,
+        help_text="The member's open task (in flight or waiting for input), if any.",
+    )
     updated_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["team", "context_id", "agent"],
-                                    name="member_context_unique"),
+            models.UniqueConstraint(
+                fields=["team", "context_id", "agent"], name="member_context_unique"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -54,8 +57,7 @@ class RoutingHop(models.Model):
     text = models.TextField(blank=True, help_text="The start of the message passed on.")
     latency_ms = models.FloatField(null=True, blank=True)
     outcome = models.CharField(max_length=10, choices=Outcome.choices)
-    next_id = models.CharField(max_length=64, blank=True,
-                               help_text="Who the answer went to next.")
+    next_id = models.CharField(max_length=64, blank=True, help_text="Who the answer went to next.")
     upstream_task_id = models.CharField(max_length=200, blank=True)
     upstream_context_id = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -90,8 +92,9 @@ class ProbeResult(models.Model):
         PROTOCOL = "protocol", "protocol error"
         UNSAFE_URL = "unsafe_url", "refused URL"
 
-    agent = models.ForeignKey("registry.Agent", on_delete=models.CASCADE,
-                              related_name="probe_results")
+    agent = models.ForeignKey(
+        "registry.Agent", on_delete=models.CASCADE, related_name="probe_results"
+    )
     level = models.CharField(max_length=9, choices=Level.choices)
     ok = models.BooleanField()
     latency_ms = models.FloatField(null=True, blank=True)
@@ -110,10 +113,14 @@ class ProbeResult(models.Model):
 class HealthEvent(models.Model):
     """A change of an agent's health state or circuit breaker, for admins to read."""
 
-    agent = models.ForeignKey("registry.Agent", on_delete=models.CASCADE,
-                              related_name="health_events")
-    kind = models.CharField(max_length=8, default="health",
-                            help_text='"health" (the state) or "breaker" (passive health).')
+    agent = models.ForeignKey(
+        "registry.Agent", on_delete=models.CASCADE, related_name="health_events"
+    )
+    kind = models.CharField(
+        max_length=8,
+        default="health",
+        help_text='"health" (the state) or "breaker" (passive health).',
+    )
     from_state = models.CharField(max_length=12)
     to_state = models.CharField(max_length=12)
     reason = models.CharField(max_length=500, blank=True)

@@ -113,8 +113,12 @@ async def _timed(level: str, target: ProbeTarget, run) -> LevelResult:
     except ProbeFailedError as failure:
         return _result(level, started, failure.category, failure.detail)
     except TimeoutError:
-        return _result(level, started, "timeout",
-                       f"agent {target.agent_id!r} did not answer within {target.timeout:g} s")
+        return _result(
+            level,
+            started,
+            "timeout",
+            f"agent {target.agent_id!r} did not answer within {target.timeout:g} s",
+        )
     except outbound.UnsafeURLError as error:
         return _result(level, started, "unsafe_url", str(error))
     except upstream.UpstreamError as error:
@@ -135,26 +139,29 @@ def _elapsed(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 2)
 
 
-async def _card(target: ProbeTarget, client: httpx.AsyncClient,
-                changed: list[FetchedCard]) -> None:
+async def _card(target: ProbeTarget, client: httpx.AsyncClient, changed: list[FetchedCard]) -> None:
     name = f"agent {target.agent_id!r}"
     headers = {"Accept": "application/json", **dict(target.headers)}
-    async with client.stream("GET", target.card_url, headers=headers,
-                             timeout=target.timeout) as response:
+    async with client.stream(
+        "GET", target.card_url, headers=headers, timeout=target.timeout
+    ) as response:
         if response.status_code >= 400:
-            raise ProbeFailedError("http_status", f"{name}: its card URL answered HTTP "
-                                   f"{response.status_code}")
+            raise ProbeFailedError(
+                "http_status", f"{name}: its card URL answered HTTP {response.status_code}"
+            )
         try:
             body = await outbound.aread_limited(response, target.max_card_bytes)
         except outbound.ResponseTooLargeError as error:
-            raise ProbeFailedError("invalid_card", f"{name}: its card is larger than "
-                                   f"{error.limit} bytes") from error
+            raise ProbeFailedError(
+                "invalid_card", f"{name}: its card is larger than {error.limit} bytes"
+            ) from error
         final_url = str(response.url)
     try:
         document = json.loads(body)
     except (UnicodeDecodeError, ValueError) as error:
-        raise ProbeFailedError("invalid_card", f"{name}: its card URL did not return JSON"
-                               ) from error
+        raise ProbeFailedError(
+            "invalid_card", f"{name}: its card URL did not return JSON"
+        ) from error
     if isinstance(document, dict) and content_hash(document) == target.card_hash:
         return  # the card the registry holds, which parsed when it was stored
     try:
@@ -166,8 +173,10 @@ async def _card(target: ProbeTarget, client: httpx.AsyncClient,
 
 def _endpoint(target: ProbeTarget) -> upstream.Endpoint:
     return upstream.choose_endpoint(
-        agent_id=target.agent_id, interfaces=target.interfaces,
-        invocation_url=target.invocation_url, headers=dict(target.headers),
+        agent_id=target.agent_id,
+        interfaces=target.interfaces,
+        invocation_url=target.invocation_url,
+        headers=dict(target.headers),
     )
 
 
@@ -176,18 +185,23 @@ async def _transport(target: ProbeTarget, client: httpx.AsyncClient) -> None:
     probe_id = PROBE_TASK_PREFIX + uuid.uuid4().hex
     name = f"agent {target.agent_id!r}"
     try:
-        answer = await upstream.call(endpoint, Operation.GET_TASK, {"id": probe_id},
-                                     timeout=target.timeout, client=client)
+        answer = await upstream.call(
+            endpoint, Operation.GET_TASK, {"id": probe_id}, timeout=target.timeout, client=client
+        )
     except TaskNotFound:
         return
     except InvalidAgentResponse as error:
         raise ProbeFailedError("protocol", error.message) from error
     except A2AError as error:
         raise ProbeFailedError(
-            "protocol", f"{name} answered GetTask for an unknown task with "
-            f"{type(error).__name__} ({error.message}), not TaskNotFound") from error
-    raise ProbeFailedError("protocol", f"{name} answered GetTask for an unknown task with "
-                           f"{_shape(answer)}, not TaskNotFound")
+            "protocol",
+            f"{name} answered GetTask for an unknown task with "
+            f"{type(error).__name__} ({error.message}), not TaskNotFound",
+        ) from error
+    raise ProbeFailedError(
+        "protocol",
+        f"{name} answered GetTask for an unknown task with {_shape(answer)}, not TaskNotFound",
+    )
 
 
 async def _readiness(target: ProbeTarget, client: httpx.AsyncClient) -> None:
@@ -201,21 +215,25 @@ async def _readiness(target: ProbeTarget, client: httpx.AsyncClient) -> None:
         }
     }
     try:
-        answer = await upstream.call(endpoint, Operation.SEND, request, timeout=target.timeout,
-                                     client=client)
+        answer = await upstream.call(
+            endpoint, Operation.SEND, request, timeout=target.timeout, client=client
+        )
     except InvalidAgentResponse as error:
         raise ProbeFailedError("protocol", error.message) from error
     except A2AError as error:
         raise ProbeFailedError(
-            "protocol", f"{name} refused the readiness message: {type(error).__name__} "
-            f"({error.message})") from error
+            "protocol",
+            f"{name} refused the readiness message: {type(error).__name__} ({error.message})",
+        ) from error
     if not isinstance(answer, dict) or not ({"message", "task"} & set(answer)):
-        raise ProbeFailedError("protocol", f"{name} answered the readiness message with "
-                               f"{_shape(answer)}")
+        raise ProbeFailedError(
+            "protocol", f"{name} answered the readiness message with {_shape(answer)}"
+        )
     state = (answer.get("task") or {}).get("status", {}).get("state")
     if state in FAILED_TASK_STATES:
-        raise ProbeFailedError("protocol", f"{name} answered the readiness message with a "
-                               f"task in {state}")
+        raise ProbeFailedError(
+            "protocol", f"{name} answered the readiness message with a task in {state}"
+        )
 
 
 def _shape(answer: Any) -> str:

@@ -57,8 +57,9 @@ class RelayStateCollector:
         return []
 
     def collect(self):
-        up = GaugeMetricFamily("relay_database_up",
-                               "1 when this scrape could read the relay's database.")
+        up = GaugeMetricFamily(
+            "relay_database_up", "1 when this scrape could read the relay's database."
+        )
         try:
             families = self._from_database()
         except DatabaseError:
@@ -76,24 +77,31 @@ class RelayStateCollector:
         for state in TaskState:
             tasks.add_metric([state.value], by_state.get(state.value, 0))
 
-        agents = list(Agent.objects.order_by("id").values_list(
-            "id", "health", "breaker_state", "health_latency_ms"))
+        agents = list(
+            Agent.objects.order_by("id").values_list(
+                "id", "health", "breaker_state", "health_latency_ms"
+            )
+        )
         healths = Counter(health for _, health, _, _ in agents)
         breakers = Counter(breaker for _, _, breaker, _ in agents)
-        by_health = GaugeMetricFamily("relay_agents", "Agents by health state.",
-                                      labels=["health"])
+        by_health = GaugeMetricFamily("relay_agents", "Agents by health state.", labels=["health"])
         for health in Agent.Health.values:
             by_health.add_metric([health], healths[health])
-        by_breaker = GaugeMetricFamily("relay_agent_breakers",
-                                       "Agents by circuit-breaker state.", labels=["state"])
+        by_breaker = GaugeMetricFamily(
+            "relay_agent_breakers", "Agents by circuit-breaker state.", labels=["state"]
+        )
         for breaker in Agent.Breaker.values:
             by_breaker.add_metric([breaker], breakers[breaker])
         health_of = GaugeMetricFamily(
-            "relay_agent_health", "1 for the agent's current health state, 0 for the others.",
-            labels=["agent", "state"])
+            "relay_agent_health",
+            "1 for the agent's current health state, 0 for the others.",
+            labels=["agent", "state"],
+        )
         latency_of = GaugeMetricFamily(
-            "relay_agent_latency_seconds", "The latency of the agent's last probe.",
-            labels=["agent"])
+            "relay_agent_latency_seconds",
+            "The latency of the agent's last probe.",
+            labels=["agent"],
+        )
         for agent_id, health, _, latency_ms in agents:
             for state in Agent.Health.values:
                 health_of.add_metric([agent_id, state], 1 if state == health else 0)
@@ -102,11 +110,16 @@ class RelayStateCollector:
 
         probes = GaugeMetricFamily(
             "relay_probe_results_last_hour",
-            "Probe results of the last hour by level and outcome (ok, or the failure's "
-            "category).", labels=["level", "outcome"])
+            "Probe results of the last hour by level and outcome (ok, or the failure's category).",
+            labels=["level", "outcome"],
+        )
         since = timezone.now() - timedelta(hours=1)
-        rows = (ProbeResult.objects.filter(checked_at__gt=since).order_by()
-                .values_list("level", "ok", "category").annotate(n=Count("id")))
+        rows = (
+            ProbeResult.objects.filter(checked_at__gt=since)
+            .order_by()
+            .values_list("level", "ok", "category")
+            .annotate(n=Count("id"))
+        )
         for level, ok, category, count in rows:
             probes.add_metric([level, "ok" if ok else (category or "failed")], count)
         return [tasks, by_health, by_breaker, health_of, latency_of, probes]
@@ -134,16 +147,28 @@ class MetricsView(APIView):
     permission_classes = [MetricsPermission]
 
     @extend_schema(
-        operation_id="metrics", summary="The relay's metrics for Prometheus",
+        operation_id="metrics",
+        summary="The relay's metrics for Prometheus",
         description="Request, task, health and probe metrics in the Prometheus text format. "
         "Public while RELAY_METRICS_PUBLIC is on; otherwise an admin key or a staff login.",
-        responses={200: OpenApiResponse(OpenApiTypes.STR, description=(
-            "The Prometheus text exposition format 0.0.4"), examples=[OpenApiExample(
-                "A few lines", response_only=True, value=(
-                    "# HELP relay_agents Agents by health state.\n"
-                    "# TYPE relay_agents gauge\n"
-                    'relay_agents{health="healthy"} 3.0\n'))]),
-            **errors(401, 403)},
+        responses={
+            200: OpenApiResponse(
+                OpenApiTypes.STR,
+                description=("The Prometheus text exposition format 0.0.4"),
+                examples=[
+                    OpenApiExample(
+                        "A few lines",
+                        response_only=True,
+                        value=(
+                            "# HELP relay_agents Agents by health state.\n"
+                            "# TYPE relay_agents gauge\n"
+                            'relay_agents{health="healthy"} 3.0\n'
+                        ),
+                    )
+                ],
+            ),
+            **errors(401, 403),
+        },
     )
     def get(self, request) -> HttpResponse:
         return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE)

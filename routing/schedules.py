@@ -28,14 +28,24 @@ class Schedule:
 
 def schedules() -> list[Schedule]:
     return [
-        Schedule(PREFIX + "health sweep", "routing.health_sweep",
-                 settings.RELAY_HEALTH_SWEEP_SECONDS,
-                 "Probes the agents whose probe interval has passed."),
-        Schedule(PREFIX + "prune probe results", "routing.prune_probe_results", 3600,
-                 "Deletes probe results older than RELAY_HEALTH_RETENTION_DAYS."),
-        Schedule(PREFIX + "card re-sync", "registry.refresh_all_cards",
-                 settings.RELAY_CARD_SYNC_SECONDS,
-                 "Fetches every agent's card again; a changed card becomes a new snapshot."),
+        Schedule(
+            PREFIX + "health sweep",
+            "routing.health_sweep",
+            settings.RELAY_HEALTH_SWEEP_SECONDS,
+            "Probes the agents whose probe interval has passed.",
+        ),
+        Schedule(
+            PREFIX + "prune probe results",
+            "routing.prune_probe_results",
+            3600,
+            "Deletes probe results older than RELAY_HEALTH_RETENTION_DAYS.",
+        ),
+        Schedule(
+            PREFIX + "card re-sync",
+            "registry.refresh_all_cards",
+            settings.RELAY_CARD_SYNC_SECONDS,
+            "Fetches every agent's card again; a changed card becomes a new snapshot.",
+        ),
     ]
 
 
@@ -48,10 +58,16 @@ def beat_schedules_ensure() -> list[str]:
         if PeriodicTask.objects.filter(name=schedule.name).exists():
             continue
         interval, _ = IntervalSchedule.objects.get_or_create(
-            every=schedule.every_seconds, period=IntervalSchedule.SECONDS)
+            every=schedule.every_seconds, period=IntervalSchedule.SECONDS
+        )
         PeriodicTask.objects.create(
-            name=schedule.name, task=schedule.task, interval=interval, args=json.dumps([]),
-            expire_seconds=schedule.expires_seconds, description=schedule.description)
+            name=schedule.name,
+            task=schedule.task,
+            interval=interval,
+            args=json.dumps([]),
+            expire_seconds=schedule.expires_seconds,
+            description=schedule.description,
+        )
         created.append(schedule.name)
     return created
 

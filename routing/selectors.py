@@ -48,8 +48,7 @@ class MemberState:
     breaker: tuple[str, int, datetime | None]
 
 
-MEMBER_STATE_FIELDS = ("status", "health", "breaker_state", "breaker_failures",
-                       "breaker_opened_at")
+MEMBER_STATE_FIELDS = ("status", "health", "breaker_state", "breaker_failures", "breaker_opened_at")
 
 
 def member_states(agent_ids: list[str]) -> dict[str, MemberState]:
@@ -59,7 +58,8 @@ def member_states(agent_ids: list[str]) -> dict[str, MemberState]:
     return {
         pk: MemberState(health, (state, failures, since))
         for pk, status, health, state, failures, since in rows.values_by_pk(
-            Agent, agent_ids, MEMBER_STATE_FIELDS)
+            Agent, agent_ids, MEMBER_STATE_FIELDS
+        )
         if status != Agent.Status.DISABLED
     }
 
@@ -185,8 +185,7 @@ class AgentMetrics:
         return metrics.rate(self.probes_ok, self.probes)
 
 
-def agent_metrics(*, agent_id: str, hours: int = 24, now: datetime | None = None
-                  ) -> AgentMetrics:
+def agent_metrics(*, agent_id: str, hours: int = 24, now: datetime | None = None) -> AgentMetrics:
     """The agent's probes (by ``checked_at``) and its tasks called at it directly (target
     kind agent, by the time they ended) over the last ``hours`` (1 to METRICS_MAX_HOURS).
 
@@ -197,26 +196,44 @@ def agent_metrics(*, agent_id: str, hours: int = 24, now: datetime | None = None
     Four queries."""
     until = now or timezone.now()
     since = until - timedelta(hours=hours)
-    probes = ProbeResult.objects.filter(agent_id=agent_id, checked_at__gt=since,
-                                        checked_at__lte=until)
-    ended = Task.objects.filter(target_kind="agent", target_id=agent_id,
-                                completed_at__gt=since, completed_at__lte=until)
-    totals = probes.aggregate(total=Count("id"), ok=Count("id", filter=Q(ok=True)),
-                              latency=Avg("latency_ms"))
+    probes = ProbeResult.objects.filter(
+        agent_id=agent_id, checked_at__gt=since, checked_at__lte=until
+    )
+    ended = Task.objects.filter(
+        target_kind="agent", target_id=agent_id, completed_at__gt=since, completed_at__lte=until
+    )
+    totals = probes.aggregate(
+        total=Count("id"), ok=Count("id", filter=Q(ok=True)), latency=Avg("latency_ms")
+    )
     tasks_by_state = dict(ended.order_by().values_list("state").annotate(n=Count("id")))
-    probe_rows = list(probes.order_by("-checked_at").values_list(
-        "checked_at", "ok", "latency_ms")[:PROBE_SAMPLE])
-    task_rows = list(ended.order_by("-completed_at").values_list(
-        "completed_at", "state", "created_at")[:TASK_SAMPLE])
-    durations = [(completed - created).total_seconds() * 1000
-                 for completed, state, created in task_rows if state == TaskState.COMPLETED]
-    outcomes = [(completed, state == TaskState.COMPLETED, state in ENDED_BADLY)
-                for completed, state, _ in task_rows]
+    probe_rows = list(
+        probes.order_by("-checked_at").values_list("checked_at", "ok", "latency_ms")[:PROBE_SAMPLE]
+    )
+    task_rows = list(
+        ended.order_by("-completed_at").values_list("completed_at", "state", "created_at")[
+            :TASK_SAMPLE
+        ]
+    )
+    durations = [
+        (completed - created).total_seconds() * 1000
+        for completed, state, created in task_rows
+        if state == TaskState.COMPLETED
+    ]
+    outcomes = [
+        (completed, state == TaskState.COMPLETED, state in ENDED_BADLY)
+        for completed, state, _ in task_rows
+    ]
     return AgentMetrics(
-        agent_id=agent_id, hours=hours, since=since, until=until,
-        probes=totals["total"], probes_ok=totals["ok"], latency_avg_ms=totals["latency"],
+        agent_id=agent_id,
+        hours=hours,
+        since=since,
+        until=until,
+        probes=totals["total"],
+        probes_ok=totals["ok"],
+        latency_avg_ms=totals["latency"],
         latency_p95_ms=metrics.percentile(
-            [latency for _, _, latency in probe_rows if latency is not None], 0.95),
+            [latency for _, _, latency in probe_rows if latency is not None], 0.95
+        ),
         tasks_by_state=tasks_by_state,
         duration_avg_ms=metrics.average(durations),
         duration_p95_ms=metrics.percentile(durations, 0.95),
@@ -224,9 +241,9 @@ def agent_metrics(*, agent_id: str, hours: int = 24, now: datetime | None = None
     )
 
 
-def recent_probe_samples(*, agent_ids: list[str], now: datetime | None = None,
-                         points: int = SPARKLINE_POINTS
-                         ) -> dict[str, list[tuple[float | None, bool]]]:
+def recent_probe_samples(
+    *, agent_ids: list[str], now: datetime | None = None, points: int = SPARKLINE_POINTS
+) -> dict[str, list[tuple[float | None, bool]]]:
     """For each agent, its latest ``points`` probes of the last SPARKLINE_HOURS as
     (latency ms or None, ok), oldest first. One query for any number of agents."""
     if not agent_ids:
@@ -234,8 +251,13 @@ def recent_probe_samples(*, agent_ids: list[str], now: datetime | None = None,
     since = (now or timezone.now()) - timedelta(hours=SPARKLINE_HOURS)
     rows = (
         ProbeResult.objects.filter(agent_id__in=agent_ids, checked_at__gt=since)
-        .annotate(rank=Window(RowNumber(), partition_by=F("agent_id"),
-                              order_by=[F("checked_at").desc(), F("id").desc()]))
+        .annotate(
+            rank=Window(
+                RowNumber(),
+                partition_by=F("agent_id"),
+                order_by=[F("checked_at").desc(), F("id").desc()],
+            )
+        )
         .filter(rank__lte=points)
         .order_by("agent_id", "checked_at", "id")
         .values_list("agent_id", "latency_ms", "ok")
@@ -253,15 +275,15 @@ def recent_health_events(*, agent_id: str, limit: int = 20) -> list[HealthEvent]
 
 def recent_probes(*, agent_id: str, limit: int = 50) -> list[ProbeResult]:
     """The agent's latest probe results, newest first."""
-    return list(ProbeResult.objects.filter(agent_id=agent_id)
-                .order_by("-checked_at", "-id")[:limit])
+    return list(
+        ProbeResult.objects.filter(agent_id=agent_id).order_by("-checked_at", "-id")[:limit]
+    )
 
 
 # --- health --------------------------------------------------------------------------------
 
 
-def agents_to_probe(*, now, agent_ids: list[str] | None = None,
-                    claim: bool = False) -> list[Agent]:
+def agents_to_probe(*, now, agent_ids: list[str] | None = None, claim: bool = False) -> list[Agent]:
     """The agents a sweep probes now: not disabled, not a scale-to-zero agent that must not be
     probed, and due (never probed, or their next probe time has come). Naming ``agent_ids``
     picks those agents whether due or not. One query, with the current card's hash. With
@@ -272,10 +294,22 @@ def agents_to_probe(*, now, agent_ids: list[str] | None = None,
         .exclude(scale_to_zero=True, scale_to_zero_probes=Agent.ScaleToZeroProbes.NONE)
         .select_related("current_snapshot")
         .only(
-            "id", "card_url", "invocation_url", "interfaces", "auth_kind", "auth_header_name",
-            "auth_header_value", "health", "health_failures", "health_successes",
-            "probe_interval_seconds", "probe_timeout_seconds", "readiness_probe",
-            "readiness_message", "scale_to_zero", "scale_to_zero_probes",
+            "id",
+            "card_url",
+            "invocation_url",
+            "interfaces",
+            "auth_kind",
+            "auth_header_name",
+            "auth_header_value",
+            "health",
+            "health_failures",
+            "health_successes",
+            "probe_interval_seconds",
+            "probe_timeout_seconds",
+            "readiness_probe",
+            "readiness_message",
+            "scale_to_zero",
+            "scale_to_zero_probes",
             "current_snapshot__content_hash",
         )
         .order_by("id")

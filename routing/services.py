@@ -102,14 +102,20 @@ def hop_record(
     here; ``error`` the reason of a failure). Returns what to publish once it committed."""
     with transaction.atomic():
         published = member_exchange.store_end() if member_exchange is not None else []
-        hop_save(hop, team_id=team_id, context_id=team_task.context_id,
-                 member_task_open=member_task_open, known=known)
+        hop_save(
+            hop,
+            team_id=team_id,
+            context_id=team_task.context_id,
+            member_task_open=member_task_open,
+            known=known,
+        )
         published += task_events_record(task=team_task, events=events, error=error)
     return published
 
 
-def task_events_record(*, task: Task, events: list[dict[str, Any]], error: str = ""
-                       ) -> list[gateway.Published]:
+def task_events_record(
+    *, task: Task, events: list[dict[str, Any]], error: str = ""
+) -> list[gateway.Published]:
     """Records events of a team task in one transaction (a task that ended meanwhile ignores
     them), with ``error`` as the reason it fails; returns what to publish."""
     published = []
@@ -117,9 +123,14 @@ def task_events_record(*, task: Task, events: list[dict[str, Any]], error: str =
         for event in events:
             recorded = task_services.task_record(task=task, event=event)
             if recorded.event is not None:
-                published.append(gateway.Published(
-                    task.id, recorded.sequence, recorded.event,
-                    task.state in gateway.FINAL_STATES))
+                published.append(
+                    gateway.Published(
+                        task.id,
+                        recorded.sequence,
+                        recorded.event,
+                        task.state in gateway.FINAL_STATES,
+                    )
+                )
         if error and published:
             Task.objects.filter(pk=task.pk).update(error=error[:2000])
             task.error = error[:2000]

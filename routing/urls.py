@@ -9,8 +9,9 @@ from routing import agent_pages, api, prometheus, team_pages, views
 urlpatterns = [
     path("a2a/tasks/<str:task_id>/trace", api.TaskTraceView.as_view(), name="task-trace"),
     # Not an A2A path: relay_project.routing leaves it to Django.
-    path("a2a/agents/<slug:agent_id>/metrics", api.AgentMetricsView.as_view(),
-         name="agent-metrics"),
+    path(
+        "a2a/agents/<slug:agent_id>/metrics", api.AgentMetricsView.as_view(), name="agent-metrics"
+    ),
     path("tasks/<str:task_id>/", views.task_page, name="task-page"),
     path("metrics", prometheus.MetricsView.as_view(), name="metrics"),
     path("", agent_pages.registry_page, name="registry-page"),

@@ -22,8 +22,10 @@ TIMELINE_EVENTS = 200
 
 
 def _pretty(value) -> str:
-    return format_html('<pre class="json">{}</pre>',
-                       json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
+    return format_html(
+        '<pre class="json">{}</pre>',
+        json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False),
+    )
 
 
 def _page_url(name: str, *args) -> str:
@@ -55,18 +57,53 @@ class TaskAdmin(ReadOnlyAdmin):
         ("Answer", {"fields": ["answer"]}),
         ("Artifacts", {"fields": ["artifacts_shown"]}),
         ("Timeline", {"fields": ["timeline"]}),
-        ("Details", {"fields": ["context_id", "upstream_task_id", "upstream_context_id",
-                                "client_version", "parent", "delegation_chain", "completed_at",
-                                "expires_at"]}),
-        ("Stored JSON", {"classes": ["collapse"],
-                         "fields": ["status_pretty", "history_pretty", "artifacts_pretty",
-                                    "metadata_pretty"]}),
+        (
+            "Details",
+            {
+                "fields": [
+                    "context_id",
+                    "upstream_task_id",
+                    "upstream_context_id",
+                    "client_version",
+                    "parent",
+                    "delegation_chain",
+                    "completed_at",
+                    "expires_at",
+                ]
+            },
+        ),
+        (
+            "Stored JSON",
+            {
+                "classes": ["collapse"],
+                "fields": [
+                    "status_pretty",
+                    "history_pretty",
+                    "artifacts_pretty",
+                    "metadata_pretty",
+                ],
+            },
+        ),
     ]
-    readonly_fields = ["overview", "error", "answer", "artifacts_shown", "timeline",
-                       "context_id", "upstream_task_id", "upstream_context_id",
-                       "client_version", "parent", "delegation_chain", "completed_at",
-                       "expires_at", "status_pretty", "history_pretty", "artifacts_pretty",
-                       "metadata_pretty"]
+    readonly_fields = [
+        "overview",
+        "error",
+        "answer",
+        "artifacts_shown",
+        "timeline",
+        "context_id",
+        "upstream_task_id",
+        "upstream_context_id",
+        "client_version",
+        "parent",
+        "delegation_chain",
+        "completed_at",
+        "expires_at",
+        "status_pretty",
+        "history_pretty",
+        "artifacts_pretty",
+        "metadata_pretty",
+    ]
 
     class Media:
         css = RELAY_CSS
@@ -83,27 +120,34 @@ class TaskAdmin(ReadOnlyAdmin):
 
     @admin.display(description="State", ordering="state")
     def state_badge(self, task: Task) -> str:
-        return format_html('<span class="task-state task-state-{}">{}</span>', task.state,
-                           task.state)
+        return format_html(
+            '<span class="task-state task-state-{}">{}</span>', task.state, task.state
+        )
 
     # -- the page --
 
     @admin.display(description="Task")
     def overview(self, task: Task) -> str:
         page_name = "team-page" if task.target_kind == "team" else "agent-page"
-        return render_to_string("admin/tasks_app/task_overview.html", {
-            "task": task,
-            "target_url": _page_url(page_name, task.target_id) if task.target_id else "",
-            "conversation_url": _page_url("task-page", task.pk),
-        })
+        return render_to_string(
+            "admin/tasks_app/task_overview.html",
+            {
+                "task": task,
+                "target_url": _page_url(page_name, task.target_id) if task.target_id else "",
+                "conversation_url": _page_url("task-page", task.pk),
+            },
+        )
 
     @admin.display(description="Last message")
     def answer(self, task: Task) -> str:
         message = task.status_message or {}
-        return render_to_string("admin/tasks_app/parts.html", {
-            "parts": task_display.shown_parts(message.get("parts")),
-            "empty": "No message with the current state.",
-        })
+        return render_to_string(
+            "admin/tasks_app/parts.html",
+            {
+                "parts": task_display.shown_parts(message.get("parts")),
+                "empty": "No message with the current state.",
+            },
+        )
 
     @admin.display(description="Artifacts")
     def artifacts_shown(self, task: Task) -> str:
@@ -121,18 +165,23 @@ class TaskAdmin(ReadOnlyAdmin):
     @admin.display(description="Events")
     def timeline(self, task: Task) -> str:
         events = list(
-            TaskEvent.objects.filter(task=task).order_by("sequence")
+            TaskEvent.objects.filter(task=task)
+            .order_by("sequence")
             .values_list("sequence", "created_at", "kind", "payload")[: TIMELINE_EVENTS + 1]
         )
         entries = [
             task_display.timeline_entry(sequence=sequence, at=at, kind=kind, payload=payload)
             for sequence, at, kind, payload in events[:TIMELINE_EVENTS]
         ]
-        return render_to_string("admin/tasks_app/timeline.html", {
-            "entries": entries,
-            "more": max(task.last_sequence - TIMELINE_EVENTS, 0)
-            if len(events) > TIMELINE_EVENTS else 0,
-        })
+        return render_to_string(
+            "admin/tasks_app/timeline.html",
+            {
+                "entries": entries,
+                "more": max(task.last_sequence - TIMELINE_EVENTS, 0)
+                if len(events) > TIMELINE_EVENTS
+                else 0,
+            },
+        )
 
     @admin.display(description="Status")
     def status_pretty(self, task):
@@ -165,8 +214,15 @@ class PushDeliveryAdmin(ReadOnlyAdmin):
     list_display = ["config", "outcome", "attempts", "last_error", "created_at", "delivered_at"]
     list_filter = ["outcome"]
     list_select_related = ["config"]
-    readonly_fields = ["config", "event", "outcome", "attempts", "last_error", "created_at",
-                       "delivered_at"]
+    readonly_fields = [
+        "config",
+        "event",
+        "outcome",
+        "attempts",
+        "last_error",
+        "created_at",
+        "delivered_at",
+    ]
     exclude = ["payload"]
 
 

@@ -15,9 +15,11 @@ class TasksAppConfig(AppConfig):
         from tasks_app.gateway import ownership
 
         # A key's stream slots count in the relay processes that are alive.
-        ratelimit.register_stream_holders(current=ownership.known_process_id,
-                                          live=ownership.live_processes)
+        ratelimit.register_stream_holders(
+            current=ownership.known_process_id, live=ownership.live_processes
+        )
         # A changed agent leaves the gateway's target cache at once.
         post_save.connect(gateway.agent_changed, sender=Agent, dispatch_uid="gateway-agent-saved")
-        post_delete.connect(gateway.agent_changed, sender=Agent,
-                            dispatch_uid="gateway-agent-deleted")
+        post_delete.connect(
+            gateway.agent_changed, sender=Agent, dispatch_uid="gateway-agent-deleted"
+        )

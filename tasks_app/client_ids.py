@@ -22,9 +22,14 @@ from tasks_app.protocol.errors import TaskNotFound, UnsupportedOperation
 ATTEMPTS = 3
 
 
-def client_task_open(*, target: gateway.Target, ctx: gateway.CallContext,
-                     request: dict[str, Any], client_id: str,
-                     stream: bool = False) -> gateway.Opened:
+def client_task_open(
+    *,
+    target: gateway.Target,
+    ctx: gateway.CallContext,
+    request: dict[str, Any],
+    client_id: str,
+    stream: bool = False,
+) -> gateway.Opened:
     """The task a send with the client's task id belongs to: the caller's task with that id
     (the message appended), or a new one recorded under the id. Raises the A2A error that
     refuses the message with nothing stored: TaskNotFound when the id names a task of another
@@ -32,15 +37,19 @@ def client_task_open(*, target: gateway.Target, ctx: gateway.CallContext,
     on the unique constraint; the loser continues the winner's task."""
     ownership.process_id()  # the lease is renewed outside the transaction below
     for _ in range(ATTEMPTS):
-        link = (ClientTaskId.objects.select_related("task")
-                .filter(caller=ctx.caller, client_id=client_id).first())
+        link = (
+            ClientTaskId.objects.select_related("task")
+            .filter(caller=ctx.caller, client_id=client_id)
+            .first()
+        )
         if link is not None:
             return _continue(target, ctx, request, link, stream=stream)
         try:
             with transaction.atomic():
                 opened = gateway.open_task(target, ctx, request, stream=stream)
-                ClientTaskId.objects.create(task=opened.task, caller=ctx.caller,
-                                            client_id=client_id)
+                ClientTaskId.objects.create(
+                    task=opened.task, caller=ctx.caller, client_id=client_id
+                )
             return opened
         except IntegrityError:
             continue
@@ -50,24 +59,30 @@ def client_task_open(*, target: gateway.Target, ctx: gateway.CallContext,
 def _continue(target, ctx, request, link: ClientTaskId, *, stream: bool) -> gateway.Opened:
     task = link.task
     if task.is_terminal:
-        raise UnsupportedOperation(f"task {link.client_id!r} is {task.state}; a finished task "
-                                   "takes no more messages: send with a new id")
+        raise UnsupportedOperation(
+            f"task {link.client_id!r} is {task.state}; a finished task "
+            "takes no more messages: send with a new id"
+        )
     message = dict(request["message"], taskId=task.id)
     try:
         return gateway.open_task(target, ctx, dict(request, message=message), stream=stream)
     except TaskNotFound as error:
-        raise TaskNotFound(f"task {link.client_id!r} was opened with another agent or team; "
-                           "a task id continues its task on the same target",
-                           metadata={"taskId": link.client_id}) from error
+        raise TaskNotFound(
+            f"task {link.client_id!r} was opened with another agent or team; "
+            "a task id continues its task on the same target",
+            metadata={"taskId": link.client_id},
+        ) from error
 
 
 def task_id_for(*, caller, task_id: str) -> tuple[str, str | None]:
     """(relay task id, client task id or None) of the id a caller named in a URL: its own
     client task id first, else a relay task id (with the client id it was opened under, if
     any). Ids of other callers are never looked at."""
-    links = list(ClientTaskId.objects.filter(caller=caller)
-                 .filter(Q(client_id=task_id) | Q(task_id=task_id))
-                 .values_list("task_id", "client_id")[:2])
+    links = list(
+        ClientTaskId.objects.filter(caller=caller)
+        .filter(Q(client_id=task_id) | Q(task_id=task_id))
+        .values_list("task_id", "client_id")[:2]
+    )
     for relay_id, client_id in links:
         if client_id == task_id:
             return relay_id, client_id

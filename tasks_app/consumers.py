@@ -68,8 +68,7 @@ class A2AConsumer(AsyncHttpConsumer):
         elif not self._oversized:
             self.body.append(chunk)
         if not message.get("more_body"):
-            self._running = asyncio.get_running_loop().create_task(
-                self.handle(b"".join(self.body)))
+            self._running = asyncio.get_running_loop().create_task(self.handle(b"".join(self.body)))
 
     async def http_disconnect(self, message):
         if self._running is not None and not self._running.done():
@@ -78,28 +77,46 @@ class A2AConsumer(AsyncHttpConsumer):
 
     async def handle(self, body: bytes) -> None:
         route = self.scope["url_route"]["kwargs"]
-        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"),
-                         keep_blank_values=True)
-        outcome = await calls.answer(calls.HttpCall(
-            kind=route["kind"], target_id=route["target_id"], rest=route["rest"],
-            http_method=self.scope["method"], query=query, headers=self.scope["headers"],
-            body=body, oversized=self._oversized,
-        ))
+        query = parse_qs(
+            self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True
+        )
+        outcome = await calls.answer(
+            calls.HttpCall(
+                kind=route["kind"],
+                target_id=route["target_id"],
+                rest=route["rest"],
+                http_method=self.scope["method"],
+                query=query,
+                headers=self.scope["headers"],
+                body=body,
+                oversized=self._oversized,
+            )
+        )
         if isinstance(outcome, calls.Reply):
             await self._reply(outcome)
             return
-        await self.send_headers(status=200, headers=[
-            *SSE_HEADERS, *security_headers(),
-            *[(name.encode(), value.encode()) for name, value in outcome.headers]])
+        await self.send_headers(
+            status=200,
+            headers=[
+                *SSE_HEADERS,
+                *security_headers(),
+                *[(name.encode(), value.encode()) for name, value in outcome.headers],
+            ],
+        )
         await self._pump(outcome.call, outcome.events)
 
     async def _reply(self, reply: calls.Reply) -> None:
         body = reply.encoded()
-        await self.send_response(reply.status, body, headers=[
-            (b"content-type", reply.content_type.encode()),
-            (b"content-length", str(len(body)).encode()),
-            *security_headers(),
-            *[(name.encode(), value.encode()) for name, value in reply.headers]])
+        await self.send_response(
+            reply.status,
+            body,
+            headers=[
+                (b"content-type", reply.content_type.encode()),
+                (b"content-length", str(len(body)).encode()),
+                *security_headers(),
+                *[(name.encode(), value.encode()) for name, value in reply.headers],
+            ],
+        )
 
     async def _pump(self, call: calls.Call, events) -> None:
         try:
@@ -117,8 +134,9 @@ class A2AConsumer(AsyncHttpConsumer):
             await self.send_body(calls.stream_error_frame(call, unavailable), more_body=True)
         except Exception:
             logger.exception("stream failed")
-            await self.send_body(calls.stream_error_frame(call, InternalError("stream failed")),
-                                 more_body=True)
+            await self.send_body(
+                calls.stream_error_frame(call, InternalError("stream failed")), more_body=True
+            )
         finally:
             await events.aclose()
         await self.send_body(b"", more_body=False)

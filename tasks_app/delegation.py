@@ -31,8 +31,7 @@ def inbound(headers: Mapping[str, str] | Iterable[tuple[bytes, bytes]]) -> tuple
         name = delegation.CHAIN_HEADER.lower().encode()
         values = [value.decode("latin-1") for key, value in headers if key.lower() == name]
     chain = delegation.parse_chain(values)
-    delegation.check_chain(chain, own_id=relay_id(),
-                           max_depth=settings.RELAY_MAX_DELEGATION_DEPTH)
+    delegation.check_chain(chain, own_id=relay_id(), max_depth=settings.RELAY_MAX_DELEGATION_DEPTH)
     return tuple(delegation.RELAY_ENTRY + entry for entry in chain)
 
 
@@ -42,5 +41,9 @@ def outbound_headers(caller, entries: Iterable[str]) -> dict[str, str]:
     prefix = getattr(caller, "prefix", "") or "-"
     name = getattr(caller, "name", "") or ""
     return delegation.outbound_headers(
-        key_prefix=prefix, key_name=name, relay_id=relay_id(),
-        chain=delegation.relays_of(entries), secret=settings.RELAY_DELEGATION_SECRET)
+        key_prefix=prefix,
+        key_name=name,
+        relay_id=relay_id(),
+        chain=delegation.relays_of(entries),
+        secret=settings.RELAY_DELEGATION_SECRET,
+    )

@@ -35,8 +35,9 @@ class Task(models.Model):
 
     id = models.CharField(primary_key=True, max_length=64, default=new_id, editable=False)
     context_id = models.CharField(max_length=200, db_index=True)
-    target_kind = models.CharField(max_length=10, default="agent",
-                                   help_text="What the caller addressed: agent or team.")
+    target_kind = models.CharField(
+        max_length=10, default="agent", help_text="What the caller addressed: agent or team."
+    )
     target_id = models.CharField(max_length=64, default="")
     agent = models.ForeignKey(
         "registry.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
@@ -56,8 +57,9 @@ class Task(models.Model):
     caller = models.ForeignKey(
         "registry.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
     )
-    client_version = models.CharField(max_length=8, blank=True,
-                                      help_text="The A2A version the caller spoke.")
+    client_version = models.CharField(
+        max_length=8, blank=True, help_text="The A2A version the caller spoke."
+    )
     last_sequence = models.PositiveIntegerField(default=0)
     has_push_configs = models.BooleanField(default=False, editable=False)
     error = models.TextField(blank=True)
@@ -66,9 +68,13 @@ class Task(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
     owner = models.CharField(
-        max_length=64, blank=True, default="", editable=False,
+        max_length=64,
+        blank=True,
+        default="",
+        editable=False,
         help_text="The relay process driving the exchange with the agent (a RelayProcess id); "
-                  "empty while nobody needs to (the task ended or waits on the client).")
+        "empty while nobody needs to (the task ended or waits on the client).",
+    )
 
     objects = TaskQuerySet.as_manager()
 
@@ -78,8 +84,9 @@ class Task(models.Model):
             models.Index(fields=["caller", "-status_timestamp", "-id"], name="task_caller_time"),
             models.Index(fields=["agent", "-created_at"], name="task_agent_created"),
             models.Index(fields=["agent", "upstream_task_id"], name="task_agent_upstream"),
-            models.Index(fields=["target_kind", "target_id", "-created_at"],
-                         name="task_target_created"),
+            models.Index(
+                fields=["target_kind", "target_id", "-created_at"], name="task_target_created"
+            ),
             # The takeover scan reads only the tasks someone drives.
             models.Index(fields=["owner"], condition=~models.Q(owner=""), name="task_owned"),
         ]
@@ -169,8 +176,9 @@ class PushDelivery(models.Model):
         DELIVERED = "delivered"
         FAILED = "failed"
 
-    config = models.ForeignKey(PushNotificationConfig, on_delete=models.CASCADE,
-                               related_name="deliveries")
+    config = models.ForeignKey(
+        PushNotificationConfig, on_delete=models.CASCADE, related_name="deliveries"
+    )
     event = models.ForeignKey(TaskEvent, null=True, on_delete=models.CASCADE)
     payload = models.JSONField()
     outcome = models.CharField(max_length=10, choices=Outcome.choices, default=Outcome.PENDING)
@@ -213,16 +221,19 @@ class ClientTaskId(models.Model):
     is unique per API key, so one caller's ids never collide with or reach another's tasks;
     the relay's own id stays the task's primary key."""
 
-    task = models.OneToOneField(Task, primary_key=True, on_delete=models.CASCADE,
-                                related_name="client_task_id")
-    caller = models.ForeignKey("registry.ApiKey", on_delete=models.CASCADE,
-                               related_name="client_task_ids")
+    task = models.OneToOneField(
+        Task, primary_key=True, on_delete=models.CASCADE, related_name="client_task_id"
+    )
+    caller = models.ForeignKey(
+        "registry.ApiKey", on_delete=models.CASCADE, related_name="client_task_ids"
+    )
     client_id = models.CharField(max_length=128)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["caller", "client_id"],
-                                    name="client_task_id_per_caller"),
+            models.UniqueConstraint(
+                fields=["caller", "client_id"], name="client_task_id_per_caller"
+            ),
         ]
 
     def __str__(self) -> str:

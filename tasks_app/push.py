@@ -49,8 +49,9 @@ def config_check(config: dict[str, Any], *, field: str = "") -> None:
         if len(config.get(name) or "") > limit:
             violations.append(FieldViolation(f"{prefix}{name}", f"is longer than {limit}"))
     if len((config.get("authentication") or {}).get("scheme") or "") > _MAX_SCHEME_LENGTH:
-        violations.append(FieldViolation(f"{prefix}authentication.scheme",
-                                         f"is longer than {_MAX_SCHEME_LENGTH}"))
+        violations.append(
+            FieldViolation(f"{prefix}authentication.scheme", f"is longer than {_MAX_SCHEME_LENGTH}")
+        )
     if violations:
         raise InvalidParams(field_violations=violations)
 
@@ -65,7 +66,8 @@ def config_create(*, task: Task, config: dict[str, Any]) -> PushNotificationConf
     authentication = config.get("authentication") or {}
     with transaction.atomic():
         stored, _ = PushNotificationConfig.objects.update_or_create(
-            task=task, config_id=config_id,
+            task=task,
+            config_id=config_id,
             defaults={
                 "url": url,
                 "token": secrets.encrypt(config.get("token") or ""),

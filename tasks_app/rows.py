@@ -29,8 +29,9 @@ def insert(instance: Model) -> None:
     pk = model._meta.pk
     read_pk = getattr(instance, pk.attname) is None
     sql, fields = _insert_statement(model, read_pk)
-    params = [field.get_db_prep_save(field.pre_save(instance, True), connection)
-              for field in fields]
+    params = [
+        field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields
+    ]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         if read_pk:
@@ -53,29 +54,42 @@ def update(model: type[Model], *, where: dict[str, Any], values: dict[str, Any])
         return cursor.rowcount
 
 
-def _update_params(written: list[Field], compared: list[Field], values: dict[str, Any],
-                   where: dict[str, Any]) -> list[Any]:
+def _update_params(
+    written: list[Field], compared: list[Field], values: dict[str, Any], where: dict[str, Any]
+) -> list[Any]:
     """The parameters of ``_update_statement``: values written as ``save()`` prepares them,
     values compared as a filter does."""
-    params = [field.get_db_prep_save(value, connection)
-              for field, value in zip(written, values.values(), strict=True)]
-    params += [field.get_db_prep_value(value, connection, prepared=False)
-               for field, value in zip(compared, where.values(), strict=True)]
+    params = [
+        field.get_db_prep_save(value, connection)
+        for field, value in zip(written, values.values(), strict=True)
+    ]
+    params += [
+        field.get_db_prep_value(value, connection, prepared=False)
+        for field, value in zip(compared, where.values(), strict=True)
+    ]
     return params
 
 
-def update_then_insert(model: type[Model], *, where: dict[str, Any], values: dict[str, Any],
-                       instance: Model, notify: tuple[str, str] | None = None) -> bool:
+def update_then_insert(
+    model: type[Model],
+    *,
+    where: dict[str, Any],
+    values: dict[str, Any],
+    instance: Model,
+    notify: tuple[str, str] | None = None,
+) -> bool:
     """PostgreSQL only: ``update`` (a compare-and-set with the expected state in ``where``)
     and, only when it changed a row, the insert of ``instance`` (its automatic key left
     unread) and a NOTIFY on ``notify`` (channel, payload), as one statement: atomic on its
     own and one round trip, where a transaction of the three costs five (BEGIN and COMMIT
     included). Returns whether the row was changed."""
     sql, written, compared, inserted = _update_then_insert_statement(
-        model, tuple(values), tuple(where), type(instance), notify is not None)
+        model, tuple(values), tuple(where), type(instance), notify is not None
+    )
     params = _update_params(written, compared, values, where)
-    params += [field.get_db_prep_save(field.pre_save(instance, True), connection)
-               for field in inserted]
+    params += [
+        field.get_db_prep_save(field.pre_save(instance, True), connection) for field in inserted
+    ]
     if notify is not None:
         params += list(notify)
     with connection.cursor() as cursor:
@@ -88,24 +102,31 @@ def update_then_insert(model: type[Model], *, where: dict[str, Any], values: dic
 
 
 @lru_cache(maxsize=256)
-def _update_then_insert_statement(model: type[Model], written: tuple[str, ...],
-                                  compared: tuple[str, ...], inserted_model: type[Model],
-                                  notify: bool):
+def _update_then_insert_statement(
+    model: type[Model],
+    written: tuple[str, ...],
+    compared: tuple[str, ...],
+    inserted_model: type[Model],
+    notify: bool,
+):
     update_sql, written_fields, compared_fields = _update_statement(model, written, compared)
     meta = inserted_model._meta
     quote = connection.ops.quote_name
     inserted = [field for field in meta.concrete_fields if field is not meta.pk]
     last = "pg_notify(%s, %s)" if notify else "1"
-    sql = (f"WITH moved AS ({update_sql} RETURNING 1), "
-           f"stored AS (INSERT INTO {quote(meta.db_table)} "
-           f"({', '.join(quote(field.column) for field in inserted)}) "
-           f"SELECT {', '.join(['%s'] * len(inserted))} FROM moved RETURNING 1) "
-           f"SELECT {last} FROM stored")
+    sql = (
+        f"WITH moved AS ({update_sql} RETURNING 1), "
+        f"stored AS (INSERT INTO {quote(meta.db_table)} "
+        f"({', '.join(quote(field.column) for field in inserted)}) "
+        f"SELECT {', '.join(['%s'] * len(inserted))} FROM moved RETURNING 1) "
+        f"SELECT {last} FROM stored"
+    )
     return sql, written_fields, compared_fields, inserted
 
 
-def values_by_pk(model: type[Model], pks: Sequence[Any], fields: tuple[str, ...]
-                 ) -> list[tuple[Any, ...]]:
+def values_by_pk(
+    model: type[Model], pks: Sequence[Any], fields: tuple[str, ...]
+) -> list[tuple[Any, ...]]:
     """``(pk, *fields)`` of the rows with these primary keys, in no particular order, as
     ``filter(pk__in=pks).values_list("pk", *fields)`` gives them (each value converted from
     the database as the ORM converts it)."""
@@ -117,8 +138,10 @@ def values_by_pk(model: type[Model], pks: Sequence[Any], fields: tuple[str, ...]
         cursor.execute(sql, params)
         found = cursor.fetchall()
     return [
-        tuple(_converted(value, convert, column)
-              for value, (convert, column) in zip(row, converters, strict=True))
+        tuple(
+            _converted(value, convert, column)
+            for value, (convert, column) in zip(row, converters, strict=True)
+        )
         for row in found
     ]
 
@@ -134,14 +157,17 @@ def _select_statement(model: type[Model], fields: tuple[str, ...], count: int):
     meta = model._meta
     quote = connection.ops.quote_name
     selected = [meta.pk, *(_field(model, name) for name in fields)]
-    sql = (f"SELECT {', '.join(quote(field.column) for field in selected)} "
-           f"FROM {quote(meta.db_table)} "
-           f"WHERE {quote(meta.pk.column)} IN ({', '.join(['%s'] * count)})")
+    sql = (
+        f"SELECT {', '.join(quote(field.column) for field in selected)} "
+        f"FROM {quote(meta.db_table)} "
+        f"WHERE {quote(meta.pk.column)} IN ({', '.join(['%s'] * count)})"
+    )
     converters = []
     for field in selected:
         column = field.get_col(meta.db_table)
-        converters.append((connection.ops.get_db_converters(column)
-                           + field.get_db_converters(connection), column))
+        converters.append(
+            (connection.ops.get_db_converters(column) + field.get_db_converters(connection), column)
+        )
     return sql, meta.pk, converters
 
 
@@ -150,25 +176,30 @@ def _insert_statement(model: type[Model], read_pk: bool) -> tuple[str, list[Fiel
     meta = model._meta
     fields = [field for field in meta.concrete_fields if not (read_pk and field is meta.pk)]
     quote = connection.ops.quote_name
-    sql = (f"INSERT INTO {quote(meta.db_table)} "
-           f"({', '.join(quote(field.column) for field in fields)}) "
-           f"VALUES ({', '.join(['%s'] * len(fields))})")
+    sql = (
+        f"INSERT INTO {quote(meta.db_table)} "
+        f"({', '.join(quote(field.column) for field in fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(fields))})"
+    )
     if read_pk and connection.features.can_return_columns_from_insert:
         sql += f" RETURNING {quote(meta.pk.column)}"
     return sql, fields
 
 
 @lru_cache(maxsize=256)
-def _update_statement(model: type[Model], written: tuple[str, ...],
-                      compared: tuple[str, ...]) -> tuple[str, list[Field], list[Field]]:
+def _update_statement(
+    model: type[Model], written: tuple[str, ...], compared: tuple[str, ...]
+) -> tuple[str, list[Field], list[Field]]:
     meta = model._meta
     quote = connection.ops.quote_name
     written_fields = [_field(model, name) for name in written]
     compared_fields = [_field(model, name) for name in compared]
-    sql = (f"UPDATE {quote(meta.db_table)} SET "
-           + ", ".join(f"{quote(field.column)} = %s" for field in written_fields)
-           + " WHERE "
-           + " AND ".join(f"{quote(field.column)} = %s" for field in compared_fields))
+    sql = (
+        f"UPDATE {quote(meta.db_table)} SET "
+        + ", ".join(f"{quote(field.column)} = %s" for field in written_fields)
+        + " WHERE "
+        + " AND ".join(f"{quote(field.column)} = %s" for field in compared_fields)
+    )
     return sql, written_fields, compared_fields
 
 

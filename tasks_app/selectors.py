@@ -24,15 +24,19 @@ def task_for_caller(*, caller, task_id: str) -> Task | None:
     return Task.objects.visible_to(caller).filter(pk=task_id).first()
 
 
-def upstream_context(*, caller, context_id: str, target_kind: str, target_id: str,
-                     exclude: str) -> str:
+def upstream_context(
+    *, caller, context_id: str, target_kind: str, target_id: str, exclude: str
+) -> str:
     """The upstream context id an earlier task of this conversation got from the same target,
     so a new task continues the same upstream conversation."""
     return (
         Task.objects.visible_to(caller)
         .filter(context_id=context_id, target_kind=target_kind, target_id=target_id)
-        .exclude(pk=exclude).exclude(upstream_context_id="")
-        .order_by("-created_at").values_list("upstream_context_id", flat=True).first()
+        .exclude(pk=exclude)
+        .exclude(upstream_context_id="")
+        .order_by("-created_at")
+        .values_list("upstream_context_id", flat=True)
+        .first()
     ) or ""
 
 
@@ -53,8 +57,9 @@ def _decode_token(token: str) -> tuple[Any, str]:
     return when, task_id
 
 
-def task_list(*, caller, target_kind: str | None, target_id: str | None,
-              params: dict[str, Any]) -> dict[str, Any]:
+def task_list(
+    *, caller, target_kind: str | None, target_id: str | None, params: dict[str, Any]
+) -> dict[str, Any]:
     """ListTasks: the caller's tasks, newest status first, keyset-paged, filtered by context,
     state and status time; ``totalSize`` counts every match."""
     page_size = params.get("pageSize") or 50
@@ -78,16 +83,23 @@ def task_list(*, caller, target_kind: str | None, target_id: str | None,
     total = tasks.count()
     if params.get("pageToken"):
         moment, task_id = _decode_token(params["pageToken"])
-        tasks = tasks.filter(Q(status_timestamp__lt=moment) |
-                             Q(status_timestamp=moment, pk__lt=task_id))
+        tasks = tasks.filter(
+            Q(status_timestamp__lt=moment) | Q(status_timestamp=moment, pk__lt=task_id)
+        )
     page = list(tasks.order_by("-status_timestamp", "-id")[: int(page_size) + 1])
     more = len(page) > int(page_size)
     page = page[: int(page_size)]
     history_length = params.get("historyLength")
     include_artifacts = bool(params.get("includeArtifacts"))
     return {
-        "tasks": [snapshots.trim(snapshot_of(task), history_length=history_length,
-                                 include_artifacts=include_artifacts) for task in page],
+        "tasks": [
+            snapshots.trim(
+                snapshot_of(task),
+                history_length=history_length,
+                include_artifacts=include_artifacts,
+            )
+            for task in page
+        ],
         "nextPageToken": _encode_token(page[-1]) if more else "",
         "pageSize": int(page_size),
         "totalSize": total,
@@ -98,17 +110,23 @@ def tasks_overdue(*, now, limit: int) -> list[Task]:
     """Open tasks whose expiry has passed, the oldest expiry first, at most ``limit``, each
     with its caller loaded (the gateway cancels upstream work on the caller's behalf)."""
     return list(
-        Task.objects.open().filter(expires_at__lte=now).select_related("caller")
+        Task.objects.open()
+        .filter(expires_at__lte=now)
+        .select_related("caller")
         .order_by("expires_at", "id")[:limit]
     )
 
 
-def events_after(*, task_id: str, sequence: int, final_states: frozenset[str]
-                 ) -> list[tuple[int, dict[str, Any], bool]]:
+def events_after(
+    *, task_id: str, sequence: int, final_states: frozenset[str]
+) -> list[tuple[int, dict[str, Any], bool]]:
     """The task's stored events after ``sequence``, in order, as (sequence, event, final):
     final when the event leaves the task in one of ``final_states`` (1.0 state names)."""
-    stored = TaskEvent.objects.filter(task_id=task_id, sequence__gt=sequence).order_by(
-        "sequence").values_list("sequence", "payload")
+    stored = (
+        TaskEvent.objects.filter(task_id=task_id, sequence__gt=sequence)
+        .order_by("sequence")
+        .values_list("sequence", "payload")
+    )
     return [(number, event, _state_of(event) in final_states) for number, event in stored]
 
 

@@ -44,23 +44,46 @@ def iso(moment: datetime) -> str:
 def snapshot_of(task: Task) -> dict[str, Any]:
     """The canonical Task dict of a stored task (relay ids)."""
     return snapshots.task_snapshot(
-        task_id=task.id, context_id=task.context_id, state=task.state,
-        status_message=task.status_message, timestamp=iso(task.status_timestamp),
-        history=task.history, artifacts=task.artifacts, metadata=task.metadata,
+        task_id=task.id,
+        context_id=task.context_id,
+        state=task.state,
+        status_message=task.status_message,
+        timestamp=iso(task.status_timestamp),
+        history=task.history,
+        artifacts=task.artifacts,
+        metadata=task.metadata,
     )
 
 
-def task_open(*, caller, target_kind: str, target_id: str, agent_id: str | None,
-              message: dict[str, Any], client_version: str,
-              metadata: dict[str, Any] | None = None, context_id: str = "",
-              parent_id: str | None = None, delegation_chain: list[str] | None = None,
-              expires_at: datetime | None = None, owner: str = "") -> Task:
+def task_open(
+    *,
+    caller,
+    target_kind: str,
+    target_id: str,
+    agent_id: str | None,
+    message: dict[str, Any],
+    client_version: str,
+    metadata: dict[str, Any] | None = None,
+    context_id: str = "",
+    parent_id: str | None = None,
+    delegation_chain: list[str] | None = None,
+    expires_at: datetime | None = None,
+    owner: str = "",
+) -> Task:
     """Creates a task in ``submitted`` with the caller's message as its history, owned by the
     relay process ``owner`` (the one that will drive it)."""
-    task = Task(caller=caller, target_kind=target_kind, target_id=target_id,
-                agent_id=agent_id, client_version=client_version,
-                metadata=metadata or {}, parent_id=parent_id,
-                delegation_chain=delegation_chain or [], expires_at=expires_at, owner=owner)
+    task = Task(
+        caller=caller,
+        target_kind=target_kind,
+        target_id=target_id,
+        agent_id=agent_id,
+        client_version=client_version,
+        metadata=metadata or {},
+        parent_id=parent_id,
+        delegation_chain=delegation_chain or [],
+        expires_at=expires_at,
+        owner=owner,
+    )
     task.context_id = context_id or task.id
     task.history = [dict(message, taskId=task.id, contextId=task.context_id)]
     rows.insert(task)
@@ -72,10 +95,10 @@ def task_add_message(*, task: Task, message: dict[str, Any], owner: str = "") ->
     relay process ``owner`` drives the task from now on."""
     for _ in range(CAS_ATTEMPTS):
         entry = dict(message, taskId=task.id, contextId=task.context_id)
-        moved = Task.objects.filter(
-            pk=task.pk, state=task.state, last_sequence=task.last_sequence
-        ).exclude(state__in=[s.value for s in TERMINAL]).update(
-            history=[*task.history, entry], updated_at=timezone.now(), owner=owner
+        moved = (
+            Task.objects.filter(pk=task.pk, state=task.state, last_sequence=task.last_sequence)
+            .exclude(state__in=[s.value for s in TERMINAL])
+            .update(history=[*task.history, entry], updated_at=timezone.now(), owner=owner)
         )
         if moved == 1:
             task.history = [*task.history, entry]
@@ -93,8 +116,9 @@ class TerminalTaskError(Exception):
         self.task = task
 
 
-def task_record(*, task: Task, event: dict[str, Any], upstream_task_id: str = "",
-                upstream_context_id: str = "") -> Recorded:
+def task_record(
+    *, task: Task, event: dict[str, Any], upstream_task_id: str = "", upstream_context_id: str = ""
+) -> Recorded:
     """Applies one canonical StreamResponse (relay ids) to the task and stores it as the next
     event. A task already terminal ignores it (returns ``event=None``): a late completion
     after a cancel changes nothing. An invalid transition raises InvalidTransition. Inside a
@@ -110,8 +134,9 @@ def task_record(*, task: Task, event: dict[str, Any], upstream_task_id: str = ""
         if new_state != task.state or new_state not in {s.value for s in TERMINAL}:
             check_transition(task.state, new_state)
         now = timezone.now()
-        changes = _fields_from_snapshot(after, new_state, now,
-                                        status_changed="artifactUpdate" not in event)
+        changes = _fields_from_snapshot(
+            after, new_state, now, status_changed="artifactUpdate" not in event
+        )
         if upstream_task_id and not task.upstream_task_id:
             changes["upstream_task_id"] = upstream_task_id
         if upstream_context_id and not task.upstream_context_id:
@@ -120,8 +145,11 @@ def task_record(*, task: Task, event: dict[str, Any], upstream_task_id: str = ""
             changes["owner"] = ""
         # Only what changed is written: an artifact chunk leaves the history (which grows
         # with every turn) and the status as they are.
-        changes = {name: value for name, value in changes.items()
-                   if name == "updated_at" or getattr(task, name) != value}
+        changes = {
+            name: value
+            for name, value in changes.items()
+            if name == "updated_at" or getattr(task, name) != value
+        }
         sequence = task.last_sequence + 1
         if not task.has_push_configs and connection.vendor == "postgresql":
             moved = _record_in_one_statement(task, event, sequence, changes, new_state)
@@ -138,32 +166,44 @@ def task_record(*, task: Task, event: dict[str, Any], upstream_task_id: str = ""
 
 def _event_row(task: Task, event: dict[str, Any], sequence: int) -> TaskEvent:
     kind = next(k for k in ("task", "statusUpdate", "artifactUpdate", "message") if k in event)
-    return TaskEvent(task_id=task.pk, sequence=sequence, payload=event,
-                     kind={"statusUpdate": TaskEvent.Kind.STATUS,
-                           "artifactUpdate": TaskEvent.Kind.ARTIFACT}.get(kind,
-                                                                         TaskEvent.Kind.TASK))
+    return TaskEvent(
+        task_id=task.pk,
+        sequence=sequence,
+        payload=event,
+        kind={"statusUpdate": TaskEvent.Kind.STATUS, "artifactUpdate": TaskEvent.Kind.ARTIFACT}.get(
+            kind, TaskEvent.Kind.TASK
+        ),
+    )
 
 
 def _compared(task: Task) -> dict[str, Any]:
     # has_push_configs is compared too: a push config created (or the last one deleted) while
     # a producer runs fails the update, and the retry rereads it.
-    return {"pk": task.pk, "state": task.state, "last_sequence": task.last_sequence,
-            "has_push_configs": task.has_push_configs}
+    return {
+        "pk": task.pk,
+        "state": task.state,
+        "last_sequence": task.last_sequence,
+        "has_push_configs": task.has_push_configs,
+    }
 
 
 def _record_in_one_statement(task, event, sequence, changes, new_state) -> int:
     """The event of a task without push configs, on PostgreSQL: the compare-and-set, the event and the NOTIFY in one statement."""
     moved = rows.update_then_insert(
-        Task, values={"last_sequence": sequence, **changes}, where=_compared(task),
+        Task,
+        values={"last_sequence": sequence, **changes},
+        where=_compared(task),
         instance=_event_row(task, event, sequence),
-        notify=(streams.NOTIFY_CHANNEL, streams.notify_payload(task.pk, sequence, new_state)))
+        notify=(streams.NOTIFY_CHANNEL, streams.notify_payload(task.pk, sequence, new_state)),
+    )
     return 1 if moved else 0
 
 
 def _record_in_a_transaction(task, event, sequence, changes, new_state) -> int:
     with transaction.atomic():
-        moved = rows.update(Task, values={"last_sequence": sequence, **changes},
-                            where=_compared(task))
+        moved = rows.update(
+            Task, values={"last_sequence": sequence, **changes}, where=_compared(task)
+        )
         if moved == 1:
             stored = _event_row(task, event, sequence)
             rows.insert(stored)
@@ -176,12 +216,15 @@ def _record_in_a_transaction(task, event, sequence, changes, new_state) -> int:
 
 def _notify(task_id: str, sequence: int, state: str) -> None:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_notify(%s, %s)",
-                       [streams.NOTIFY_CHANNEL, streams.notify_payload(task_id, sequence, state)])
+        cursor.execute(
+            "SELECT pg_notify(%s, %s)",
+            [streams.NOTIFY_CHANNEL, streams.notify_payload(task_id, sequence, state)],
+        )
 
 
-def _fields_from_snapshot(after: dict[str, Any], state: str, now: datetime, *,
-                         status_changed: bool) -> dict[str, Any]:
+def _fields_from_snapshot(
+    after: dict[str, Any], state: str, now: datetime, *, status_changed: bool
+) -> dict[str, Any]:
     status = after.get("status") or {}
     fields: dict[str, Any] = {
         "state": state,
@@ -204,7 +247,9 @@ def status_event(task: Task, state: str, text: str | None = None) -> dict[str, A
     if text:
         status["message"] = {
             "messageId": f"relay-{task.pk}-{task.last_sequence + 1}",
-            "role": "ROLE_AGENT", "taskId": task.pk, "contextId": task.context_id,
+            "role": "ROLE_AGENT",
+            "taskId": task.pk,
+            "contextId": task.context_id,
             "parts": [{"text": text}],
         }
     return {"statusUpdate": {"taskId": task.pk, "contextId": task.context_id, "status": status}}
@@ -241,8 +286,10 @@ def task_expiry(now: datetime | None = None) -> datetime | None:
 def expiry_reason(task: Task) -> str:
     """The timeout error an expired task ends with."""
     when = iso(task.expires_at) if task.expires_at else "its expiry"
-    return (f"timeout: the task did not reach a final state before it expired at {when} "
-            f"(RELAY_TASK_TTL_SECONDS)")
+    return (
+        f"timeout: the task did not reach a final state before it expired at {when} "
+        f"(RELAY_TASK_TTL_SECONDS)"
+    )
 
 
 def task_expire(*, task: Task) -> Recorded:
@@ -256,6 +303,5 @@ def _queue_push(task: Task, event: TaskEvent) -> None:
     from tasks_app.tasks import deliver_push
 
     for config in PushNotificationConfig.objects.filter(task_id=task.pk):
-        delivery = PushDelivery.objects.create(config=config, event=event,
-                                               payload=event.payload)
+        delivery = PushDelivery.objects.create(config=config, event=event, payload=event.payload)
         transaction.on_commit(lambda pk=delivery.pk: deliver_push.delay(pk))

@@ -55,13 +55,15 @@ class IdMap:
             return value
         out = {}
         for key, item in value.items():
-            if key in ("taskId", "id") and isinstance(item, str) and self._is_upstream_task(
-                    key, value):
+            if (
+                key in ("taskId", "id")
+                and isinstance(item, str)
+                and self._is_upstream_task(key, value)
+            ):
                 out[key] = self.task_id
             elif key == "contextId" and isinstance(item, str):
                 out[key] = self.context_id
-            elif key in ("task", "message", "statusUpdate", "artifactUpdate", "status",
-                         "history"):
+            elif key in ("task", "message", "statusUpdate", "artifactUpdate", "status", "history"):
                 out[key] = self.to_relay(item)
             else:
                 out[key] = item
@@ -73,8 +75,17 @@ class IdMap:
         return key == "taskId" or "status" in container
 
 
-def task_snapshot(*, task_id: str, context_id: str, state: str, status_message: JsonDict | None,
-                  timestamp: str, history: list, artifacts: list, metadata: JsonDict) -> JsonDict:
+def task_snapshot(
+    *,
+    task_id: str,
+    context_id: str,
+    state: str,
+    status_message: JsonDict | None,
+    timestamp: str,
+    history: list,
+    artifacts: list,
+    metadata: JsonDict,
+) -> JsonDict:
     """A canonical Task dict from stored fields (state in our storage spelling)."""
     status: JsonDict = {"state": V1_STATE[state], "timestamp": timestamp}
     if status_message:
@@ -89,8 +100,9 @@ def task_snapshot(*, task_id: str, context_id: str, state: str, status_message: 
     return task
 
 
-def trim(task: JsonDict, *, history_length: int | None = None,
-         include_artifacts: bool = True) -> JsonDict:
+def trim(
+    task: JsonDict, *, history_length: int | None = None, include_artifacts: bool = True
+) -> JsonDict:
     """``historyLength``: None keeps all, 0 drops the history, n keeps the n most recent
     messages. Artifacts are omitted (not emptied) unless included."""
     out = dict(task)
@@ -152,8 +164,10 @@ def changes_between(before: JsonDict, after: JsonDict) -> list[JsonDict]:
     changed, before the artifacts while the task goes on and after them when it ends. For a
     snapshot the agent gave (a resubscription's first event, a GetTask poll) so that a stream
     gets each change as an event, as if it had followed the agent all along."""
-    ids = {"taskId": before.get("id", after.get("id")),
-           "contextId": before.get("contextId", after.get("contextId"))}
+    ids = {
+        "taskId": before.get("id", after.get("id")),
+        "contextId": before.get("contextId", after.get("contextId")),
+    }
     artifacts = []
     known = {artifact.get("artifactId"): artifact for artifact in before.get("artifacts", [])}
     for artifact in after.get("artifacts", []):
@@ -161,10 +175,14 @@ def changes_between(before: JsonDict, after: JsonDict) -> list[JsonDict]:
         if old == artifact:
             continue
         parts, old_parts = artifact.get("parts", []), (old or {}).get("parts", [])
-        if old is not None and parts[:len(old_parts)] == old_parts and len(parts) > len(
-                old_parts) and {k: v for k, v in artifact.items() if k != "parts"} == {
-                k: v for k, v in old.items() if k != "parts"}:
-            grown = dict(artifact, parts=parts[len(old_parts):])
+        if (
+            old is not None
+            and parts[: len(old_parts)] == old_parts
+            and len(parts) > len(old_parts)
+            and {k: v for k, v in artifact.items() if k != "parts"}
+            == {k: v for k, v in old.items() if k != "parts"}
+        ):
+            grown = dict(artifact, parts=parts[len(old_parts) :])
             artifacts.append({"artifactUpdate": {**ids, "artifact": grown, "append": True}})
         else:
             artifacts.append({"artifactUpdate": {**ids, "artifact": artifact}})

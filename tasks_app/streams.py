@@ -111,8 +111,9 @@ class Subscription:
             self._known = sequence
             self._signal.set()
 
-    async def events(self, *, after: int, keepalive: float,
-                     stop_at_final: bool = True) -> AsyncIterator[Any]:
+    async def events(
+        self, *, after: int, keepalive: float, stop_at_final: bool = True
+    ) -> AsyncIterator[Any]:
         """Yields (event, final) in order for the sequences after ``after``, and KEEPALIVE
         when nothing came for ``keepalive`` seconds. Ends after a final event (unless not
         ``stop_at_final``: the caller decides when to stop)."""
@@ -191,8 +192,7 @@ class Hub:
     def _start(self) -> None:
         if self._poller is None or self._poller.done():
             self._poller = asyncio.get_running_loop().create_task(self._poll())
-        if (self.subscriptions and _listens()
-                and (self._listener is None or self._listener.done())):
+        if self.subscriptions and _listens() and (self._listener is None or self._listener.done()):
             self._listener = asyncio.get_running_loop().create_task(self._listen())
 
     async def _poll(self) -> None:
@@ -206,7 +206,8 @@ class Hub:
             for start in range(0, len(task_ids), POLL_BATCH):
                 try:
                     found = await sync_to_async(selectors.task_positions)(
-                        task_ids=task_ids[start:start + POLL_BATCH])
+                        task_ids=task_ids[start : start + POLL_BATCH]
+                    )
                 except Exception:
                     logger.warning("could not read the positions of open streams", exc_info=True)
                     continue
@@ -225,12 +226,12 @@ class Hub:
         while self.subscriptions:
             try:
                 connection = await psycopg.AsyncConnection.connect(
-                    _postgres_conninfo(), autocommit=True)
+                    _postgres_conninfo(), autocommit=True
+                )
             except Exception as error:
                 delay = LISTEN_RETRY_SECONDS[min(failures, len(LISTEN_RETRY_SECONDS) - 1)]
                 failures += 1
-                logger.warning("cannot listen to task events (%s); retrying in %s s", error,
-                               delay)
+                logger.warning("cannot listen to task events (%s); retrying in %s s", error, delay)
                 await asyncio.sleep(delay)
                 continue
             try:
@@ -273,7 +274,8 @@ class PerLoop(Generic[T]):
     def __init__(self, make: Callable[[], T]) -> None:
         self._make = make
         self._made: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, T] = (
-            weakref.WeakKeyDictionary())
+            weakref.WeakKeyDictionary()
+        )
 
     def get(self) -> T:
         loop = asyncio.get_running_loop()
@@ -335,10 +337,18 @@ def _postgres_conninfo() -> str:
     from psycopg.conninfo import make_conninfo
 
     database = connections["default"].settings_dict
-    options = {key: value for key, value in (database.get("OPTIONS") or {}).items()
-               if isinstance(value, str | int) and key in {"sslmode", "sslrootcert",
-                                                            "sslcert", "sslkey", "service"}}
-    parts = {"dbname": database.get("NAME"), "user": database.get("USER"),
-             "password": database.get("PASSWORD"), "host": database.get("HOST"),
-             "port": database.get("PORT"), "application_name": "brass-relay-listener"}
+    options = {
+        key: value
+        for key, value in (database.get("OPTIONS") or {}).items()
+        if isinstance(value, str | int)
+        and key in {"sslmode", "sslrootcert", "sslcert", "sslkey", "service"}
+    }
+    parts = {
+        "dbname": database.get("NAME"),
+        "user": database.get("USER"),
+        "password": database.get("PASSWORD"),
+        "host": database.get("HOST"),
+        "port": database.get("PORT"),
+        "application_name": "brass-relay-listener",
+    }
     return make_conninfo(**{k: v for k, v in parts.items() if v}, **options)

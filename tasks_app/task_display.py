@@ -50,15 +50,26 @@ def shown_parts(parts: Any) -> list[ShownPart]:
         if isinstance(part.get("text"), str):
             shown.append(ShownPart("text", part["text"]))
         elif "data" in part:
-            shown.append(ShownPart("json", json.dumps(part["data"], indent=2,
-                                                      ensure_ascii=False)))
+            shown.append(ShownPart("json", json.dumps(part["data"], indent=2, ensure_ascii=False)))
         elif isinstance(part.get("file"), dict):  # 0.3: {"kind": "file", "file": {...}}
             file = part["file"]
-            shown.append(_file_part(file.get("uri") or "", file.get("bytes"),
-                                    file.get("name") or "", file.get("mimeType") or ""))
+            shown.append(
+                _file_part(
+                    file.get("uri") or "",
+                    file.get("bytes"),
+                    file.get("name") or "",
+                    file.get("mimeType") or "",
+                )
+            )
         elif "url" in part or "raw" in part:
-            shown.append(_file_part(part.get("url") or "", part.get("raw"),
-                                    part.get("filename") or "", part.get("mediaType") or ""))
+            shown.append(
+                _file_part(
+                    part.get("url") or "",
+                    part.get("raw"),
+                    part.get("filename") or "",
+                    part.get("mediaType") or "",
+                )
+            )
     return shown
 
 
@@ -117,10 +128,17 @@ def timeline_entry(*, sequence: int, at: Any, kind: str, payload: Any) -> Timeli
         update = payload["artifactUpdate"] or {}
         artifact = update.get("artifact") or {}
         name = artifact.get("name") or artifact.get("artifactId") or "artifact"
-        flags = [flag for flag, on in (("appended", update.get("append")),
-                                       ("last chunk", update.get("lastChunk"))) if on]
+        flags = [
+            flag
+            for flag, on in (
+                ("appended", update.get("append")),
+                ("last chunk", update.get("lastChunk")),
+            )
+            if on
+        ]
         summary = f"{name}{' (' + ', '.join(flags) + ')' if flags else ''}: " + parts_text(
-            artifact.get("parts"))
+            artifact.get("parts")
+        )
     elif "message" in payload:
         summary = parts_text((payload["message"] or {}).get("parts"))
     if len(summary) > SUMMARY_CHARS:

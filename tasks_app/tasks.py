@@ -24,11 +24,12 @@ PUSH_TIMEOUT = 15.0
 
 def backoff_seconds(attempt: int) -> int:
     """2, 4, 8, 16, 32 seconds between attempts."""
-    return 2 ** attempt
+    return 2**attempt
 
 
-@shared_task(bind=True, name="tasks_app.deliver_push", ignore_result=True,
-             max_retries=MAX_ATTEMPTS - 1)
+@shared_task(
+    bind=True, name="tasks_app.deliver_push", ignore_result=True, max_retries=MAX_ATTEMPTS - 1
+)
 def deliver_push(self, delivery_id: int) -> str:
     """POSTs one task update to one webhook. The URL is checked against SSRF at delivery time
     (by the outbound guard); failures are retried with exponential backoff."""
@@ -43,7 +44,8 @@ def deliver_push(self, delivery_id: int) -> str:
     headers = {"Content-Type": "application/a2a+json"}
     if config.auth_scheme:
         headers["Authorization"] = (
-            f"{config.auth_scheme} {secrets.decrypt(config.auth_credentials)}".strip())
+            f"{config.auth_scheme} {secrets.decrypt(config.auth_credentials)}".strip()
+        )
     token = secrets.decrypt(config.token)
     if token:
         headers["X-A2A-Notification-Token"] = token
@@ -51,27 +53,35 @@ def deliver_push(self, delivery_id: int) -> str:
     error = ""
     try:
         with outbound.client(outbound.OutboundPolicy.from_settings()) as client:
-            response = client.post(config.url, content=json.dumps(payload), headers=headers,
-                                   timeout=PUSH_TIMEOUT)
+            response = client.post(
+                config.url, content=json.dumps(payload), headers=headers, timeout=PUSH_TIMEOUT
+            )
         if response.is_success:
             PushDelivery.objects.filter(pk=delivery.pk).update(
-                outcome=PushDelivery.Outcome.DELIVERED, attempts=attempt,
-                delivered_at=timezone.now(), last_error="")
+                outcome=PushDelivery.Outcome.DELIVERED,
+                attempts=attempt,
+                delivered_at=timezone.now(),
+                last_error="",
+            )
             return "delivered"
         error = f"the webhook answered HTTP {response.status_code}"
     except outbound.UnsafeURLError as unsafe:
         PushDelivery.objects.filter(pk=delivery.pk).update(
-            outcome=PushDelivery.Outcome.FAILED, attempts=attempt, last_error=str(unsafe)[:500])
+            outcome=PushDelivery.Outcome.FAILED, attempts=attempt, last_error=str(unsafe)[:500]
+        )
         return "refused"
     except httpx.HTTPError as failure:
         error = f"{type(failure).__name__}: {failure}"[:500]
     final = attempt >= MAX_ATTEMPTS
     PushDelivery.objects.filter(pk=delivery.pk).update(
-        attempts=attempt, last_error=error,
-        outcome=PushDelivery.Outcome.FAILED if final else PushDelivery.Outcome.PENDING)
+        attempts=attempt,
+        last_error=error,
+        outcome=PushDelivery.Outcome.FAILED if final else PushDelivery.Outcome.PENDING,
+    )
     if final:
-        logger.warning("push delivery %s gave up after %s attempts: %s", delivery.pk, attempt,
-                       error)
+        logger.warning(
+            "push delivery %s gave up after %s attempts: %s", delivery.pk, attempt, error
+        )
         return "failed"
     raise self.retry(countdown=backoff_seconds(attempt), exc=None)
 

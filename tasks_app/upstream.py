@@ -62,8 +62,7 @@ class StreamSilent(UpstreamError):
     all since its headers)."""
 
     def __init__(self, agent_id: str, seconds: float, *, first: bool) -> None:
-        what = ("opened a stream and sent no event" if first
-                else "sent no stream event")
+        what = "opened a stream and sent no event" if first else "sent no stream event"
         super().__init__("timeout", f"timeout: agent {agent_id!r} {what} for {seconds:g} s")
 
 
@@ -90,9 +89,13 @@ class Endpoint:
         return "1.0" if self.version == "1.0" else "0.3"
 
 
-def choose_endpoint(*, agent_id: str, interfaces: Iterable[Mapping[str, str]],
-                    invocation_url: str = "", headers: Mapping[str, str] | None = None
-                    ) -> Endpoint:
+def choose_endpoint(
+    *,
+    agent_id: str,
+    interfaces: Iterable[Mapping[str, str]],
+    invocation_url: str = "",
+    headers: Mapping[str, str] | None = None,
+) -> Endpoint:
     """The interface the relay will use: the best version first, then the best binding; the
     invocation URL, when set, replaces that interface's URL."""
     candidates = [
@@ -129,8 +132,9 @@ def shared_client() -> httpx.AsyncClient:
     return client
 
 
-def _headers(endpoint: Endpoint, extensions: Iterable[str],
-             extra: Mapping[str, str] | None) -> dict[str, str]:
+def _headers(
+    endpoint: Endpoint, extensions: Iterable[str], extra: Mapping[str, str] | None
+) -> dict[str, str]:
     headers = dict(endpoint.headers)
     headers["Content-Type"] = "application/json"
     if endpoint.wire_version == "1.0":
@@ -153,8 +157,9 @@ def classify(error: BaseException, agent_id: str) -> UpstreamError:
     if isinstance(error, UpstreamError):
         return error
     if isinstance(error, outbound.UnsafeURLError):
-        return UpstreamError("unsafe_url",
-                             f"{name} is at an address the relay may not call: {error}")
+        return UpstreamError(
+            "unsafe_url", f"{name} is at an address the relay may not call: {error}"
+        )
     if isinstance(error, httpx.TimeoutException):
         return UpstreamError("timeout", f"{name} did not answer in time")
     if isinstance(error, httpx.ConnectError):
@@ -171,9 +176,16 @@ def classify(error: BaseException, agent_id: str) -> UpstreamError:
     raise error
 
 
-async def call(endpoint: Endpoint, operation: Operation, params: Mapping[str, Any], *,
-               extensions: Iterable[str] = (), extra_headers: Mapping[str, str] | None = None,
-               timeout: float | None = None, client: httpx.AsyncClient | None = None) -> Any:
+async def call(
+    endpoint: Endpoint,
+    operation: Operation,
+    params: Mapping[str, Any],
+    *,
+    extensions: Iterable[str] = (),
+    extra_headers: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    client: httpx.AsyncClient | None = None,
+) -> Any:
     """Calls one non-streaming operation and returns the canonical (1.0) result.
 
     Raises the A2AError the agent answered with, InvalidAgentResponse for an answer that is
@@ -185,18 +197,22 @@ async def call(endpoint: Endpoint, operation: Operation, params: Mapping[str, An
     kwargs = {"timeout": timeout} if timeout else {}
     try:
         if endpoint.binding == "JSONRPC":
-            body = jsonrpc.jsonrpc_request_body(next(_request_ids), operation,
-                                                endpoint.wire_version, params)
-            response = await client.post(endpoint.url, content=json.dumps(body),
-                                         headers=headers, **kwargs)
+            body = jsonrpc.jsonrpc_request_body(
+                next(_request_ids), operation, endpoint.wire_version, params
+            )
+            response = await client.post(
+                endpoint.url, content=json.dumps(body), headers=headers, **kwargs
+            )
         else:
             # The 0.3 routes carry their /v1 themselves.
             planned = rest.rest_upstream_request(operation, endpoint.wire_version, params)
             response = await client.request(
-                planned.http_method, endpoint.url.rstrip("/") + planned.path,
+                planned.http_method,
+                endpoint.url.rstrip("/") + planned.path,
                 params=planned.query or None,
                 content=json.dumps(planned.body) if planned.body is not None else None,
-                headers=headers, **kwargs,
+                headers=headers,
+                **kwargs,
             )
     except (httpx.HTTPError, outbound.UnsafeURLError) as error:
         # The SSRF guard refuses in the connection layer, outside httpx's own errors.
@@ -215,22 +231,28 @@ def _parse(endpoint: Endpoint, operation: Operation, response: httpx.Response) -
         raise UpstreamError("http_status", f"{name} answered HTTP {status}", status=status)
     try:
         if endpoint.binding == "JSONRPC":
-            return jsonrpc.parse_jsonrpc_response(response.content, operation,
-                                                  endpoint.wire_version)
-        return rest.parse_rest_response(status, response.content, operation,
-                                        endpoint.wire_version)
+            return jsonrpc.parse_jsonrpc_response(
+                response.content, operation, endpoint.wire_version
+            )
+        return rest.parse_rest_response(status, response.content, operation, endpoint.wire_version)
     except InvalidAgentResponse as error:
         if response.status_code >= 400:
-            raise UpstreamError("http_status", f"{name} answered HTTP {response.status_code}",
-                                status=response.status_code) from error
-        raise InvalidAgentResponse(f"{name} answered something that is not A2A: {error.message}"
-                                   ) from error
+            raise UpstreamError(
+                "http_status",
+                f"{name} answered HTTP {response.status_code}",
+                status=response.status_code,
+            ) from error
+        raise InvalidAgentResponse(
+            f"{name} answered something that is not A2A: {error.message}"
+        ) from error
     except A2AError as error:
         if isinstance(error, Unauthenticated) or status in (401, 403):
             raise UpstreamError(
-                "http_status", f"{name} refused the relay's credentials (HTTP {status}: "
+                "http_status",
+                f"{name} refused the relay's credentials (HTTP {status}: "
                 f"{error.message}); check the agent's credentials in the registry",
-                status=status) from error
+                status=status,
+            ) from error
         raise
 
 
@@ -238,10 +260,16 @@ def _looks_like_json(response: httpx.Response) -> bool:
     return "json" in response.headers.get("content-type", "")
 
 
-async def stream(endpoint: Endpoint, operation: Operation, params: Mapping[str, Any], *,
-                 extensions: Iterable[str] = (), extra_headers: Mapping[str, str] | None = None,
-                 timeout: float | None = None,
-                 client: httpx.AsyncClient | None = None) -> AsyncIterator[dict[str, Any]]:
+async def stream(
+    endpoint: Endpoint,
+    operation: Operation,
+    params: Mapping[str, Any],
+    *,
+    extensions: Iterable[str] = (),
+    extra_headers: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    client: httpx.AsyncClient | None = None,
+) -> AsyncIterator[dict[str, Any]]:
     """Calls a streaming operation and yields canonical StreamResponse dicts as they arrive.
 
     Raises like ``call``: before the first event for a refused request, or mid-stream when
@@ -264,13 +292,21 @@ async def stream(endpoint: Endpoint, operation: Operation, params: Mapping[str, 
         async with contextlib.AsyncExitStack() as stack:
             try:
                 async with asyncio.timeout(timeout):
-                    source = await stack.enter_async_context(aconnect_sse(
-                        client, method, url, params=query, headers=headers,
-                        content=json.dumps(body) if body is not None else None,
-                        timeout=read_forever))
+                    source = await stack.enter_async_context(
+                        aconnect_sse(
+                            client,
+                            method,
+                            url,
+                            params=query,
+                            headers=headers,
+                            content=json.dumps(body) if body is not None else None,
+                            timeout=read_forever,
+                        )
+                    )
             except TimeoutError as error:
-                raise UpstreamError("timeout", f"agent {endpoint.agent_id!r} did not answer "
-                                    "in time") from error
+                raise UpstreamError(
+                    "timeout", f"agent {endpoint.agent_id!r} did not answer in time"
+                ) from error
             response = source.response
             if "text/event-stream" not in response.headers.get("content-type", ""):
                 await response.aread()
@@ -316,19 +352,22 @@ def ends_stream(answer: Mapping[str, Any]) -> bool:
     return state in lifecycle.TERMINAL or state in lifecycle.INTERRUPTED
 
 
-def _single_answer(endpoint: Endpoint, operation: Operation,
-                   response: httpx.Response) -> dict[str, Any]:
+def _single_answer(
+    endpoint: Endpoint, operation: Operation, response: httpx.Response
+) -> dict[str, Any]:
     """An agent that answered a stream request with a plain JSON response: either an error
     (raised) or a single result, wrapped as the only stream event."""
     result = _parse(endpoint, operation, response)
-    if isinstance(result, dict) and len(result) == 1 and next(iter(result)) in (
-            "task", "message", "statusUpdate", "artifactUpdate"):
+    if (
+        isinstance(result, dict)
+        and len(result) == 1
+        and next(iter(result)) in ("task", "message", "statusUpdate", "artifactUpdate")
+    ):
         return result
     raise InvalidAgentResponse(f"agent {endpoint.agent_id!r} did not stream")
 
 
-def _stream_event(endpoint: Endpoint, operation: Operation, name: str,
-                  data: str) -> dict[str, Any]:
+def _stream_event(endpoint: Endpoint, operation: Operation, name: str, data: str) -> dict[str, Any]:
     try:
         if endpoint.binding == "JSONRPC":
             return jsonrpc.parse_jsonrpc_response(data, operation, endpoint.wire_version)
@@ -340,6 +379,7 @@ def _stream_event(endpoint: Endpoint, operation: Operation, name: str,
         return stream_response_to_v1(payload, Dialect.V03_REST)
     except (ValueError, TypeError) as error:
         raise InvalidAgentResponse(
-            f"agent {endpoint.agent_id!r} sent a stream event that is not A2A") from error
+            f"agent {endpoint.agent_id!r} sent a stream event that is not A2A"
+        ) from error
     except A2AError:
         raise

@@ -314,16 +314,23 @@ class Script:
         return Answer(f"{self.slug}: {text}", step)
 
 
-def scripted_agent(script: Script, *, versions: tuple[str, ...] = BOTH_VERSIONS,
-                   client_routing: bool = True) -> Callable[[str], Starlette]:
+def scripted_agent(
+    script: Script, *, versions: tuple[str, ...] = BOTH_VERSIONS, client_routing: bool = True
+) -> Callable[[str], Starlette]:
     """A `base_url -> app` factory of an agent that answers with Messages as `script` says and
     declares the client-routing extension (unless `client_routing` is false)."""
     spec = AgentSpec(
         slug=script.slug,
         name=f"Scripted {script.slug}",
         description=f"Routes as its test script says ({script.slug}).",
-        skills=(Skill(id=script.slug, name=script.slug, description="Scripted answers.",
-                      tags=(script.slug, "scripted")),),
+        skills=(
+            Skill(
+                id=script.slug,
+                name=script.slug,
+                description="Scripted answers.",
+                tags=(script.slug, "scripted"),
+            ),
+        ),
         make_executor=lambda: AnsweringExecutor(script.answer),
         client_routing=client_routing,
     )

@@ -108,17 +108,24 @@ def make_agent(
     return agent
 
 
-def make_task(agent: Agent, *, state: str = "working", target_kind: str = "agent",
-              expires_at=None):
+def make_task(agent: Agent, *, state: str = "working", target_kind: str = "agent", expires_at=None):
     """A task called at ``agent``, opened and moved to ``state`` through the task services,
     so its events are stored as the gateway stores them."""
     from tasks_app import services
 
     task = services.task_open(
-        caller=None, target_kind=target_kind, target_id=agent.pk, agent_id=agent.pk,
-        message={"messageId": f"m-{next(_numbers)}", "role": "ROLE_USER",
-                 "parts": [{"text": "hi"}]},
-        client_version="1.0", expires_at=expires_at)
+        caller=None,
+        target_kind=target_kind,
+        target_id=agent.pk,
+        agent_id=agent.pk,
+        message={
+            "messageId": f"m-{next(_numbers)}",
+            "role": "ROLE_USER",
+            "parts": [{"text": "hi"}],
+        },
+        client_version="1.0",
+        expires_at=expires_at,
+    )
     if state != "submitted":
         services.task_record(task=task, event=services.status_event(task, state, state))
     return task

@@ -289,7 +289,6 @@ class Recording:
         return [r for r in self.requests if r.method != "GET"]
 
 
-
 def stop_process(process: subprocess.Popen | None) -> None:
     """Stops a process the tests started: SIGTERM, then SIGKILL after STOP_SECONDS."""
     if process is None or process.poll() is not None:
@@ -300,6 +299,7 @@ def stop_process(process: subprocess.Popen | None) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(STOP_SECONDS)
+
 
 @dataclass
 class Daphne:

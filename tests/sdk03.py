@@ -56,7 +56,10 @@ class Sdk03:
         (``{"error": ...}`` when the SDK raised)."""
         result = subprocess.run(
             [str(self.python), str(PEERS / "sdk03_client.py")],
-            input=json.dumps(request), capture_output=True, text=True, timeout=CALL_SECONDS,
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            timeout=CALL_SECONDS,
         )
         if not result.stdout.strip():
             raise RuntimeError(f"the 0.3.26 client printed nothing:\n{result.stderr[-3000:]}")
@@ -71,13 +74,23 @@ class Sdk03:
         url = f"http://127.0.0.1:{port}"
         with tempfile.TemporaryFile(mode="w+") as log:
             process = subprocess.Popen(
-                [str(self.python), str(PEERS / "sdk03_agent.py"), str(port),
-                 "--transports", transports],
-                stdout=log, stderr=subprocess.STDOUT, text=True,
+                [
+                    str(self.python),
+                    str(PEERS / "sdk03_agent.py"),
+                    str(port),
+                    "--transports",
+                    transports,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                text=True,
             )
             try:
-                wait_for(lambda: process.poll() is not None or _answers(url),
-                         "the 0.3.26 agent's start", timeout=START_SECONDS)
+                wait_for(
+                    lambda: process.poll() is not None or _answers(url),
+                    "the 0.3.26 agent's start",
+                    timeout=START_SECONDS,
+                )
                 if process.poll() is not None:
                     log.seek(0)
                     raise RuntimeError(f"the 0.3.26 agent exited: {log.read()[-3000:]}")
@@ -108,9 +121,18 @@ def build(path: Path = VENV) -> Sdk03:
         venv.EnvBuilder(clear=True, with_pip=True).create(path)
         try:
             result = subprocess.run(
-                [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                 *REQUIREMENTS],
-                capture_output=True, text=True, timeout=INSTALL_SECONDS,
+                [
+                    str(python),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    *REQUIREMENTS,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=INSTALL_SECONDS,
             )
         except subprocess.TimeoutExpired as error:
             raise Sdk03Unavailable(f"pip took over {INSTALL_SECONDS:.0f} s") from error

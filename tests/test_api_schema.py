@@ -56,18 +56,31 @@ def resolved(schema, node, *, closed: bool = True):
 
 def test_the_schema_validates_without_a_single_warning(tmp_path):
     finished = subprocess.run(
-        [sys.executable, "manage.py", "spectacular", "--validate", "--fail-on-warn",
-         "--file", str(tmp_path / "schema.yaml")],
-        cwd=ROOT, capture_output=True, text=True, timeout=COMMAND_SECONDS)
+        [
+            sys.executable,
+            "manage.py",
+            "spectacular",
+            "--validate",
+            "--fail-on-warn",
+            "--file",
+            str(tmp_path / "schema.yaml"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_SECONDS,
+    )
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert "Warning" not in finished.stderr
 
 
 def test_the_schema_declares_the_bearer_api_key(schema):
     assert schema["components"]["securitySchemes"]["bearerAuth"] == {
-        "type": "http", "scheme": "bearer",
+        "type": "http",
+        "scheme": "bearer",
         "description": "An API key of this relay (`manage.py create_api_key NAME` prints one), "
-                       "sent as `Authorization: Bearer <key>`."}
+        "sent as `Authorization: Bearer <key>`.",
+    }
     for name, operation in operations(schema):
         assert {"bearerAuth": []} in operation["security"], name
 
@@ -91,12 +104,14 @@ def test_every_operation_has_examples(schema):
         body = operation.get("requestBody")
         if body is not None:
             assert all(media.get("examples") for media in body["content"].values()), name
-        answers = [(code, answer) for code, answer in operation["responses"].items()
-                   if code.startswith("2") and code != "204"]
+        answers = [
+            (code, answer)
+            for code, answer in operation["responses"].items()
+            if code.startswith("2") and code != "204"
+        ]
         assert answers or "204" in operation["responses"], name
         for code, answer in answers:
-            assert all(media.get("examples") for media in answer["content"].values()), (
-                name, code)
+            assert all(media.get("examples") for media in answer["content"].values()), (name, code)
         for parameter in operation.get("parameters", []):
             if parameter["in"] == "path":
                 assert parameter.get("examples"), (name, parameter["name"])
@@ -104,11 +119,13 @@ def test_every_operation_has_examples(schema):
 
 def test_every_operation_documents_its_4xx_answers_with_the_error_body(schema):
     for name, operation in operations(schema):
-        errors = {code: answer for code, answer in operation["responses"].items()
-                  if code.startswith("4")}
+        errors = {
+            code: answer for code, answer in operation["responses"].items() if code.startswith("4")
+        }
         assert "401" in errors, name
         if operation.get("requestBody") or any(
-                parameter["in"] == "query" for parameter in operation.get("parameters", [])):
+            parameter["in"] == "query" for parameter in operation.get("parameters", [])
+        ):
             assert "400" in errors, name
         if any(parameter["in"] == "path" for parameter in operation.get("parameters", [])):
             assert "404" in errors, name
@@ -130,19 +147,31 @@ def test_every_example_validates_against_its_schema(schema):
     for name, operation in operations(schema):
         for media_type, media in operation.get("requestBody", {}).get("content", {}).items():
             for example_name, example in media.get("examples", {}).items():
-                _check(schema, example["value"], media["schema"],
-                       (name, "request", media_type, example_name))
+                _check(
+                    schema,
+                    example["value"],
+                    media["schema"],
+                    (name, "request", media_type, example_name),
+                )
                 checked += 1
         for code, answer in operation["responses"].items():
             for media_type, media in answer.get("content", {}).items():
                 for example_name, example in media.get("examples", {}).items():
-                    _check(schema, example["value"], media["schema"],
-                           (name, code, media_type, example_name))
+                    _check(
+                        schema,
+                        example["value"],
+                        media["schema"],
+                        (name, code, media_type, example_name),
+                    )
                     checked += 1
         for parameter in operation.get("parameters", []):
             for example_name, example in parameter.get("examples", {}).items():
-                _check(schema, example["value"], parameter["schema"],
-                       (name, parameter["name"], example_name))
+                _check(
+                    schema,
+                    example["value"],
+                    parameter["schema"],
+                    (name, parameter["name"], example_name),
+                )
                 checked += 1
     assert checked > 100
 
@@ -152,7 +181,9 @@ def test_a_misspelt_field_in_an_example_would_fail(schema):
     agent = schema["components"]["schemas"]["Agent"]
     good = copy.deepcopy(
         schema["paths"]["/a2a/registry/{agent_id}"]["get"]["responses"]["200"]["content"][
-            "application/json"]["examples"]["AnAgent"]["value"])
+            "application/json"
+        ]["examples"]["AnAgent"]["value"]
+    )
     _check(schema, good, agent, "as documented")
     with pytest.raises(AssertionError):
         _check(schema, {**good, "invocationURL": ""}, agent, "misspelt")

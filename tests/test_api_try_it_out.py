@@ -18,11 +18,28 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # The order "Try it out" is used in: what is created first, deleted last.
 ORDER = [
-    "agents_list", "agents_register", "agent_get", "agent_update", "agent_refresh",
-    "agent_history", "agent_card", "skills_search", "agent_metrics",
-    "teams_create", "teams_list", "team_get", "team_update",
-    "tasks_send", "tasks_send_subscribe", "tasks_send_batch", "tasks_get", "tasks_trace",
-    "tasks_cancel", "metrics", "team_delete", "agent_delete",
+    "agents_list",
+    "agents_register",
+    "agent_get",
+    "agent_update",
+    "agent_refresh",
+    "agent_history",
+    "agent_card",
+    "skills_search",
+    "agent_metrics",
+    "teams_create",
+    "teams_list",
+    "team_get",
+    "team_update",
+    "tasks_send",
+    "tasks_send_subscribe",
+    "tasks_send_batch",
+    "tasks_get",
+    "tasks_trace",
+    "tasks_cancel",
+    "metrics",
+    "team_delete",
+    "agent_delete",
 ]
 # Answers the examples are expected to get besides 2xx, with a word of the answer, and why.
 FINISHED = "is completed"  # the early examples all use task id note-1, done by the first send
@@ -61,34 +78,46 @@ def request_examples(operation):
 
 
 def filled_path(path, operation):
-    values = {parameter["name"]: next(iter(parameter["examples"].values()))["value"]
-              for parameter in operation.get("parameters", []) if parameter["in"] == "path"}
+    values = {
+        parameter["name"]: next(iter(parameter["examples"].values()))["value"]
+        for parameter in operation.get("parameters", [])
+        if parameter["in"] == "path"
+    }
     return re.sub(r"\{(\w+)\}", lambda match: str(values[match.group(1)]), path)
 
 
 def query_examples(operation):
-    return {parameter["name"]: next(iter(parameter["examples"].values()))["value"]
-            for parameter in operation.get("parameters", [])
-            if parameter["in"] == "query" and parameter.get("examples")}
+    return {
+        parameter["name"]: next(iter(parameter["examples"].values()))["value"]
+        for parameter in operation.get("parameters", [])
+        if parameter["in"] == "query" and parameter.get("examples")
+    }
 
 
 def test_try_it_out_works_for_every_operation(relay, admin_key):
-    schema = httpx.get(f"{relay.url}/api/schema", headers={"Accept": "application/json"},
-                       timeout=CALL_SECONDS).json()
-    served = {operation_id: (path, method, operation)
-              for operation_id, path, method, operation in served_operations(schema)}
+    schema = httpx.get(
+        f"{relay.url}/api/schema", headers={"Accept": "application/json"}, timeout=CALL_SECONDS
+    ).json()
+    served = {
+        operation_id: (path, method, operation)
+        for operation_id, path, method, operation in served_operations(schema)
+    }
     assert sorted(served) == sorted(ORDER)
 
     answers = []
-    with httpx.Client(base_url=relay.url, timeout=CALL_SECONDS,
-                      headers={"Authorization": f"Bearer {admin_key}"}) as client:
+    with httpx.Client(
+        base_url=relay.url, timeout=CALL_SECONDS, headers={"Authorization": f"Bearer {admin_key}"}
+    ) as client:
         for operation_id in ORDER:
             path, method, operation = served[operation_id]
             documented = {int(code) for code in operation["responses"]}
             for body in request_examples(operation):
                 request = client.build_request(
-                    method.upper(), filled_path(path, operation),
-                    params=query_examples(operation), json=body)
+                    method.upper(),
+                    filled_path(path, operation),
+                    params=query_examples(operation),
+                    json=body,
+                )
                 response = client.send(request, stream=True)
                 try:
                     response.read()
@@ -96,11 +125,17 @@ def test_try_it_out_works_for_every_operation(relay, admin_key):
                     response.close()
                 answers.append((operation_id, response.status_code))
                 assert response.status_code in documented, (
-                    operation_id, response.status_code, response.text[:500])
+                    operation_id,
+                    response.status_code,
+                    response.text[:500],
+                )
                 if not response.is_success:
                     refusal = EXPECTED_REFUSALS.get(operation_id, (None, ""))
                     assert response.status_code == refusal[0], (
-                        operation_id, response.status_code, response.text[:500])
+                        operation_id,
+                        response.status_code,
+                        response.text[:500],
+                    )
                     assert refusal[1] in response.text, (operation_id, response.text[:500])
                 assert "WWW-Authenticate" not in response.headers
     assert len(answers) >= len(ORDER)
@@ -110,10 +145,17 @@ def test_try_it_out_works_for_every_operation(relay, admin_key):
 
 def test_the_live_relay_cannot_register_itself(relay):
     port = relay.url.rsplit(":", 1)[1]
-    for url in (f"http://127.0.0.1:{port}/admin/", f"http://localhost:{port}/",
-                f"{relay.url}/a2a/agents/writer/"):
-        response = httpx.post(f"{relay.url}/a2a/registry", json={"url": url},
-                              headers=relay.auth(), timeout=CALL_SECONDS)
+    for url in (
+        f"http://127.0.0.1:{port}/admin/",
+        f"http://localhost:{port}/",
+        f"{relay.url}/a2a/agents/writer/",
+    ):
+        response = httpx.post(
+            f"{relay.url}/a2a/registry",
+            json={"url": url},
+            headers=relay.auth(),
+            timeout=CALL_SECONDS,
+        )
         assert response.status_code == 400, (url, response.text)
         error = response.json()["error"]
         assert error["code"] == "relay_itself"
@@ -123,8 +165,12 @@ def test_the_live_relay_cannot_register_itself(relay):
 def test_a_card_url_that_redirects_to_the_relay_is_refused(relay):
     target = f"{relay.url}/.well-known/agent-card.json"
     with card_site({"/.well-known/agent-card.json": redirect(target)}) as (site, url):
-        response = httpx.post(f"{relay.url}/a2a/registry", json={"url": url, "id": "loop"},
-                              headers=relay.auth(), timeout=CALL_SECONDS)
+        response = httpx.post(
+            f"{relay.url}/a2a/registry",
+            json={"url": url, "id": "loop"},
+            headers=relay.auth(),
+            timeout=CALL_SECONDS,
+        )
 
     assert site.hits
     assert response.status_code == 400, response.text

@@ -159,47 +159,50 @@ def write(root: Path, files: dict[str, str]) -> None:
 
 
 def test_the_walker_finds_every_kind_of_upward_import_with_its_module_and_line(tmp_path):
-    write(tmp_path, {
-        "registry/__init__.py": "",
-        "registry/models.py": "import os\nfrom registry import cards\n",
-        "registry/cards.py": "",
-        "registry/views.py": (
-            "from __future__ import annotations\n"
-            "\n"
-            "def page():\n"
-            "    from routing import metrics\n"
-            "    return metrics\n"
-        ),
-        "registry/api/__init__.py": "import tasks_app.models as task_models\n",
-        "registry/api/views.py": (
-            "from .. import models\n"
-            "from ..cards import parse\n"
-            "from . import serializers\n"
-            "class View:\n"
-            "    def get(self):\n"
-            "        from tasks_app.api.cards import (\n"
-            "            agent_relay_card,\n"
-            "        )\n"
-        ),
-        "registry/admin.py": (
-            "import importlib\n"
-            "from django.apps import apps\n"
-            "hops = apps.get_model('routing', 'RoutingHop')\n"
-            "tasks = apps.get_model('tasks_app.Task')\n"
-            "own = apps.get_model('registry', 'Agent')\n"
-            "health = importlib.import_module('routing.health')\n"
-        ),
-        "tasks_app/__init__.py": "",
-        "tasks_app/gateway/__init__.py": "from .targets import run\n",
-        "tasks_app/gateway/targets.py": (
-            "from registry.models import Agent\n"
-            "from typing import TYPE_CHECKING\n"
-            "if TYPE_CHECKING:\n"
-            "    from routing.router import Decision\n"
-        ),
-        "routing/__init__.py": "",
-        "routing/apps.py": "from tasks_app import gateway\nfrom registry.models import Team\n",
-    })
+    write(
+        tmp_path,
+        {
+            "registry/__init__.py": "",
+            "registry/models.py": "import os\nfrom registry import cards\n",
+            "registry/cards.py": "",
+            "registry/views.py": (
+                "from __future__ import annotations\n"
+                "\n"
+                "def page():\n"
+                "    from routing import metrics\n"
+                "    return metrics\n"
+            ),
+            "registry/api/__init__.py": "import tasks_app.models as task_models\n",
+            "registry/api/views.py": (
+                "from .. import models\n"
+                "from ..cards import parse\n"
+                "from . import serializers\n"
+                "class View:\n"
+                "    def get(self):\n"
+                "        from tasks_app.api.cards import (\n"
+                "            agent_relay_card,\n"
+                "        )\n"
+            ),
+            "registry/admin.py": (
+                "import importlib\n"
+                "from django.apps import apps\n"
+                "hops = apps.get_model('routing', 'RoutingHop')\n"
+                "tasks = apps.get_model('tasks_app.Task')\n"
+                "own = apps.get_model('registry', 'Agent')\n"
+                "health = importlib.import_module('routing.health')\n"
+            ),
+            "tasks_app/__init__.py": "",
+            "tasks_app/gateway/__init__.py": "from .targets import run\n",
+            "tasks_app/gateway/targets.py": (
+                "from registry.models import Agent\n"
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n"
+                "    from routing.router import Decision\n"
+            ),
+            "routing/__init__.py": "",
+            "routing/apps.py": "from tasks_app import gateway\nfrom registry.models import Team\n",
+        },
+    )
 
     wrong = upward_imports(tmp_path)
 
@@ -221,13 +224,16 @@ def test_the_walker_finds_every_kind_of_upward_import_with_its_module_and_line(t
 
 
 def test_relative_imports_are_resolved_against_the_package(tmp_path):
-    write(tmp_path, {
-        "registry/__init__.py": "from . import models\n",
-        "registry/models.py": "",
-        "registry/api/__init__.py": "",
-        "registry/api/views.py": "from .. import models\nfrom ..cards import parse\n"
-                                 "from . import serializers\nfrom .errors import *\n",
-    })
+    write(
+        tmp_path,
+        {
+            "registry/__init__.py": "from . import models\n",
+            "registry/models.py": "",
+            "registry/api/__init__.py": "",
+            "registry/api/views.py": "from .. import models\nfrom ..cards import parse\n"
+            "from . import serializers\nfrom .errors import *\n",
+        },
+    )
 
     targets = {
         module_name(path, tmp_path): [found.target for found in imports_in(path, tmp_path)]
@@ -239,17 +245,22 @@ def test_relative_imports_are_resolved_against_the_package(tmp_path):
         "registry.models": [],
         "registry.api": [],
         "registry.api.views": [
-            "registry.models", "registry.cards.parse", "registry.api.serializers",
+            "registry.models",
+            "registry.cards.parse",
+            "registry.api.serializers",
             "registry.api.errors",
         ],
     }
 
 
 def test_imports_downwards_and_of_other_libraries_pass(tmp_path):
-    write(tmp_path, {
-        "registry/__init__.py": "import django\nfrom relay_project import outbound\n",
-        "tasks_app/__init__.py": "from registry import models\nimport registry.cards\n"
-                                 "import routingtable\n",
-    })
+    write(
+        tmp_path,
+        {
+            "registry/__init__.py": "import django\nfrom relay_project import outbound\n",
+            "tasks_app/__init__.py": "from registry import models\nimport registry.cards\n"
+            "import routingtable\n",
+        },
+    )
 
     assert upward_imports(tmp_path) == []

@@ -39,17 +39,21 @@ NEW_PASSWORD = "Printed-command-2841"
 PLAN: dict[str, str | tuple[str, str]] = {
     "make up": (
         "checked as `make up RELAY_PORT=... RELAY_AGENTS_PORT=...`, the same target: the "
-        "default ports 8000 and 9301-9304 may be taken on a shared machine", "the port form"),
+        "default ports 8000 and 9301-9304 may be taken on a shared machine",
+        "the port form",
+    ),
     "make up RELAY_PORT=8010 RELAY_AGENTS_PORT=9401": SERVER,
-    "make test": (
-        "runs this very suite (minutes, and itself again)", "make -n test"),
+    "make test": ("runs this very suite (minutes, and itself again)", "make -n test"),
     "make bench": ("a benchmark of several minutes", "make -n bench"),
     ".venv/bin/pytest -m chaos tests/chaos": (
         "the chaos suite: 2.5 minutes with relays, Redis and PostgreSQL of its own; the suite "
-        "runs it", "--collect-only -q"),
+        "runs it",
+        "--collect-only -q",
+    ),
     '.venv/bin/pytest -m "not chaos"': (
         "runs this very suite (minutes, and itself again)",
-        "--collect-only -q tests/test_project_text.py"),
+        "--collect-only -q tests/test_project_text.py",
+    ),
     '.venv/bin/python manage.py ask_team demo "please research the weather and write a report" '
     "--url http://127.0.0.1:8000 "
     "--key \"$(sed -n 's/^api_key=//p' var/credentials.txt)\"": RUN,
@@ -89,8 +93,11 @@ def readme_commands() -> list[str]:
 def banner_commands(banner: str) -> list[str]:
     """The command lines ``make up`` printed: the indented ``curl`` and ``manage.py`` lines and
     the commands in backquotes."""
-    commands = [line.strip() for line in banner.splitlines()
-                if re.match(r"^\s+(curl |\S*python\S* manage\.py )", line)]
+    commands = [
+        line.strip()
+        for line in banner.splitlines()
+        if re.match(r"^\s+(curl |\S*python\S* manage\.py )", line)
+    ]
     return commands + re.findall(r"`([^`]*manage\.py[^`]*)`", banner)
 
 
@@ -101,9 +108,16 @@ def without_optional_parts(command: str) -> str:
 def shell(command: str, env: dict[str, str], stdin: str = "") -> str:
     """Runs ``command`` in a fresh shell in the checkout; returns its output, failing the test
     with it when the command does not exit 0."""
-    result = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, input=stdin,
-                            capture_output=True, text=True, timeout=300,
-                            start_new_session=True)
+    result = subprocess.run(
+        ["bash", "-c", command],
+        cwd=ROOT,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        start_new_session=True,
+    )
     assert result.returncode == 0, (command, result.stdout[-2000:], result.stderr[-2000:])
     return result.stdout
 
@@ -119,8 +133,12 @@ def checkout_venv() -> Iterator[str]:
     if linked:
         venv.symlink_to(Path(sys.prefix))
     try:
-        fresh = subprocess.run(["make", "-q", ".venv/.installed"], cwd=ROOT,
-                               capture_output=True).returncode == 0
+        fresh = (
+            subprocess.run(
+                ["make", "-q", ".venv/.installed"], cwd=ROOT, capture_output=True
+            ).returncode
+            == 0
+        )
         yield "" if fresh else "-o .venv/.installed "
     finally:
         if linked:
@@ -135,8 +153,22 @@ def redis_server(directory: Path) -> Iterator[str]:
         raise ServiceMissingError("redis-server is not installed")
     port = free_port()
     process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-         "no", "--dir", str(directory)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(directory),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         yield f"redis://127.0.0.1:{port}/0"
     finally:
@@ -154,7 +186,8 @@ def answers(url: str) -> bool:
 def test_the_readme_shows_only_commands_this_test_knows_how_to_check():
     assert readme_commands() == list(dict.fromkeys(readme_commands()))
     assert sorted(readme_commands()) == sorted(PLAN), (
-        "a command of the README is not in PLAN (or PLAN names one the README no longer shows)")
+        "a command of the README is not in PLAN (or PLAN names one the README no longer shows)"
+    )
 
 
 def test_every_command_the_readme_and_make_up_print_works(tmp_path, checkout_venv):
@@ -199,9 +232,11 @@ def test_every_command_the_readme_and_make_up_print_works(tmp_path, checkout_ven
                 assert output.strip().splitlines()[-1].startswith("br_"), output
             checked.add(command)
     assert "Stopped." in running.output
-    assert checked == {command for command, how in PLAN.items()
-                       if not command.startswith(PRODUCTION)
-                       and (how in (RUN, SERVER) or command == "make up")}
+    assert checked == {
+        command
+        for command, how in PLAN.items()
+        if not command.startswith(PRODUCTION) and (how in (RUN, SERVER) or command == "make up")
+    }
 
 
 def test_the_production_profile_commands_work(tmp_path, checkout_venv):
@@ -215,9 +250,13 @@ def test_the_production_profile_commands_work(tmp_path, checkout_venv):
             redis_url = stack.enter_context(redis_server(tmp_path))
         except ServiceMissingError as error:
             pytest.skip(f"the production profile's commands need PostgreSQL and Redis: {error}")
-        env = relay_env(tmp_path / "production", DATABASE_URL=database_url, REDIS_URL=redis_url,
-                        DJANGO_SECRET_KEY="a-secret-for-the-readme-test-only",
-                        RELAY_LOG_LEVEL="INFO")
+        env = relay_env(
+            tmp_path / "production",
+            DATABASE_URL=database_url,
+            REDIS_URL=redis_url,
+            DJANGO_SECRET_KEY="a-secret-for-the-readme-test-only",
+            RELAY_LOG_LEVEL="INFO",
+        )
         shell(".venv/bin/python manage.py migrate", env)
         runs = []
         for command in commands[1:]:
@@ -228,8 +267,11 @@ def test_the_production_profile_commands_work(tmp_path, checkout_venv):
             if "daphne" in line:
                 port = re.search(r"-p (\d+)", line).group(1)
                 url = f"http://127.0.0.1:{port}/a2a/registry"
-                wait_for(lambda url=url, run=run: answers(url) or run.process.poll() is not None,
-                         f"{line} answering", timeout=120)
+                wait_for(
+                    lambda url=url, run=run: answers(url) or run.process.poll() is not None,
+                    f"{line} answering",
+                    timeout=120,
+                )
                 assert answers(url), (line, run.output[-2000:])
             elif " worker " in line:
                 run.wait_for(r"celery@\S+ ready\.")
@@ -254,8 +296,12 @@ def test_the_commands_a_test_cannot_run_whole_pass_a_lighter_check(tmp_path, che
             assert ".venv/bin/" in dry, dry
         else:
             collected = shell(f"{command} {how[1]}", env)
-            assert re.search(r"^\d+(/\d+)? tests? collected", collected, re.MULTILINE), (
-                collected[-500:])
+            assert re.search(r"^\d+(/\d+)? tests? collected", collected, re.MULTILINE), collected[
+                -500:
+            ]
         checked.add(command)
-    assert checked == {command for command, how in PLAN.items()
-                       if isinstance(how, tuple) and how[1] != "the port form"}
+    assert checked == {
+        command
+        for command, how in PLAN.items()
+        if isinstance(how, tuple) and how[1] != "the port form"
+    }

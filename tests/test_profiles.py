@@ -29,22 +29,36 @@ from tests.registry.test_cards import card_v1
 from tests.servers import running
 
 ROOT = Path(__file__).resolve().parent.parent
-POSTGRES_ADMIN_URL = os.environ.get("RELAY_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test")
+POSTGRES_ADMIN_URL = os.environ.get(
+    "RELAY_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test"
+)
 REDIS_TEST_URL = os.environ.get("RELAY_TEST_REDIS", "redis://127.0.0.1:6379/9")
 WAIT_SECONDS = 40
 
 
 def manage(env: dict[str, str], *args: str) -> str:
-    result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
 
 
 @contextmanager
 def process(env: dict[str, str], *command: str):
-    child = subprocess.Popen([sys.executable, *command], cwd=ROOT, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, *command],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         yield child
     finally:
@@ -58,16 +72,33 @@ def process(env: dict[str, str], *command: str):
 
 def worker(env, *, with_beat: bool = True):
     """A Celery worker; with ``with_beat`` it also runs beat (the embedded way)."""
-    return process(env, "-m", "celery", "-A", "relay_project", "worker",
-                   *(["--beat"] if with_beat else []),
-                   "--loglevel=WARNING", "--concurrency=1", "--pool=solo")
+    return process(
+        env,
+        "-m",
+        "celery",
+        "-A",
+        "relay_project",
+        "worker",
+        *(["--beat"] if with_beat else []),
+        "--loglevel=WARNING",
+        "--concurrency=1",
+        "--pool=solo",
+    )
 
 
 def beat(env, schedule_dir):
     """Celery beat on its own, as the production profile runs it (django-celery-beat's database
     scheduler; its state file goes under ``schedule_dir``)."""
-    return process(env, "-m", "celery", "-A", "relay_project", "beat", "--loglevel=WARNING",
-                   f"--schedule={schedule_dir / 'celerybeat-schedule'}")
+    return process(
+        env,
+        "-m",
+        "celery",
+        "-A",
+        "relay_project",
+        "beat",
+        "--loglevel=WARNING",
+        f"--schedule={schedule_dir / 'celerybeat-schedule'}",
+    )
 
 
 def free_port() -> int:
@@ -88,8 +119,11 @@ def wait_until(condition, what: str, child=None) -> None:
 
 
 def base_env(**extra: str) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("DATABASE_URL", "REDIS_URL", "DJANGO_", "RELAY_"))}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("DATABASE_URL", "REDIS_URL", "DJANGO_", "RELAY_"))
+    }
     env.update({"RELAY_ALLOW_PRIVATE_URLS": "true", "PYTHONUNBUFFERED": "1", **extra})
     return env
 
@@ -97,8 +131,13 @@ def base_env(**extra: str) -> dict[str, str]:
 async def task_not_found(request) -> JSONResponse:
     """A JSON-RPC endpoint that knows no task: what the health sweep's transport probe wants."""
     call = await request.json()
-    return JSONResponse({"jsonrpc": "2.0", "id": call.get("id"),
-                         "error": {"code": -32001, "message": "Task not found"}})
+    return JSONResponse(
+        {
+            "jsonrpc": "2.0",
+            "id": call.get("id"),
+            "error": {"code": -32001, "message": "Task not found"},
+        }
+    )
 
 
 @contextmanager
@@ -109,11 +148,16 @@ def agent_site(document: dict):
     async def card(request) -> JSONResponse:
         return JSONResponse(document)
 
-    app = Starlette(routes=[Route("/.well-known/agent-card.json", card, methods=["GET"]),
-                            Route("/rpc", task_not_found, methods=["POST"])])
+    app = Starlette(
+        routes=[
+            Route("/.well-known/agent-card.json", card, methods=["GET"]),
+            Route("/rpc", task_not_found, methods=["POST"]),
+        ]
+    )
     with running(app) as url:
         document["supportedInterfaces"] = [
-            {"url": f"{url}/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]
+            {"url": f"{url}/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        ]
         yield None, url
 
 
@@ -121,8 +165,12 @@ HEALTH_ENV = {"RELAY_HEALTH_SWEEP_SECONDS": "1", "RELAY_HEALTH_INTERVAL_SECONDS"
 
 
 def enqueue_refresh(env, agent_id: str) -> None:
-    manage(env, "shell", "-c",
-           f"from registry.tasks import refresh_card; refresh_card.delay({agent_id!r})")
+    manage(
+        env,
+        "shell",
+        "-c",
+        f"from registry.tasks import refresh_card; refresh_card.delay({agent_id!r})",
+    )
 
 
 def test_embedded_profile_runs_a_real_worker_with_nothing_installed(tmp_path):
@@ -144,13 +192,21 @@ def test_embedded_profile_runs_a_real_worker_with_nothing_installed(tmp_path):
         enqueue_refresh(env, "weather")
         wait_until(lambda: snapshots() == 2, "the worker refreshing the card", celery)
         # Beat starts the health sweep on its own; the worker probes and stores.
-        wait_until(lambda: query("select health from registry_agent")[0] == "healthy",
-                   "beat's health sweep finding the agent healthy", celery)
-        assert query("select count(*) from routing_proberesult where ok and level = 'transport'"
-                     )[0] >= 1
+        wait_until(
+            lambda: query("select health from registry_agent")[0] == "healthy",
+            "beat's health sweep finding the agent healthy",
+            celery,
+        )
+        assert (
+            query("select count(*) from routing_proberesult where ok and level = 'transport'")[0]
+            >= 1
+        )
         # Beat may queue the next sweep at any moment; the worker takes each in turn.
-        wait_until(lambda: not list((tmp_path / "celery" / "queue").iterdir()),
-                   "the worker emptying its queue", celery)
+        wait_until(
+            lambda: not list((tmp_path / "celery" / "queue").iterdir()),
+            "the worker emptying its queue",
+            celery,
+        )
 
 
 def _postgres_database():
@@ -179,25 +235,37 @@ def test_production_profile_on_postgresql_and_redis(tmp_path):
     redis_client = _redis_or_skip()
     psycopg, name = _postgres_database()
     database_url = POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    env = base_env(DATABASE_URL=database_url, REDIS_URL=REDIS_TEST_URL,
-                   RELAY_VAR_DIR=str(tmp_path), RELAY_CHANNEL_PREFIX=f"test-{name}",
-                   **HEALTH_ENV)
+    env = base_env(
+        DATABASE_URL=database_url,
+        REDIS_URL=REDIS_TEST_URL,
+        RELAY_VAR_DIR=str(tmp_path),
+        RELAY_CHANNEL_PREFIX=f"test-{name}",
+        **HEALTH_ENV,
+    )
     port = free_port()
     document = card_v1()
 
     def snapshots() -> int:
         with psycopg.connect(database_url) as connection:
-            return connection.execute(
-                "select count(*) from registry_cardsnapshot").fetchone()[0]
+            return connection.execute("select count(*) from registry_cardsnapshot").fetchone()[0]
 
     try:
         manage(env, "migrate", "--verbosity=0")
         key = manage(env, "create_api_key", "profile-test").strip().splitlines()[-1]
         with ExitStack() as stack:
             site, url = stack.enter_context(agent_site(document))
-            relay = stack.enter_context(process(
-                env, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                "relay_project.asgi:application"))
+            relay = stack.enter_context(
+                process(
+                    env,
+                    "-m",
+                    "daphne",
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(port),
+                    "relay_project.asgi:application",
+                )
+            )
             celery = stack.enter_context(worker(env, with_beat=False))
             scheduler = stack.enter_context(beat(env, tmp_path))
             base = f"http://127.0.0.1:{port}"
@@ -209,8 +277,12 @@ def test_production_profile_on_postgresql_and_redis(tmp_path):
                     return False
 
             wait_until(listening, "daphne listening", relay)
-            created = httpx.post(f"{base}/a2a/registry", json={"url": url},
-                                 headers={"Authorization": f"Bearer {key}"}, timeout=10)
+            created = httpx.post(
+                f"{base}/a2a/registry",
+                json={"url": url},
+                headers={"Authorization": f"Bearer {key}"},
+                timeout=10,
+            )
             assert created.status_code == 201, created.text
             listed = httpx.get(f"{base}/a2a/registry", params={"tag": "forecast"}).json()
             assert [agent["id"] for agent in listed["agents"]] == ["weather"]
@@ -219,25 +291,30 @@ def test_production_profile_on_postgresql_and_redis(tmp_path):
             assert stored == [("weather",)]
             with psycopg.connect(database_url) as connection:
                 leases = connection.execute(
-                    "select count(*) from tasks_app_relayprocess "
-                    "where lease_expires_at > now()").fetchone()[0]
+                    "select count(*) from tasks_app_relayprocess where lease_expires_at > now()"
+                ).fetchone()[0]
             # The daphne process holds its lease from its start (the takeover scan runs).
             assert leases == 1
 
             document["version"] = "9.9.9"
             enqueue_refresh(env, "weather")
-            wait_until(lambda: snapshots() == 2, "the worker refreshing the card over Redis",
-                       celery)
+            wait_until(
+                lambda: snapshots() == 2, "the worker refreshing the card over Redis", celery
+            )
 
             def health() -> tuple:
                 with psycopg.connect(database_url) as connection:
                     return connection.execute(
                         "select a.health, count(p.id) from registry_agent a join "
                         "routing_proberesult p on p.agent_id = a.id and p.ok "
-                        "group by a.health").fetchone() or ("", 0)
+                        "group by a.health"
+                    ).fetchone() or ("", 0)
 
-            wait_until(lambda: health()[0] == "healthy",
-                       "beat's health sweep finding the agent healthy over Redis", celery)
+            wait_until(
+                lambda: health()[0] == "healthy",
+                "beat's health sweep finding the agent healthy over Redis",
+                celery,
+            )
             assert scheduler.poll() is None, "beat, a process of its own, is still running"
             assert health()[1] >= 2
             agent = httpx.get(f"{base}/a2a/registry/weather").json()

@@ -11,8 +11,9 @@ MACHINE_PATH = re.compile(r"(?<![\w.])/(?:work|home|Users|root)/[\w.-]+")
 
 
 def tracked_files() -> list[Path]:
-    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
-                            check=True).stdout.split()
+    listed = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     return [ROOT / name for name in listed]
 
 
@@ -25,6 +26,7 @@ def test_no_file_names_a_path_of_a_developers_machine():
             text = path.read_text()
         except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
             continue
-        found += [f"{path.relative_to(ROOT)}: {match.group()}"
-                  for match in MACHINE_PATH.finditer(text)]
+        found += [
+            f"{path.relative_to(ROOT)}: {match.group()}" for match in MACHINE_PATH.finditer(text)
+        ]
     assert found == []

@@ -40,8 +40,9 @@ def cache(request, monkeypatch):
         except redis.exceptions.ConnectionError:
             pytest.skip("no Redis on 127.0.0.1:6379")
         # The production profile's backend, with its shared pool.
-        backend = SharedPoolRedisCache("redis://127.0.0.1:6379/0",
-                                       {"KEY_PREFIX": f"ratelimit-test-{uuid.uuid4().hex}"})
+        backend = SharedPoolRedisCache(
+            "redis://127.0.0.1:6379/0", {"KEY_PREFIX": f"ratelimit-test-{uuid.uuid4().hex}"}
+        )
     monkeypatch.setattr(ratelimit, "cache", backend)
     processes.current, processes.alive = "this", ["this"]
     monkeypatch.setattr(ratelimit, "_current_holder", lambda: processes.current)

@@ -79,8 +79,9 @@ class Endpoint:
     def sample_path(self) -> str:
         """The route with a sample value for each parameter."""
         path = re.sub(r"<(?:\w+:)?(\w+)>", lambda m: SAMPLE_VALUES.get(m[1], "x1"), self.route)
-        path = re.sub(r"\(\?P<\w+>([^)]*)\)",
-                      lambda m: m[1].split("|")[0] if "|" in m[1] else "x1", path)
+        path = re.sub(
+            r"\(\?P<\w+>([^)]*)\)", lambda m: m[1].split("|")[0] if "|" in m[1] else "x1", path
+        )
         return "/" + path.replace("^", "").replace("$", "")
 
     def __str__(self) -> str:
@@ -112,8 +113,17 @@ def explicit_permissions(view_class: type) -> tuple | None:
 
 def test_the_walk_finds_every_part_of_the_project():
     keys = {endpoint.key for endpoint in ENDPOINTS}
-    assert {"registry", "team", "task-send", "task-trace", "registry-page", "task-page",
-            "admin:index", "admin:registry_apikey_add", "api-schema"} <= keys
+    assert {
+        "registry",
+        "team",
+        "task-send",
+        "task-trace",
+        "registry-page",
+        "task-page",
+        "admin:index",
+        "admin:registry_apikey_add",
+        "api-schema",
+    } <= keys
     assert len(ENDPOINTS) > 50
 
 
@@ -179,8 +189,11 @@ def test_each_a2a_path_goes_to_the_consumer(method, path):
 @pytest.mark.parametrize(("method", "path"), A2A_CALLS)
 async def test_each_a2a_path_refuses_a_caller_without_a_key(method, path):
     async with relay_client() as client:
-        response = await client.request(method, path, content=b"{}",
-                                        headers={"Content-Type": "application/json",
-                                                 "A2A-Version": "1.0"})
+        response = await client.request(
+            method,
+            path,
+            content=b"{}",
+            headers={"Content-Type": "application/json", "A2A-Version": "1.0"},
+        )
     assert response.status_code == 401, response.text
     assert response.headers["WWW-Authenticate"] == 'Bearer realm="brass-relay"'

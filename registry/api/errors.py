@@ -1,6 +1,6 @@
 """One place that turns errors into the registry API's JSON error body:
 
-    {"error": {"code": "invalid_card", "message": "...", ...details}}
+{"error": {"code": "invalid_card", "message": "...", ...details}}
 """
 
 from __future__ import annotations
@@ -44,20 +44,25 @@ def exception_handler(exc, context):
         request = context.get("request")
         where = f"{request.method} {request.path}" if request is not None else "an API call"
         logger.warning("refused %s: %s (%s)", where, UNREACHABLE_MESSAGE, exc)
-        return error_response("unavailable", UNREACHABLE_MESSAGE,
-                              status.HTTP_503_SERVICE_UNAVAILABLE)
+        return error_response(
+            "unavailable", UNREACHABLE_MESSAGE, status.HTTP_503_SERVICE_UNAVAILABLE
+        )
     if isinstance(exc, RequestDataTooBig):
         return error_response(
-            "too_large", f"the request body is larger than the limit of "
+            "too_large",
+            f"the request body is larger than the limit of "
             f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes",
-            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
-        code, message, details = "invalid_request", _first_message(exc.detail), {
-            "fields": exc.detail
-        }
+        code, message, details = (
+            "invalid_request",
+            _first_message(exc.detail),
+            {"fields": exc.detail},
+        )
     elif isinstance(exc, exceptions.ParseError):
         code, message, details = "invalid_json", str(exc.detail), {}
     else:

@@ -23,7 +23,8 @@ class IdCursorPagination(CursorPagination):
     max_page_size = selectors.MAX_PAGE_SIZE
     page_size_query_param = "limit"
     page_size_query_description = (
-        f"Page size, 1 to {selectors.MAX_PAGE_SIZE} (default {selectors.DEFAULT_PAGE_SIZE})")
+        f"Page size, 1 to {selectors.MAX_PAGE_SIZE} (default {selectors.DEFAULT_PAGE_SIZE})"
+    )
     cursor_query_description = "nextCursor of the previous page"
     template = None
     items_key = "items"
@@ -39,10 +40,12 @@ class IdCursorPagination(CursorPagination):
             size = int(raw)
         except ValueError as error:
             raise InvalidQueryError(
-                f"{self.page_size_query_param} must be a whole number") from error
+                f"{self.page_size_query_param} must be a whole number"
+            ) from error
         if not 1 <= size <= self.max_page_size:
             raise InvalidQueryError(
-                f"{self.page_size_query_param} must be between 1 and {self.max_page_size}")
+                f"{self.page_size_query_param} must be between 1 and {self.max_page_size}"
+            )
         return size
 
     def decode_cursor(self, request) -> Cursor | None:
@@ -66,7 +69,8 @@ class IdCursorPagination(CursorPagination):
             "properties": {
                 self.items_key: schema,
                 "nextCursor": {
-                    "type": "string", "nullable": True,
+                    "type": "string",
+                    "nullable": True,
                     "description": "Pass as cursor for the next page; null on the last page.",
                     "example": selectors.encode_cursor(self.example_id),
                 },

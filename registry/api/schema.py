@@ -25,7 +25,7 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):
             "type": "http",
             "scheme": "bearer",
             "description": "An API key of this relay (`manage.py create_api_key NAME` prints "
-                           "one), sent as `Authorization: Bearer <key>`.",
+            "one), sent as `Authorization: Bearer <key>`.",
         }
 
 
@@ -33,14 +33,19 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):
 
 
 class ErrorDetailSerializer(serializers.Serializer):
-    code = serializers.CharField(help_text="Stable for clients, e.g. invalid_request, "
-                                 "invalid_query, not_found, duplicate, upstream_error.")
+    code = serializers.CharField(
+        help_text="Stable for clients, e.g. invalid_request, "
+        "invalid_query, not_found, duplicate, upstream_error."
+    )
     message = serializers.CharField(help_text="What went wrong, for a person.")
     fields = serializers.DictField(
-        required=False, help_text="invalid_request: the message of each bad field, by name.")
+        required=False, help_text="invalid_request: the message of each bad field, by name."
+    )
     missing = serializers.ListField(
-        child=serializers.CharField(), required=False,
-        help_text="invalid_card: the card's missing fields.")
+        child=serializers.CharField(),
+        required=False,
+        help_text="invalid_card: the card's missing fields.",
+    )
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -53,8 +58,11 @@ class StatusDetailSerializer(serializers.Serializer):
     code = serializers.IntegerField(help_text="The HTTP status.")
     status = serializers.CharField(help_text="google.rpc.Code name, e.g. INVALID_ARGUMENT.")
     message = serializers.CharField()
-    details = serializers.ListField(child=serializers.DictField(), required=False,
-                                    help_text="google.rpc ErrorInfo, BadRequest, ...")
+    details = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text="google.rpc ErrorInfo, BadRequest, ...",
+    )
 
 
 class StatusErrorSerializer(serializers.Serializer):
@@ -64,24 +72,45 @@ class StatusErrorSerializer(serializers.Serializer):
 
 
 REGISTRY_ERRORS = {
-    400: ("invalid_request", "Bad input: the message names the field or parameter and why",
-          "url: 'agent.example.com' has no scheme: write the full URL, e.g. "
-          "'https://agent.example.com' (or http:// for a plain HTTP agent)"),
-    401: ("not_authenticated", "No API key, or one that is unknown, revoked or expired",
-          "invalid, revoked or expired API key"),
-    403: ("permission_denied", "The key may not do this",
-          "only the key that registered this agent, or an admin key, may change it"),
+    400: (
+        "invalid_request",
+        "Bad input: the message names the field or parameter and why",
+        "url: 'agent.example.com' has no scheme: write the full URL, e.g. "
+        "'https://agent.example.com' (or http:// for a plain HTTP agent)",
+    ),
+    401: (
+        "not_authenticated",
+        "No API key, or one that is unknown, revoked or expired",
+        "invalid, revoked or expired API key",
+    ),
+    403: (
+        "permission_denied",
+        "The key may not do this",
+        "only the key that registered this agent, or an admin key, may change it",
+    ),
     404: ("not_found", "No such agent or team", "no agent with id 'weather'"),
-    409: ("duplicate", "It exists already, or is in use", "an agent with id 'weather' already "
-          "exists"),
-    413: ("too_large", "The body is larger than the relay accepts",
-          "the request body is larger than the limit of 2621440 bytes"),
-    422: ("upstream_error", "The agent's card could not be had or used (the agent's answer, "
-          "never the caller's)", "the agent at https://weather.example.com/.well-known/"
-          "agent-card.json answered HTTP 401: it refused the relay; give the agent's "
-          "credentials (credentials: {kind, value}) so the relay can send them"),
-    429: ("throttled", "Over this key's calls per minute; see Retry-After",
-          "Request was throttled. Expected available in 12 seconds."),
+    409: (
+        "duplicate",
+        "It exists already, or is in use",
+        "an agent with id 'weather' already exists",
+    ),
+    413: (
+        "too_large",
+        "The body is larger than the relay accepts",
+        "the request body is larger than the limit of 2621440 bytes",
+    ),
+    422: (
+        "upstream_error",
+        "The agent's card could not be had or used (the agent's answer, never the caller's)",
+        "the agent at https://weather.example.com/.well-known/"
+        "agent-card.json answered HTTP 401: it refused the relay; give the agent's "
+        "credentials (credentials: {kind, value}) so the relay can send them",
+    ),
+    429: (
+        "throttled",
+        "Over this key's calls per minute; see Retry-After",
+        "Request was throttled. Expected available in 12 seconds.",
+    ),
 }
 
 STATUS_ERRORS = {
@@ -98,10 +127,18 @@ def errors(*codes: int) -> dict[int, OpenApiResponse]:
     answers = {}
     for code in codes:
         error_code, description, message = REGISTRY_ERRORS[code]
-        answers[code] = OpenApiResponse(ErrorSerializer, description=description, examples=[
-            OpenApiExample(f"{code} {error_code}", value={"error": {
-                "code": error_code, "message": message}}, response_only=True,
-                status_codes=[str(code)])])
+        answers[code] = OpenApiResponse(
+            ErrorSerializer,
+            description=description,
+            examples=[
+                OpenApiExample(
+                    f"{code} {error_code}",
+                    value={"error": {"code": error_code, "message": message}},
+                    response_only=True,
+                    status_codes=[str(code)],
+                )
+            ],
+        )
     return answers
 
 
@@ -110,95 +147,208 @@ def task_errors(*codes: int) -> dict[int, OpenApiResponse]:
     answers = {}
     for code in codes:
         status, description = STATUS_ERRORS[code]
-        answers[code] = OpenApiResponse(StatusErrorSerializer, description=description,
-                                        examples=[OpenApiExample(
-                                            f"{code} {status}", value={"error": {
-                                                "code": code, "status": status,
-                                                "message": description}},
-                                            response_only=True, status_codes=[str(code)])])
+        answers[code] = OpenApiResponse(
+            StatusErrorSerializer,
+            description=description,
+            examples=[
+                OpenApiExample(
+                    f"{code} {status}",
+                    value={"error": {"code": code, "status": status, "message": description}},
+                    response_only=True,
+                    status_codes=[str(code)],
+                )
+            ],
+        )
     return answers
 
 
 # --- example values -------------------------------------------------------------------------
 
-AGENT_ID = OpenApiParameter("agent_id", str, OpenApiParameter.PATH, description="An agent id.",
-                            examples=[OpenApiExample("weather", value="weather")])
-TEAM_ID = OpenApiParameter("team_id", str, OpenApiParameter.PATH, description="A team id.",
-                           examples=[OpenApiExample("crew", value="crew")])
+AGENT_ID = OpenApiParameter(
+    "agent_id",
+    str,
+    OpenApiParameter.PATH,
+    description="An agent id.",
+    examples=[OpenApiExample("weather", value="weather")],
+)
+TEAM_ID = OpenApiParameter(
+    "team_id",
+    str,
+    OpenApiParameter.PATH,
+    description="A team id.",
+    examples=[OpenApiExample("crew", value="crew")],
+)
 
 AGENT = {
-    "id": "weather", "name": "Weather Agent",
-    "description": "Forecasts and current conditions for any city.", "status": "active",
-    "version": "1.0.0", "cardUrl": "https://weather.example.com/.well-known/agent-card.json",
-    "invocationUrl": "", "cardProtocolVersion": "1.0", "protocolVersions": ["1.0"],
+    "id": "weather",
+    "name": "Weather Agent",
+    "description": "Forecasts and current conditions for any city.",
+    "status": "active",
+    "version": "1.0.0",
+    "cardUrl": "https://weather.example.com/.well-known/agent-card.json",
+    "invocationUrl": "",
+    "cardProtocolVersion": "1.0",
+    "protocolVersions": ["1.0"],
     "bindings": ["JSONRPC"],
-    "interfaces": [{"url": "https://weather.example.com/a2a/v1", "protocolBinding": "JSONRPC",
-                    "protocolVersion": "1.0"}],
-    "capabilities": {"streaming": False, "pushNotifications": False,
-                     "extendedAgentCard": False, "extensions": []},
-    "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+    "interfaces": [
+        {
+            "url": "https://weather.example.com/a2a/v1",
+            "protocolBinding": "JSONRPC",
+            "protocolVersion": "1.0",
+        }
+    ],
+    "capabilities": {
+        "streaming": False,
+        "pushNotifications": False,
+        "extendedAgentCard": False,
+        "extensions": [],
+    },
+    "defaultInputModes": ["text/plain"],
+    "defaultOutputModes": ["text/plain"],
     "provider": {"organization": "Example Weather", "url": "https://weather.example.com"},
-    "documentationUrl": "", "iconUrl": "",
-    "skills": [{"id": "forecast", "name": "Forecast", "description": "Forecasts for a city.",
-                "tags": ["weather", "forecast"], "examples": ["Will it rain in Lyon tomorrow?"],
-                "inputModes": [], "outputModes": []}],
-    "health": {"state": "healthy", "checkedAt": "2026-01-05T10:00:00Z", "latencyMs": 41.5,
-               "detail": "", "consecutiveFailures": 0, "nextCheckAt": "2026-01-05T10:01:00Z",
-               "breaker": {"state": "closed", "failures": 0, "openedAt": None}},
-    "hasCredentials": True, "credentialKind": "bearer", "supportsClientRouting": False,
-    "cardFetchedAt": "2026-01-05T09:00:00Z", "createdAt": "2026-01-05T09:00:00Z",
+    "documentationUrl": "",
+    "iconUrl": "",
+    "skills": [
+        {
+            "id": "forecast",
+            "name": "Forecast",
+            "description": "Forecasts for a city.",
+            "tags": ["weather", "forecast"],
+            "examples": ["Will it rain in Lyon tomorrow?"],
+            "inputModes": [],
+            "outputModes": [],
+        }
+    ],
+    "health": {
+        "state": "healthy",
+        "checkedAt": "2026-01-05T10:00:00Z",
+        "latencyMs": 41.5,
+        "detail": "",
+        "consecutiveFailures": 0,
+        "nextCheckAt": "2026-01-05T10:01:00Z",
+        "breaker": {"state": "closed", "failures": 0, "openedAt": None},
+    },
+    "hasCredentials": True,
+    "credentialKind": "bearer",
+    "supportsClientRouting": False,
+    "cardFetchedAt": "2026-01-05T09:00:00Z",
+    "createdAt": "2026-01-05T09:00:00Z",
     "updatedAt": "2026-01-05T09:00:00Z",
 }
 
-REGISTER = {"url": "https://weather.example.com", "id": "weather",
-            "credentials": {"kind": "bearer", "value": "the-agent's-token"}}
+REGISTER = {
+    "url": "https://weather.example.com",
+    "id": "weather",
+    "credentials": {"kind": "bearer", "value": "the-agent's-token"},
+}
 
 UPDATE = {"description": "Forecasts for every city in Europe.", "status": "deprecated"}
 
 CARD = {
-    "name": "Weather Agent", "description": "Forecasts and current conditions for any city.",
+    "name": "Weather Agent",
+    "description": "Forecasts and current conditions for any city.",
     "version": "1.0.0",
-    "supportedInterfaces": [{"url": "https://weather.example.com/a2a/v1",
-                             "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+    "supportedInterfaces": [
+        {
+            "url": "https://weather.example.com/a2a/v1",
+            "protocolBinding": "JSONRPC",
+            "protocolVersion": "1.0",
+        }
+    ],
     "capabilities": {"streaming": False, "pushNotifications": False},
-    "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
-    "skills": [{"id": "forecast", "name": "Forecast", "description": "Forecasts for a city.",
-                "tags": ["weather", "forecast"]}],
+    "defaultInputModes": ["text/plain"],
+    "defaultOutputModes": ["text/plain"],
+    "skills": [
+        {
+            "id": "forecast",
+            "name": "Forecast",
+            "description": "Forecasts for a city.",
+            "tags": ["weather", "forecast"],
+        }
+    ],
 }
 
-HISTORY = {"snapshots": [
-    {"id": 2, "contentHash": "9f2c41d07a" + "0" * 54, "protocolVersion": "1.0",
-     "sourceUrl": "https://weather.example.com/.well-known/agent-card.json",
-     "fetchedAt": "2026-01-06T09:00:00Z",
-     "diff": ["--- 23b2269d1a98", "+++ 9f2c41d07a00", "@@ -1 +1 @@",
-              '-  "version": "1.0.0",', '+  "version": "1.1.0",']},
-    {"id": 1, "contentHash": "23b2269d1a98" + "0" * 52, "protocolVersion": "1.0",
-     "sourceUrl": "https://weather.example.com/.well-known/agent-card.json",
-     "fetchedAt": "2026-01-05T09:00:00Z", "diff": []},
-]}
+HISTORY = {
+    "snapshots": [
+        {
+            "id": 2,
+            "contentHash": "9f2c41d07a" + "0" * 54,
+            "protocolVersion": "1.0",
+            "sourceUrl": "https://weather.example.com/.well-known/agent-card.json",
+            "fetchedAt": "2026-01-06T09:00:00Z",
+            "diff": [
+                "--- 23b2269d1a98",
+                "+++ 9f2c41d07a00",
+                "@@ -1 +1 @@",
+                '-  "version": "1.0.0",',
+                '+  "version": "1.1.0",',
+            ],
+        },
+        {
+            "id": 1,
+            "contentHash": "23b2269d1a98" + "0" * 52,
+            "protocolVersion": "1.0",
+            "sourceUrl": "https://weather.example.com/.well-known/agent-card.json",
+            "fetchedAt": "2026-01-05T09:00:00Z",
+            "diff": [],
+        },
+    ]
+}
 
-SKILL_MATCHES = {"matches": [
-    {"agentId": "weather", "agentName": "Weather Agent", "skillId": "forecast",
-     "name": "Forecast", "description": "Forecasts for a city.", "tags": ["weather", "forecast"],
-     "score": 1.0, "health": "healthy"},
-]}
+SKILL_MATCHES = {
+    "matches": [
+        {
+            "agentId": "weather",
+            "agentName": "Weather Agent",
+            "skillId": "forecast",
+            "name": "Forecast",
+            "description": "Forecasts for a city.",
+            "tags": ["weather", "forecast"],
+            "score": 1.0,
+            "health": "healthy",
+        },
+    ]
+}
 
 TEAM = {
-    "id": "crew", "name": "Crew", "description": "A writer with a weather expert.",
-    "defaultAgent": "writer", "maxRoutingHops": 10, "enabled": True,
+    "id": "crew",
+    "name": "Crew",
+    "description": "A writer with a weather expert.",
+    "defaultAgent": "writer",
+    "maxRoutingHops": 10,
+    "enabled": True,
     "members": [
-        {"id": "writer", "name": "Writer", "order": 0, "enabled": True, "health": "healthy",
-         "supportsClientRouting": True},
-        {"id": "weather", "name": "Weather Agent", "order": 1, "enabled": True,
-         "health": "healthy", "supportsClientRouting": False},
+        {
+            "id": "writer",
+            "name": "Writer",
+            "order": 0,
+            "enabled": True,
+            "health": "healthy",
+            "supportsClientRouting": True,
+        },
+        {
+            "id": "weather",
+            "name": "Weather Agent",
+            "order": 1,
+            "enabled": True,
+            "health": "healthy",
+            "supportsClientRouting": False,
+        },
     ],
     "a2aUrl": "https://relay.example.com/a2a/teams/crew/",
     "cardUrl": "https://relay.example.com/a2a/teams/crew/.well-known/agent-card.json",
-    "createdAt": "2026-01-05T09:00:00Z", "updatedAt": "2026-01-05T09:00:00Z",
+    "createdAt": "2026-01-05T09:00:00Z",
+    "updatedAt": "2026-01-05T09:00:00Z",
 }
 
-TEAM_CREATE = {"id": "crew", "name": "Crew", "description": "A writer with a weather expert.",
-               "members": ["writer", "weather"], "defaultAgent": "writer", "maxRoutingHops": 10}
+TEAM_CREATE = {
+    "id": "crew",
+    "name": "Crew",
+    "description": "A writer with a weather expert.",
+    "members": ["writer", "weather"],
+    "defaultAgent": "writer",
+    "maxRoutingHops": 10,
+}
 
 TEAM_UPDATE = {"maxRoutingHops": 5, "enabled": False}
 

@@ -83,8 +83,10 @@ class AgentSerializer(serializers.ModelSerializer):
     health = HealthSerializer(source="*")
     hasCredentials = serializers.BooleanField(source="has_credentials")
     credentialKind = serializers.CharField(
-        source="credential_kind", allow_null=True,
-        help_text="bearer, header or basic; null without credentials (never the value).")
+        source="credential_kind",
+        allow_null=True,
+        help_text="bearer, header or basic; null without credentials (never the value).",
+    )
     supportsClientRouting = serializers.BooleanField(source="supports_client_routing")
     cardFetchedAt = serializers.DateTimeField(source="card_fetched_at")
     createdAt = serializers.DateTimeField(source="created_at")
@@ -93,12 +95,31 @@ class AgentSerializer(serializers.ModelSerializer):
     class Meta:
         model = Agent
         fields = [
-            "id", "name", "description", "status", "version", "cardUrl", "invocationUrl",
-            "cardProtocolVersion", "protocolVersions", "bindings", "interfaces", "capabilities",
-            "defaultInputModes", "defaultOutputModes", "provider", "documentationUrl",
-            "iconUrl", "skills", "health", "hasCredentials", "credentialKind",
+            "id",
+            "name",
+            "description",
+            "status",
+            "version",
+            "cardUrl",
+            "invocationUrl",
+            "cardProtocolVersion",
+            "protocolVersions",
+            "bindings",
+            "interfaces",
+            "capabilities",
+            "defaultInputModes",
+            "defaultOutputModes",
+            "provider",
+            "documentationUrl",
+            "iconUrl",
+            "skills",
+            "health",
+            "hasCredentials",
+            "credentialKind",
             "supportsClientRouting",
-            "cardFetchedAt", "createdAt", "updatedAt",
+            "cardFetchedAt",
+            "createdAt",
+            "updatedAt",
         ]
 
 
@@ -112,13 +133,15 @@ class WriteSerializer(serializers.Serializer):
             unknown = [name for name in data if name not in known]
             if unknown:
                 raise serializers.ValidationError(
-                    {name: [unknown_field_message(name, known)] for name in unknown})
+                    {name: [unknown_field_message(name, known)] for name in unknown}
+                )
         return super().to_internal_value(data)
 
 
 def unknown_field_message(name: str, known: list[str]) -> str:
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.6) or [
-        field for field in known if field.lower() == name.lower()]
+        field for field in known if field.lower() == name.lower()
+    ]
     hint = f"did you mean {close[0]}?" if close else f"the fields are {', '.join(known)}"
     return f"is not a field here; {hint}"
 
@@ -134,10 +157,12 @@ class HttpUrlField(serializers.URLField):
             if not scheme:
                 raise serializers.ValidationError(
                     f"{text[:200]!r} has no scheme: write the full URL, e.g. "
-                    f"'https://{text[:200]}' (or http:// for a plain HTTP agent)")
+                    f"'https://{text[:200]}' (or http:// for a plain HTTP agent)"
+                )
             if scheme not in ("http", "https"):
                 raise serializers.ValidationError(
-                    f"must be an http:// or https:// URL, not {scheme}://")
+                    f"must be an http:// or https:// URL, not {scheme}://"
+                )
         return super().to_internal_value(data)
 
 
@@ -145,7 +170,8 @@ class AgentRefreshSerializer(AgentSerializer):
     """The answer of a refresh (for the schema): the agent, and whether its card changed."""
 
     cardChanged = serializers.BooleanField(
-        read_only=True, help_text="Whether the card changed (and a new snapshot was stored).")
+        read_only=True, help_text="Whether the card changed (and a new snapshot was stored)."
+    )
 
     class Meta(AgentSerializer.Meta):
         fields = [*AgentSerializer.Meta.fields, "cardChanged"]
@@ -164,20 +190,32 @@ class CredentialsSerializer(WriteSerializer):
 
     kind = serializers.ChoiceField(choices=CREDENTIAL_KINDS, required=False)
     headerName = serializers.RegexField(
-        HEADER_NAME, max_length=100, required=False,
+        HEADER_NAME,
+        max_length=100,
+        required=False,
         error_messages={"invalid": "headerName must be an HTTP header name"},
     )
     # Printable ASCII, inner spaces and tabs: what an HTTP client can send as a header value.
     # Anything else would be stored, then fail every call to the agent.
     value = serializers.RegexField(
-        HEADER_VALUE, max_length=4096, trim_whitespace=False, required=False, write_only=True,
-        error_messages={"invalid": "value must be printable ASCII, with no space or tab at "
-                                   "either end"},
+        HEADER_VALUE,
+        max_length=4096,
+        trim_whitespace=False,
+        required=False,
+        write_only=True,
+        error_messages={
+            "invalid": "value must be printable ASCII, with no space or tab at either end"
+        },
     )
     headerValue = serializers.RegexField(
-        HEADER_VALUE, max_length=4096, trim_whitespace=False, required=False, write_only=True,
-        error_messages={"invalid": "headerValue must be printable ASCII, with no space or tab "
-                                   "at either end"},
+        HEADER_VALUE,
+        max_length=4096,
+        trim_whitespace=False,
+        required=False,
+        write_only=True,
+        error_messages={
+            "invalid": "headerValue must be printable ASCII, with no space or tab at either end"
+        },
     )
 
     def validate(self, data):
@@ -189,14 +227,19 @@ class CredentialsSerializer(WriteSerializer):
             raise serializers.ValidationError({"value": "the credential's value is required"})
         if any(character in value for character in "\r\n\x00"):
             raise serializers.ValidationError(
-                {"value": "the value cannot hold line breaks or NUL characters"})
+                {"value": "the value cannot hold line breaks or NUL characters"}
+            )
         if kind == "header" and not data.get("headerName"):
             raise serializers.ValidationError(
-                {"headerName": "a header credential needs headerName"})
+                {"headerName": "a header credential needs headerName"}
+            )
         if kind != "header" and data.get("headerName"):
             raise serializers.ValidationError(
-                {"headerName": f"a {kind} credential is sent in Authorization; "
-                               "headerName is only for kind header"})
+                {
+                    "headerName": f"a {kind} credential is sent in Authorization; "
+                    "headerName is only for kind header"
+                }
+            )
         if kind == "basic" and ":" not in value:
             raise serializers.ValidationError({"value": "a basic credential is user:password"})
         return Credentials(data.get("headerName", ""), value, kind)
@@ -206,8 +249,11 @@ class AgentRegisterSerializer(WriteSerializer):
     url = HttpUrlField(max_length=2048, help_text="The agent's base URL or card URL.")
     id = serializers.SlugField(max_length=64, required=False)
     invocationUrl = HttpUrlField(
-        max_length=2048, required=False, default="",
-        help_text="Where calls go, when not the URL the card names.")
+        max_length=2048,
+        required=False,
+        default="",
+        help_text="Where calls go, when not the URL the card names.",
+    )
     credentials = CredentialsSerializer(
         required=False,
         help_text="Sent on card fetches, probes and calls; stored encrypted, never returned.",
@@ -218,8 +264,12 @@ class AgentUpdateSerializer(WriteSerializer):
     name = serializers.CharField(max_length=200, required=False)
     description = serializers.CharField(required=False, allow_blank=True)
     invocationUrl = HttpUrlField(
-        max_length=2048, required=False, allow_blank=True, source="invocation_url",
-        help_text="Where calls go; empty to use the URL the card names.")
+        max_length=2048,
+        required=False,
+        allow_blank=True,
+        source="invocation_url",
+        help_text="Where calls go; empty to use the URL the card names.",
+    )
     status = serializers.ChoiceField(choices=Agent.Status.choices, required=False)
     credentials = CredentialsSerializer(required=False, allow_null=True)
 
@@ -302,8 +352,17 @@ class TeamSerializer(serializers.ModelSerializer):
     class Meta:
         model = Team
         fields = [
-            "id", "name", "description", "defaultAgent", "maxRoutingHops", "enabled", "members",
-            "a2aUrl", "cardUrl", "createdAt", "updatedAt",
+            "id",
+            "name",
+            "description",
+            "defaultAgent",
+            "maxRoutingHops",
+            "enabled",
+            "members",
+            "a2aUrl",
+            "cardUrl",
+            "createdAt",
+            "updatedAt",
         ]
 
     def get_a2a_url(self, team: Team) -> str:
@@ -327,7 +386,10 @@ class TeamCreateSerializer(WriteSerializer):
     description = serializers.CharField(allow_blank=True, default="")
     members = _agent_ids(default=list, help_text="Agent ids, in order.")
     defaultAgent = serializers.CharField(
-        source="default_agent", allow_null=True, allow_blank=True, default=None,
+        source="default_agent",
+        allow_null=True,
+        allow_blank=True,
+        default=None,
         help_text="An enabled member.",
     )
     maxRoutingHops = serializers.IntegerField(

@@ -6,10 +6,16 @@ urlpatterns = [
     path("registry", views.RegistryView.as_view(), name="registry"),
     path("registry/<slug:agent_id>", views.AgentDetailView.as_view(), name="registry-agent"),
     # registry/<id>/card is tasks_app's (the relay's version of a card is built there).
-    path("registry/<slug:agent_id>/refresh", views.AgentRefreshView.as_view(),
-         name="registry-refresh"),
-    path("registry/<slug:agent_id>/history", views.AgentHistoryView.as_view(),
-         name="registry-history"),
+    path(
+        "registry/<slug:agent_id>/refresh",
+        views.AgentRefreshView.as_view(),
+        name="registry-refresh",
+    ),
+    path(
+        "registry/<slug:agent_id>/history",
+        views.AgentHistoryView.as_view(),
+        name="registry-history",
+    ),
     path("skills", views.SkillSearchView.as_view(), name="skills"),
     # No trailing slash: /a2a/teams/{id}/ is the team's A2A endpoint (tasks_app).
     path("teams", views.TeamListView.as_view(), name="teams"),

@@ -78,18 +78,22 @@ def _check_may_change(request: Request, agent: Agent) -> None:
     key = caller_key(request)
     if key is None or key.is_admin or agent.created_by_id == key.pk:
         return
-    raise PermissionDenied("only the key that registered this agent, or an admin key, may change it")
+    raise PermissionDenied(
+        "only the key that registered this agent, or an admin key, may change it"
+    )
 
 
-@extend_schema_view(get=extend_schema(
-    operation_id="agents_list",
-    summary="List and filter agents",
-    description="Every registered agent, ordered by id, a page at a time: pass `nextCursor` "
-    "as `cursor` for the next page. The filters combine; a bad value is a 400 naming it. "
-    "Public unless RELAY_REGISTRY_PUBLIC is off.",
-    responses={200: serializers.AgentSerializer(many=True), **errors(400, 401, 429)},
-    examples=[example("A page", schema.AGENT)],
-))
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="agents_list",
+        summary="List and filter agents",
+        description="Every registered agent, ordered by id, a page at a time: pass `nextCursor` "
+        "as `cursor` for the next page. The filters combine; a bad value is a 400 naming it. "
+        "Public unless RELAY_REGISTRY_PUBLIC is off.",
+        responses={200: serializers.AgentSerializer(many=True), **errors(400, 401, 429)},
+        examples=[example("A page", schema.AGENT)],
+    )
+)
 class RegistryView(ListAPIView):
     """Reads list every agent whatever the key's agent scope: the registry is a discovery
     directory, and a key's agent list limits what it may call, not what it may find."""
@@ -112,10 +116,11 @@ class RegistryView(ListAPIView):
         "returned. Unknown fields, a URL without http(s)://, and the relay's own address "
         "are refused with 400.",
         request=serializers.AgentRegisterSerializer,
-        responses={201: serializers.AgentSerializer,
-                   **errors(400, 401, 403, 409, 413, 422, 429)},
-        examples=[example("Register with a bearer credential", schema.REGISTER, request=True),
-                  example("Registered", schema.AGENT, status=201)],
+        responses={201: serializers.AgentSerializer, **errors(400, 401, 403, 409, 413, 422, 429)},
+        examples=[
+            example("Register with a bearer credential", schema.REGISTER, request=True),
+            example("Registered", schema.AGENT, status=201),
+        ],
     )
     def post(self, request: Request) -> Response:
         body = serializers.AgentRegisterSerializer(data=request.data)
@@ -137,7 +142,8 @@ class AgentDetailView(APIView):
     permission_classes = [RegistryPermission]
 
     @extend_schema(
-        operation_id="agent_get", summary="One agent",
+        operation_id="agent_get",
+        summary="One agent",
         description="The agent as the registry shows it: its card's fields, skills, health "
         "and circuit breaker. Credentials appear only as `hasCredentials` and their kind.",
         parameters=[AGENT_ID],
@@ -148,33 +154,40 @@ class AgentDetailView(APIView):
         return Response(serializers.AgentSerializer(_get_agent(agent_id)).data)
 
     @extend_schema(
-        operation_id="agent_update", summary="Change an agent's name, description, "
-        "invocation URL, status or credentials",
+        operation_id="agent_update",
+        summary="Change an agent's name, description, invocation URL, status or credentials",
         description="Only the fields given change; an unknown field is a 400 naming it and "
         "changes nothing. Card fields change only by a refresh. Only the key that registered "
         "the agent, or an admin key, may change it. `credentials: null` removes them.",
-        parameters=[AGENT_ID], request=serializers.AgentUpdateSerializer,
+        parameters=[AGENT_ID],
+        request=serializers.AgentUpdateSerializer,
         responses={200: serializers.AgentSerializer, **errors(400, 401, 403, 404, 429)},
-        examples=[example("Deprecate", schema.UPDATE, request=True),
-                  example("Changed", {**schema.AGENT, **schema.UPDATE})],
+        examples=[
+            example("Deprecate", schema.UPDATE, request=True),
+            example("Changed", {**schema.AGENT, **schema.UPDATE}),
+        ],
     )
     def patch(self, request: Request, agent_id: str) -> Response:
         agent = _get_agent(agent_id)
         _check_may_change(request, agent)
         body = serializers.AgentUpdateSerializer(data=request.data, partial=True)
         body.is_valid(raise_exception=True)
-        services.agent_update(agent=agent, fields=dict(body.validated_data),
-                              actor=_actor(request), own=own_addresses(request))
+        services.agent_update(
+            agent=agent,
+            fields=dict(body.validated_data),
+            actor=_actor(request),
+            own=own_addresses(request),
+        )
         return Response(serializers.AgentSerializer(_get_agent(agent_id)).data)
 
     @extend_schema(
-        operation_id="agent_delete", summary="Delete an agent",
+        operation_id="agent_delete",
+        summary="Delete an agent",
         description="Deletes the agent with its card history, skills and team memberships; "
         "409 while it is a team's default agent. Only the key that registered it, or an "
         "admin key, may delete it.",
         parameters=[AGENT_ID],
-        responses={204: OpenApiResponse(description="Deleted"),
-                   **errors(401, 403, 404, 409, 429)},
+        responses={204: OpenApiResponse(description="Deleted"), **errors(401, 403, 404, 409, 429)},
     )
     def delete(self, request: Request, agent_id: str) -> Response:
         agent = _get_agent(agent_id)
@@ -187,13 +200,14 @@ class AgentRefreshView(APIView):
     permission_classes = [RegistryPermission]
 
     @extend_schema(
-        operation_id="agent_refresh", summary="Fetch an agent's card again",
+        operation_id="agent_refresh",
+        summary="Fetch an agent's card again",
         description="Fetches the card from the agent's card URL with its credentials. A "
         "changed card becomes a new snapshot (`cardChanged: true`); when the card cannot be "
         "had (422, the agent's answer in the message) the stored card is kept.",
-        parameters=[AGENT_ID], request=None,
-        responses={200: serializers.AgentRefreshSerializer,
-                   **errors(401, 403, 404, 422, 429)},
+        parameters=[AGENT_ID],
+        request=None,
+        responses={200: serializers.AgentRefreshSerializer, **errors(401, 403, 404, 422, 429)},
         examples=[example("Refreshed", {**schema.AGENT, "cardChanged": False})],
     )
     def post(self, request: Request, agent_id: str) -> Response:
@@ -208,7 +222,8 @@ class AgentHistoryView(APIView):
     permission_classes = [RegistryReadPermission]
 
     @extend_schema(
-        operation_id="agent_history", summary="An agent's card history",
+        operation_id="agent_history",
+        summary="An agent's card history",
         description="Every stored version of the card, newest first, each with a unified "
         "diff from the version before it.",
         parameters=[AGENT_ID],
@@ -218,13 +233,15 @@ class AgentHistoryView(APIView):
     def get(self, request: Request, agent_id: str) -> Response:
         snapshots = selectors.agent_snapshots(agent=_get_agent(agent_id))
         diffs = {
-            newer.pk: card_diff(older.raw, newer.raw, old_label=older.content_hash[:12],
-                                new_label=newer.content_hash[:12])
+            newer.pk: card_diff(
+                older.raw,
+                newer.raw,
+                old_label=older.content_hash[:12],
+                new_label=newer.content_hash[:12],
+            )
             for newer, older in zip(snapshots, snapshots[1:], strict=False)
         }
-        data = serializers.SnapshotSerializer(
-            snapshots, many=True, context={"diffs": diffs}
-        ).data
+        data = serializers.SnapshotSerializer(snapshots, many=True, context={"diffs": diffs}).data
         return Response({"snapshots": data})
 
 
@@ -232,13 +249,17 @@ class SkillSearchView(APIView):
     permission_classes = [RegistryReadPermission]
 
     @extend_schema(
-        operation_id="skills_search", summary="Find skills",
+        operation_id="skills_search",
+        summary="Find skills",
         description="Skills of agents that are not disabled, best match first, with a score "
         "in (0, 1]: every word of `q` must occur in the skill; a word found in a tag or the "
         "name weighs 3, in the id 2, in the description 1. Ties go to healthier agents.",
         parameters=[
-            OpenApiParameter("q", description="Words to find (all must occur)",
-                             examples=[OpenApiExample("forecast", value="forecast")]),
+            OpenApiParameter(
+                "q",
+                description="Words to find (all must occur)",
+                examples=[OpenApiExample("forecast", value="forecast")],
+            ),
             OpenApiParameter("tag", description="A skill tag"),
             OpenApiParameter("inputMode", description="A media type the skill accepts"),
             OpenApiParameter("outputMode", description="A media type the skill produces"),
@@ -252,8 +273,10 @@ class SkillSearchView(APIView):
         params = request.query_params
         matches = selectors.skill_search(
             filters=selectors.SkillFilters(
-                q=params.get("q", ""), tag=params.get("tag", ""),
-                input_mode=params.get("inputMode", ""), output_mode=params.get("outputMode", ""),
+                q=params.get("q", ""),
+                tag=params.get("tag", ""),
+                input_mode=params.get("inputMode", ""),
+                output_mode=params.get("outputMode", ""),
                 extension=params.get("extension", ""),
             ),
             limit=_int_param(params, "limit", 20),
@@ -278,13 +301,16 @@ def _team_data(request: Request, team: Team) -> dict:
     return serializers.TeamSerializer(team, context={"request": request}).data
 
 
-@extend_schema_view(get=extend_schema(
-    operation_id="teams_list", summary="List teams",
-    description="Every team, ordered by id, with its members in order, a page at a time: "
-    "pass `nextCursor` as `cursor` for the next page. `a2aUrl` is the team's A2A endpoint.",
-    responses={200: serializers.TeamSerializer(many=True), **errors(400, 401, 429)},
-    examples=[example("A page", schema.TEAM)],
-))
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="teams_list",
+        summary="List teams",
+        description="Every team, ordered by id, with its members in order, a page at a time: "
+        "pass `nextCursor` as `cursor` for the next page. `a2aUrl` is the team's A2A endpoint.",
+        responses={200: serializers.TeamSerializer(many=True), **errors(400, 401, 429)},
+        examples=[example("A page", schema.TEAM)],
+    )
+)
 class TeamListView(ListAPIView):
     """``/a2a/teams``. The team's own A2A endpoint is ``/a2a/teams/{id}/``, with the slash."""
 
@@ -294,15 +320,18 @@ class TeamListView(ListAPIView):
     pagination_class = TeamPagination
 
     @extend_schema(
-        operation_id="teams_create", summary="Create a team",
+        operation_id="teams_create",
+        summary="Create a team",
         description="A team answers A2A calls at `/a2a/teams/{id}/` through its default "
         "agent, which routes to the other members when it supports the client-routing "
         "extension. Members are registered agent ids, in order; the default agent must be "
         "an enabled member. Admin keys only.",
         request=serializers.TeamCreateSerializer,
         responses={201: serializers.TeamSerializer, **errors(400, 401, 403, 409, 429)},
-        examples=[example("A team of two", schema.TEAM_CREATE, request=True),
-                  example("Created", schema.TEAM, status=201)],
+        examples=[
+            example("A team of two", schema.TEAM_CREATE, request=True),
+            example("Created", schema.TEAM, status=201),
+        ],
     )
     def post(self, request: Request) -> Response:
         body = serializers.TeamCreateSerializer(data=request.data)
@@ -316,7 +345,8 @@ class TeamDetailView(APIView):
     permission_classes = [AdminWritePermission]
 
     @extend_schema(
-        operation_id="team_get", summary="One team",
+        operation_id="team_get",
+        summary="One team",
         description="The team with its members (health and routing support of each), its "
         "default agent, and the URLs of its A2A endpoint and card.",
         parameters=[TEAM_ID],
@@ -327,13 +357,17 @@ class TeamDetailView(APIView):
         return Response(_team_data(request, _get_team(team_id)))
 
     @extend_schema(
-        operation_id="team_update", summary="Change a team",
+        operation_id="team_update",
+        summary="Change a team",
         description="Only the fields given change; `members` replaces the members. An "
         "unknown field is a 400 naming it and changes nothing. Admin keys only.",
-        parameters=[TEAM_ID], request=serializers.TeamUpdateSerializer,
+        parameters=[TEAM_ID],
+        request=serializers.TeamUpdateSerializer,
         responses={200: serializers.TeamSerializer, **errors(400, 401, 403, 404, 429)},
-        examples=[example("Fewer hops, disabled", schema.TEAM_UPDATE, request=True),
-                  example("Changed", {**schema.TEAM, **schema.TEAM_UPDATE})],
+        examples=[
+            example("Fewer hops, disabled", schema.TEAM_UPDATE, request=True),
+            example("Changed", {**schema.TEAM, **schema.TEAM_UPDATE}),
+        ],
     )
     def patch(self, request: Request, team_id: str) -> Response:
         team = _get_team(team_id)
@@ -343,7 +377,8 @@ class TeamDetailView(APIView):
         return Response(_team_data(request, _get_team(team_id)))
 
     @extend_schema(
-        operation_id="team_delete", summary="Delete a team",
+        operation_id="team_delete",
+        summary="Delete a team",
         description="Deletes the team (its agents stay registered). Admin keys only.",
         parameters=[TEAM_ID],
         responses={204: OpenApiResponse(description="Deleted"), **errors(401, 403, 404, 429)},

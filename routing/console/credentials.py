@@ -56,7 +56,8 @@ def credentials_ensure(*, var_dir: Path, with_key: bool) -> Credentials:
         if superuser is None:
             new_password = secrets.token_urlsafe(12)
             superuser = users.objects.create_superuser(
-                ADMIN_USERNAME, "admin@localhost", new_password)
+                ADMIN_USERNAME, "admin@localhost", new_password
+            )
         key = saved.get("api_key")
         new_key = None
         if with_key and not key_usable(key):
@@ -69,8 +70,13 @@ def credentials_ensure(*, var_dir: Path, with_key: bool) -> Credentials:
         if password is None and saved.get("admin_user") == admin_user:
             password = saved.get("admin_password")
         write_file(path, admin_user=admin_user, password=password, key=key)
-    return Credentials(path=path, admin_user=admin_user, new_password=new_password,
-                       key=key if key_usable(key) else None, new_key=new_key)
+    return Credentials(
+        path=path,
+        admin_user=admin_user,
+        new_password=new_password,
+        key=key if key_usable(key) else None,
+        new_key=new_key,
+    )
 
 
 def key_usable(key: str | None) -> bool:
@@ -114,4 +120,3 @@ def write_file(path: Path, *, admin_user: str, password: str | None, key: str | 
         file.write("\n".join(lines) + "\n")
     os.chmod(partial, 0o600)  # whatever the umask
     os.replace(partial, path)
-

@@ -54,9 +54,15 @@ class StatusBoard:
     change in the request count alone at most every ``quiet_seconds``, so it never scrolls.
     ``say`` prints a message above the status line."""
 
-    def __init__(self, *, write: Callable[[str], object], flush: Callable[[], object],
-                 interactive: bool, quiet_seconds: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        *,
+        write: Callable[[str], object],
+        flush: Callable[[], object],
+        interactive: bool,
+        quiet_seconds: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.write, self.flush = write, flush
         self.interactive = interactive
         self.quiet_seconds = quiet_seconds
@@ -74,8 +80,10 @@ class StatusBoard:
                 self.line = f"{time.strftime('%H:%M:%S')}  {status_line(status)}"
                 self.write(f"\r\x1b[K{self.line}")
             else:
-                requests_only = (self.shown is not None
-                                 and replace(status, requests=self.shown.requests) == self.shown)
+                requests_only = (
+                    self.shown is not None
+                    and replace(status, requests=self.shown.requests) == self.shown
+                )
                 if requests_only and self.clock() - self.shown_at < self.quiet_seconds:
                     return
                 self.write(f"{time.strftime('%H:%M:%S')}  {status_line(status)}\n")
@@ -89,4 +97,3 @@ class StatusBoard:
             else:
                 self.write(f"{text}\n")
             self.flush()
-

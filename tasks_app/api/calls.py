@@ -179,8 +179,14 @@ def parse_jsonrpc_call(headers: Mapping[str, str], body: bytes) -> Call:
         error.request_id = request.id
         error.request_version = str(request.version)
         raise
-    return Call(JSONRPC, request.version, request.operation, params, request.id,
-                requested_extensions(headers))
+    return Call(
+        JSONRPC,
+        request.version,
+        request.operation,
+        params,
+        request.id,
+        requested_extensions(headers),
+    )
 
 
 def rest_version(path: str, headers: Mapping[str, str]) -> ProtocolVersion:
@@ -190,8 +196,9 @@ def rest_version(path: str, headers: Mapping[str, str]) -> ProtocolVersion:
     return negotiate_version(headers)
 
 
-def parse_rest_call(http_method: str, path: str, query: Mapping[str, Any],
-                    headers: Mapping[str, str], body: bytes) -> Call:
+def parse_rest_call(
+    http_method: str, path: str, query: Mapping[str, Any], headers: Mapping[str, str], body: bytes
+) -> Call:
     version = rest_version(path, headers)
     operation, params = rest.parse_rest_request(http_method, path, query, body, version)
     return Call(REST, version, operation, params, None, requested_extensions(headers))
@@ -219,8 +226,9 @@ class TaskApiSend:
     client_task_id: str | None = None
 
 
-def task_api_send(payload: Any, operation: Operation, *, early_only: bool = False,
-                  field_prefix: str = "") -> TaskApiSend:
+def task_api_send(
+    payload: Any, operation: Operation, *, early_only: bool = False, field_prefix: str = ""
+) -> TaskApiSend:
     """Parses the task API's ``{"agentId"|"teamId"?: ..., <send>}``, where the send is a 1.0
     SendMessageRequest or an early A2A send (``early.is_early`` tells them apart;
     ``early_only`` reads every body as early). No target key names the relay's default
@@ -231,13 +239,14 @@ def task_api_send(payload: Any, operation: Operation, *, early_only: bool = Fals
     try:
         named = [key for key in TARGET_KEYS if payload.get(key) not in (None, "")]
         if len(named) > 1:
-            raise InvalidParams(field_violations=[FieldViolation(
-                "teamId", "name one target: agentId or teamId, not both")])
+            raise InvalidParams(
+                field_violations=[
+                    FieldViolation("teamId", "name one target: agentId or teamId, not both")
+                ]
+            )
         if named and not isinstance(payload[named[0]], str):
-            raise InvalidParams(field_violations=[FieldViolation(named[0],
-                                                                 "must be a string")])
-        kind, target_id = ((TARGET_KEYS[named[0]], payload[named[0]]) if named
-                           else DEFAULT_TARGET)
+            raise InvalidParams(field_violations=[FieldViolation(named[0], "must be a string")])
+        kind, target_id = (TARGET_KEYS[named[0]], payload[named[0]]) if named else DEFAULT_TARGET
         request = {key: value for key, value in payload.items() if key not in TARGET_KEYS}
         client_task_id = None
         if early_only or early.is_early(request):
@@ -248,9 +257,12 @@ def task_api_send(payload: Any, operation: Operation, *, early_only: bool = Fals
     except InvalidParams as error:
         if not field_prefix or not error.field_violations:
             raise
-        raise InvalidParams(field_violations=[
-            FieldViolation(f"{field_prefix}.{violation.field}", violation.description)
-            for violation in error.field_violations]) from error
+        raise InvalidParams(
+            field_violations=[
+                FieldViolation(f"{field_prefix}.{violation.field}", violation.description)
+                for violation in error.field_violations
+            ]
+        ) from error
     return TaskApiSend(kind, target_id, params, client_task_id)
 
 
@@ -258,16 +270,24 @@ def task_api_target_check(kind: str) -> None:
     """Raises InvalidParams when a task API call names no target and the relay has no default
     target to send it to."""
     if kind == DEFAULT_TARGET[0] and relay_endpoint.default_target() is None:
-        raise InvalidParams(field_violations=[FieldViolation(
-            "agentId", "name the target (agentId or teamId): this relay has no default "
-                       "target")])
+        raise InvalidParams(
+            field_violations=[
+                FieldViolation(
+                    "agentId",
+                    "name the target (agentId or teamId): this relay has no default target",
+                )
+            ]
+        )
 
 
 def _may_hold_nul(request: HttpCall) -> bool:
     """Whether a NUL may be anywhere in the call: JSON spells it ``\\u0000``, a URL ``%00``
     (decoded in the path and query before they reach us)."""
-    return (b"\\u0000" in request.body or "\x00" in request.rest
-            or any("\x00" in value for values in request.query.values() for value in values))
+    return (
+        b"\\u0000" in request.body
+        or "\x00" in request.rest
+        or any("\x00" in value for values in request.query.values() for value in values)
+    )
 
 
 def refuse_nul(params: dict[str, Any]) -> None:
@@ -281,11 +301,23 @@ def refuse_nul(params: dict[str, Any]) -> None:
 def task_api_call(operation: Operation, send: TaskApiSend, headers) -> Call:
     """A task API call: HTTP+JSON, A2A 1.0 ProtoJSON inside, answered in the shape it came
     in."""
-    stream = (early.EarlyStream(send.client_task_id)
-              if send.client_task_id is not None and operation in STREAMING else None)
-    return Call(REST, ProtocolVersion.V1_0, operation, send.params, None,
-                requested_extensions(headers), delegation.inbound(headers), task_api=True,
-                client_task_id=send.client_task_id, early_stream=stream)
+    stream = (
+        early.EarlyStream(send.client_task_id)
+        if send.client_task_id is not None and operation in STREAMING
+        else None
+    )
+    return Call(
+        REST,
+        ProtocolVersion.V1_0,
+        operation,
+        send.params,
+        None,
+        requested_extensions(headers),
+        delegation.inbound(headers),
+        task_api=True,
+        client_task_id=send.client_task_id,
+        early_stream=stream,
+    )
 
 
 def parse_http_call(request: HttpCall) -> tuple[str, str, Call]:
@@ -304,8 +336,9 @@ def parse_http_call(request: HttpCall) -> tuple[str, str, Call]:
     if request.binding == JSONRPC:
         call = parse_jsonrpc_call(request.headers, request.body)
     else:
-        call = parse_rest_call(request.http_method, request.rest, request.query,
-                               request.headers, request.body)
+        call = parse_rest_call(
+            request.http_method, request.rest, request.query, request.headers, request.body
+        )
     try:
         check_params(call.params, limits)
         if _may_hold_nul(request):
@@ -320,16 +353,18 @@ def parse_http_call(request: HttpCall) -> tuple[str, str, Call]:
 def error_reply(binding: str, version: str, error: A2AError, request_id: Any = None) -> Reply:
     headers: list[tuple[str, str]] = []
     if isinstance(error, Unauthenticated):
-        headers.append(("WWW-Authenticate",
-                        REALM_INVALID_TOKEN if isinstance(error, InvalidApiKey) else REALM))
+        headers.append(
+            ("WWW-Authenticate", REALM_INVALID_TOKEN if isinstance(error, InvalidApiKey) else REALM)
+        )
     if isinstance(error, RateLimited) and error.retry_after:
         headers.append(("Retry-After", str(error.retry_after)))
     if binding == JSONRPC:
         body = jsonrpc_error_body(error, request_id, version)
         # JSON-RPC errors travel with HTTP 200, except a wrong URL, authentication, rate
         # limits and an unavailable relay, which HTTP clients and proxies must see.
-        transport_level = isinstance(error,
-                                     Unauthenticated | RateLimited | TargetNotFound | Unavailable)
+        transport_level = isinstance(
+            error, Unauthenticated | RateLimited | TargetNotFound | Unavailable
+        )
         status = error.http_status if transport_level else 200
         return Reply(status, body, "application/json", tuple(headers))
     status, body = rest_error_body(error, version)
@@ -352,14 +387,14 @@ def result_reply(call: Call, result: Any, *, echo_extensions: tuple[str, ...] = 
     headers = extension_headers(call, echo_extensions)
     if call.client_task_id is not None:
         history = (call.params.get("configuration") or {}).get("historyLength") is not None
-        body = early.early_result(result, client_task_id=call.client_task_id,
-                                  with_history=history)
+        body = early.early_result(result, client_task_id=call.client_task_id, with_history=history)
         return Reply(200, body, "application/json", headers)
     if call.binding == JSONRPC:
         body = jsonrpc.jsonrpc_result_body(call.request_id, call.operation, call.version, result)
         return Reply(200, body, "application/json", headers)
-    return Reply(200, rest.rest_result_body(call.operation, call.version, result), A2A_JSON,
-                 headers)
+    return Reply(
+        200, rest.rest_result_body(call.operation, call.version, result), A2A_JSON, headers
+    )
 
 
 def extension_headers(call: Call, echo: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -392,8 +427,12 @@ def stream_error_frame(call: Call, error: A2AError) -> bytes:
 
 
 def context_for(call: Call, caller) -> gateway.CallContext:
-    return gateway.CallContext(caller=caller, version=str(call.version),
-                               extensions=call.extensions, delegation=call.delegation)
+    return gateway.CallContext(
+        caller=caller,
+        version=str(call.version),
+        extensions=call.extensions,
+        delegation=call.delegation,
+    )
 
 
 def echoed(call: Call, target: gateway.Target) -> tuple[str, ...]:
@@ -479,8 +518,9 @@ def admit(authorization: str | None, kind: str, target_id: str, call: Call) -> A
     return Admitted(caller, target, opened, call)
 
 
-def open_message_task(target: gateway.Target, call: Call,
-                      caller) -> tuple[gateway.Opened | None, Call]:
+def open_message_task(
+    target: gateway.Target, call: Call, caller
+) -> tuple[gateway.Opened | None, Call]:
     """The task a message call opens or continues (None for other calls), and the call to
     run: for a call in the early task shape, the task is found by the client's task id, and
     a message continuing a task names it (``message.taskId``) as a 1.0 client's would."""
@@ -489,8 +529,9 @@ def open_message_task(target: gateway.Target, call: Call,
     ctx, stream = context_for(call, caller), call.operation is Operation.STREAM
     if call.client_task_id is None:
         return gateway.open_task(target, ctx, call.params, stream=stream), call
-    opened = client_ids.client_task_open(target=target, ctx=ctx, request=call.params,
-                                         client_id=call.client_task_id, stream=stream)
+    opened = client_ids.client_task_open(
+        target=target, ctx=ctx, request=call.params, client_id=call.client_task_id, stream=stream
+    )
     if not opened.fresh:
         message = dict(call.params["message"], taskId=opened.task.id)
         call = replace(call, params=dict(call.params, message=message))
@@ -571,8 +612,9 @@ async def answer(request: HttpCall) -> Reply | Stream:
             await sync_to_async(_first_hop)(admit_caller, request.authorization)
             raise
         try:
-            admitted = await sync_to_async(_first_hop)(admit, request.authorization, kind,
-                                                       target_id, call)
+            admitted = await sync_to_async(_first_hop)(
+                admit, request.authorization, kind, target_id, call
+            )
         except Unauthenticated:
             call = None  # refused before its call counts: answered like an unparsed one
             raise
@@ -580,13 +622,15 @@ async def answer(request: HttpCall) -> Reply | Stream:
         echo = echoed(call, admitted.target)
         if call.operation in STREAMING:
             try:
-                events = await open_stream(admitted.target, call, admitted.caller,
-                                           opened=admitted.opened)
+                events = await open_stream(
+                    admitted.target, call, admitted.caller, opened=admitted.opened
+                )
             except BaseException:
                 ratelimit.stream_slot_give_back(admitted.caller)
                 raise
-            return Stream(call, extension_headers(call, echo),
-                          _HoldingSlot(events, admitted.caller))
+            return Stream(
+                call, extension_headers(call, echo), _HoldingSlot(events, admitted.caller)
+            )
         result = await execute(admitted.target, call, admitted.caller, opened=admitted.opened)
         return result_reply(call, result, echo_extensions=echo)
     except A2AError as error:
@@ -596,8 +640,9 @@ async def answer(request: HttpCall) -> Reply | Stream:
         return failure_reply(request.binding, refused, call)
     except Exception:
         logger.exception("A2A call failed")
-        return failure_reply(request.binding,
-                             InternalError("the relay failed to handle this call"), call)
+        return failure_reply(
+            request.binding, InternalError("the relay failed to handle this call"), call
+        )
 
 
 def redis_unreachable(error: Exception, what: str) -> Unavailable:
@@ -608,8 +653,9 @@ def redis_unreachable(error: Exception, what: str) -> Unavailable:
     return Unavailable(UNREACHABLE_MESSAGE)
 
 
-async def execute(target: gateway.Target, call: Call, caller, *,
-                  opened: gateway.Opened | None = None) -> Any:
+async def execute(
+    target: gateway.Target, call: Call, caller, *, opened: gateway.Opened | None = None
+) -> Any:
     """Runs a non-streaming call and returns its canonical result. ``opened``: the task a
     SendMessage opened in ``admit``."""
     ctx = context_for(call, caller)
@@ -618,8 +664,9 @@ async def execute(target: gateway.Target, call: Call, caller, *,
         case Operation.SEND:
             return await gateway.send_message(target, ctx, params, opened=opened)
         case Operation.GET_TASK:
-            return await gateway.get_task(target, ctx, params["id"],
-                                          history_length=params.get("historyLength"))
+            return await gateway.get_task(
+                target, ctx, params["id"], history_length=params.get("historyLength")
+            )
         case Operation.LIST_TASKS:
             return await gateway.list_tasks(target, ctx, params)
         case Operation.CANCEL:
@@ -637,8 +684,9 @@ async def execute(target: gateway.Target, call: Call, caller, *,
     raise InternalError(f"{call.operation} is not a unary operation")
 
 
-async def open_stream(target: gateway.Target, call: Call, caller, *,
-                      opened: gateway.Opened | None = None):
+async def open_stream(
+    target: gateway.Target, call: Call, caller, *, opened: gateway.Opened | None = None
+):
     """Starts a streaming call; errors before the first event are raised here."""
     ctx = context_for(call, caller)
     if call.operation is Operation.STREAM:

@@ -52,18 +52,25 @@ def agent_relay_card(agent: Agent, request: HttpRequest) -> dict:
     base = relay_base_url(request, f"/a2a/agents/{agent.pk}/")
     return cards.card_for_reader(
         cards.agent_card_for_relay(agent.current_snapshot.normalized, base_url=base),
-        version=reader_version(request))
+        version=reader_version(request),
+    )
 
 
 @require_safe
 def agent_card(request: HttpRequest, target_id: str) -> HttpResponse:
     """``GET /a2a/agents/{id}/.well-known/agent-card.json``. Public, like every agent card."""
-    agent = Agent.objects.callable().select_related("current_snapshot").filter(
-        pk=target_id).first()
+    agent = Agent.objects.callable().select_related("current_snapshot").filter(pk=target_id).first()
     if agent is None or agent.current_snapshot is None:
-        return JsonResponse({"error": {"code": 404, "status": "NOT_FOUND",
-                                       "message": f"no agent {target_id!r} at this relay"}},
-                            status=404)
+        return JsonResponse(
+            {
+                "error": {
+                    "code": 404,
+                    "status": "NOT_FOUND",
+                    "message": f"no agent {target_id!r} at this relay",
+                }
+            },
+            status=404,
+        )
     return card_response(request, agent_relay_card(agent, request))
 
 
@@ -75,12 +82,19 @@ class AgentCardView(APIView):
     permission_classes = [RegistryReadPermission]
 
     @extend_schema(
-        operation_id="agent_card", summary="An agent's card",
+        operation_id="agent_card",
+        summary="An agent's card",
         description="The agent's current card as the agent published it, or with "
         "`view=relay` as the relay serves it (its interfaces at the relay).",
-        parameters=[AGENT_ID, OpenApiParameter(
-            "view", description="published (default) or relay: the card rewritten to the "
-            "relay's own endpoint for this agent", enum=["published", "relay"])],
+        parameters=[
+            AGENT_ID,
+            OpenApiParameter(
+                "view",
+                description="published (default) or relay: the card rewritten to the "
+                "relay's own endpoint for this agent",
+                enum=["published", "relay"],
+            ),
+        ],
         responses={200: OpenApiResponse(OpenApiTypes.OBJECT), **errors(400, 401, 404, 429)},
         examples=[OpenApiExample("As published", response_only=True, value=CARD)],
     )
@@ -114,18 +128,26 @@ def team_relay_card(team: Team, request: HttpRequest) -> dict:
     for membership in memberships:
         agent = membership.agent
         snapshot = agent.current_snapshot
-        members.append({
-            "id": agent.pk,
-            "name": agent.name,
-            "skills": (snapshot.normalized.get("skills") or []) if snapshot else [],
-            "streaming": agent.streaming,
-            "defaultInputModes": agent.default_input_modes,
-            "defaultOutputModes": agent.default_output_modes,
-        })
-    return cards.card_for_reader(cards.team_card(
-        team_id=team.pk, name=team.name, description=team.description,
-        base_url=relay_base_url(request, f"/a2a/teams/{team.pk}/"), members=members,
-    ), version=reader_version(request))
+        members.append(
+            {
+                "id": agent.pk,
+                "name": agent.name,
+                "skills": (snapshot.normalized.get("skills") or []) if snapshot else [],
+                "streaming": agent.streaming,
+                "defaultInputModes": agent.default_input_modes,
+                "defaultOutputModes": agent.default_output_modes,
+            }
+        )
+    return cards.card_for_reader(
+        cards.team_card(
+            team_id=team.pk,
+            name=team.name,
+            description=team.description,
+            base_url=relay_base_url(request, f"/a2a/teams/{team.pk}/"),
+            members=members,
+        ),
+        version=reader_version(request),
+    )
 
 
 @require_safe
@@ -134,9 +156,16 @@ def team_agent_card(request: HttpRequest, team_id: str) -> HttpResponse:
     for an unknown or disabled team."""
     team = Team.objects.filter(pk=team_id, enabled=True).first()
     if team is None:
-        return JsonResponse({"error": {"code": 404, "status": "NOT_FOUND",
-                                       "message": f"no team {team_id!r} at this relay"}},
-                            status=404)
+        return JsonResponse(
+            {
+                "error": {
+                    "code": 404,
+                    "status": "NOT_FOUND",
+                    "message": f"no team {team_id!r} at this relay",
+                }
+            },
+            status=404,
+        )
     return card_response(request, team_relay_card(team, request))
 
 
@@ -152,7 +181,9 @@ def relay_card_v1(request: HttpRequest) -> dict:
         if agent is not None and agent.current_snapshot is not None:
             skills = agent.current_snapshot.normalized.get("skills", [])
     return cards.relay_self_card(
-        base_url=relay_base_url(request, "/a2a/relay/"), version="0.1.0", skills=skills,
+        base_url=relay_base_url(request, "/a2a/relay/"),
+        version="0.1.0",
+        skills=skills,
         default_target=":".join(chosen) if chosen else None,
     )
 

@@ -20,6 +20,8 @@ class BoundedJSONParser(JSONParser):
         body = stream.read() if stream is not None else b""
         limit = settings.RELAY_MAX_JSON_DEPTH
         if limit and raw_depth(body) > limit:
-            raise ParseError(f"the request body is nested deeper than the limit of {limit} "
-                             "levels (RELAY_MAX_JSON_DEPTH)")
+            raise ParseError(
+                f"the request body is nested deeper than the limit of {limit} "
+                "levels (RELAY_MAX_JSON_DEPTH)"
+            )
         return super().parse(io.BytesIO(body), media_type, parser_context)

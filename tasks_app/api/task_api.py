@@ -87,13 +87,17 @@ def _shape(request) -> str | None:
     the task was created in)."""
     shape = request.GET.get("shape") or None
     if shape not in (None, EARLY, CURRENT):
-        raise InvalidParams(field_violations=[FieldViolation(
-            "shape", f"must be {EARLY} or {CURRENT}, not {shape[:40]!r}")])
+        raise InvalidParams(
+            field_violations=[
+                FieldViolation("shape", f"must be {EARLY} or {CURRENT}, not {shape[:40]!r}")
+            ]
+        )
     return shape
 
 
-def _task_reply(task: dict[str, Any], *, shape: str | None, client_id: str | None,
-                with_history: bool) -> HttpResponse:
+def _task_reply(
+    task: dict[str, Any], *, shape: str | None, client_id: str | None, with_history: bool
+) -> HttpResponse:
     """A task in the shape asked for; without a ``shape``, early when the task was created
     with a client task id."""
     if shape == EARLY or (shape is None and client_id is not None):
@@ -118,8 +122,10 @@ class TaskApiView(APIView):
         elif isinstance(exc, RequestDataTooBig):
             exc = body_too_large(calls.current_limits())
         elif isinstance(exc, exceptions.Throttled):
-            exc = RateLimited(f"rate limit exceeded: retry in {exc.wait} s",
-                              retry_after=int(exc.wait) if exc.wait else None)
+            exc = RateLimited(
+                f"rate limit exceeded: retry in {exc.wait} s",
+                retry_after=int(exc.wait) if exc.wait else None,
+            )
         elif isinstance(exc, exceptions.MethodNotAllowed):
             exc = MethodNotFound(f"{self.request.method} is not an A2A call here")
         elif isinstance(exc, exceptions.APIException):
@@ -166,11 +172,13 @@ class TaskDetailView(TaskApiView):
             raise InvalidParams("historyLength must be a whole number") from error
         check_params({"historyLength": history_length}, calls.current_limits())
         relay_id, client_id = await sync_to_async(client_ids.task_id_for)(
-            caller=request.auth, task_id=task_id)
+            caller=request.auth, task_id=task_id
+        )
         ctx = gateway.CallContext(caller=request.auth)
         result = await gateway.get_task(None, ctx, relay_id, history_length=history_length)
-        return _task_reply(result, shape=shape, client_id=client_id,
-                           with_history=history_length is not None)
+        return _task_reply(
+            result, shape=shape, client_id=client_id, with_history=history_length is not None
+        )
 
 
 class TaskCancelView(TaskApiView):
@@ -178,7 +186,8 @@ class TaskCancelView(TaskApiView):
     async def post(self, request, task_id: str):
         shape = _shape(request)
         relay_id, client_id = await sync_to_async(client_ids.task_id_for)(
-            caller=request.auth, task_id=task_id)
+            caller=request.auth, task_id=task_id
+        )
         ctx = gateway.CallContext(caller=request.auth)
         result = await gateway.cancel_task(None, ctx, relay_id)
         return _task_reply(result, shape=shape, client_id=client_id, with_history=False)
@@ -190,9 +199,12 @@ class SendBatchView(TaskApiView):
         payload = calls.parse_task_api_body(request.body)
         batch = parse_batch(payload)
         # Validate every entry before running any, so a bad batch runs nothing.
-        sends = [calls.task_api_send(item, Operation.SEND, early_only=batch.early,
-                                     field_prefix=f"{batch.key}[{index}]")
-                 for index, item in enumerate(batch.items)]
+        sends = [
+            calls.task_api_send(
+                item, Operation.SEND, early_only=batch.early, field_prefix=f"{batch.key}[{index}]"
+            )
+            for index, item in enumerate(batch.items)
+        ]
         if batch.early:
             _refuse_repeated_ids(sends)
         targets = [await _target(request.auth, send.kind, send.target_id) for send in sends]
@@ -243,11 +255,15 @@ def parse_batch(payload: Any) -> Batch:
     keys = [key for key in ("tasks", "requests") if key in payload]
     if len(keys) != 1:
         raise InvalidParams(
-            "the body must be {\"tasks\": [...]} (early task shape) or {\"requests\": [...]} "
-            "(current shape), with one send per entry")
+            'the body must be {"tasks": [...]} (early task shape) or {"requests": [...]} '
+            "(current shape), with one send per entry"
+        )
     key = keys[0]
-    violations = [FieldViolation(name, "is not a field of a batch") for name in payload
-                  if name not in (key, "executionMode", "aggregationStrategy")]
+    violations = [
+        FieldViolation(name, "is not a field of a batch")
+        for name in payload
+        if name not in (key, "executionMode", "aggregationStrategy")
+    ]
     items = payload[key]
     if not isinstance(items, list) or not 1 <= len(items) <= MAX_BATCH:
         violations.append(FieldViolation(key, f"must be an array of 1 to {MAX_BATCH} sends"))
@@ -267,14 +283,26 @@ def _refuse_repeated_ids(sends: list[calls.TaskApiSend]) -> None:
     for index, send in enumerate(sends):
         earlier = first.setdefault(send.client_task_id, index)
         if earlier != index:
-            raise InvalidParams(field_violations=[FieldViolation(
-                f"tasks[{index}].id", f"repeats tasks[{earlier}].id: each task of a batch "
-                "needs its own id")])
+            raise InvalidParams(
+                field_violations=[
+                    FieldViolation(
+                        f"tasks[{index}].id",
+                        f"repeats tasks[{earlier}].id: each task of a batch needs its own id",
+                    )
+                ]
+            )
 
 
-_STATE_RANK = ["TASK_STATE_FAILED", "TASK_STATE_REJECTED", "TASK_STATE_CANCELED",
-               "TASK_STATE_AUTH_REQUIRED", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_WORKING",
-               "TASK_STATE_SUBMITTED", "TASK_STATE_COMPLETED"]
+_STATE_RANK = [
+    "TASK_STATE_FAILED",
+    "TASK_STATE_REJECTED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_AUTH_REQUIRED",
+    "TASK_STATE_INPUT_REQUIRED",
+    "TASK_STATE_WORKING",
+    "TASK_STATE_SUBMITTED",
+    "TASK_STATE_COMPLETED",
+]
 
 
 def merge_results(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -294,8 +322,9 @@ def merge_results(results: list[dict[str, Any]]) -> dict[str, Any]:
         status = task.get("status", {})
         states.append(status.get("state", "TASK_STATE_SUBMITTED"))
         for artifact in task.get("artifacts", []):
-            artifacts.append({**artifact, "metadata": {**artifact.get("metadata", {}),
-                                                       "taskId": task.get("id")}})
+            artifacts.append(
+                {**artifact, "metadata": {**artifact.get("metadata", {}), "taskId": task.get("id")}}
+            )
         if status.get("message"):
             messages.append(status["message"])
     state = min(states, key=_STATE_RANK.index) if states else "TASK_STATE_COMPLETED"

@@ -61,8 +61,9 @@ def _spawn(task_id: str, coroutine) -> asyncio.Task:
     supervisor.ensure_running()
     runner = asyncio.get_running_loop().create_task(coroutine, context=contextvars.Context())
     _running[task_id] = runner
-    runner.add_done_callback(lambda _: _running.pop(task_id, None)
-                             if _running.get(task_id) is runner else None)
+    runner.add_done_callback(
+        lambda _: _running.pop(task_id, None) if _running.get(task_id) is runner else None
+    )
     return runner
 
 
@@ -94,8 +95,9 @@ class Outcome:
         return self.snapshot if self.snapshot is not None else services.snapshot_of(self.task)
 
 
-def start(target: Target, task: Task, steps: AsyncIterator[Step], *, fresh: bool,
-          raise_errors: bool) -> asyncio.Future[Outcome]:
+def start(
+    target: Target, task: Task, steps: AsyncIterator[Step], *, fresh: bool, raise_errors: bool
+) -> asyncio.Future[Outcome]:
     """Drives ``steps`` (``target.run`` or ``target.resume``) in a job of its own. The
     returned future gets the call's answer as soon as it is known: when the task ends or
     waits on the client, when the agent answered with a message, or at a step marked
@@ -103,8 +105,7 @@ def start(target: Target, task: Task, steps: AsyncIterator[Step], *, fresh: bool
     the agent answered a fresh task with removes the task and is the future's exception (a
     blocking call raises it); otherwise it ends the task failed with the reason."""
     answered: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-    _spawn(task.id, _job(target, task, steps, answered, fresh=fresh,
-                         raise_errors=raise_errors))
+    _spawn(task.id, _job(target, task, steps, answered, fresh=fresh, raise_errors=raise_errors))
     return answered
 
 
@@ -137,8 +138,9 @@ async def _record(task: Task, *steps: Step) -> Task:
     try:
         recorded = await sync_to_async(_record_steps)(task, steps)
     except InvalidTransition as error:
-        raise InvalidAgentResponse(f"the agent moved the task in a way A2A forbids: {error}"
-                                   ) from error
+        raise InvalidAgentResponse(
+            f"the agent moved the task in a way A2A forbids: {error}"
+        ) from error
     for published in recorded:
         await published.send()
     return task
@@ -150,12 +152,15 @@ def _record_steps(task: Task, steps: tuple[Step, ...]) -> list[Published]:
     recorded: list[Published] = []
     for each in steps:
         done = services.task_record(
-            task=task, event=each.event, upstream_task_id=each.upstream_task_id,
+            task=task,
+            event=each.event,
+            upstream_task_id=each.upstream_task_id,
             upstream_context_id=each.upstream_context_id,
         )
         if done.event is not None:
-            recorded.append(Published(task.id, done.sequence, done.event,
-                                      task.state in FINAL_STATES))
+            recorded.append(
+                Published(task.id, done.sequence, done.event, task.state in FINAL_STATES)
+            )
     return recorded
 
 
@@ -170,14 +175,21 @@ async def _reply_as_message(task: Task, step: Step) -> Outcome:
     """The agent answered with a Message, not a task: the relay's task ends completed with
     that message, and stream subscribers get the message alone."""
     recorded = await sync_to_async(services.task_record)(
-        task=task, event=_as_recorded_end(task, step).event)
+        task=task, event=_as_recorded_end(task, step).event
+    )
     if recorded.event is not None:
         await streams.publish(task.id, recorded.sequence, step.event, final=True)
     return Outcome(task, step.event["message"])
 
 
-async def _drive(target: Target, task: Task, steps: AsyncIterator[Step], *, fresh: bool,
-                 answered: asyncio.Future[Outcome] | None = None) -> Outcome:
+async def _drive(
+    target: Target,
+    task: Task,
+    steps: AsyncIterator[Step],
+    *,
+    fresh: bool,
+    answered: asyncio.Future[Outcome] | None = None,
+) -> Outcome:
     """Records and publishes every step until the task ends or waits on the client, telling
     ``answered`` when a step marks the call's answer. Upstream failures end the task ``failed`` with the reason; an
     A2A error from the agent on a fresh task removes the task and is raised. Stops, with the
@@ -193,8 +205,7 @@ async def _drive(target: Target, task: Task, steps: AsyncIterator[Step], *, fres
                     ended_elsewhere = True
                     scope.reschedule(asyncio.get_running_loop().time())
 
-            return await _steps_recorded(target, task, steps, end, fresh=fresh,
-                                         answered=answered)
+            return await _steps_recorded(target, task, steps, end, fresh=fresh, answered=answered)
     except TimeoutError:
         if not ended_elsewhere:
             raise
@@ -221,8 +232,14 @@ async def _steps_recorded(target, task, steps, end, *, fresh, answered) -> Outco
                             if "message" in step.event:
                                 return Outcome(task, step.event["message"])
                             if step.answered:
-                                _answer(answered, Outcome(task, snapshot=services.snapshot_of(task),
-                                                         sequence=task.last_sequence))
+                                _answer(
+                                    answered,
+                                    Outcome(
+                                        task,
+                                        snapshot=services.snapshot_of(task),
+                                        sequence=task.last_sequence,
+                                    ),
+                                )
                             if _state_of(step.event) in FINAL_STATES:
                                 return Outcome(task)
                             continue
@@ -233,8 +250,9 @@ async def _steps_recorded(target, task, steps, end, *, fresh, answered) -> Outco
                             # interrupted, the first update of the resumed work (an
                             # artifact) would look final and end the drive and the stream
                             # before the new state came.
-                            task = await _record(task, Step(
-                                services.status_event(task, TaskState.WORKING)))
+                            task = await _record(
+                                task, Step(services.status_event(task, TaskState.WORKING))
+                            )
                         seen_event = True
                         # Events that arrived while the last ones were being recorded are
                         # recorded together: one transaction for a burst, not one each.
@@ -243,8 +261,14 @@ async def _steps_recorded(target, task, steps, end, *, fresh, answered) -> Outco
                             together.append(pending.pop(0))
                         task = await _record(task, step, *together)
                         if step.answered:
-                            _answer(answered, Outcome(task, snapshot=services.snapshot_of(task),
-                                                     sequence=task.last_sequence))
+                            _answer(
+                                answered,
+                                Outcome(
+                                    task,
+                                    snapshot=services.snapshot_of(task),
+                                    sequence=task.last_sequence,
+                                ),
+                            )
                         if task.state in FINAL_STATES:
                             return Outcome(task)
         return Outcome(task)
@@ -260,8 +284,7 @@ async def _steps_recorded(target, task, steps, end, *, fresh, answered) -> Outco
             await sync_to_async(Task.objects.filter(pk=task.pk).delete)()
         raise
     except Exception:
-        logger.exception("running task %s on %s %s failed", task.pk, target.kind,
-                         target.id)
+        logger.exception("running task %s on %s %s failed", task.pk, target.kind, target.id)
         await _fail(task, f"the relay failed while running the task on {target.id!r}")
         raise
 
@@ -351,8 +374,9 @@ class Exchange:
     answered a fresh task with removes the task and is raised. Stops when another writer (a
     cancel) ends the task, ``answer`` then the task as it stands."""
 
-    def __init__(self, target: Target, task: Task, steps: AsyncIterator[Step], *,
-                 fresh: bool) -> None:
+    def __init__(
+        self, target: Target, task: Task, steps: AsyncIterator[Step], *, fresh: bool
+    ) -> None:
         self.target, self.task, self._steps, self._fresh = target, task, steps, fresh
         self.end: Step | None = None
         self.answer: dict[str, Any] | None = None
@@ -373,8 +397,9 @@ class Exchange:
                             return
                         if resumed and not seen_event:
                             # The agent took the client's answer: the task works again.
-                            await _record(task, Step(services.status_event(task,
-                                                                           TaskState.WORKING)))
+                            await _record(
+                                task, Step(services.status_event(task, TaskState.WORKING))
+                            )
                         seen_event = True
                         await _record(task, step)
                         yield step
@@ -399,8 +424,11 @@ class Exchange:
         if self.end is None:
             return []
         recorded = services.task_record(
-            task=self.task, event=self.end.event, upstream_task_id=self.end.upstream_task_id,
-            upstream_context_id=self.end.upstream_context_id)
+            task=self.task,
+            event=self.end.event,
+            upstream_task_id=self.end.upstream_task_id,
+            upstream_context_id=self.end.upstream_context_id,
+        )
         if recorded.event is None:
             return []
         # Stream subscribers of a task answered by a message get the message alone.
@@ -413,8 +441,7 @@ class Exchange:
 
     @property
     def upstream_context_id(self) -> str:
-        return self.task.upstream_context_id or (
-            self.end.upstream_context_id if self.end else "")
+        return self.task.upstream_context_id or (self.end.upstream_context_id if self.end else "")
 
 
 def _as_recorded_end(task: Task, step: Step) -> Step:
@@ -422,9 +449,13 @@ def _as_recorded_end(task: Task, step: Step) -> Step:
     that message."""
     if "message" not in step.event:
         return step
-    completed = {"statusUpdate": {"taskId": task.id, "contextId": task.context_id,
-                                  "status": {"state": "TASK_STATE_COMPLETED",
-                                             "message": step.event["message"]}}}
+    completed = {
+        "statusUpdate": {
+            "taskId": task.id,
+            "contextId": task.context_id,
+            "status": {"state": "TASK_STATE_COMPLETED", "message": step.event["message"]},
+        }
+    }
     return replace(step, event=completed, upstream_task_id="")
 
 
@@ -436,8 +467,9 @@ class Opened:
     fresh: bool
 
 
-def open_task(target: Target, ctx: CallContext, request: dict[str, Any], *,
-              stream: bool = False) -> Opened:
+def open_task(
+    target: Target, ctx: CallContext, request: dict[str, Any], *, stream: bool = False
+) -> Opened:
     """The task a message belongs to: the one it names (checked, the message appended), or a
     new one, with its inline push config stored. Synchronous, so a caller can run it in the
     same thread hop as authentication and target resolution; raises the A2A error that
@@ -448,7 +480,9 @@ def open_task(target: Target, ctx: CallContext, request: dict[str, Any], *,
     if missing:
         raise ExtensionSupportRequired(
             f"{target.kind} {target.id!r} requires the extension {missing[0]}; activate it "
-            f"with the A2A-Extensions header", metadata={"extension": missing[0]})
+            f"with the A2A-Extensions header",
+            metadata={"extension": missing[0]},
+        )
     inline = (request.get("configuration") or {}).get("taskPushNotificationConfig")
     if inline:
         from tasks_app import push
@@ -457,20 +491,26 @@ def open_task(target: Target, ctx: CallContext, request: dict[str, Any], *,
         push.config_check(inline, field="configuration.taskPushNotificationConfig")
     message = request["message"]
     if len(message.get("contextId") or "") > CONTEXT_ID_MAX_LENGTH:
-        raise InvalidParams(field_violations=[FieldViolation(
-            "message.contextId", f"is longer than {CONTEXT_ID_MAX_LENGTH}")])
+        raise InvalidParams(
+            field_violations=[
+                FieldViolation("message.contextId", f"is longer than {CONTEXT_ID_MAX_LENGTH}")
+            ]
+        )
     if message.get("taskId"):
         task = _owned_task(target, ctx, message["taskId"])
         if task.is_terminal:
             raise UnsupportedOperation(
-                f"task {task.id} is {task.state}; a terminal task takes no more messages")
+                f"task {task.id} is {task.state}; a terminal task takes no more messages"
+            )
         if message.get("contextId") and message["contextId"] != task.context_id:
             raise InvalidParams(
                 f"message.contextId {message['contextId']!r} does not match the task's "
-                f"context {task.context_id!r}")
+                f"context {task.context_id!r}"
+            )
         try:
-            task = services.task_add_message(task=task, message=message,
-                                             owner=ownership.process_id())
+            task = services.task_add_message(
+                task=task, message=message, owner=ownership.process_id()
+            )
         except services.TerminalTaskError as error:
             raise UnsupportedOperation(f"task {task.id} ended meanwhile") from error
         opened = Opened(task, fresh=False)
@@ -487,18 +527,28 @@ def _open_new(target: Target, ctx: CallContext, request: dict[str, Any]) -> Task
     message = request["message"]
     context_id = message.get("contextId") or ""
     task = services.task_open(
-        caller=ctx.caller, target_kind=target.kind, target_id=target.id,
-        agent_id=target.agent_id, message=message,
-        client_version=ctx.version, context_id=context_id,
-        delegation_chain=list(ctx.delegation), parent_id=ctx.parent_task_id,
-        expires_at=services.task_expiry(), owner=ownership.process_id(),
+        caller=ctx.caller,
+        target_kind=target.kind,
+        target_id=target.id,
+        agent_id=target.agent_id,
+        message=message,
+        client_version=ctx.version,
+        context_id=context_id,
+        delegation_chain=list(ctx.delegation),
+        parent_id=ctx.parent_task_id,
+        expires_at=services.task_expiry(),
+        owner=ownership.process_id(),
     )
     previous = ctx.upstream_context_id
     if context_id and not previous:
         # A new task in a known conversation reuses the upstream's context for it.
-        previous = selectors.upstream_context(caller=ctx.caller, context_id=context_id,
-                                              target_kind=target.kind, target_id=target.id,
-                                              exclude=task.pk)
+        previous = selectors.upstream_context(
+            caller=ctx.caller,
+            context_id=context_id,
+            target_kind=target.kind,
+            target_id=target.id,
+            exclude=task.pk,
+        )
     if previous:
         Task.objects.filter(pk=task.pk).update(upstream_context_id=previous)
         task.upstream_context_id = previous
@@ -514,4 +564,3 @@ def _owned_task(target: Target | None, ctx: CallContext, task_id: str) -> Task:
 
 async def _load(target: Target | None, ctx: CallContext, task_id: str) -> Task:
     return await sync_to_async(_owned_task)(target, ctx, task_id)
-

@@ -38,8 +38,7 @@ async def expire_overdue(*, now=None, batch: int = EXPIRY_BATCH) -> int:
             try:
                 ended_now += await _expire(task)
             except services.StaleTaskError:
-                logger.warning("task %s changed too often to expire; the next run retries",
-                               task.pk)
+                logger.warning("task %s changed too often to expire; the next run retries", task.pk)
         ended += ended_now
         # A full batch of which none ended would come back the same: the next run retries.
         if len(overdue) < batch or not ended_now:
@@ -58,6 +57,5 @@ async def _expire(task: Task) -> bool:
             async with asyncio.timeout(UPSTREAM_CANCEL_SECONDS):
                 await owner.cancel_upstream(task, CallContext(caller=task.caller))
         except (A2AError, upstream.UpstreamError, TimeoutError) as error:
-            logger.info("expired task %s: the agent could not be told to stop: %s", task.pk,
-                        error)
+            logger.info("expired task %s: the agent could not be told to stop: %s", task.pk, error)
     return True

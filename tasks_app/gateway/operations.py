@@ -39,8 +39,9 @@ KEEPALIVE_SECONDS = 15.0
 TERMINAL_STATES = frozenset(state.value for state in TERMINAL)
 
 
-async def send_message(target: Target, ctx: CallContext, request: dict[str, Any], *,
-                       opened: Opened | None = None) -> dict[str, Any]:
+async def send_message(
+    target: Target, ctx: CallContext, request: dict[str, Any], *, opened: Opened | None = None
+) -> dict[str, Any]:
     """SendMessage: blocking by default (returns once the task ends, waits on the client, or
     the agent answered with a task it goes on working on: the relay follows that task on its
     own); with ``returnImmediately`` it returns the submitted task and works on in the
@@ -53,20 +54,26 @@ async def send_message(target: Target, ctx: CallContext, request: dict[str, Any]
     configuration = request.get("configuration") or {}
     history_length = _capped(configuration.get("historyLength"))
     if configuration.get("returnImmediately"):
-        driving.start(target, task, target.run(task, request, ctx, stream=target.streaming),
-                      fresh=False, raise_errors=False)
-        return {"task": snapshots.trim(services.snapshot_of(task),
-                                       history_length=history_length)}
-    answered = driving.start(target, task, target.run(task, request, ctx, stream=False),
-                             fresh=fresh, raise_errors=True)
+        driving.start(
+            target,
+            task,
+            target.run(task, request, ctx, stream=target.streaming),
+            fresh=False,
+            raise_errors=False,
+        )
+        return {"task": snapshots.trim(services.snapshot_of(task), history_length=history_length)}
+    answered = driving.start(
+        target, task, target.run(task, request, ctx, stream=False), fresh=fresh, raise_errors=True
+    )
     outcome = await answered
     if outcome.message is not None:
         return {"message": outcome.message}
     return {"task": snapshots.trim(outcome.answer_snapshot(), history_length=history_length)}
 
 
-async def stream_message(target: Target, ctx: CallContext, request: dict[str, Any], *,
-                         opened: Opened | None = None) -> AsyncIterator[Any]:
+async def stream_message(
+    target: Target, ctx: CallContext, request: dict[str, Any], *, opened: Opened | None = None
+) -> AsyncIterator[Any]:
     """SendStreamingMessage: validates and opens the task before the first event (so errors
     are ordinary responses), then yields the task, its updates, and KEEPALIVE markers while
     idle: every event the agent sent, in its order, the first one a task (the task as it
@@ -81,16 +88,22 @@ async def stream_message(target: Target, ctx: CallContext, request: dict[str, An
 
 async def _stream_from_start(target, task, request, ctx):
     async with streams.subscription(task.id, read=_stored_events(task.id)) as subscription:
-        answered = driving.start(target, task, target.run(task, request, ctx, stream=True),
-                                 fresh=False, raise_errors=False)
+        answered = driving.start(
+            target,
+            task,
+            target.run(task, request, ctx, stream=True),
+            fresh=False,
+            raise_errors=False,
+        )
         answered.add_done_callback(lambda done: _end_stream_at_answer(subscription, done))
         opened_as = services.snapshot_of(task)  # before the target's first event
         first = True
         if target.announces_task:
             yield {"task": opened_as}
             first = False
-        async for item in subscription.events(after=task.last_sequence,
-                                               keepalive=KEEPALIVE_SECONDS):
+        async for item in subscription.events(
+            after=task.last_sequence, keepalive=KEEPALIVE_SECONDS
+        ):
             if item is streams.KEEPALIVE:
                 yield item
                 continue
@@ -125,7 +138,8 @@ def _stored_events(task_id: str) -> streams.StoredEvents:
 
     async def read(sequence: int):
         return await sync_to_async(selectors.events_after)(
-            task_id=task_id, sequence=sequence, final_states=FINAL_V1_STATES)
+            task_id=task_id, sequence=sequence, final_states=FINAL_V1_STATES
+        )
 
     return read
 
@@ -134,20 +148,21 @@ async def _until_terminal(subscription, sequence: int):
     """The events after ``sequence`` until one ends the task. A task waiting on its client
     (input or auth required) is not finished: the next turn's events belong to the same
     subscription, as they do to the agent's own."""
-    async for item in subscription.events(after=sequence, keepalive=KEEPALIVE_SECONDS,
-                                          stop_at_final=False):
+    async for item in subscription.events(
+        after=sequence, keepalive=KEEPALIVE_SECONDS, stop_at_final=False
+    ):
         if item is streams.KEEPALIVE:
             yield item
             continue
         event, _ = item
         yield event
         if snapshots.state_of(event.get("task") or event.get("statusUpdate") or {}) in (
-                TERMINAL_STATES):
+            TERMINAL_STATES
+        ):
             return
 
 
-async def subscribe(target: Target | None, ctx: CallContext, task_id: str
-                    ) -> AsyncIterator[Any]:
+async def subscribe(target: Target | None, ctx: CallContext, task_id: str) -> AsyncIterator[Any]:
     """SubscribeToTask: the current task first, then live events until it ends (a task
     waiting on its client stays followed). A task that already ended is an
     UnsupportedOperation."""
@@ -169,8 +184,9 @@ async def _stream_existing(task: Task):
             yield item
 
 
-async def get_task(target: Target | None, ctx: CallContext, task_id: str, *,
-                   history_length: int | None = None) -> dict[str, Any]:
+async def get_task(
+    target: Target | None, ctx: CallContext, task_id: str, *, history_length: int | None = None
+) -> dict[str, Any]:
     """GetTask: the stored task, refreshed from upstream first when it is still open and no
     relay process drives it (a task waiting on the client; the driving process keeps a task
     it owns up to date itself)."""
@@ -190,7 +206,8 @@ async def get_task(target: Target | None, ctx: CallContext, task_id: str, *,
 def _capped(history_length: int | None) -> int | None:
     """RELAY_MAX_HISTORY_LENGTH bounds the history a caller gets, whatever it asks for."""
     return capped_history_length(
-        history_length, Limits(max_history_length=settings.RELAY_MAX_HISTORY_LENGTH))
+        history_length, Limits(max_history_length=settings.RELAY_MAX_HISTORY_LENGTH)
+    )
 
 
 async def cancel_task(target: Target | None, ctx: CallContext, task_id: str) -> dict[str, Any]:
@@ -200,8 +217,7 @@ async def cancel_task(target: Target | None, ctx: CallContext, task_id: str) -> 
     TaskNotCancelable."""
     task = await _load(target, ctx, task_id)
     if task.is_terminal:
-        raise TaskNotCancelable(f"task {task.id} is {task.state}",
-                                metadata={"taskId": task.id})
+        raise TaskNotCancelable(f"task {task.id} is {task.state}", metadata={"taskId": task.id})
     owner = target or await sync_to_async(target_of)(task)
     note = ""
     if owner is not None:
@@ -217,18 +233,23 @@ async def cancel_task(target: Target | None, ctx: CallContext, task_id: str) -> 
         if error.task.state == "canceled":
             # The agent's own "canceled" was recorded first: the cancel is what was asked for.
             return services.snapshot_of(error.task)
-        raise TaskNotCancelable(f"task {task.id} ended before it could be canceled",
-                                metadata={"taskId": task.id}) from error
+        raise TaskNotCancelable(
+            f"task {task.id} ended before it could be canceled", metadata={"taskId": task.id}
+        ) from error
     await streams.publish(task.id, recorded.sequence, recorded.event, final=True)
     driving.stop(task.id)
     return services.snapshot_of(recorded.task)
 
 
-async def list_tasks(target: Target | None, ctx: CallContext,
-                     params: dict[str, Any]) -> dict[str, Any]:
+async def list_tasks(
+    target: Target | None, ctx: CallContext, params: dict[str, Any]
+) -> dict[str, Any]:
     return await sync_to_async(selectors.task_list)(
-        caller=ctx.caller, target_kind=target.kind if target else None,
-        target_id=target.id if target else None, params=params)
+        caller=ctx.caller,
+        target_kind=target.kind if target else None,
+        target_id=target.id if target else None,
+        params=params,
+    )
 
 
 async def extended_card(target: Target, ctx: CallContext) -> dict[str, Any]:
@@ -243,8 +264,9 @@ def target_of(task: Task) -> Target | None:
 # --- Push-notification configs ------------------------------------------------------------
 
 
-async def push_config_create(target: Target | None, ctx: CallContext,
-                             params: dict[str, Any]) -> dict[str, Any]:
+async def push_config_create(
+    target: Target | None, ctx: CallContext, params: dict[str, Any]
+) -> dict[str, Any]:
     from tasks_app import push
 
     task = await _load(target, ctx, params["taskId"])
@@ -252,20 +274,24 @@ async def push_config_create(target: Target | None, ctx: CallContext,
     return push.config_view(stored)
 
 
-async def push_config_get(target: Target | None, ctx: CallContext,
-                          params: dict[str, Any]) -> dict[str, Any]:
+async def push_config_get(
+    target: Target | None, ctx: CallContext, params: dict[str, Any]
+) -> dict[str, Any]:
     from tasks_app import push
 
     task = await _load(target, ctx, params["taskId"])
     stored = await sync_to_async(push.config_get)(task=task, config_id=params["id"])
     if stored is None:
-        raise TaskNotFound(f"task {task.id} has no push notification config {params['id']!r}",
-                           metadata={"taskId": task.id})
+        raise TaskNotFound(
+            f"task {task.id} has no push notification config {params['id']!r}",
+            metadata={"taskId": task.id},
+        )
     return push.config_view(stored)
 
 
-async def push_config_list(target: Target | None, ctx: CallContext,
-                           params: dict[str, Any]) -> dict[str, Any]:
+async def push_config_list(
+    target: Target | None, ctx: CallContext, params: dict[str, Any]
+) -> dict[str, Any]:
     from tasks_app import push
 
     task = await _load(target, ctx, params["taskId"])
@@ -273,10 +299,10 @@ async def push_config_list(target: Target | None, ctx: CallContext,
     return {"configs": [push.config_view(c) for c in configs], "nextPageToken": ""}
 
 
-async def push_config_delete(target: Target | None, ctx: CallContext,
-                             params: dict[str, Any]) -> None:
+async def push_config_delete(
+    target: Target | None, ctx: CallContext, params: dict[str, Any]
+) -> None:
     from tasks_app import push
 
     task = await _load(target, ctx, params["taskId"])
     await sync_to_async(push.config_delete)(task=task, config_id=params["id"])
-

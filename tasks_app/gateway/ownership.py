@@ -78,9 +78,12 @@ def _register(identity: _Identity) -> None:
     RelayProcess.objects.update_or_create(
         pk=identity.process_id,
         defaults={"lease_expires_at": now + timedelta(seconds=lease)},
-        create_defaults={"host": identity.process_id.split(":")[0], "pid": identity.pid,
-                         "started_at": now,
-                         "lease_expires_at": now + timedelta(seconds=lease)},
+        create_defaults={
+            "host": identity.process_id.split(":")[0],
+            "pid": identity.pid,
+            "started_at": now,
+            "lease_expires_at": now + timedelta(seconds=lease),
+        },
     )
     # Renewed well before it runs out: a third of the lease is the heartbeat.
     identity.lease_until = time.monotonic() + lease * 2 / 3
@@ -93,7 +96,8 @@ def renew() -> bool:
     now = timezone.now()
     lease = lease_seconds()
     renewed = RelayProcess.objects.filter(pk=me, lease_expires_at__gt=now).update(
-        lease_expires_at=now + timedelta(seconds=lease))
+        lease_expires_at=now + timedelta(seconds=lease)
+    )
     if renewed:
         _identity.lease_until = time.monotonic() + lease * 2 / 3
         return True
@@ -104,8 +108,12 @@ def renew() -> bool:
 def claimed_by_others(task_ids: list[str]) -> list[str]:
     """Those of ``task_ids`` (tasks this process drives) another process owns now."""
     me = process_id()
-    return list(Task.objects.filter(pk__in=task_ids).exclude(owner=me).exclude(owner="")
-                .values_list("pk", flat=True))
+    return list(
+        Task.objects.filter(pk__in=task_ids)
+        .exclude(owner=me)
+        .exclude(owner="")
+        .values_list("pk", flat=True)
+    )
 
 
 def live_processes() -> list[str]:
@@ -113,8 +121,11 @@ def live_processes() -> list[str]:
     lease ago (one query then)."""
     global _live
     if _live[0] <= time.monotonic():
-        ids = list(RelayProcess.objects.filter(lease_expires_at__gt=timezone.now())
-                   .values_list("pk", flat=True))
+        ids = list(
+            RelayProcess.objects.filter(lease_expires_at__gt=timezone.now()).values_list(
+                "pk", flat=True
+            )
+        )
         _live = (time.monotonic() + lease_seconds() / 3, ids)
     return _live[1]
 
@@ -135,9 +146,13 @@ def claim_orphans(*, limit: int = 50) -> list[Task]:
     me = process_id()
     now = timezone.now()
     live = RelayProcess.objects.filter(lease_expires_at__gt=now).values("pk")
-    orphans = list(Task.objects.filter(state__in=DRIVEN_STATES).exclude(owner="")
-                   .exclude(owner=me).exclude(owner__in=live)
-                   .values_list("pk", "owner")[:limit])
+    orphans = list(
+        Task.objects.filter(state__in=DRIVEN_STATES)
+        .exclude(owner="")
+        .exclude(owner=me)
+        .exclude(owner__in=live)
+        .values_list("pk", "owner")[:limit]
+    )
     claimed = {}
     for pk, owner in orphans:
         if Task.objects.filter(pk=pk, owner=owner, state__in=DRIVEN_STATES).update(owner=me):
@@ -153,5 +168,6 @@ def forget_dead() -> int:
     before = timezone.now() - FORGET_DEAD_AFTER
     owning = Task.objects.exclude(owner="").values("owner")
     deleted, _ = RelayProcess.objects.filter(
-        Q(lease_expires_at__lt=before) & ~Q(pk__in=owning)).delete()
+        Q(lease_expires_at__lt=before) & ~Q(pk__in=owning)
+    ).delete()
     return deleted

@@ -40,8 +40,7 @@ class Supervisor:
 
     @property
     def _busy(self) -> bool:
-        return bool(driving._running) or (
-            self._takeover is not None and not self._takeover.done())
+        return bool(driving._running) or (self._takeover is not None and not self._takeover.done())
 
     async def _beat(self) -> None:
         """Renews the lease every third of it while the process drives anything (or scans
@@ -51,11 +50,11 @@ class Supervisor:
             try:
                 if not await sync_to_async(ownership.renew)():
                     logger.warning("this relay process's lease had run out; taking a new one")
-                    lost = await sync_to_async(ownership.claimed_by_others)(
-                        list(driving._running))
+                    lost = await sync_to_async(ownership.claimed_by_others)(list(driving._running))
                     for task_id in lost:
-                        logger.warning("task %s was taken over by another process; "
-                                       "stopping here", task_id)
+                        logger.warning(
+                            "task %s was taken over by another process; stopping here", task_id
+                        )
                         driving.stop(task_id)
             except Exception:
                 logger.warning("could not renew this relay process's lease", exc_info=True)
@@ -69,8 +68,7 @@ class Supervisor:
                     forgot = time.monotonic()
                     await sync_to_async(ownership.forget_dead)()
             except Exception:
-                logger.warning("could not look for tasks of dead relay processes",
-                               exc_info=True)
+                logger.warning("could not look for tasks of dead relay processes", exc_info=True)
             await asyncio.sleep(max(0.5, min(5.0, ownership.lease_seconds() / 4)))
 
 
@@ -78,15 +76,26 @@ async def take_over_orphans() -> int:
     """Claims the open tasks of dead processes and resumes each one here; returns how many."""
     claimed = await sync_to_async(_claim)()
     for task, target in claimed:
-        logger.warning("taking over task %s (%s %s) from relay process %s, which stopped",
-                       task.pk, task.target_kind, task.target_id, task.previous_owner)
+        logger.warning(
+            "taking over task %s (%s %s) from relay process %s, which stopped",
+            task.pk,
+            task.target_kind,
+            task.target_id,
+            task.previous_owner,
+        )
         if target is None:
-            await driving._fail(task, f"the {task.target_kind} {task.target_id!r} this task "
-                                "was sent to is gone, and the relay process that ran it "
-                                "stopped")
+            await driving._fail(
+                task,
+                f"the {task.target_kind} {task.target_id!r} this task "
+                "was sent to is gone, and the relay process that ran it "
+                "stopped",
+            )
             continue
-        ctx = CallContext(caller=task.caller, version=task.client_version or "1.0",
-                          delegation=tuple(task.delegation_chain or ()))
+        ctx = CallContext(
+            caller=task.caller,
+            version=task.client_version or "1.0",
+            delegation=tuple(task.delegation_chain or ()),
+        )
         driving.start(target, task, target.resume(task, ctx), fresh=False, raise_errors=False)
     return len(claimed)
 

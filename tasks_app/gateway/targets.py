@@ -95,8 +95,9 @@ class Target:
     event, as called directly."""
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def run(self, task: Task, request: dict[str, Any], ctx: CallContext, *,
-            stream: bool) -> AsyncIterator[Step]:
+    def run(
+        self, task: Task, request: dict[str, Any], ctx: CallContext, *, stream: bool
+    ) -> AsyncIterator[Step]:
         raise NotImplementedError
 
     async def resume(self, task: Task, ctx: CallContext) -> AsyncIterator[Step]:
@@ -105,7 +106,8 @@ class Target:
         ends failed with that reason."""
         raise UnsupportedOperation(
             f"the relay process that ran this {self.kind}'s task stopped, and a {self.kind} "
-            "cannot be resumed by another process")
+            "cannot be resumed by another process"
+        )
         yield  # an async generator, like the targets that can
 
     async def cancel_upstream(self, task: Task, ctx: CallContext) -> None:
@@ -146,8 +148,15 @@ class CallGuard(Protocol):
     async def admit(self, target: AgentTarget) -> None:
         """Lets the call go, or raises upstream.UpstreamError saying why it may not."""
 
-    async def report(self, target: AgentTarget, *, ok: bool, category: str = "",
-                     detail: str = "", latency_ms: float | None = None) -> None:
+    async def report(
+        self,
+        target: AgentTarget,
+        *,
+        ok: bool,
+        category: str = "",
+        detail: str = "",
+        latency_ms: float | None = None,
+    ) -> None:
         """Hears how the call went: ``ok`` once the agent answered, or why it failed."""
 
 
@@ -178,26 +187,30 @@ class AgentTarget(Target):
 
         extensions = list(agent.extensions.all())
         super().__init__(
-            kind="agent", id=agent.pk, name=agent.name, streaming=agent.streaming,
+            kind="agent",
+            id=agent.pk,
+            name=agent.name,
+            streaming=agent.streaming,
             extended_card_declared=agent.extended_card,
             required_extensions=tuple(e.uri for e in extensions if e.required),
             declared_extensions=tuple(e.uri for e in extensions),
             agent_id=agent.pk,
         )
         self.endpoint = upstream.choose_endpoint(
-            agent_id=agent.pk, interfaces=agent.interfaces,
+            agent_id=agent.pk,
+            interfaces=agent.interfaces,
             invocation_url=agent.invocation_url,
             headers=upstream_auth_headers(agent) or None,
         )
         self.extra["stream_idle_seconds"] = agent.stream_idle_seconds
         # The circuit breaker as the row had it; the call guard keeps it up to date.
-        self.breaker_row = (agent.breaker_state, agent.breaker_failures,
-                            agent.breaker_opened_at)
+        self.breaker_row = (agent.breaker_state, agent.breaker_failures, agent.breaker_opened_at)
 
     async def run(self, task, request, ctx, *, stream):
         await _call_guard.admit(self)
-        async with contextlib.aclosing(self._guarded(self._run(task, request, ctx,
-                                                               stream=stream))) as steps:
+        async with contextlib.aclosing(
+            self._guarded(self._run(task, request, ctx, stream=stream))
+        ) as steps:
             async for step in steps:
                 yield step
 
@@ -207,11 +220,14 @@ class AgentTarget(Target):
         silent), over GetTask polls otherwise."""
         if not task.upstream_task_id:
             raise upstream.UpstreamError(
-                "protocol", "the relay process that carried this exchange stopped before the "
-                f"agent {self.id!r} named its task, so the task cannot be followed")
+                "protocol",
+                "the relay process that carried this exchange stopped before the "
+                f"agent {self.id!r} named its task, so the task cannot be followed",
+            )
         ids = _ids(task)
-        async with contextlib.aclosing(self._guarded(self._follow(task, ids, ctx, subscribe=True))
-                                       ) as steps:
+        async with contextlib.aclosing(
+            self._guarded(self._follow(task, ids, ctx, subscribe=True))
+        ) as steps:
             async for step in steps:
                 yield step
 
@@ -237,8 +253,12 @@ class AgentTarget(Target):
                 await _call_guard.report(self, ok=True)
         except (upstream.UpstreamError, InvalidAgentResponse) as error:
             await _call_guard.report(
-                self, ok=False, category=getattr(error, "category", "protocol"),
-                detail=error.message, latency_ms=(time.perf_counter() - started) * 1000)
+                self,
+                ok=False,
+                category=getattr(error, "category", "protocol"),
+                detail=error.message,
+                latency_ms=(time.perf_counter() - started) * 1000,
+            )
             raise
         except A2AError:
             if not reported:  # the agent answered, with a protocol error: it is up
@@ -250,9 +270,14 @@ class AgentTarget(Target):
         outgoing = _upstream_request(request, ids)
         timeout = settings.RELAY_UPSTREAM_TIMEOUT
         if not stream:
-            result = await upstream.call(self.endpoint, _op("SEND"), outgoing,
-                                         extensions=ctx.extensions, timeout=timeout,
-                                         extra_headers=_delegation_headers(ctx))
+            result = await upstream.call(
+                self.endpoint,
+                _op("SEND"),
+                outgoing,
+                extensions=ctx.extensions,
+                timeout=timeout,
+                extra_headers=_delegation_headers(ctx),
+            )
             step = _step(result, ids)
             if upstream.ends_stream(step.event):
                 yield step
@@ -263,9 +288,14 @@ class AgentTarget(Target):
             async for followed in self._follow(task, _ids(task, step), ctx, subscribe=False):
                 yield followed
             return
-        events = upstream.stream(self.endpoint, _op("STREAM"), outgoing,
-                                 extensions=ctx.extensions, timeout=timeout,
-                                 extra_headers=_delegation_headers(ctx))
+        events = upstream.stream(
+            self.endpoint,
+            _op("STREAM"),
+            outgoing,
+            extensions=ctx.extensions,
+            timeout=timeout,
+            extra_headers=_delegation_headers(ctx),
+        )
         # A follow-up turn of a task waiting on its client: some agents (@a2a-js/sdk) open the
         # stream by re-sending the task as it still stands. That is not the turn's answer.
         resent_first = task.state if task.state in _INTERRUPTED else None
@@ -307,8 +337,9 @@ class AgentTarget(Target):
                 yield step
                 first_event, limit = False, self.idle_seconds
 
-    async def _follow(self, task: Task, ids: snapshots.IdMap, ctx, *, subscribe: bool,
-                      answered: bool = False):
+    async def _follow(
+        self, task: Task, ids: snapshots.IdMap, ctx, *, subscribe: bool, answered: bool = False
+    ):
         """Follows the agent's task until it ends or waits on the client: first over
         SubscribeToTask (with ``subscribe``, for an agent that streams), then with GetTask,
         at once and again after pauses that double from a second up to
@@ -317,10 +348,14 @@ class AgentTarget(Target):
         the driver), so streams get each change as an event; the first GetTask snapshot
         comes whole, marked ``answered``, when asked."""
         if subscribe and self.streaming:
-            events = upstream.stream(self.endpoint, _op("SUBSCRIBE"),
-                                     {"id": ids.upstream_task_id}, extensions=ctx.extensions,
-                                     timeout=settings.RELAY_UPSTREAM_TIMEOUT,
-                                     extra_headers=_delegation_headers(ctx))
+            events = upstream.stream(
+                self.endpoint,
+                _op("SUBSCRIBE"),
+                {"id": ids.upstream_task_id},
+                extensions=ctx.extensions,
+                timeout=settings.RELAY_UPSTREAM_TIMEOUT,
+                extra_headers=_delegation_headers(ctx),
+            )
             try:
                 async for step in self._steps(events, ids, first_event=False):
                     for change in _as_changes(step, task):
@@ -333,10 +368,13 @@ class AgentTarget(Target):
         while True:
             if pause:
                 await asyncio.sleep(pause)
-            result = await upstream.call(self.endpoint, _op("GET_TASK"),
-                                         {"id": ids.upstream_task_id},
-                                         extensions=ctx.extensions,
-                                         extra_headers=_delegation_headers(ctx))
+            result = await upstream.call(
+                self.endpoint,
+                _op("GET_TASK"),
+                {"id": ids.upstream_task_id},
+                extensions=ctx.extensions,
+                extra_headers=_delegation_headers(ctx),
+            )
             step = _step({"task": result}, ids)
             if answered:
                 # The caller's answer is the task as the agent gives it, whole.
@@ -358,25 +396,39 @@ class AgentTarget(Target):
     async def cancel_upstream(self, task, ctx):
         if not task.upstream_task_id:
             return
-        await upstream.call(self.endpoint, _op("CANCEL"), {"id": task.upstream_task_id},
-                            extensions=ctx.extensions, extra_headers=_delegation_headers(ctx))
+        await upstream.call(
+            self.endpoint,
+            _op("CANCEL"),
+            {"id": task.upstream_task_id},
+            extensions=ctx.extensions,
+            extra_headers=_delegation_headers(ctx),
+        )
 
     async def refresh(self, task, ctx):
         if not task.upstream_task_id:
             return None
         ids = _ids(task)
-        result = await upstream.call(self.endpoint, _op("GET_TASK"),
-                                     {"id": task.upstream_task_id}, extensions=ctx.extensions,
-                                     extra_headers=_delegation_headers(ctx))
-        return Step({"task": ids.to_relay(result)}, task.upstream_task_id,
-                    result.get("contextId", ""))
+        result = await upstream.call(
+            self.endpoint,
+            _op("GET_TASK"),
+            {"id": task.upstream_task_id},
+            extensions=ctx.extensions,
+            extra_headers=_delegation_headers(ctx),
+        )
+        return Step(
+            {"task": ids.to_relay(result)}, task.upstream_task_id, result.get("contextId", "")
+        )
 
     async def extended_card(self, ctx):
         if not self.extended_card_declared:
             raise UnsupportedOperation(f"agent {self.id!r} declares no extended card")
-        return await upstream.call(self.endpoint, _op("EXTENDED_CARD"), {},
-                                   extensions=ctx.extensions,
-                                   extra_headers=_delegation_headers(ctx))
+        return await upstream.call(
+            self.endpoint,
+            _op("EXTENDED_CARD"),
+            {},
+            extensions=ctx.extensions,
+            extra_headers=_delegation_headers(ctx),
+        )
 
 
 def _as_changes(step: Step, task: Task) -> list[Step]:
@@ -390,18 +442,23 @@ def _as_changes(step: Step, task: Task) -> list[Step]:
     return [Step(change, step.upstream_task_id, step.upstream_context_id) for change in changes]
 
 
-def _ids(task: Task | None, step: Step | None = None,
-         ids: snapshots.IdMap | None = None) -> snapshots.IdMap:
+def _ids(
+    task: Task | None, step: Step | None = None, ids: snapshots.IdMap | None = None
+) -> snapshots.IdMap:
     """The relay's and the agent's ids of a task: from the stored task, or those known so
     far (``ids``), completed by what a step revealed."""
     if ids is None:
-        ids = snapshots.IdMap(task.id, task.context_id, task.upstream_task_id,
-                              task.upstream_context_id)
+        ids = snapshots.IdMap(
+            task.id, task.context_id, task.upstream_task_id, task.upstream_context_id
+        )
     if step is None or not (step.upstream_task_id or step.upstream_context_id):
         return ids
-    return snapshots.IdMap(ids.task_id, ids.context_id,
-                           ids.upstream_task_id or step.upstream_task_id,
-                           ids.upstream_context_id or step.upstream_context_id)
+    return snapshots.IdMap(
+        ids.task_id,
+        ids.context_id,
+        ids.upstream_task_id or step.upstream_task_id,
+        ids.upstream_context_id or step.upstream_context_id,
+    )
 
 
 def _delegation_headers(ctx: CallContext) -> dict[str, str]:

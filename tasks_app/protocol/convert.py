@@ -1344,8 +1344,12 @@ def _card_v1(card: Mapping[str, Any]) -> JsonDict:
     if isinstance(schemes, Mapping) and any(
         isinstance(scheme, Mapping) and "type" in scheme for scheme in schemes.values()
     ):
-        card = {**card, "securitySchemes": {
-            name: _security_scheme_v1(scheme) for name, scheme in schemes.items()}}
+        card = {
+            **card,
+            "securitySchemes": {
+                name: _security_scheme_v1(scheme) for name, scheme in schemes.items()
+            },
+        }
     normalized, _ = _walk(card, _v1_descriptor("AgentCard"), keep_unknown=False)
     return normalized
 

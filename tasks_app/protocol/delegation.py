@@ -45,8 +45,10 @@ def parse_chain(values: Iterable[str]) -> tuple[str, ...]:
             if not entry:
                 continue
             if not _RELAY_ID.match(entry):
-                raise InvalidRequest(f"{CHAIN_HEADER} holds {entry[:40]!r}, which is not a relay "
-                                     "id (letters, digits, '.', '_', ':', '-')")
+                raise InvalidRequest(
+                    f"{CHAIN_HEADER} holds {entry[:40]!r}, which is not a relay "
+                    "id (letters, digits, '.', '_', ':', '-')"
+                )
             chain.append(entry)
     return tuple(chain)
 
@@ -54,19 +56,24 @@ def parse_chain(values: Iterable[str]) -> tuple[str, ...]:
 def check_chain(chain: tuple[str, ...], *, own_id: str, max_depth: int) -> None:
     """Refuses a call that already went through this relay or through too many relays."""
     if own_id in chain:
-        raise InvalidRequest(f"this call already went through this relay ({own_id}): "
-                             f"{CHAIN_HEADER} is {', '.join(chain)}; refusing a loop")
+        raise InvalidRequest(
+            f"this call already went through this relay ({own_id}): "
+            f"{CHAIN_HEADER} is {', '.join(chain)}; refusing a loop"
+        )
     if max_depth and len(chain) >= max_depth:
-        raise InvalidRequest(f"this call already went through {len(chain)} relays "
-                             f"({', '.join(chain)}); the limit is {max_depth - 1} before this one")
+        raise InvalidRequest(
+            f"this call already went through {len(chain)} relays "
+            f"({', '.join(chain)}); the limit is {max_depth - 1} before this one"
+        )
 
 
 def caller_value(*, key_prefix: str, key_name: str, relay_id: str) -> str:
     return f"key={key_prefix}; name={quote(key_name, safe='')}; relay={relay_id}"
 
 
-def outbound_headers(*, key_prefix: str, key_name: str, relay_id: str,
-                     chain: tuple[str, ...], secret: str = "") -> dict[str, str]:
+def outbound_headers(
+    *, key_prefix: str, key_name: str, relay_id: str, chain: tuple[str, ...], secret: str = ""
+) -> dict[str, str]:
     """The delegation headers of a call to an agent: ``chain`` is the inbound chain, this
     relay is appended. Signed when ``secret`` is set."""
     caller = caller_value(key_prefix=key_prefix, key_name=key_name, relay_id=relay_id)
@@ -87,13 +94,13 @@ def verify(secret: str, headers: dict[str, str]) -> bool:
     """For agents (and tests): whether the delegation headers carry a valid signature."""
     lowered = {name.lower(): value for name, value in headers.items()}
     sent = lowered.get(SIGNATURE_HEADER.lower(), "")
-    expected = "sha256=" + signature(secret, lowered.get(CALLER_HEADER.lower(), ""),
-                                     lowered.get(CHAIN_HEADER.lower(), ""))
+    expected = "sha256=" + signature(
+        secret, lowered.get(CALLER_HEADER.lower(), ""), lowered.get(CHAIN_HEADER.lower(), "")
+    )
     return hmac.compare_digest(sent, expected)
 
 
 def relays_of(delegation: Iterable[str]) -> tuple[str, ...]:
     """The relay ids among a task's delegation entries (``relay:<id>``; teams are
     ``team:<id>``)."""
-    return tuple(entry[len(RELAY_ENTRY):] for entry in delegation
-                 if entry.startswith(RELAY_ENTRY))
+    return tuple(entry[len(RELAY_ENTRY) :] for entry in delegation if entry.startswith(RELAY_ENTRY))

@@ -54,16 +54,33 @@ EARLY_STATE = {
 }
 """1.0 state names -> the early spelling; anything else is "unknown", as the early spec has."""
 
-ENDS_STREAM = frozenset({"completed", "canceled", "failed", "rejected", "input-required",
-                         "auth-required"})
+ENDS_STREAM = frozenset(
+    {"completed", "canceled", "failed", "rejected", "input-required", "auth-required"}
+)
 """The states at which a stream closes: its status frame is the ``final`` one."""
 
-STATE_RANK = ["failed", "rejected", "canceled", "unknown", "auth-required", "input-required",
-              "working", "submitted", "completed"]
+STATE_RANK = [
+    "failed",
+    "rejected",
+    "canceled",
+    "unknown",
+    "auth-required",
+    "input-required",
+    "working",
+    "submitted",
+    "completed",
+]
 """Least advanced first: a merged batch has the first of these any of its tasks has."""
 
-SEND_FIELDS = {"id", "sessionId", "message", "metadata", "historyLength",
-               "acceptedOutputModes", "pushNotification"}
+SEND_FIELDS = {
+    "id",
+    "sessionId",
+    "message",
+    "metadata",
+    "historyLength",
+    "acceptedOutputModes",
+    "pushNotification",
+}
 PART_TYPES = ("text", "file", "data")
 
 
@@ -89,8 +106,10 @@ def client_task_id(value: Any, *, field: str = "id") -> str:
     elif not isinstance(value, str):
         problem = "must be a string"
     elif not CLIENT_TASK_ID.fullmatch(value):
-        problem = ("must be 1 to 128 characters of letters, digits and . _ ~ : @ + = -, "
-                   f"not {value[:40]!r}")
+        problem = (
+            "must be 1 to 128 characters of letters, digits and . _ ~ : @ + = -, "
+            f"not {value[:40]!r}"
+        )
     else:
         return value
     raise InvalidParams(field_violations=[FieldViolation(field, problem)])
@@ -145,18 +164,21 @@ def _message_to_v1(message: Any, violations: list[FieldViolation]) -> JsonDict:
         return {}
     for key in message:
         if key not in ("role", "parts", "metadata"):
-            violations.append(FieldViolation(f"message.{key}",
-                                             "is not a field of an early message"))
+            violations.append(
+                FieldViolation(f"message.{key}", "is not a field of an early message")
+            )
     if message.get("role") != "user":
-        violations.append(FieldViolation(
-            "message.role", f"must be \"user\", not {message.get('role')!r:.40}"))
+        violations.append(
+            FieldViolation("message.role", f'must be "user", not {message.get("role")!r:.40}')
+        )
     out: JsonDict = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": []}
     parts = message.get("parts")
     if not isinstance(parts, list) or not parts:
         violations.append(FieldViolation("message.parts", "must be a non-empty array of parts"))
     else:
-        out["parts"] = [_part_to_v1(part, f"message.parts[{i}]", violations)
-                        for i, part in enumerate(parts)]
+        out["parts"] = [
+            _part_to_v1(part, f"message.parts[{i}]", violations) for i, part in enumerate(parts)
+        ]
     if message.get("metadata") is not None:
         if isinstance(message["metadata"], dict):
             out["metadata"] = message["metadata"]
@@ -250,8 +272,9 @@ def _configuration(payload: Mapping[str, Any], violations: list[FieldViolation])
         if isinstance(modes, list) and all(isinstance(mode, str) for mode in modes):
             out["acceptedOutputModes"] = modes
         else:
-            violations.append(FieldViolation("acceptedOutputModes",
-                                             "must be an array of media types"))
+            violations.append(
+                FieldViolation("acceptedOutputModes", "must be an array of media types")
+            )
     push = payload.get("pushNotification")
     if push is not None:
         config = _push_to_v1(push, violations)
@@ -274,8 +297,12 @@ def _push_to_v1(push: Any, violations: list[FieldViolation]) -> JsonDict:
     if authentication is not None:
         schemes = authentication.get("schemes") if isinstance(authentication, dict) else None
         if not isinstance(schemes, list) or not schemes or not isinstance(schemes[0], str):
-            violations.append(FieldViolation("pushNotification.authentication.schemes",
-                                             "must be a non-empty array of scheme names"))
+            violations.append(
+                FieldViolation(
+                    "pushNotification.authentication.schemes",
+                    "must be a non-empty array of scheme names",
+                )
+            )
             return {}
         out["authentication"] = {"scheme": schemes[0]}
         if authentication.get("credentials") is not None:
@@ -311,8 +338,10 @@ def early_part(part: Mapping[str, Any]) -> JsonDict:
 
 
 def early_message(message: Mapping[str, Any]) -> JsonDict:
-    out: JsonDict = {"role": "agent" if message.get("role") == "ROLE_AGENT" else "user",
-                     "parts": [early_part(part) for part in message.get("parts", [])]}
+    out: JsonDict = {
+        "role": "agent" if message.get("role") == "ROLE_AGENT" else "user",
+        "parts": [early_part(part) for part in message.get("parts", [])],
+    }
     if message.get("metadata"):
         out["metadata"] = message["metadata"]
     return out
@@ -326,20 +355,27 @@ def _artifact_parts(artifact: Mapping[str, Any], index: int) -> list[JsonDict]:
     return [{**early_part(part), **tags} for part in artifact.get("parts", [])]
 
 
-def early_task(task: Mapping[str, Any], *, client_task_id: str | None,
-               with_history: bool = False) -> JsonDict:
+def early_task(
+    task: Mapping[str, Any], *, client_task_id: str | None, with_history: bool = False
+) -> JsonDict:
     """A 1.0 task as an early task. ``id`` is the client's task id when it has one (else the
     relay's); the history only ``with_history`` (the caller asked for ``historyLength``)."""
     status = task.get("status") or {}
     state = early_state(status)
-    out: JsonDict = {"id": client_task_id or task["id"], "sessionId": task.get("contextId", ""),
-                     "status": state}
+    out: JsonDict = {
+        "id": client_task_id or task["id"],
+        "sessionId": task.get("contextId", ""),
+        "status": state,
+    }
     if status.get("message"):
         out["statusMessage"] = early_message(status["message"])
     if status.get("timestamp"):
         out["timestamp"] = status["timestamp"]
-    artifacts = [part for index, artifact in enumerate(task.get("artifacts", []))
-                 for part in _artifact_parts(artifact, index)]
+    artifacts = [
+        part
+        for index, artifact in enumerate(task.get("artifacts", []))
+        for part in _artifact_parts(artifact, index)
+    ]
     if not artifacts and state == "completed" and status.get("message"):
         # The agent answered with a message: its parts are the result.
         artifacts = _artifact_parts(status["message"], 0)
@@ -350,15 +386,18 @@ def early_task(task: Mapping[str, Any], *, client_task_id: str | None,
     return out
 
 
-def early_result(result: Mapping[str, Any], *, client_task_id: str,
-                 with_history: bool = False) -> JsonDict:
+def early_result(
+    result: Mapping[str, Any], *, client_task_id: str, with_history: bool = False
+) -> JsonDict:
     """A SendMessage result (``{"task"}`` or ``{"message"}``) as an early task."""
     if "task" in result:
-        return early_task(result["task"], client_task_id=client_task_id,
-                          with_history=with_history)
+        return early_task(result["task"], client_task_id=client_task_id, with_history=with_history)
     message = result["message"]
-    task = {"id": client_task_id, "contextId": message.get("contextId", ""),
-            "status": {"state": "TASK_STATE_COMPLETED", "message": message}}
+    task = {
+        "id": client_task_id,
+        "contextId": message.get("contextId", ""),
+        "status": {"state": "TASK_STATE_COMPLETED", "message": message},
+    }
     return early_task(task, client_task_id=client_task_id, with_history=with_history)
 
 
@@ -399,9 +438,14 @@ class EarlyStream:
             return [self._status(update.get("status") or {}, update.get("metadata"))]
         if "artifactUpdate" in event:
             update = event["artifactUpdate"]
-            return [self._artifact(update.get("artifact") or {}, append=update.get("append"),
-                                   last_chunk=update.get("lastChunk"),
-                                   metadata=update.get("metadata"))]
+            return [
+                self._artifact(
+                    update.get("artifact") or {},
+                    append=update.get("append"),
+                    last_chunk=update.get("lastChunk"),
+                    metadata=update.get("metadata"),
+                )
+            ]
         if "message" in event:
             # The agent answered with a message: its parts are the result, then the end.
             message = event["message"]
@@ -411,8 +455,10 @@ class EarlyStream:
 
     def encode(self, event: Mapping[str, Any]) -> bytes:
         # ASCII-escaped JSON, for the reason calls.stream_frame gives.
-        return b"".join(f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
-                        .encode() for name, data in self.frames(event))
+        return b"".join(
+            f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+            for name, data in self.frames(event)
+        )
 
     def _status(self, status: Mapping[str, Any], metadata: Any) -> tuple[str, JsonDict]:
         state = early_state(status)
@@ -425,8 +471,14 @@ class EarlyStream:
         out["metadata"] = metadata or {}
         return "task_status", out
 
-    def _artifact(self, artifact: Mapping[str, Any], *, append: Any = None,
-                  last_chunk: Any = None, metadata: Any = None) -> tuple[str, JsonDict]:
+    def _artifact(
+        self,
+        artifact: Mapping[str, Any],
+        *,
+        append: Any = None,
+        last_chunk: Any = None,
+        metadata: Any = None,
+    ) -> tuple[str, JsonDict]:
         key = artifact.get("artifactId") or f"message-{len(self._indexes)}"
         index = self._indexes.setdefault(key, len(self._indexes))
         out: JsonDict = {"index": index}
@@ -438,5 +490,8 @@ class EarlyStream:
         out["lastChunk"] = bool(last_chunk)
         if artifact.get("metadata"):
             out["metadata"] = artifact["metadata"]
-        return "task_artifact", {"id": self.client_task_id, "artifact": out,
-                                 "metadata": metadata or {}}
+        return "task_artifact", {
+            "id": self.client_task_id,
+            "artifact": out,
+            "metadata": metadata or {},
+        }

@@ -347,8 +347,11 @@ def rest_error_body(error: A2AError, version: str = "1.0") -> tuple[int, dict[st
     routes the HTTP status is the one 0.3 servers (the a2a-sdk 0.3 REST handler) answer,
     where it differs (a task that cannot be canceled: 409, not 400).
     """
-    status = V03_HTTP_STATUS.get(type(error), error.http_status) if version == "0.3" else (
-        error.http_status)
+    status = (
+        V03_HTTP_STATUS.get(type(error), error.http_status)
+        if version == "0.3"
+        else (error.http_status)
+    )
     return status, {
         "error": {
             "code": status,

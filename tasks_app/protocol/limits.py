@@ -47,8 +47,9 @@ class Limits:
 def body_too_large(limits: Limits) -> RequestTooLarge:
     """The error for a body over ``max_body_bytes`` (the consumer stops reading at the limit,
     so the size itself is not known)."""
-    return RequestTooLarge(f"the request body is larger than the limit of "
-                           f"{limits.max_body_bytes} bytes")
+    return RequestTooLarge(
+        f"the request body is larger than the limit of {limits.max_body_bytes} bytes"
+    )
 
 
 def check_body(body: bytes, limits: Limits) -> None:
@@ -58,8 +59,9 @@ def check_body(body: bytes, limits: Limits) -> None:
     if limits.max_body_bytes and len(body) > limits.max_body_bytes:
         raise body_too_large(limits)
     if limits.max_json_depth and raw_depth(body) > limits.max_json_depth:
-        raise InvalidRequest(f"the request body is nested deeper than the limit of "
-                             f"{limits.max_json_depth} levels")
+        raise InvalidRequest(
+            f"the request body is nested deeper than the limit of {limits.max_json_depth} levels"
+        )
 
 
 def raw_depth(body: bytes) -> int:
@@ -98,8 +100,11 @@ def nul_violations(params: Any, path: str = "") -> list[FieldViolation]:
         where, value = stack.pop()
         if isinstance(value, str):
             if "\x00" in value:
-                found.append(FieldViolation(where or "(the request)",
-                                            "holds U+0000 (NUL), which A2A text may not carry"))
+                found.append(
+                    FieldViolation(
+                        where or "(the request)", "holds U+0000 (NUL), which A2A text may not carry"
+                    )
+                )
         elif isinstance(value, dict):
             for key, member in value.items():
                 child = f"{where}.{key}" if where else str(key)
@@ -124,8 +129,12 @@ def check_params(params: dict[str, Any], limits: Limits) -> None:
     message = params.get("message")
     parts = message.get("parts") if isinstance(message, dict) else None
     if limits.max_parts and isinstance(parts, list) and len(parts) > limits.max_parts:
-        violations.insert(0, FieldViolation(
-            "message.parts", f"has {len(parts)} parts; the limit is {limits.max_parts}"))
+        violations.insert(
+            0,
+            FieldViolation(
+                "message.parts", f"has {len(parts)} parts; the limit is {limits.max_parts}"
+            ),
+        )
     if violations:
         raise InvalidParams(field_violations=violations)
 
@@ -150,13 +159,19 @@ def _metadata_violations(path: str, value: Any, limits: Limits) -> list[FieldVio
     if limits.max_metadata_depth:
         depth = value_depth(value)
         if depth > limits.max_metadata_depth:
-            found.append(FieldViolation(path, f"is nested {depth} levels deep; the limit is "
-                                              f"{limits.max_metadata_depth}"))
+            found.append(
+                FieldViolation(
+                    path, f"is nested {depth} levels deep; the limit is {limits.max_metadata_depth}"
+                )
+            )
     if limits.max_metadata_bytes:
         size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
         if size > limits.max_metadata_bytes:
-            found.append(FieldViolation(path, f"is {size} bytes of JSON; the limit is "
-                                              f"{limits.max_metadata_bytes}"))
+            found.append(
+                FieldViolation(
+                    path, f"is {size} bytes of JSON; the limit is {limits.max_metadata_bytes}"
+                )
+            )
     return found
 
 

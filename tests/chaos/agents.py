@@ -110,14 +110,19 @@ class RecordsCancels(TaskExecutor):
 
 
 def paced_agent(base_url: str) -> Starlette:
-    spec = task_spec("paced", "Paced Streamer", "Streams numbered events at a set pace.",
-                     PacedStreamer)
+    spec = task_spec(
+        "paced", "Paced Streamer", "Streams numbered events at a set pace.", PacedStreamer
+    )
     return build_agent_app(spec, base_url=base_url)
 
 
 def pausing_agent(base_url: str) -> Starlette:
-    spec = task_spec("pausing", "Pausing Streamer", "Two events, 8 s apart.",
-                     lambda: PacedStreamer(default_count=2, default_pause=PAUSING_SECONDS))
+    spec = task_spec(
+        "pausing",
+        "Pausing Streamer",
+        "Two events, 8 s apart.",
+        lambda: PacedStreamer(default_count=2, default_pause=PAUSING_SECONDS),
+    )
     return build_agent_app(spec, base_url=base_url)
 
 
@@ -127,10 +132,15 @@ def cancel_recording_agent(base_url: str) -> Starlette:
     async def cancels(request: Request) -> JSONResponse:
         return JSONResponse({"cancels": received})
 
-    spec = task_spec("cancels", "Cancel Recorder", "Works until canceled; keeps the cancels.",
-                     lambda: RecordsCancels(received))
-    return build_agent_app(spec, base_url=base_url,
-                           extra_routes=[Route("/cancels", cancels, methods=["GET"])])
+    spec = task_spec(
+        "cancels",
+        "Cancel Recorder",
+        "Works until canceled; keeps the cancels.",
+        lambda: RecordsCancels(received),
+    )
+    return build_agent_app(
+        spec, base_url=base_url, extra_routes=[Route("/cancels", cancels, methods=["GET"])]
+    )
 
 
 # --- raw agents: what an SDK agent would never do ----------------------------------------
@@ -179,10 +189,12 @@ class RawAgent:
     def __init__(self, base_url: str) -> None:
         self.card = raw_card(base_url, self.slug, self.description)
         self.tasks: dict[str, dict[str, Any]] = {}
-        self.app = Starlette(routes=[
-            Route(CARD_PATH, self.card_endpoint, methods=["GET"]),
-            Route("/", self.rpc, methods=["POST"]),
-        ])
+        self.app = Starlette(
+            routes=[
+                Route(CARD_PATH, self.card_endpoint, methods=["GET"]),
+                Route("/", self.rpc, methods=["POST"]),
+            ]
+        )
 
     async def __call__(self, scope, receive, send) -> None:
         await self.app(scope, receive, send)
@@ -247,14 +259,18 @@ class UnfinishedAgent(RawAgent):
         yield _sse(_result(call_id, {"statusUpdate": {**ids, "status": working}}))
         artifact = {"artifactId": "only", "name": "only", "parts": [{"text": "the only chunk"}]}
         task["artifacts"] = [artifact]
-        yield _sse(_result(call_id, {"artifactUpdate": {**ids, "artifact": artifact,
-                                                        "lastChunk": True}}))
+        yield _sse(
+            _result(call_id, {"artifactUpdate": {**ids, "artifact": artifact, "lastChunk": True}})
+        )
         # The work ends, but the final event never reaches the stream.
         task["status"] = {
             "state": "TASK_STATE_COMPLETED",
             "timestamp": _now(),
-            "message": {"messageId": f"m-{uuid.uuid4().hex[:8]}", "role": "ROLE_AGENT",
-                        "parts": [{"text": "Finished off the stream."}]},
+            "message": {
+                "messageId": f"m-{uuid.uuid4().hex[:8]}",
+                "role": "ROLE_AGENT",
+                "parts": [{"text": "Finished off the stream."}],
+            },
         }
 
 

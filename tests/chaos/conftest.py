@@ -37,5 +37,4 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     cluster = getattr(item, "chaos_cluster", None)
     if report.failed and cluster is not None and report.when == "call":
-        report.sections.append(
-            (f"chaos logs (kept in {cluster.var_dir})", cluster.log_tails()))
+        report.sections.append((f"chaos logs (kept in {cluster.var_dir})", cluster.log_tails()))

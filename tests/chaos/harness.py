@@ -96,8 +96,9 @@ class Service:
 
     def start(self) -> None:
         with self.log.open("ab") as sink:
-            self.process = subprocess.Popen(self.command, cwd=ROOT, env=self.env, stdout=sink,
-                                            stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(
+                self.command, cwd=ROOT, env=self.env, stdout=sink, stderr=subprocess.STDOUT
+            )
 
     @property
     def running(self) -> bool:
@@ -120,9 +121,21 @@ class RedisServer(Service):
         self.port = free_port()
         super().__init__(
             name=f"redis-server :{self.port}",
-            command=[REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
-                     "--save", "", "--appendonly", "no", "--dir", str(directory),
-                     "--protected-mode", "no"],
+            command=[
+                REDIS_SERVER,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(directory),
+                "--protected-mode",
+                "no",
+            ],
             env={},
             log=directory / f"redis-{self.port}.log",
         )
@@ -178,9 +191,12 @@ class ChaosCluster:
             self.redis.start()
         for index, relay in enumerate(self.relays):
             if relay.daphne.process.poll() is not None:
-                self.relays[index] = LiveRelay(env=self.env, var_dir=self.var_dir,
-                                               keys=(self.key,),
-                                               daphne=start_daphne(self.env, self.var_dir))
+                self.relays[index] = LiveRelay(
+                    env=self.env,
+                    var_dir=self.var_dir,
+                    keys=(self.key,),
+                    daphne=start_daphne(self.env, self.var_dir),
+                )
         for service in self.services:
             service.check_alive()
 
@@ -204,14 +220,18 @@ class ChaosCluster:
         """(id, state) of those tasks still ``submitted`` or ``working`` in the database."""
         if not task_ids:
             return []
-        return self.query("select id, state from tasks_app_task where id = any(%s) "
-                          "and state in ('submitted', 'working') order by id", [task_ids])
+        return self.query(
+            "select id, state from tasks_app_task where id = any(%s) "
+            "and state in ('submitted', 'working') order by id",
+            [task_ids],
+        )
 
     def task_states(self, task_ids: list[str]) -> dict[str, str]:
         if not task_ids:
             return {}
-        return dict(self.query("select id, state from tasks_app_task where id = any(%s)",
-                               [task_ids]))
+        return dict(
+            self.query("select id, state from tasks_app_task where id = any(%s)", [task_ids])
+        )
 
     def cancels_received(self) -> list[str]:
         """The agent task ids the cancel-recording agent got a cancel for."""
@@ -221,8 +241,12 @@ class ChaosCluster:
 def start_agents(var_dir: Path, env: dict[str, str]) -> tuple[Service, dict[str, str]]:
     urls_file = var_dir / "agents.json"
     urls_file.unlink(missing_ok=True)
-    service = Service("agents", [sys.executable, "-m", "tests.chaos.agents", str(urls_file)],
-                      env, var_dir / "agents.log")
+    service = Service(
+        "agents",
+        [sys.executable, "-m", "tests.chaos.agents", str(urls_file)],
+        env,
+        var_dir / "agents.log",
+    )
     service.start()
 
     def listening() -> bool:
@@ -246,8 +270,13 @@ def chaos_cluster(var_dir: Path, **extra_env: str) -> Iterator[ChaosCluster]:
         redis = RedisServer(var_dir)
         stack.callback(redis.stop)
         redis.start()
-        env = relay_env(var_dir, DATABASE_URL=database_url, REDIS_URL=redis.url,
-                        RELAY_CHANNEL_PREFIX=name, **{**CHAOS_ENV, **extra_env})
+        env = relay_env(
+            var_dir,
+            DATABASE_URL=database_url,
+            REDIS_URL=redis.url,
+            RELAY_CHANNEL_PREFIX=name,
+            **{**CHAOS_ENV, **extra_env},
+        )
         manage(env, "migrate", "--verbosity=0")
         key = manage(env, "create_api_key", "chaos").strip().splitlines()[-1]
 
@@ -257,23 +286,44 @@ def chaos_cluster(var_dir: Path, **extra_env: str) -> Iterator[ChaosCluster]:
         stack.callback(agents.stop)
         celery = [sys.executable, "-m", "celery", "-A", "relay_project"]
         for service in (
-            Service("celery worker", [*celery, "worker", "--loglevel=WARNING", "--pool=solo",
-                                      "--concurrency=1"], env, var_dir / "celery-worker.log"),
-            Service("celery beat", [*celery, "beat", "--loglevel=WARNING",
-                                    f"--schedule={var_dir / 'celerybeat-schedule'}"],
-                    env, var_dir / "celery-beat.log"),
+            Service(
+                "celery worker",
+                [*celery, "worker", "--loglevel=WARNING", "--pool=solo", "--concurrency=1"],
+                env,
+                var_dir / "celery-worker.log",
+            ),
+            Service(
+                "celery beat",
+                [
+                    *celery,
+                    "beat",
+                    "--loglevel=WARNING",
+                    f"--schedule={var_dir / 'celerybeat-schedule'}",
+                ],
+                env,
+                var_dir / "celery-beat.log",
+            ),
         ):
             stack.callback(service.stop)
             service.start()
             services.append(service)
 
         relays: list[LiveRelay] = []
-        cluster = ChaosCluster(env=env, var_dir=var_dir, key=key, database_url=database_url,
-                               redis=redis, relays=relays, services=services, agents=urls)
+        cluster = ChaosCluster(
+            env=env,
+            var_dir=var_dir,
+            key=key,
+            database_url=database_url,
+            redis=redis,
+            relays=relays,
+            services=services,
+            agents=urls,
+        )
         stack.callback(lambda: [relay.stop() for relay in cluster.relays])
         for _ in range(2):
-            relays.append(LiveRelay(env=env, var_dir=var_dir, keys=(key,),
-                                    daphne=start_daphne(env, var_dir)))
+            relays.append(
+                LiveRelay(env=env, var_dir=var_dir, keys=(key,), daphne=start_daphne(env, var_dir))
+            )
         for agent_id in AGENT_IDS:
             cluster.a.register(urls[agent_id], agent_id)
         yield cluster
@@ -291,15 +341,22 @@ def rpc_body(method: str, params: dict[str, Any], call_id: int | str = 1) -> str
 
 
 def headers(key: str) -> dict[str, str]:
-    return {"Content-Type": "application/json", "A2A-Version": "1.0",
-            "Authorization": f"Bearer {key}"}
+    return {
+        "Content-Type": "application/json",
+        "A2A-Version": "1.0",
+        "Authorization": f"Bearer {key}",
+    }
 
 
 def user_message(text: str, **fields: Any) -> dict[str, Any]:
     import uuid
 
-    return {"messageId": f"m-{uuid.uuid4().hex[:12]}", "role": "ROLE_USER",
-            "parts": [{"text": text}], **fields}
+    return {
+        "messageId": f"m-{uuid.uuid4().hex[:12]}",
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+        **fields,
+    }
 
 
 @dataclass
@@ -321,17 +378,23 @@ class Answer:
         return self.body.get("error") if isinstance(self.body, dict) else None
 
 
-async def call(http: httpx.AsyncClient, relay: LiveRelay, agent_id: str, method: str,
-               params: dict[str, Any], key: str) -> Answer:
+async def call(
+    http: httpx.AsyncClient,
+    relay: LiveRelay,
+    agent_id: str,
+    method: str,
+    params: dict[str, Any],
+    key: str,
+) -> Answer:
     started = time.monotonic()
-    response = await http.post(a2a_url(relay, agent_id), content=rpc_body(method, params),
-                               headers=headers(key))
+    response = await http.post(
+        a2a_url(relay, agent_id), content=rpc_body(method, params), headers=headers(key)
+    )
     try:
         body = response.json()
     except ValueError:
         body = None
-    return Answer(response.status_code, body, response.text[:2000],
-                  time.monotonic() - started)
+    return Answer(response.status_code, body, response.text[:2000], time.monotonic() - started)
 
 
 @dataclass(frozen=True)
@@ -356,27 +419,40 @@ class StreamRefused(Exception):
         self.text = text
 
 
-async def frames(http: httpx.AsyncClient, relay: LiveRelay, agent_id: str, method: str,
-                 params: dict[str, Any], key: str) -> AsyncIterator[Frame]:
+async def frames(
+    http: httpx.AsyncClient,
+    relay: LiveRelay,
+    agent_id: str,
+    method: str,
+    params: dict[str, Any],
+    key: str,
+) -> AsyncIterator[Frame]:
     """The frames of a streaming call as they are read. Raises StreamRefused when the answer
     is not an event stream (a JSON error before the stream started, say), and whatever httpx
     raises when the connection breaks."""
-    async with http.stream("POST", a2a_url(relay, agent_id),
-                           content=rpc_body(method, params), headers=headers(key)) as response:
-        if response.status_code != 200 or not response.headers.get(
-                "content-type", "").startswith("text/event-stream"):
+    async with http.stream(
+        "POST", a2a_url(relay, agent_id), content=rpc_body(method, params), headers=headers(key)
+    ) as response:
+        if response.status_code != 200 or not response.headers.get("content-type", "").startswith(
+            "text/event-stream"
+        ):
             await response.aread()
             raise StreamRefused(response.status_code, response.text)
         async for line in response.aiter_lines():
             if line.startswith("data:"):
-                yield Frame(time.time(), json.loads(line[len("data:"):].strip()))
+                yield Frame(time.time(), json.loads(line[len("data:") :].strip()))
 
 
 # --- reading StreamResponses --------------------------------------------------------------
 
-FINAL_STATES = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED",
-                "TASK_STATE_REJECTED", "TASK_STATE_INPUT_REQUIRED",
-                "TASK_STATE_AUTH_REQUIRED"}
+FINAL_STATES = {
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_REJECTED",
+    "TASK_STATE_INPUT_REQUIRED",
+    "TASK_STATE_AUTH_REQUIRED",
+}
 OPEN_DB_STATES = ("submitted", "working")
 
 
@@ -400,7 +476,7 @@ def sequence_of(artifact: dict[str, Any]) -> int | None:
     """The paced agent's sequence number of an artifact (``chunk-<i>``), None for others."""
     artifact_id = artifact.get("artifactId", "")
     if artifact_id.startswith("chunk-"):
-        return int(artifact_id[len("chunk-"):])
+        return int(artifact_id[len("chunk-") :])
     return None
 
 

@@ -81,9 +81,10 @@ a lease of LEASE_SECONDS fits twice)."""
 
 
 def http_client() -> httpx.AsyncClient:
-    return httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=5.0),
-                             limits=httpx.Limits(max_connections=300,
-                                                 max_keepalive_connections=100))
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(30.0, connect=5.0),
+        limits=httpx.Limits(max_connections=300, max_keepalive_connections=100),
+    )
 
 
 def task_id_of(event: dict[str, Any]) -> str | None:
@@ -109,22 +110,30 @@ async def wait_until(condition, what: str, *, timeout: float, interval: float = 
 async def test_a_stream_whose_agent_pauses_8_s_between_events_delivers_every_event(cluster):
     from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
 
-    request = SendMessageRequest(message=Message(
-        message_id=f"m-{uuid.uuid4().hex[:8]}", role=Role.ROLE_USER, parts=[Part(text="go")]))
-    async with cluster.a.client("pausing", "JSONRPC", "1.0", key=cluster.key,
-                                timeout=3 * PAUSING_SECONDS) as client:
+    request = SendMessageRequest(
+        message=Message(
+            message_id=f"m-{uuid.uuid4().hex[:8]}", role=Role.ROLE_USER, parts=[Part(text="go")]
+        )
+    )
+    async with cluster.a.client(
+        "pausing", "JSONRPC", "1.0", key=cluster.key, timeout=3 * PAUSING_SECONDS
+    ) as client:
         started = time.monotonic()
         async with asyncio.timeout(4 * PAUSING_SECONDS):
             events = [event async for event in client.send_message(request)]
         took = time.monotonic() - started
 
-    chunks = [event.artifact_update.artifact for event in events
-              if event.HasField("artifact_update")]
+    chunks = [
+        event.artifact_update.artifact for event in events if event.HasField("artifact_update")
+    ]
     assert [chunk.artifact_id for chunk in chunks] == ["chunk-0", "chunk-1"], events
     assert [chunk.parts[0].text for chunk in chunks] == ["chunk 0", "chunk 1"]
     last = events[-1]
-    final_state = (last.status_update.status.state if last.HasField("status_update")
-                   else last.task.status.state)
+    final_state = (
+        last.status_update.status.state
+        if last.HasField("status_update")
+        else last.task.status.state
+    )
     assert final_state == TaskState.TASK_STATE_COMPLETED, last
     assert took >= 2 * PAUSING_SECONDS - 1, f"the agent's pauses were not waited out ({took} s)"
 
@@ -171,12 +180,16 @@ def killed_stream_problems(stream: KilledStream) -> list[str]:
     snapshot = snapshot_sequences(first["task"])
     later = [s for f in stream.after[1:] if (s := event_sequence(f.event)) is not None]
     if snapshot + later != expected:
-        problems.append(f"snapshot {snapshot} then events {later}: not each of "
-                        f"0..{KILL_EVENTS - 1} once, in order")
+        problems.append(
+            f"snapshot {snapshot} then events {later}: not each of "
+            f"0..{KILL_EVENTS - 1} once, in order"
+        )
     final = state_of(stream.after[-1].event)
     if final != "TASK_STATE_COMPLETED":
-        problems.append(f"the resubscribed stream ended with {final}, not completed "
-                        f"({len(stream.after)} frames, last {str(stream.after[-1].data)[:200]})")
+        problems.append(
+            f"the resubscribed stream ended with {final}, not completed "
+            f"({len(stream.after)} frames, last {str(stream.after[-1].data)[:200]})"
+        )
     return problems
 
 
@@ -205,14 +218,16 @@ async def test_kill_9_of_the_relay_carrying_ten_streams_loses_no_event(cluster: 
             return
         try:
             async with asyncio.timeout(max(1.0, kill_deadline[0] - time.monotonic())):
-                async for frame in frames(http, b, "paced", "SubscribeToTask",
-                                          {"id": stream.task_id}, key):
+                async for frame in frames(
+                    http, b, "paced", "SubscribeToTask", {"id": stream.task_id}, key
+                ):
                     stream.after.append(frame)
         except (httpx.HTTPError, StreamRefused) as error:
             stream.after_error = f"{type(error).__name__}: {error}"
         except TimeoutError:
-            stream.after_error = (f"still open {TAKEOVER_SECONDS:.0f} s after the kill "
-                                  f"({len(stream.after)} frames)")
+            stream.after_error = (
+                f"still open {TAKEOVER_SECONDS:.0f} s after the kill ({len(stream.after)} frames)"
+            )
 
     async with http_client() as http:
         followers = [asyncio.create_task(follow(http, i)) for i in range(KILL_STREAMS)]
@@ -230,23 +245,35 @@ async def test_kill_9_of_the_relay_carrying_ten_streams_loses_no_event(cluster: 
             for task_id in task_ids:
                 if states.get(task_id) != "TASK_STATE_COMPLETED":
                     answer = await call(http, b, "paced", "GetTask", {"id": task_id}, key)
-                    states[task_id] = (answer.result or {}).get("status", {}).get(
-                        "state", answer.error or answer.text)
+                    states[task_id] = (
+                        (answer.result or {})
+                        .get("status", {})
+                        .get("state", answer.error or answer.text)
+                    )
             return all(states[t] == "TASK_STATE_COMPLETED" for t in task_ids)
 
         with contextlib.suppress(AssertionError):
-            await wait_until(all_completed, "completion",
-                             timeout=max(0.0, kill_deadline[0] - time.monotonic()), interval=0.5)
+            await wait_until(
+                all_completed,
+                "completion",
+                timeout=max(0.0, kill_deadline[0] - time.monotonic()),
+                interval=0.5,
+            )
 
     assert len(task_ids) == KILL_STREAMS, "not every stream got its task before the kill"
-    problems = {stream.task_id: found for stream in streams
-                if (found := killed_stream_problems(stream))}
-    assert not problems, (f"after kill -9 of relay pid {pid}, {len(problems)} of "
-                          f"{KILL_STREAMS} resubscribed streams went wrong: {problems}")
+    problems = {
+        stream.task_id: found for stream in streams if (found := killed_stream_problems(stream))
+    }
+    assert not problems, (
+        f"after kill -9 of relay pid {pid}, {len(problems)} of "
+        f"{KILL_STREAMS} resubscribed streams went wrong: {problems}"
+    )
     not_completed = {t: s for t, s in states.items() if s != "TASK_STATE_COMPLETED"}
-    assert not not_completed, (f"tasks not completed (GetTask through the other process) "
-                               f"{TAKEOVER_SECONDS:.0f} s after the kill: {not_completed}; "
-                               f"the agent's own states: {agent_states(cluster, not_completed)}")
+    assert not not_completed, (
+        f"tasks not completed (GetTask through the other process) "
+        f"{TAKEOVER_SECONDS:.0f} s after the kill: {not_completed}; "
+        f"the agent's own states: {agent_states(cluster, not_completed)}"
+    )
 
 
 def agent_states(cluster: ChaosCluster, task_ids) -> dict[str, str]:
@@ -254,11 +281,14 @@ def agent_states(cluster: ChaosCluster, task_ids) -> dict[str, str]:
     to the agent directly): shows whether the agent finished what the relay did not."""
     found = {}
     for task_id, upstream_id in cluster.query(
-            "select id, upstream_task_id from tasks_app_task where id = any(%s)",
-            [list(task_ids)]):
-        answer = httpx.post(cluster.agents["paced"], timeout=5, headers={
-            "Content-Type": "application/json", "A2A-Version": "1.0"}, json={
-            "jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": upstream_id}})
+        "select id, upstream_task_id from tasks_app_task where id = any(%s)", [list(task_ids)]
+    ):
+        answer = httpx.post(
+            cluster.agents["paced"],
+            timeout=5,
+            headers={"Content-Type": "application/json", "A2A-Version": "1.0"},
+            json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": upstream_id}},
+        )
         result = answer.json().get("result") or {}
         found[task_id] = result.get("status", {}).get("state", answer.text[:200])
     return found
@@ -273,8 +303,14 @@ async def test_a_cancel_through_b_stops_the_exchange_owned_by_a(cluster: ChaosCl
     started = asyncio.Event()
 
     async def follow(http: httpx.AsyncClient) -> None:
-        async for frame in frames(http, a, "cancels", "SendStreamingMessage",
-                                  {"message": user_message("work until canceled")}, key):
+        async for frame in frames(
+            http,
+            a,
+            "cancels",
+            "SendStreamingMessage",
+            {"message": user_message("work until canceled")},
+            key,
+        ):
             seen.append(frame)
             if "artifactUpdate" in frame.event:
                 started.set()
@@ -286,7 +322,8 @@ async def test_a_cancel_through_b_stops_the_exchange_owned_by_a(cluster: ChaosCl
                 await started.wait()
             task_id = next(task_id_of(f.event) for f in seen if task_id_of(f.event))
             [(upstream_id,)] = cluster.query(
-                "select upstream_task_id from tasks_app_task where id = %s", [task_id])
+                "select upstream_task_id from tasks_app_task where id = %s", [task_id]
+            )
             answer = await call(http, b, "cancels", "CancelTask", {"id": task_id}, key)
             async with asyncio.timeout(10):
                 await asyncio.shield(stream)
@@ -298,15 +335,19 @@ async def test_a_cancel_through_b_stops_the_exchange_owned_by_a(cluster: ChaosCl
     assert answer.status == 200 and answer.result is not None, answer
     assert answer.result["status"]["state"] == "TASK_STATE_CANCELED", answer.result
     assert state_of(seen[-1].event) == "TASK_STATE_CANCELED", [f.data for f in seen]
-    await wait_until(lambda: upstream_id in cluster.cancels_received(),
-                     f"the agent receiving the cancel of its task {upstream_id}", timeout=5)
+    await wait_until(
+        lambda: upstream_id in cluster.cancels_received(),
+        f"the agent receiving the cancel of its task {upstream_id}",
+        timeout=5,
+    )
 
 
 # --- silent agents ------------------------------------------------------------------------
 
 
-async def stream_within(cluster: ChaosCluster, agent_id: str, limit: float
-                        ) -> tuple[list[Any], float, str]:
+async def stream_within(
+    cluster: ChaosCluster, agent_id: str, limit: float
+) -> tuple[list[Any], float, str]:
     """Streams one message to ``agent_id`` through relay A, for at most ``limit`` seconds:
     (the frames, how long the stream lasted, "" or why it did not end by itself)."""
     seen: list[Any] = []
@@ -315,8 +356,14 @@ async def stream_within(cluster: ChaosCluster, agent_id: str, limit: float
     async with http_client() as http:
         try:
             async with asyncio.timeout(limit):
-                async for frame in frames(http, cluster.a, agent_id, "SendStreamingMessage",
-                                          {"message": user_message("hello")}, cluster.key):
+                async for frame in frames(
+                    http,
+                    cluster.a,
+                    agent_id,
+                    "SendStreamingMessage",
+                    {"message": user_message("hello")},
+                    cluster.key,
+                ):
                     seen.append(frame)
         except TimeoutError:
             problem = f"the stream was still open after {limit:.0f} s"
@@ -326,8 +373,11 @@ async def stream_within(cluster: ChaosCluster, agent_id: str, limit: float
 
 
 def newest_task(cluster: ChaosCluster, agent_id: str) -> tuple[str, str, Any]:
-    [row] = cluster.query("select id, state, status_message from tasks_app_task "
-                          "where agent_id = %s order by created_at desc limit 1", [agent_id])
+    [row] = cluster.query(
+        "select id, state, status_message from tasks_app_task "
+        "where agent_id = %s order by created_at desc limit 1",
+        [agent_id],
+    )
     return row
 
 
@@ -335,8 +385,10 @@ async def test_an_agent_silent_after_its_headers_ends_the_stream_and_the_task(cl
     limit = FIRST_EVENT_SECONDS + LIMIT_GRACE_SECONDS
     seen, took, problem = await stream_within(cluster, "silent", limit)
     task_id, state, _ = newest_task(cluster, "silent")
-    assert not problem, (f"RELAY_STREAM_FIRST_EVENT_SECONDS={FIRST_EVENT_SECONDS:g}: {problem} "
-                         f"(frames: {[f.data for f in seen]}; the task is {state})")
+    assert not problem, (
+        f"RELAY_STREAM_FIRST_EVENT_SECONDS={FIRST_EVENT_SECONDS:g}: {problem} "
+        f"(frames: {[f.data for f in seen]}; the task is {state})"
+    )
     assert seen, f"the stream ended after {took:.1f} s without a single event"
     last = seen[-1].event
     assert state_of(last) == "TASK_STATE_FAILED", [f.data for f in seen]
@@ -347,17 +399,17 @@ async def test_an_agent_silent_after_its_headers_ends_the_stream_and_the_task(cl
 
 
 async def test_an_agent_stream_ending_without_a_final_state_ends_with_the_task_as_it_stands(
-        cluster):
+    cluster,
+):
     limit = FIRST_EVENT_SECONDS + LIMIT_GRACE_SECONDS
     seen, took, problem = await stream_within(cluster, "unfinished", limit)
     task_id, state, _ = newest_task(cluster, "unfinished")
-    assert not problem, (f"{problem} (frames: {[f.data for f in seen]}; the task is {state})")
+    assert not problem, f"{problem} (frames: {[f.data for f in seen]}; the task is {state})"
     assert any("artifactUpdate" in f.event for f in seen), [f.data for f in seen]
     # The agent's GetTask says completed: the client's stream must end on that.
     assert state_of(seen[-1].event) == "TASK_STATE_COMPLETED", [f.data for f in seen]
     async with http_client() as http:
-        answer = await call(http, cluster.b, "unfinished", "GetTask", {"id": task_id},
-                            cluster.key)
+        answer = await call(http, cluster.b, "unfinished", "GetTask", {"id": task_id}, cluster.key)
     assert answer.result["status"]["state"] == "TASK_STATE_COMPLETED", answer
     assert [a["artifactId"] for a in answer.result.get("artifacts", [])] == ["only"], answer
 
@@ -405,8 +457,9 @@ def judge_answer(attempt: Attempt, answer: Answer) -> None:
         attempt.task_ids.append(task["id"])
 
 
-async def timed_call(http, relay, name: str, agent_id: str, method: str, params, key: str,
-                     *, bound: float) -> Attempt:
+async def timed_call(
+    http, relay, name: str, agent_id: str, method: str, params, key: str, *, bound: float
+) -> Attempt:
     attempt = Attempt(method, name, time.monotonic())
     try:
         async with asyncio.timeout(bound):
@@ -419,8 +472,9 @@ async def timed_call(http, relay, name: str, agent_id: str, method: str, params,
     return attempt
 
 
-async def timed_stream(http, relay, name: str, count: int, pause: float, key: str,
-                       *, bound: float) -> tuple[Attempt, list[Any]]:
+async def timed_stream(
+    http, relay, name: str, count: int, pause: float, key: str, *, bound: float
+) -> tuple[Attempt, list[Any]]:
     """A streaming call to the paced agent, read to its end: ok when it carries exactly the
     agent's events 0..count-1, each once and in order, and ends completed. Events the relay
     folded into the task snapshot the stream starts with count as delivered with it."""
@@ -470,8 +524,12 @@ def delivered_sequences(seen: list[Any]) -> list[tuple[Any, int]]:
 
 def tasks_created_since(cluster: ChaosCluster, moment: float) -> list[str]:
     """Ids of the tasks created after ``moment`` (time.time())."""
-    return [row[0] for row in cluster.query(
-        "select id from tasks_app_task where created_at >= to_timestamp(%s)", [moment])]
+    return [
+        row[0]
+        for row in cluster.query(
+            "select id from tasks_app_task where created_at >= to_timestamp(%s)", [moment]
+        )
+    ]
 
 
 # --- a 64-client mixed load over both processes -------------------------------------------
@@ -508,8 +566,9 @@ async def test_64_clients_of_mixed_calls_over_both_processes(cluster: ChaosClust
         other_name, other = relays[(client + turn + 1) % 2]
         kind = rng.choice(kinds)
         if kind == "stream":
-            attempt, seen = await timed_stream(http, relay, name, LOAD_STREAM_EVENTS,
-                                               LOAD_STREAM_PAUSE, key, bound=30)
+            attempt, seen = await timed_stream(
+                http, relay, name, LOAD_STREAM_EVENTS, LOAD_STREAM_PAUSE, key, bound=30
+            )
             for frame, sequence in delivered_sequences(seen):
                 event = frame.event
                 if "task" in event:
@@ -517,40 +576,81 @@ async def test_64_clients_of_mixed_calls_over_both_processes(cluster: ChaosClust
                 else:
                     task_id = event["artifactUpdate"]["taskId"]
                     artifacts = [event["artifactUpdate"]["artifact"]]
-                sent_at = next((a.get("metadata", {}).get("sentAt", 0.0) for a in artifacts
-                                if a.get("artifactId") == f"chunk-{sequence}"), 0.0)
+                sent_at = next(
+                    (
+                        a.get("metadata", {}).get("sentAt", 0.0)
+                        for a in artifacts
+                        if a.get("artifactId") == f"chunk-{sequence}"
+                    ),
+                    0.0,
+                )
                 record.deliveries.append((task_id, sequence, frame.read_at, sent_at))
         elif kind == "send":
-            attempt = await timed_call(http, relay, name, "paced", "SendMessage",
-                                       {"message": user_message(paced_text(2, 0.05))}, key,
-                                       bound=30)
+            attempt = await timed_call(
+                http,
+                relay,
+                name,
+                "paced",
+                "SendMessage",
+                {"message": user_message(paced_text(2, 0.05))},
+                key,
+                bound=30,
+            )
             task = (attempt.result or {}).get("task", {})
-            if attempt.ok and (state_of({"task": task}) != "TASK_STATE_COMPLETED"
-                               or snapshot_sequences(task) != [0, 1]):
+            if attempt.ok and (
+                state_of({"task": task}) != "TASK_STATE_COMPLETED"
+                or snapshot_sequences(task) != [0, 1]
+            ):
                 attempt.ok = False
                 attempt.detail = f"blocking send answered {str(task)[:300]}"
         elif kind == "get" and record.task_agents:
             task_id = rng.choice(sorted(record.task_agents))
-            attempt = await timed_call(http, relay, name, record.task_agents[task_id],
-                                       "GetTask", {"id": task_id}, key, bound=30)
+            attempt = await timed_call(
+                http,
+                relay,
+                name,
+                record.task_agents[task_id],
+                "GetTask",
+                {"id": task_id},
+                key,
+                bound=30,
+            )
         elif kind == "cancel":
-            attempt = await timed_call(http, relay, name, "cancels", "SendMessage",
-                                       {"message": user_message("cancel me"),
-                                        "configuration": {"returnImmediately": True}},
-                                       key, bound=30)
+            attempt = await timed_call(
+                http,
+                relay,
+                name,
+                "cancels",
+                "SendMessage",
+                {
+                    "message": user_message("cancel me"),
+                    "configuration": {"returnImmediately": True},
+                },
+                key,
+                bound=30,
+            )
             record.attempts.append(attempt)
             record.task_agents.update(dict.fromkeys(attempt.task_ids, "cancels"))
             if not attempt.ok:
                 return
             await asyncio.sleep(rng.uniform(0.1, 0.5))
-            attempt = await timed_call(http, other, other_name, "cancels", "CancelTask",
-                                       {"id": attempt.task_ids[0]}, key, bound=30)
+            attempt = await timed_call(
+                http,
+                other,
+                other_name,
+                "cancels",
+                "CancelTask",
+                {"id": attempt.task_ids[0]},
+                key,
+                bound=30,
+            )
             if attempt.ok and state_of({"task": attempt.result}) != "TASK_STATE_CANCELED":
                 attempt.ok = False
                 attempt.detail = f"cancel answered {str(attempt.result)[:300]}"
         else:
-            attempt = await timed_call(http, relay, name, "paced", "ListTasks",
-                                       {"pageSize": 10}, key, bound=30)
+            attempt = await timed_call(
+                http, relay, name, "paced", "ListTasks", {"pageSize": 10}, key, bound=30
+            )
         record.attempts.append(attempt)
         if kind in ("stream", "send"):
             record.task_agents.update(dict.fromkeys(attempt.task_ids, "paced"))
@@ -570,29 +670,38 @@ async def test_64_clients_of_mixed_calls_over_both_processes(cluster: ChaosClust
     given = sorted(record.task_agents)
     created = sorted(set(given) | set(tasks_created_since(cluster, load_started)))
     with contextlib.suppress(AssertionError):
-        await wait_until(lambda: not cluster.open_tasks(created), "every task ending",
-                         timeout=SETTLE_SECONDS, interval=1.0)
+        await wait_until(
+            lambda: not cluster.open_tasks(created),
+            "every task ending",
+            timeout=SETTLE_SECONDS,
+            interval=1.0,
+        )
     stuck = cluster.open_tasks(created)
     lost = sorted(set(given) - set(cluster.task_states(given)))
 
     five_xx = [(a.kind, a.relay, a.status, a.detail) for a in record.attempts if a.status >= 500]
     failed = [(a.kind, a.relay, a.status, a.detail) for a in record.attempts if not a.ok]
     record_times = {
-        (task_id, int(artifact_id[len("chunk-"):])): created_at
+        (task_id, int(artifact_id[len("chunk-") :])): created_at
         for task_id, artifact_id, created_at in cluster.query(
             "select task_id, payload->'artifactUpdate'->'artifact'->>'artifactId', "
             "extract(epoch from created_at)::float8 from tasks_app_taskevent "
             "where kind = 'artifact' and task_id = any(%s)",
-            [sorted({d[0] for d in record.deliveries})])
+            [sorted({d[0] for d in record.deliveries})],
+        )
         if artifact_id and artifact_id.startswith("chunk-")
     }
-    delays = [read_at - record_times[(task_id, sequence)]
-              for task_id, sequence, read_at, _ in record.deliveries
-              if (task_id, sequence) in record_times]
+    delays = [
+        read_at - record_times[(task_id, sequence)]
+        for task_id, sequence, read_at, _ in record.deliveries
+        if (task_id, sequence) in record_times
+    ]
     agent_delays = [read_at - sent for _, _, read_at, sent in record.deliveries if sent]
     unrecorded = len(record.deliveries) - len(delays)
-    by_kind = {kind: sum(1 for a in record.attempts if a.kind == kind)
-               for kind in sorted({a.kind for a in record.attempts})}
+    by_kind = {
+        kind: sum(1 for a in record.attempts if a.kind == kind)
+        for kind in sorted({a.kind for a in record.attempts})
+    }
     summary = (
         f"{len(record.attempts)} calls in {load_took:.0f} s by {LOAD_CLIENTS} clients "
         f"({by_kind}); {len(created)} tasks; {len(record.deliveries)} streamed events; "
@@ -605,15 +714,20 @@ async def test_64_clients_of_mixed_calls_over_both_processes(cluster: ChaosClust
     assert record.deliveries, f"no event was streamed: {summary}; failures {failed[:5]}"
     # Every criterion is checked, so one failure report shows all that went wrong.
     violations = [
-        message for broken, message in (
+        message
+        for broken, message in (
             (five_xx, f"{len(five_xx)} answers were 5xx: {five_xx[:5]}"),
             (failed, f"{len(failed)} calls failed: {failed[:5]}"),
             (lost, f"{len(lost)} tasks a client was given are not stored: {lost[:5]}"),
-            (stuck, f"{len(stuck)} tasks still submitted or working {SETTLE_SECONDS:.0f} s "
-                    f"after the load: {stuck[:5]}"),
+            (
+                stuck,
+                f"{len(stuck)} tasks still submitted or working {SETTLE_SECONDS:.0f} s "
+                f"after the load: {stuck[:5]}",
+            ),
             (unrecorded, f"{unrecorded} streamed events have no stored TaskEvent"),
             (delays and percentile(delays, 0.99) >= 1.0, "the p99 delivery delay is 1 s or more"),
-        ) if broken
+        )
+        if broken
     ]
     assert not violations, "\n".join([summary, *violations])
 
@@ -679,11 +793,26 @@ async def test_redis_down_for_10_s_then_back(cluster: ChaosCluster):
                 attempt, _ = await timed_stream(http, relay, name, 3, 0.1, key, bound=10)
             elif kind == 1:
                 attempt = await timed_call(
-                    http, relay, name, "paced", "SendMessage",
-                    {"message": user_message(paced_text(2, 0.05))}, key, bound=10)
+                    http,
+                    relay,
+                    name,
+                    "paced",
+                    "SendMessage",
+                    {"message": user_message(paced_text(2, 0.05))},
+                    key,
+                    bound=10,
+                )
             else:
-                attempt = await timed_call(http, relay, name, "paced", "GetTask",
-                                           {"id": last_task or "no-such-task"}, key, bound=10)
+                attempt = await timed_call(
+                    http,
+                    relay,
+                    name,
+                    "paced",
+                    "GetTask",
+                    {"id": last_task or "no-such-task"},
+                    key,
+                    bound=10,
+                )
             attempts.append(attempt)
             last_task = next(iter(attempt.task_ids), last_task)
             await asyncio.sleep(0.2)
@@ -701,10 +830,12 @@ async def test_redis_down_for_10_s_then_back(cluster: ChaosCluster):
             await asyncio.gather(*workers)
 
         during = [a for a in attempts if a.started >= down and a.ended <= coming_back]
-        slow = [(a.kind, a.relay, round(a.seconds, 2), a.detail) for a in during
-                if a.seconds > IMMEDIATE_SECONDS]
-        not_errors = [(a.kind, a.relay, a.status, a.detail) for a in during
-                      if not a.protocol_error]
+        slow = [
+            (a.kind, a.relay, round(a.seconds, 2), a.detail)
+            for a in during
+            if a.seconds > IMMEDIATE_SECONDS
+        ]
+        not_errors = [(a.kind, a.relay, a.status, a.detail) for a in during if not a.protocol_error]
 
         await asyncio.sleep(REDIS_RECOVERY_SECONDS)
 
@@ -712,8 +843,12 @@ async def test_redis_down_for_10_s_then_back(cluster: ChaosCluster):
         # open SETTLE_SECONDS later has nobody driving it.
         created = tasks_created_since(cluster, test_started)
         with contextlib.suppress(AssertionError):
-            await wait_until(lambda: not cluster.open_tasks(created), "every task ending",
-                             timeout=SETTLE_SECONDS, interval=0.5)
+            await wait_until(
+                lambda: not cluster.open_tasks(created),
+                "every task ending",
+                timeout=SETTLE_SECONDS,
+                interval=0.5,
+            )
         left_open = cluster.open_tasks(created)
 
         after: list[Attempt] = []
@@ -725,11 +860,19 @@ async def test_redis_down_for_10_s_then_back(cluster: ChaosCluster):
                     attempt, _ = await timed_stream(http, relay, name, 3, 0.05, key, bound=15)
                 elif turn % 3 == 1:
                     attempt = await timed_call(
-                        http, relay, name, "paced", "SendMessage",
-                        {"message": user_message(paced_text(2, 0.02))}, key, bound=15)
+                        http,
+                        relay,
+                        name,
+                        "paced",
+                        "SendMessage",
+                        {"message": user_message(paced_text(2, 0.02))},
+                        key,
+                        bound=15,
+                    )
                 else:
-                    attempt = await timed_call(http, relay, name, "paced", "ListTasks",
-                                               {"pageSize": 5}, key, bound=15)
+                    attempt = await timed_call(
+                        http, relay, name, "paced", "ListTasks", {"pageSize": 5}, key, bound=15
+                    )
                 after.append(attempt)
 
         await asyncio.gather(*(calls_after(w) for w in range(10)))
@@ -737,14 +880,30 @@ async def test_redis_down_for_10_s_then_back(cluster: ChaosCluster):
 
     assert len(during) >= 4, f"only {len(during)} calls ran during the outage: the harness"
     # Every criterion is checked, so one failure report shows all that went wrong.
-    violations = [message for broken, message in (
-        (slow, f"{len(slow)} of {len(during)} calls during the Redis outage took over "
-               f"{IMMEDIATE_SECONDS:g} s: {slow[:5]}"),
-        (not_errors, f"{len(not_errors)} of {len(during)} calls during the Redis outage got no "
-                     f"protocol error: {not_errors[:5]}"),
-        (left_open, f"{len(left_open)} tasks still submitted or working {SETTLE_SECONDS:.0f} s "
-                    f"after Redis came back: {left_open[:5]}"),
-        (failed_after, f"{len(failed_after)} of {len(after)} calls failed "
-                       f"{REDIS_RECOVERY_SECONDS:g} s after Redis came back: {failed_after[:5]}"),
-    ) if broken]
+    violations = [
+        message
+        for broken, message in (
+            (
+                slow,
+                f"{len(slow)} of {len(during)} calls during the Redis outage took over "
+                f"{IMMEDIATE_SECONDS:g} s: {slow[:5]}",
+            ),
+            (
+                not_errors,
+                f"{len(not_errors)} of {len(during)} calls during the Redis outage got no "
+                f"protocol error: {not_errors[:5]}",
+            ),
+            (
+                left_open,
+                f"{len(left_open)} tasks still submitted or working {SETTLE_SECONDS:.0f} s "
+                f"after Redis came back: {left_open[:5]}",
+            ),
+            (
+                failed_after,
+                f"{len(failed_after)} of {len(after)} calls failed "
+                f"{REDIS_RECOVERY_SECONDS:g} s after Redis came back: {failed_after[:5]}",
+            ),
+        )
+        if broken
+    ]
     assert not violations, "\n".join(violations)

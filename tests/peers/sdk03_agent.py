@@ -76,8 +76,9 @@ def main() -> None:
     if "HTTP+JSON" in transports:
         app = A2ARESTFastAPIApplication(agent_card=card, http_handler=handler).build()
         if "JSONRPC" in transports:
-            jsonrpc.add_routes_to_app(app, agent_card_url="/.well-known/jsonrpc-card.json",
-                                      rpc_url="/")
+            jsonrpc.add_routes_to_app(
+                app, agent_card_url="/.well-known/jsonrpc-card.json", rpc_url="/"
+            )
     else:
         app = jsonrpc.build()
     config = uvicorn.Config(app, host="127.0.0.1", port=arguments.port, log_level="warning")

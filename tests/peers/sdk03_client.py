@@ -74,8 +74,12 @@ async def call(request: dict) -> dict:
 def describe(error: Exception) -> dict:
     """An exception as plain JSON: its type, JSON-RPC code and HTTP status."""
     inner = getattr(error, "error", None)
-    return {"type": type(error).__name__, "code": getattr(inner, "code", None),
-            "status": getattr(error, "status_code", None), "message": str(error)[:500]}
+    return {
+        "type": type(error).__name__,
+        "code": getattr(inner, "code", None),
+        "status": getattr(error, "status_code", None),
+        "message": str(error)[:500],
+    }
 
 
 def resolve(value, records):
@@ -112,7 +116,8 @@ async def run_operation(clients: dict, operation: dict) -> dict:
         return {"result": dump(await client.set_task_callback(config))}
     if op == "push_get":
         params = GetTaskPushNotificationConfigParams(
-            id=operation["taskId"], push_notification_config_id=operation.get("id"))
+            id=operation["taskId"], push_notification_config_id=operation.get("id")
+        )
         return {"result": dump(await client.get_task_callback(params))}
     if op == "card":
         return {"result": dump(await client.get_card())}
@@ -124,8 +129,9 @@ async def run_operations(request: dict) -> dict:
     async with httpx.AsyncClient(headers=headers, timeout=30) as http:
         clients = {}
         for name, streaming in (("send", False), ("stream", True)):
-            config = ClientConfig(httpx_client=http, streaming=streaming,
-                                  supported_transports=[request["transport"]])
+            config = ClientConfig(
+                httpx_client=http, streaming=streaming, supported_transports=[request["transport"]]
+            )
             clients[name] = await ClientFactory.connect(request["url"], client_config=config)
         records = []
         for raw in request["operations"]:

@@ -48,8 +48,16 @@ def weather():
 # --- registry reads ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["/a2a/registry", "/a2a/registry/weather", "/a2a/skills",
-                                  "/a2a/teams", "/a2a/registry/weather/history"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/a2a/registry",
+        "/a2a/registry/weather",
+        "/a2a/skills",
+        "/a2a/teams",
+        "/a2a/registry/weather/history",
+    ],
+)
 def test_a_private_registry_answers_each_caller_as_documented(weather, settings, path):
     settings.RELAY_REGISTRY_PUBLIC = False
     reader, _ = client_for()
@@ -65,16 +73,17 @@ def test_a_private_registry_answers_each_caller_as_documented(weather, settings,
     assert (anonymous.status_code, anonymous["WWW-Authenticate"]) == (401, NO_KEY_CHALLENGE)
     assert anonymous.json()["error"]["code"] == "not_authenticated"
     assert (gone.status_code, gone["WWW-Authenticate"]) == (401, BAD_KEY_CHALLENGE)
-    assert gone.json()["error"] == {"code": "authentication_failed",
-                                    "message": "invalid, revoked or expired API key"}
+    assert gone.json()["error"] == {
+        "code": "authentication_failed",
+        "message": "invalid, revoked or expired API key",
+    }
     assert refused.status_code == 403
     assert refused.json()["error"]["message"] == "this API key may not read the registry"
     assert reader.get(path).status_code == 200
     assert admin.get(path).status_code == 200
 
 
-def test_a_public_registry_lets_anyone_read_even_a_key_without_the_read_scope(weather,
-                                                                              settings):
+def test_a_public_registry_lets_anyone_read_even_a_key_without_the_read_scope(weather, settings):
     settings.RELAY_REGISTRY_PUBLIC = True
     blind, _ = client_for(can_read_registry=False)
 
@@ -102,8 +111,10 @@ def test_a_key_that_may_not_register_is_refused_and_nothing_is_stored(card_url):
     response = client.post("/a2a/registry", {"url": card_url}, format="json")
 
     assert response.status_code == 403
-    assert response.json()["error"] == {"code": "permission_denied",
-                                        "message": "this API key may not register agents"}
+    assert response.json()["error"] == {
+        "code": "permission_denied",
+        "message": "this API key may not register agents",
+    }
     assert Agent.objects.count() == 0
     assert AuditEntry.objects.count() == 1, "only the key's own creation"
 
@@ -117,7 +128,8 @@ def test_registering_without_a_usable_key_is_401_and_stores_nothing(card_url, se
             services.api_key_revoke(api_key=api_key)
         else:
             ApiKey.objects.filter(pk=api_key.pk).update(
-                expires_at=timezone.now() - timedelta(seconds=1))
+                expires_at=timezone.now() - timedelta(seconds=1)
+            )
         secret = secret_value
     if secret:
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
@@ -131,16 +143,21 @@ def test_registering_without_a_usable_key_is_401_and_stores_nothing(card_url, se
     assert AuditEntry.objects.count() == entries
 
 
-@pytest.mark.parametrize(("method", "path"), [
-    ("patch", "/a2a/registry/weather"),
-    ("delete", "/a2a/registry/weather"),
-    ("post", "/a2a/registry/weather/refresh"),
-])
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("patch", "/a2a/registry/weather"),
+        ("delete", "/a2a/registry/weather"),
+        ("post", "/a2a/registry/weather/refresh"),
+    ],
+)
 def test_only_the_registering_key_or_an_admin_key_may_change_an_agent(card_url, method, path):
     owner, _ = client_for()
     stranger, _ = client_for()
-    assert owner.post("/a2a/registry", {"url": card_url, "id": "weather"},
-                      format="json").status_code == 201
+    assert (
+        owner.post("/a2a/registry", {"url": card_url, "id": "weather"}, format="json").status_code
+        == 201
+    )
     body = {"name": "Hijacked"} if method == "patch" else None
 
     refused = getattr(stranger, method)(path, body, format="json")
@@ -157,8 +174,9 @@ def test_only_the_registering_key_or_an_admin_key_may_change_an_agent(card_url, 
 
 def test_key_scopes_decide_what_a_key_may_call(weather):
     other = make_agent(agent_id="other")
-    crew = teams.team_create(team_id="crew", name="Crew", members=["weather"],
-                             default_agent="weather")
+    crew = teams.team_create(
+        team_id="crew", name="Crew", members=["weather"], default_agent="weather"
+    )
     everything = services.api_key_create(name="all")[0]
     agent_only = services.api_key_create(name="agent", agents=["weather"])[0]
     team_only = services.api_key_create(name="team", teams=["crew"])[0]
@@ -190,14 +208,28 @@ def test_a_key_cannot_be_scoped_to_an_agent_that_does_not_exist():
 def test_create_api_key_takes_every_scope_flag(weather, capsys):
     teams.team_create(team_id="crew", name="Crew", members=["weather"], default_agent="weather")
 
-    call_command("create_api_key", "partner", "--agent", "weather", "--team", "crew",
-                 "--no-registry-read", "--no-register", "--expires-in", "7")
+    call_command(
+        "create_api_key",
+        "partner",
+        "--agent",
+        "weather",
+        "--team",
+        "crew",
+        "--no-registry-read",
+        "--no-register",
+        "--expires-in",
+        "7",
+    )
 
     key = capsys.readouterr().out.strip().splitlines()[-1]
     stored = ApiKey.objects.get(name="partner")
     assert key.startswith(stored.prefix)
-    assert (stored.can_read_registry, stored.can_register, stored.can_call,
-            stored.is_admin) == (False, False, True, False)
+    assert (stored.can_read_registry, stored.can_register, stored.can_call, stored.is_admin) == (
+        False,
+        False,
+        True,
+        False,
+    )
     assert list(stored.agents.values_list("pk", flat=True)) == ["weather"]
     assert list(stored.teams.values_list("pk", flat=True)) == ["crew"]
     assert timedelta(days=6, hours=23) < stored.expires_at - timezone.now() <= timedelta(days=7)
@@ -213,11 +245,14 @@ def test_create_api_key_makes_admin_and_call_less_keys(capsys):
     assert (stored.is_admin, stored.can_call, stored.expires_at) == (True, False, None)
 
 
-@pytest.mark.parametrize(("flags", "message"), [
-    (["--agent", "nobody"], "no agent 'nobody' is registered"),
-    (["--team", "nobody"], "no team 'nobody' exists"),
-    (["--expires-in", "0"], "--expires-in must be at least 1 day"),
-])
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--agent", "nobody"], "no agent 'nobody' is registered"),
+        (["--team", "nobody"], "no team 'nobody' exists"),
+        (["--expires-in", "0"], "--expires-in must be at least 1 day"),
+    ],
+)
 def test_create_api_key_refuses_bad_flags_and_stores_nothing(flags, message):
     with pytest.raises(CommandError, match=message):
         call_command("create_api_key", "bad", *flags)
@@ -231,16 +266,22 @@ def test_create_api_key_refuses_bad_flags_and_stores_nothing(flags, message):
 def test_the_admin_creates_a_scoped_key_and_shows_it_once(admin_client, weather):
     other = make_agent(agent_id="other")
 
-    response = admin_client.post(reverse("admin:registry_apikey_add"), {
-        "name": "partner", "can_call": "on", "agents": ["weather", other.pk],
-        "expires_at_0": "", "expires_at_1": "",
-    }, follow=True)
+    response = admin_client.post(
+        reverse("admin:registry_apikey_add"),
+        {
+            "name": "partner",
+            "can_call": "on",
+            "agents": ["weather", other.pk],
+            "expires_at_0": "",
+            "expires_at_1": "",
+        },
+        follow=True,
+    )
 
     assert response.status_code == 200
     stored = ApiKey.objects.get(name="partner")
     assert sorted(stored.agents.values_list("pk", flat=True)) == ["other", "weather"]
-    assert (stored.can_read_registry, stored.can_register, stored.can_call) == (
-        False, False, True)
+    assert (stored.can_read_registry, stored.can_register, stored.can_call) == (False, False, True)
     page = response.content.decode()
     assert "Copy it now" in page
     entry = AuditEntry.objects.get(object_type="apikey", action="create")
@@ -253,12 +294,17 @@ def test_the_admin_creates_a_scoped_key_and_shows_it_once(admin_client, weather)
 def test_revoking_in_the_admin_is_audited(admin_client):
     api_key, _ = services.api_key_create(name="old")
 
-    admin_client.post(reverse("admin:registry_apikey_changelist"),
-                      {"action": "revoke", "_selected_action": [api_key.pk]})
+    admin_client.post(
+        reverse("admin:registry_apikey_changelist"),
+        {"action": "revoke", "_selected_action": [api_key.pk]},
+    )
 
     entry = AuditEntry.objects.get(action="revoke")
     assert (entry.actor, entry.object_type, entry.object_id) == (
-        "user:admin", "apikey", api_key.prefix)
+        "user:admin",
+        "apikey",
+        api_key.prefix,
+    )
 
 
 # --- the audit log ----------------------------------------------------------------------------
@@ -269,16 +315,22 @@ def test_each_agent_write_through_the_api_writes_one_entry_naming_the_key(card_u
     actor = f"key:{api_key.prefix}"
 
     client.post("/a2a/registry", {"url": card_url, "id": "weather"}, format="json")
-    client.patch("/a2a/registry/weather", {"name": "Weather 2", "status": "deprecated"},
-                 format="json")
+    client.patch(
+        "/a2a/registry/weather", {"name": "Weather 2", "status": "deprecated"}, format="json"
+    )
     client.patch("/a2a/registry/weather", {"name": "Weather 2"}, format="json")
     client.delete("/a2a/registry/weather")
 
-    entries = list(AuditEntry.objects.filter(object_type="agent").order_by("at", "id")
-                   .values_list("actor", "action", "object_id", "changes"))
+    entries = list(
+        AuditEntry.objects.filter(object_type="agent")
+        .order_by("at", "id")
+        .values_list("actor", "action", "object_id", "changes")
+    )
     assert [entry[:3] for entry in entries] == [
-        (actor, "create", "weather"), (actor, "update", "weather"),
-        (actor, "delete", "weather")], "an update that changes nothing is not recorded"
+        (actor, "create", "weather"),
+        (actor, "update", "weather"),
+        (actor, "delete", "weather"),
+    ], "an update that changes nothing is not recorded"
     assert entries[0][3]["cardUrl"].endswith("/.well-known/agent-card.json")
     assert entries[1][3] == {"name": "Weather 2", "status": "deprecated"}
 
@@ -290,18 +342,33 @@ def test_each_team_write_writes_one_entry_and_a_refused_one_none(weather):
     body = {"id": "crew", "name": "Crew", "members": ["weather"], "defaultAgent": "weather"}
 
     assert admin.post("/a2a/teams", body, format="json").status_code == 201
-    assert admin.post("/a2a/teams", {**body, "id": "bad", "defaultAgent": "nobody"},
-                      format="json").status_code == 400
-    assert admin.patch("/a2a/teams/crew", {"members": ["weather", other.pk],
-                                           "maxRoutingHops": 3}, format="json").status_code == 200
-    assert admin.patch("/a2a/teams/crew", {"maxRoutingHops": 0},
-                       format="json").status_code == 400
+    assert (
+        admin.post(
+            "/a2a/teams", {**body, "id": "bad", "defaultAgent": "nobody"}, format="json"
+        ).status_code
+        == 400
+    )
+    assert (
+        admin.patch(
+            "/a2a/teams/crew",
+            {"members": ["weather", other.pk], "maxRoutingHops": 3},
+            format="json",
+        ).status_code
+        == 200
+    )
+    assert admin.patch("/a2a/teams/crew", {"maxRoutingHops": 0}, format="json").status_code == 400
     assert admin.delete("/a2a/teams/crew").status_code == 204
 
-    entries = list(AuditEntry.objects.filter(object_type="team").order_by("at", "id")
-                   .values_list("actor", "action", "object_id", "changes"))
+    entries = list(
+        AuditEntry.objects.filter(object_type="team")
+        .order_by("at", "id")
+        .values_list("actor", "action", "object_id", "changes")
+    )
     assert [entry[:3] for entry in entries] == [
-        (actor, "create", "crew"), (actor, "update", "crew"), (actor, "delete", "crew")]
+        (actor, "create", "crew"),
+        (actor, "update", "crew"),
+        (actor, "delete", "crew"),
+    ]
     assert entries[1][3] == {"maxRoutingHops": 3, "members": ["weather", "other"]}
     assert not Team.objects.exists()
 
@@ -330,14 +397,21 @@ def test_the_audit_admin_lists_filters_and_searches_and_is_read_only(admin_clien
     entry = AuditEntry.objects.get(actor="key:br_abc")
     detail = admin_client.get(reverse("admin:registry_auditentry_change", args=[entry.pk]))
 
-    assert sorted(everything) == [("key:br_abc", "agent"), ("system", "agent"),
-                                  ("system", "apikey")]
+    assert sorted(everything) == [
+        ("key:br_abc", "agent"),
+        ("system", "agent"),
+        ("system", "apikey"),
+    ]
     assert sorted(agents_only) == [("key:br_abc", "agent"), ("system", "agent")]
     assert searched == [("key:br_abc", "agent")]
     assert detail.status_code == 200 and "Weather 2" in detail.content.decode()
     assert admin_client.get(reverse("admin:registry_auditentry_add")).status_code == 403
-    assert admin_client.post(reverse("admin:registry_auditentry_delete", args=[entry.pk]),
-                             {"post": "yes"}).status_code == 403
+    assert (
+        admin_client.post(
+            reverse("admin:registry_auditentry_delete", args=[entry.pk]), {"post": "yes"}
+        ).status_code
+        == 403
+    )
     assert AuditEntry.objects.filter(pk=entry.pk).exists()
 
 
@@ -346,8 +420,11 @@ def test_the_audit_admin_lists_filters_and_searches_and_is_read_only(admin_clien
 
 def test_every_card_the_relay_serves_declares_its_bearer_scheme(client, weather):
     teams.team_create(team_id="crew", name="Crew", members=["weather"], default_agent="weather")
-    paths = ["/.well-known/agent-card.json", "/a2a/agents/weather/.well-known/agent-card.json",
-             "/a2a/teams/crew/.well-known/agent-card.json"]
+    paths = [
+        "/.well-known/agent-card.json",
+        "/a2a/agents/weather/.well-known/agent-card.json",
+        "/a2a/teams/crew/.well-known/agent-card.json",
+    ]
 
     for path in paths:
         document = client.get(path).json()

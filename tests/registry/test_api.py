@@ -16,8 +16,13 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("allow_private_urls
 
 
 def skill(id, *tags, name=None, description="does things", **extra):
-    return {"id": id, "name": name or id.title(), "description": description,
-            "tags": list(tags), **extra}
+    return {
+        "id": id,
+        "name": name or id.title(),
+        "description": description,
+        "tags": list(tags),
+        **extra,
+    }
 
 
 def register(api, url, **body):
@@ -25,8 +30,12 @@ def register(api, url, **body):
 
 
 def nothing_stored():
-    return (Agent.objects.count(), CardSnapshot.objects.count(), Skill.objects.count(),
-            DeclaredExtension.objects.count()) == (0, 0, 0, 0)
+    return (
+        Agent.objects.count(),
+        CardSnapshot.objects.count(),
+        Skill.objects.count(),
+        DeclaredExtension.objects.count(),
+    ) == (0, 0, 0, 0)
 
 
 @pytest.fixture(scope="module")
@@ -66,9 +75,13 @@ def test_registering_a_1_0_agent_returns_201_with_its_id_and_card(api, served):
     assert body["capabilities"]["extensions"][0]["uri"] == CLIENT_ROUTING_URI
     assert body["supportsClientRouting"] is True
     assert body["skills"][0] == {
-        "id": "forecast", "name": "Forecast", "description": "Tomorrow's weather",
-        "tags": ["weather", "forecast"], "examples": ["rain in Oslo?"],
-        "inputModes": ["text/plain"], "outputModes": [],
+        "id": "forecast",
+        "name": "Forecast",
+        "description": "Tomorrow's weather",
+        "tags": ["weather", "forecast"],
+        "examples": ["rain in Oslo?"],
+        "inputModes": ["text/plain"],
+        "outputModes": [],
     }
     assert body["health"]["state"] == "unknown"
     agent = Agent.objects.get(pk="weather")
@@ -122,8 +135,9 @@ def test_a_revoked_key_is_refused(api, api_key, served):
 
 def test_credentials_are_stored_encrypted_and_never_returned(api, served):
     url = served(card_v1())
-    response = register(api, url, credentials={"headerName": "X-Api-Key",
-                                               "headerValue": "top-secret-value"})
+    response = register(
+        api, url, credentials={"headerName": "X-Api-Key", "headerValue": "top-secret-value"}
+    )
     assert response.status_code == 201
     assert response.json()["hasCredentials"] is True
     assert "top-secret-value" not in response.content.decode()
@@ -139,14 +153,16 @@ def test_credentials_are_stored_encrypted_and_never_returned(api, served):
     [
         ({}, "card_not_found", 422),
         ({"/.well-known/agent-card.json": status(200, "not json")}, "not_json", 422),
-        ({"/.well-known/agent-card.json": card_json({"name": "x", "url": "http://x"})},
-         "invalid_card", 422),
+        (
+            {"/.well-known/agent-card.json": card_json({"name": "x", "url": "http://x"})},
+            "invalid_card",
+            422,
+        ),
         ({"/.well-known/agent-card.json": status(503)}, "upstream_error", 422),
     ],
     ids=["no-card", "non-json", "missing-fields", "upstream-503"],
 )
-def test_bad_cards_get_a_4xx_naming_the_problem_and_store_nothing(api, routes, code,
-                                                                   http_status):
+def test_bad_cards_get_a_4xx_naming_the_problem_and_store_nothing(api, routes, code, http_status):
     with card_site(routes) as (site, url):
         response = register(api, url)
     assert response.status_code == http_status
@@ -211,8 +227,12 @@ def test_two_agents_with_the_same_name_get_distinct_ids(api, served):
 
 @pytest.mark.parametrize(
     "body",
-    [{}, {"url": "not a url"}, {"url": "http://a.example", "id": "Not A Slug!"},
-     {"url": "http://a.example", "credentials": {"headerName": "bad header"}}],
+    [
+        {},
+        {"url": "not a url"},
+        {"url": "http://a.example", "id": "Not A Slug!"},
+        {"url": "http://a.example", "credentials": {"headerName": "bad header"}},
+    ],
     ids=["no-url", "bad-url", "bad-id", "bad-credentials"],
 )
 def test_invalid_bodies_are_a_400_with_the_field_named(api, body):
@@ -236,8 +256,11 @@ def test_a_body_that_is_not_json_is_a_400(api):
 def test_get_patch_and_delete_an_agent(api, served):
     register(api, served(card_v1()))
     assert api.get("/a2a/registry/weather").json()["name"] == "Weather"
-    changed = api.patch("/a2a/registry/weather",
-                        {"status": "deprecated", "description": "Old forecasts"}, format="json")
+    changed = api.patch(
+        "/a2a/registry/weather",
+        {"status": "deprecated", "description": "Old forecasts"},
+        format="json",
+    )
     assert changed.status_code == 200
     assert changed.json()["status"] == "deprecated"
     assert api.get("/a2a/registry", {"q": "old forecasts"}).json()["agents"][0]["id"] == "weather"
@@ -263,9 +286,7 @@ def test_only_the_registering_key_or_an_admin_key_may_change_an_agent(api, serve
     other.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key_create(name='other')[1]}")
     assert other.delete("/a2a/registry/weather").status_code == 403
     admin = APIClient()
-    admin.credentials(
-        HTTP_AUTHORIZATION=f"Bearer {api_key_create(name='ops', is_admin=True)[1]}"
-    )
+    admin.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key_create(name='ops', is_admin=True)[1]}")
     assert admin.patch("/a2a/registry/weather", {"name": "W"}, format="json").status_code == 200
     assert Agent.objects.get(pk="weather").name == "W"
 
@@ -285,8 +306,9 @@ def test_the_card_endpoint_returns_the_card_as_published(api, served):
 
 def test_refresh_adds_a_snapshot_only_when_the_card_changed(api):
     document = card_v1()
-    with card_site({"/.well-known/agent-card.json": lambda request: card_json(document)(
-            request)}) as (site, url):
+    with card_site(
+        {"/.well-known/agent-card.json": lambda request: card_json(document)(request)}
+    ) as (site, url):
         register(api, url)
         unchanged = api.post("/a2a/registry/weather/refresh")
         assert unchanged.status_code == 200
@@ -322,18 +344,35 @@ def test_a_failed_refresh_keeps_the_stored_card(api):
 def catalogue(api, served):
     """Four agents with distinct skills, tags, modes, capabilities and extensions."""
     cards = {
-        "alpha": card_v1(name="Alpha", description="Translates documents",
-                         capabilities={"streaming": True}, skills=[
-            skill("translate", "language", "text"), skill("summarize", "text")]),
-        "beta": card_v1(name="Beta", description="Draws charts", capabilities={},
-                        defaultOutputModes=["image/png"],
-                        skills=[skill("chart", "plot", inputModes=["application/json"])]),
-        "gamma": card_v03(name="Gamma", description="Searches the web", capabilities={},
-                          skills=[skill("search", "web", "research")]),
-        "delta": card_v03(name="Delta", description="Routes work",
-                          capabilities={"streaming": True, "pushNotifications": True,
-                                        "extensions": [{"uri": CLIENT_ROUTING_URI}]},
-                          skills=[skill("triage", "routing")]),
+        "alpha": card_v1(
+            name="Alpha",
+            description="Translates documents",
+            capabilities={"streaming": True},
+            skills=[skill("translate", "language", "text"), skill("summarize", "text")],
+        ),
+        "beta": card_v1(
+            name="Beta",
+            description="Draws charts",
+            capabilities={},
+            defaultOutputModes=["image/png"],
+            skills=[skill("chart", "plot", inputModes=["application/json"])],
+        ),
+        "gamma": card_v03(
+            name="Gamma",
+            description="Searches the web",
+            capabilities={},
+            skills=[skill("search", "web", "research")],
+        ),
+        "delta": card_v03(
+            name="Delta",
+            description="Routes work",
+            capabilities={
+                "streaming": True,
+                "pushNotifications": True,
+                "extensions": [{"uri": CLIENT_ROUTING_URI}],
+            },
+            skills=[skill("triage", "routing")],
+        ),
     }
     for agent_id, card in cards.items():
         assert register(api, served(card), id=agent_id).status_code == 201
@@ -369,8 +408,9 @@ def ids(response):
         ({"updatedSince": "2000-01-01T00:00:00Z"}, ["alpha", "beta", "delta", "gamma"]),
         ({"updatedSince": "2999-01-01T00:00:00Z"}, []),
     ],
-    ids=lambda value: "-".join(f"{k}={v}" for k, v in value.items()) if isinstance(
-        value, dict) else None,
+    ids=lambda value: (
+        "-".join(f"{k}={v}" for k, v in value.items()) if isinstance(value, dict) else None
+    ),
 )
 def test_every_filter_narrows_the_list(anonymous, catalogue, query, expected):
     assert ids(anonymous.get("/a2a/registry", query)) == expected
@@ -409,8 +449,9 @@ def test_cursor_paging_walks_every_agent_once(anonymous, catalogue):
 
 def test_paging_keeps_the_filters(anonymous, catalogue):
     first = anonymous.get("/a2a/registry", {"limit": 1, "streaming": "true"}).json()
-    second = anonymous.get("/a2a/registry", {"limit": 1, "streaming": "true",
-                                             "cursor": first["nextCursor"]}).json()
+    second = anonymous.get(
+        "/a2a/registry", {"limit": 1, "streaming": "true", "cursor": first["nextCursor"]}
+    ).json()
     assert [a["id"] for a in first["agents"] + second["agents"]] == ["alpha", "delta"]
     assert second["nextCursor"] is None
 
@@ -425,9 +466,11 @@ def test_registry_reads_can_be_made_private(anonymous, api, catalogue, settings)
 def test_skill_search_ranks_matches_and_reports_health(anonymous, catalogue):
     matches = anonymous.get("/a2a/skills", {"q": "text"}).json()["matches"]
     assert [(m["agentId"], m["skillId"]) for m in matches] == [
-        ("alpha", "summarize"), ("alpha", "translate")
+        ("alpha", "summarize"),
+        ("alpha", "translate"),
     ] or [(m["agentId"], m["skillId"]) for m in matches] == [
-        ("alpha", "translate"), ("alpha", "summarize")
+        ("alpha", "translate"),
+        ("alpha", "summarize"),
     ]
     assert all(m["score"] == 1.0 for m in matches)
     web = anonymous.get("/a2a/skills", {"q": "web"}).json()["matches"][0]
@@ -435,10 +478,20 @@ def test_skill_search_ranks_matches_and_reports_health(anonymous, catalogue):
 
 
 def test_skill_search_scores_a_name_match_above_a_description_match(anonymous, api, served):
-    register(api, served(card_v1(name="One", skills=[
-        skill("a", name="Plain", description="can summarize long text")])), id="one")
-    register(api, served(card_v1(name="Two", skills=[
-        skill("b", name="Summarize", description="short")])), id="two")
+    register(
+        api,
+        served(
+            card_v1(
+                name="One", skills=[skill("a", name="Plain", description="can summarize long text")]
+            )
+        ),
+        id="one",
+    )
+    register(
+        api,
+        served(card_v1(name="Two", skills=[skill("b", name="Summarize", description="short")])),
+        id="two",
+    )
     matches = anonymous.get("/a2a/skills", {"q": "summarize"}).json()["matches"]
     assert [m["agentId"] for m in matches] == ["two", "one"]
     assert matches[0]["score"] > matches[1]["score"]
@@ -473,12 +526,18 @@ def test_list_and_search_run_a_constant_number_of_queries(anonymous, api, served
     base = card_v1()
     for index in range(3):
         register(api, served(dict(base, name=f"Agent {index}")))
-    small = (_list_queries(anonymous, limit=100), _list_queries(anonymous, q="agent"),
-             _list_queries(anonymous, tag="weather", limit=2))
+    small = (
+        _list_queries(anonymous, limit=100),
+        _list_queries(anonymous, q="agent"),
+        _list_queries(anonymous, tag="weather", limit=2),
+    )
     for index in range(3, 25):
         register(api, served(dict(base, name=f"Agent {index}")))
-    large = (_list_queries(anonymous, limit=100), _list_queries(anonymous, q="agent"),
-             _list_queries(anonymous, tag="weather", limit=20))
+    large = (
+        _list_queries(anonymous, limit=100),
+        _list_queries(anonymous, q="agent"),
+        _list_queries(anonymous, tag="weather", limit=20),
+    )
     assert small == large == (3, 3, 3)
 
 

@@ -59,8 +59,9 @@ def resolver(monkeypatch):
 @pytest.fixture
 def loopback_one_is_public(monkeypatch, private_off):
     real = outbound.is_public_address
-    monkeypatch.setattr(outbound, "is_public_address",
-                        lambda address: address == "127.0.0.1" or real(address))
+    monkeypatch.setattr(
+        outbound, "is_public_address", lambda address: address == "127.0.0.1" or real(address)
+    )
 
 
 # --- SSRF ----------------------------------------------------------------------------------
@@ -97,11 +98,14 @@ def test_a_name_that_resolves_to_a_private_address_is_refused(api, private_off, 
     assert nothing_stored()
 
 
-def test_a_name_with_one_private_address_among_public_ones_is_refused(api, private_off,
-                                                                       monkeypatch):
+def test_a_name_with_one_private_address_among_public_ones_is_refused(
+    api, private_off, monkeypatch
+):
     def mixed(host, port, *args, **kwargs):
-        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", port)),
-                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.1", port))]
+        return [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", port)),
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.1", port)),
+        ]
 
     monkeypatch.setattr(socket, "getaddrinfo", mixed)
     response = register(api, "http://mixed.example/")
@@ -112,8 +116,9 @@ def test_a_name_with_one_private_address_among_public_ones_is_refused(api, priva
 def test_a_public_host_that_redirects_to_a_private_one_is_refused(api, loopback_one_is_public):
     card = {"/.well-known/agent-card.json": card_json(card_v1())}
     with card_site(card, host="127.0.0.2") as (private_site, private_url):
-        hop = {"/.well-known/agent-card.json": redirect(
-            f"{private_url}/.well-known/agent-card.json")}
+        hop = {
+            "/.well-known/agent-card.json": redirect(f"{private_url}/.well-known/agent-card.json")
+        }
         with card_site(hop) as (public_site, public_url):
             response = register(api, public_url)
     assert response.status_code == 400
@@ -123,17 +128,21 @@ def test_a_public_host_that_redirects_to_a_private_one_is_refused(api, loopback_
 
 
 def test_dns_rebinding_at_registration_reaches_only_the_checked_address(
-        api, loopback_one_is_public, resolver):
+    api, loopback_one_is_public, resolver
+):
     """The name answers public first, private afterwards: every request of the registration
     goes to an address the guard checked, so the private server sees nothing, and the agent
     is registered from the public server's card."""
     public_card = card_v1(name="Public Agent")
     private_card = card_v1(name="Private Agent")
     with card_site({"/.well-known/agent-card.json": card_json(public_card)}) as (
-            public_site, public_url):
+        public_site,
+        public_url,
+    ):
         port = int(public_url.rsplit(":", 1)[1])
-        with card_site({"/.well-known/agent-card.json": card_json(private_card)},
-                       host="127.0.0.2", port=port) as (private_site, _):
+        with card_site(
+            {"/.well-known/agent-card.json": card_json(private_card)}, host="127.0.0.2", port=port
+        ) as (private_site, _):
             resolver["rebind.example"] = ["127.0.0.1", "127.0.0.2"]
             response = register(api, f"http://rebind.example:{port}")
     assert private_site.hits == []
@@ -171,15 +180,20 @@ def test_a_card_that_never_ends_is_cut_at_the_limit(api, settings, allow_private
     assert nothing_stored()
 
 
-def test_a_card_that_declares_a_huge_length_is_refused_before_reading(api, settings,
-                                                                       allow_private_urls):
+def test_a_card_that_declares_a_huge_length_is_refused_before_reading(
+    api, settings, allow_private_urls
+):
     settings.RELAY_CARD_MAX_BYTES = 1000
     document = json.dumps(card_v1(description="y" * 5000))
     from starlette.responses import Response
 
-    with card_site({"/.well-known/agent-card.json":
-                    lambda request: Response(document, media_type="application/json")}) as (
-            site, url):
+    with card_site(
+        {
+            "/.well-known/agent-card.json": lambda request: Response(
+                document, media_type="application/json"
+            )
+        }
+    ) as (site, url):
         response = register(api, url)
     assert response.json()["error"]["code"] == "too_large"
     assert nothing_stored()
@@ -199,8 +213,9 @@ def fresh_counters():
     caches["default"].clear()
 
 
-def test_a_burst_over_the_key_limit_gets_429_with_retry_after(api, settings, fresh_counters,
-                                                              anonymous):
+def test_a_burst_over_the_key_limit_gets_429_with_retry_after(
+    api, settings, fresh_counters, anonymous
+):
     settings.RELAY_RATE_LIMIT_PER_KEY = 3
     statuses = [api.get("/a2a/registry").status_code for _ in range(3)]
     refused = api.post("/a2a/registry", {"url": "http://agent.example/"}, format="json")
@@ -227,8 +242,9 @@ def test_the_team_api_counts_against_the_same_budget(api, settings, fresh_counte
 @pytest.mark.parametrize("value", ["Ñ-secret", "line\r\nX-Injected: 1", " padded", "tab\t"])
 def test_a_credential_no_http_client_could_send_is_refused_not_a_500(api, value):
     """Regression: a non-ASCII header value was stored, then crashed the card fetch (500)."""
-    response = register(api, "http://agent.example/",
-                        credentials={"headerName": "X-Api-Key", "headerValue": value})
+    response = register(
+        api, "http://agent.example/", credentials={"headerName": "X-Api-Key", "headerValue": value}
+    )
     assert response.status_code == 400, response.content
     assert response.json()["error"]["code"] == "invalid_request"
     assert "headerValue" in response.json()["error"]["message"]
@@ -249,10 +265,13 @@ def test_a_body_over_the_size_limit_is_a_413_in_the_api_error_body(api, api_key,
     assert nothing_stored()
 
 
-@pytest.mark.parametrize("method,path", [("post", "/a2a/registry"), ("post", "/a2a/teams"),
-                                         ("patch", "/a2a/registry/{id}")])
-def test_a_body_nested_a_hundred_thousand_levels_deep_is_a_400_not_a_500(api, api_key, method,
-                                                                         path):
+@pytest.mark.parametrize(
+    "method,path",
+    [("post", "/a2a/registry"), ("post", "/a2a/teams"), ("patch", "/a2a/registry/{id}")],
+)
+def test_a_body_nested_a_hundred_thousand_levels_deep_is_a_400_not_a_500(
+    api, api_key, method, path
+):
     """Regression: DRF's JSON parser recursed into it and failed with RecursionError (500)."""
     from tests.factories import make_agent
 
@@ -261,8 +280,7 @@ def test_a_body_nested_a_hundred_thousand_levels_deep_is_a_400_not_a_500(api, ap
     agent = make_agent(name="Deep")
     before = Agent.objects.filter(pk=agent.pk).values().get()
     body = "[" * 100_000 + "]" * 100_000
-    response = getattr(api, method)(path.format(id=agent.pk), body,
-                                    content_type="application/json")
+    response = getattr(api, method)(path.format(id=agent.pk), body, content_type="application/json")
     assert response.status_code == 400, response.content[:300]
     error = response.json()["error"]
     assert "nested deeper than the limit of 64 levels" in error["message"]

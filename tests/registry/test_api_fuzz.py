@@ -55,9 +55,15 @@ def counts() -> tuple[int, ...]:
 
 
 @API.parametrize()
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                 HealthCheck.filter_too_much])
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+    ],
+)
 def test_the_registry_api_never_fails_and_stores_nothing_it_refuses(case, fuzzing):
     before = counts()
     response = case.call(headers=fuzzing)

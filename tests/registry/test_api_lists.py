@@ -15,11 +15,20 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def three_agents():
-    make_agent(agent_id="alpha", name="Alpha", skills=[skill("translate")],
-               capabilities={"streaming": True})
+    make_agent(
+        agent_id="alpha",
+        name="Alpha",
+        skills=[skill("translate")],
+        capabilities={"streaming": True},
+    )
     make_agent(agent_id="beta", name="Beta", skills=[skill("chart")])
-    make_agent(agent_id="gamma", name="Gamma", skills=[skill("search")],
-               capabilities={"pushNotifications": True}, status="deprecated")
+    make_agent(
+        agent_id="gamma",
+        name="Gamma",
+        skills=[skill("search")],
+        capabilities={"pushNotifications": True},
+        status="deprecated",
+    )
 
 
 def listed(client, path="/a2a/registry", key="agents", **query):
@@ -64,18 +73,35 @@ def test_the_default_page_is_thirty_agents(anonymous):
     assert body["nextCursor"] is not None
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    ("true", ["alpha"]), ("1", ["alpha"]), ("yes", ["alpha"]), ("TRUE", ["alpha"]),
-    ("false", ["beta", "gamma"]), ("0", ["beta", "gamma"]), ("no", ["beta", "gamma"]),
-    ("", ["alpha", "beta", "gamma"]),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("true", ["alpha"]),
+        ("1", ["alpha"]),
+        ("yes", ["alpha"]),
+        ("TRUE", ["alpha"]),
+        ("false", ["beta", "gamma"]),
+        ("0", ["beta", "gamma"]),
+        ("no", ["beta", "gamma"]),
+        ("", ["alpha", "beta", "gamma"]),
+    ],
+)
 def test_booleans_take_every_spelling_they_always_took(anonymous, three_agents, value, expected):
     assert listed(anonymous, streaming=value) == expected
 
 
 def test_empty_and_unknown_parameters_are_ignored(anonymous, three_agents):
-    assert listed(anonymous, q="", tag="", status="", health="", updatedSince="",
-                  limit="", cursor="", colour="blue") == ["alpha", "beta", "gamma"]
+    assert listed(
+        anonymous,
+        q="",
+        tag="",
+        status="",
+        health="",
+        updatedSince="",
+        limit="",
+        cursor="",
+        colour="blue",
+    ) == ["alpha", "beta", "gamma"]
 
 
 def test_filters_combine(anonymous, three_agents):
@@ -83,33 +109,40 @@ def test_filters_combine(anonymous, three_agents):
     assert listed(anonymous, status="active", pushNotifications="true") == []
 
 
-@pytest.mark.parametrize(("query", "message"), [
-    ({"streaming": "maybe"}, "streaming must be true or false, not 'maybe'"),
-    ({"pushNotifications": "2"}, "pushNotifications must be true or false, not '2'"),
-    ({"status": "gone"}, "status must be one of active, deprecated, disabled, not 'gone'"),
-    ({"health": "sick"},
-     "health must be one of unknown, healthy, degraded, unhealthy, not 'sick'"),
-    ({"updatedSince": "yesterday"},
-     "updatedSince must be an ISO 8601 time with a zone, e.g. 2026-01-01T00:00:00Z"),
-    ({"updatedSince": "2026-01-01T00:00:00"},
-     "updatedSince must be an ISO 8601 time with a zone, e.g. 2026-01-01T00:00:00Z"),
-    ({"limit": "0"}, "limit must be between 1 and 100"),
-    ({"limit": "101"}, "limit must be between 1 and 100"),
-    ({"limit": "-3"}, "limit must be between 1 and 100"),
-    ({"limit": "many"}, "limit must be a whole number"),
-    ({"cursor": "!!!"}, "cursor is not one this registry gave out"),
-    ({"cursor": "_w"}, "cursor is not one this registry gave out"),
-])
-def test_bad_list_parameters_are_a_400_with_the_message_they_always_had(anonymous, query,
-                                                                         message):
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ({"streaming": "maybe"}, "streaming must be true or false, not 'maybe'"),
+        ({"pushNotifications": "2"}, "pushNotifications must be true or false, not '2'"),
+        ({"status": "gone"}, "status must be one of active, deprecated, disabled, not 'gone'"),
+        (
+            {"health": "sick"},
+            "health must be one of unknown, healthy, degraded, unhealthy, not 'sick'",
+        ),
+        (
+            {"updatedSince": "yesterday"},
+            "updatedSince must be an ISO 8601 time with a zone, e.g. 2026-01-01T00:00:00Z",
+        ),
+        (
+            {"updatedSince": "2026-01-01T00:00:00"},
+            "updatedSince must be an ISO 8601 time with a zone, e.g. 2026-01-01T00:00:00Z",
+        ),
+        ({"limit": "0"}, "limit must be between 1 and 100"),
+        ({"limit": "101"}, "limit must be between 1 and 100"),
+        ({"limit": "-3"}, "limit must be between 1 and 100"),
+        ({"limit": "many"}, "limit must be a whole number"),
+        ({"cursor": "!!!"}, "cursor is not one this registry gave out"),
+        ({"cursor": "_w"}, "cursor is not one this registry gave out"),
+    ],
+)
+def test_bad_list_parameters_are_a_400_with_the_message_they_always_had(anonymous, query, message):
     assert refusal(anonymous, **query) == {"code": "invalid_query", "message": message}
 
 
 def test_the_team_list_pages_like_the_agent_list(anonymous):
     make_agent(agent_id="writer")
     for team_id in ("a", "b", "c"):
-        teams.team_create(team_id=team_id, name=team_id, members=["writer"],
-                          default_agent="writer")
+        teams.team_create(team_id=team_id, name=team_id, members=["writer"], default_agent="writer")
 
     first = anonymous.get("/a2a/teams", {"limit": 2}).json()
 
@@ -119,11 +152,16 @@ def test_the_team_list_pages_like_the_agent_list(anonymous):
     assert listed(anonymous, "/a2a/teams", "teams", limit="", cursor="") == ["a", "b", "c"]
 
 
-@pytest.mark.parametrize(("query", "message"), [
-    ({"limit": "0"}, "limit must be between 1 and 100"),
-    ({"limit": "x"}, "limit must be a whole number"),
-    ({"cursor": "%%"}, "cursor is not one this registry gave out"),
-])
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ({"limit": "0"}, "limit must be between 1 and 100"),
+        ({"limit": "x"}, "limit must be a whole number"),
+        ({"cursor": "%%"}, "cursor is not one this registry gave out"),
+    ],
+)
 def test_bad_team_list_parameters_are_a_400(anonymous, query, message):
-    assert refusal(anonymous, "/a2a/teams", **query) == {"code": "invalid_query",
-                                                         "message": message}
+    assert refusal(anonymous, "/a2a/teams", **query) == {
+        "code": "invalid_query",
+        "message": message,
+    }

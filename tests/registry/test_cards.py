@@ -23,22 +23,45 @@ def card_v1(**overrides):
         "description": "Forecasts",
         "version": "2.1.0",
         "supportedInterfaces": [
-            {"url": "https://w.example/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-            {"url": "https://w.example/rest", "protocolBinding": "HTTP+JSON",
-             "protocolVersion": "1.0"},
-            {"url": "https://w.example/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            {
+                "url": "https://w.example/a2a",
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": "1.0",
+            },
+            {
+                "url": "https://w.example/rest",
+                "protocolBinding": "HTTP+JSON",
+                "protocolVersion": "1.0",
+            },
+            {
+                "url": "https://w.example/a2a",
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": "0.3",
+            },
         ],
         "provider": {"organization": "Met", "url": "https://met.example"},
         "capabilities": {
             "streaming": True,
-            "extensions": [{"uri": CLIENT_ROUTING_URI, "required": False,
-                            "params": {"maxPeers": 5, "nested": {"a": [1, 2]}}}],
+            "extensions": [
+                {
+                    "uri": CLIENT_ROUTING_URI,
+                    "required": False,
+                    "params": {"maxPeers": 5, "nested": {"a": [1, 2]}},
+                }
+            ],
         },
         "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["text/plain", "application/json"],
-        "skills": [{"id": "forecast", "name": "Forecast", "description": "Tomorrow's weather",
-                    "tags": ["weather", "forecast"], "examples": ["rain in Oslo?"],
-                    "inputModes": ["text/plain"]}],
+        "skills": [
+            {
+                "id": "forecast",
+                "name": "Forecast",
+                "description": "Tomorrow's weather",
+                "tags": ["weather", "forecast"],
+                "examples": ["rain in Oslo?"],
+                "inputModes": ["text/plain"],
+            }
+        ],
     }
     card.update(overrides)
     return card
@@ -95,10 +118,15 @@ def test_item3_integer_extension_params_stay_integers_in_the_normalized_card(mak
     """Issue 13, item 3: ``"level": 2`` came back as ``2.0`` (and large integers lost digits)
     in the normalized card the relay serves, because protobuf's Struct holds doubles."""
     params = {"level": 2, "big": BIG, "ratio": 0.5, "nested": {"list": [1, {"deep": 3}]}}
-    document = make(capabilities={"streaming": True, "extensions": [
-        {"uri": "https://ext.example/a", "params": {"first": 1}},
-        {"uri": "https://ext.example/b", "params": params},
-    ]})
+    document = make(
+        capabilities={
+            "streaming": True,
+            "extensions": [
+                {"uri": "https://ext.example/a", "params": {"first": 1}},
+                {"uri": "https://ext.example/b", "params": params},
+            ],
+        }
+    )
     card = parse_card(document)
     served = card.normalized["capabilities"]["extensions"]
     assert exact_json(served[0]["params"]) == exact_json({"first": 1})
@@ -138,10 +166,14 @@ def test_a_card_without_protocol_version_from_the_legacy_path_is_0_2():
     ("document", "missing"),
     [
         ({k: v for k, v in card_v1().items() if k != "name"}, ["name"]),
-        ({k: v for k, v in card_v1().items() if k not in ("skills", "version")},
-         ["version", "skills"]),
-        (card_v1(supportedInterfaces=[{"url": "https://x"}]),
-         ["supportedInterfaces[0].protocolBinding", "supportedInterfaces[0].protocolVersion"]),
+        (
+            {k: v for k, v in card_v1().items() if k not in ("skills", "version")},
+            ["version", "skills"],
+        ),
+        (
+            card_v1(supportedInterfaces=[{"url": "https://x"}]),
+            ["supportedInterfaces[0].protocolBinding", "supportedInterfaces[0].protocolVersion"],
+        ),
         (card_v1(skills=[{"id": "s", "name": "S"}]), ["skills[0].description"]),
         ({k: v for k, v in card_v03().items() if k != "url"}, ["url"]),
     ],
@@ -157,10 +189,22 @@ def test_a_card_missing_required_fields_is_refused_naming_them(document, missing
 
 @pytest.mark.parametrize(
     "document",
-    [[], "card", card_v1(name=5), card_v1(skills={"id": "x"}), card_v1(capabilities=[]),
-     card_v1(skills=["x"])],
-    ids=["list", "string", "name-not-string", "skills-not-list", "capabilities-not-object",
-         "skill-not-object"],
+    [
+        [],
+        "card",
+        card_v1(name=5),
+        card_v1(skills={"id": "x"}),
+        card_v1(capabilities=[]),
+        card_v1(skills=["x"]),
+    ],
+    ids=[
+        "list",
+        "string",
+        "name-not-string",
+        "skills-not-list",
+        "capabilities-not-object",
+        "skill-not-object",
+    ],
 )
 def test_a_malformed_card_is_refused_with_an_invalid_card_error(document):
     with pytest.raises(InvalidCardError):
@@ -179,8 +223,9 @@ def test_card_diff_shows_changed_lines_only_when_cards_differ():
     assert '+  "version": "2.2.0"' in diff
 
 
-@pytest.mark.parametrize(("given", "expected"),
-                         [("0.3.0", "0.3"), ("1.0", "1.0"), ("1", "1.0"), ("0.2.5", "0.2")])
+@pytest.mark.parametrize(
+    ("given", "expected"), [("0.3.0", "0.3"), ("1.0", "1.0"), ("1", "1.0"), ("0.2.5", "0.2")]
+)
 def test_versions_are_compared_as_major_minor(given, expected):
     assert major_minor(given) == expected
 
@@ -191,6 +236,7 @@ def test_card_generation_prefers_supported_interfaces():
 
 def test_the_card_parser_imports_no_django():
     code = "import sys, registry.cards; print('django' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == "False"

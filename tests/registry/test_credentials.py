@@ -36,10 +36,16 @@ pytestmark = pytest.mark.usefixtures("allow_private_urls")
 SECRET = "s3cret-Value-9f8e7d"
 KINDS = {
     "bearer": ({"kind": "bearer", "value": SECRET}, "authorization", f"Bearer {SECRET}"),
-    "header": ({"kind": "header", "headerName": "X-Agent-Key", "value": SECRET},
-               "x-agent-key", SECRET),
-    "basic": ({"kind": "basic", "value": f"relay:{SECRET}"}, "authorization",
-              "Basic " + base64.b64encode(f"relay:{SECRET}".encode()).decode()),
+    "header": (
+        {"kind": "header", "headerName": "X-Agent-Key", "value": SECRET},
+        "x-agent-key",
+        SECRET,
+    ),
+    "basic": (
+        {"kind": "basic", "value": f"relay:{SECRET}"},
+        "authorization",
+        "Basic " + base64.b64encode(f"relay:{SECRET}".encode()).decode(),
+    ),
     "legacy": ({"headerName": "X-Agent-Key", "headerValue": SECRET}, "x-agent-key", SECRET),
 }
 
@@ -89,8 +95,9 @@ def test_credentials_never_show_their_value_in_a_repr():
 @pytest.mark.django_db
 def test_a_credential_stored_before_kinds_is_sent_as_a_header():
     agent = make_agent(agent_id="old")
-    Agent.objects.filter(pk="old").update(auth_kind="", auth_header_name="X-Old",
-                                          auth_header_value=secrets.encrypt("v1"))
+    Agent.objects.filter(pk="old").update(
+        auth_kind="", auth_header_name="X-Old", auth_header_value=secrets.encrypt("v1")
+    )
     agent.refresh_from_db()
 
     assert upstream_auth_headers(agent) == {"X-Old": "v1"}
@@ -112,11 +119,13 @@ async def test_each_kind_reaches_the_agent_on_card_fetch_and_on_calls(kind, capl
         client, key = await sync_to_async(client_with_key)()
 
         registered = await sync_to_async(client.post)(
-            "/a2a/registry", {"url": url, "id": "guarded", "credentials": body}, format="json")
+            "/a2a/registry", {"url": url, "id": "guarded", "credentials": body}, format="json"
+        )
         assert registered.status_code == 201, registered.content
         async with relay_client() as relay:
-            answered = await relay.post("/a2a/agents/guarded/", json=JSONRPC_1.send().body,
-                                        headers=JSONRPC_1.headers(key))
+            answered = await relay.post(
+                "/a2a/agents/guarded/", json=JSONRPC_1.send().body, headers=JSONRPC_1.headers(key)
+            )
         refreshed = await sync_to_async(client.post)("/a2a/registry/guarded/refresh")
 
     assert answered.status_code == 200 and "result" in answered.json(), answered.text
@@ -129,17 +138,21 @@ async def test_each_kind_reaches_the_agent_on_card_fetch_and_on_calls(kind, capl
     # Everything logged in this process but by the agent itself (the a2a-sdk server, which logs
     # the headers it receives at DEBUG, runs here only because the test serves it): the relay,
     # Django, httpx and httpcore.
-    relay_log = "\n".join(record.getMessage() for record in caplog.records
-                          if not record.name.startswith(("a2a.", "uvicorn")))
+    relay_log = "\n".join(
+        record.getMessage()
+        for record in caplog.records
+        if not record.name.startswith(("a2a.", "uvicorn"))
+    )
     assert "HTTP Request" in relay_log, "httpx's request log is in what is checked"
-    for text in (registered.content.decode(), refreshed.content.decode(), answered.text,
-                 relay_log):
+    for text in (registered.content.decode(), refreshed.content.decode(), answered.text, relay_log):
         assert SECRET not in text
     stored = await sync_to_async(Agent.objects.get)(pk="guarded")
     assert SECRET not in stored.auth_header_value
     audit = await sync_to_async(
-        lambda: list(AuditEntry.objects.filter(object_id="guarded").values_list("changes",
-                                                                                flat=True)))()
+        lambda: list(
+            AuditEntry.objects.filter(object_id="guarded").values_list("changes", flat=True)
+        )
+    )()
     assert SECRET not in json.dumps(audit)
 
 
@@ -149,8 +162,10 @@ async def test_without_its_credential_the_agent_refuses_and_nothing_is_stored():
     with running(guarded("authorization", f"Bearer {SECRET}", recording)) as url:
         client, _ = await sync_to_async(client_with_key)()
         wrong = await sync_to_async(client.post)(
-            "/a2a/registry", {"url": url, "credentials": {"kind": "bearer", "value": "nope"}},
-            format="json")
+            "/a2a/registry",
+            {"url": url, "credentials": {"kind": "bearer", "value": "nope"}},
+            format="json",
+        )
 
     assert wrong.status_code == 422
     assert wrong.json()["error"]["code"] == "upstream_error"
@@ -162,17 +177,29 @@ async def test_without_its_credential_the_agent_refuses_and_nothing_is_stored():
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(("credentials", "field"), [
-    ({"kind": "header", "value": "v"}, "headerName"),
-    ({"kind": "bearer", "headerName": "X-Key", "value": "v"}, "headerName"),
-    ({"kind": "basic", "value": "no-colon"}, "value"),
-    ({"kind": "bearer", "value": "line\r\nX-Injected: 1"}, "value"),
-    ({"kind": "bearer"}, "value"),
-    ({"kind": "bearer", "value": "a", "headerValue": "b"}, "value"),
-    ({"kind": "oauth", "value": "v"}, "kind"),
-    ({"headerName": "bad header", "headerValue": "v"}, "headerName"),
-], ids=["header-without-name", "bearer-with-name", "basic-without-colon", "line-break",
-        "no-value", "two-values", "unknown-kind", "bad-header-name"])
+@pytest.mark.parametrize(
+    ("credentials", "field"),
+    [
+        ({"kind": "header", "value": "v"}, "headerName"),
+        ({"kind": "bearer", "headerName": "X-Key", "value": "v"}, "headerName"),
+        ({"kind": "basic", "value": "no-colon"}, "value"),
+        ({"kind": "bearer", "value": "line\r\nX-Injected: 1"}, "value"),
+        ({"kind": "bearer"}, "value"),
+        ({"kind": "bearer", "value": "a", "headerValue": "b"}, "value"),
+        ({"kind": "oauth", "value": "v"}, "kind"),
+        ({"headerName": "bad header", "headerValue": "v"}, "headerName"),
+    ],
+    ids=[
+        "header-without-name",
+        "bearer-with-name",
+        "basic-without-colon",
+        "line-break",
+        "no-value",
+        "two-values",
+        "unknown-kind",
+        "bad-header-name",
+    ],
+)
 def test_the_api_refuses_bad_credentials_and_changes_nothing(credentials, field):
     agent = make_agent(agent_id="weather")
     client, _ = client_with_key()
@@ -180,8 +207,7 @@ def test_the_api_refuses_bad_credentials_and_changes_nothing(credentials, field)
     admin_key = api_key_create(name="admin", is_admin=True)[1]
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {admin_key}")
 
-    response = client.patch("/a2a/registry/weather", {"credentials": credentials},
-                            format="json")
+    response = client.patch("/a2a/registry/weather", {"credentials": credentials}, format="json")
 
     assert response.status_code == 400, response.content
     error = response.json()["error"]
@@ -197,16 +223,19 @@ def test_patching_credentials_changes_the_kind_and_never_returns_the_value():
     make_agent(agent_id="weather")
     client = APIClient()
     client.credentials(
-        HTTP_AUTHORIZATION=f"Bearer {api_key_create(name='admin', is_admin=True)[1]}")
+        HTTP_AUTHORIZATION=f"Bearer {api_key_create(name='admin', is_admin=True)[1]}"
+    )
 
-    set_bearer = client.patch("/a2a/registry/weather",
-                              {"credentials": {"kind": "bearer", "value": SECRET}},
-                              format="json")
+    set_bearer = client.patch(
+        "/a2a/registry/weather", {"credentials": {"kind": "bearer", "value": SECRET}}, format="json"
+    )
     removed = client.patch("/a2a/registry/weather", {"credentials": None}, format="json")
 
     assert set_bearer.status_code == 200
     assert (set_bearer.json()["hasCredentials"], set_bearer.json()["credentialKind"]) == (
-        True, "bearer")
+        True,
+        "bearer",
+    )
     assert SECRET not in set_bearer.content.decode()
     assert (removed.json()["hasCredentials"], removed.json()["credentialKind"]) == (False, None)
     agent = Agent.objects.get(pk="weather")
@@ -221,7 +250,8 @@ def test_the_admin_sets_a_basic_credential_and_shows_it_masked(admin_client):
     make_agent(agent_id="ledger", name="Ledger")
     url = reverse("admin:registry_agent_change", args=["ledger"])
     data = form_data(admin_client.get(url), "agent_form") | {
-        "credential_kind": "basic", "credential_header_name": "",
+        "credential_kind": "basic",
+        "credential_header_name": "",
         "credential_header_value": f"relay:{SECRET}",
     }
 
@@ -230,7 +260,8 @@ def test_the_admin_sets_a_basic_credential_and_shows_it_masked(admin_client):
     assert response.status_code == 302, response.context["errors"] if response.context else ""
     agent = Agent.objects.get(pk="ledger")
     assert upstream_auth_headers(agent) == {
-        "Authorization": "Basic " + base64.b64encode(f"relay:{SECRET}".encode()).decode()}
+        "Authorization": "Basic " + base64.b64encode(f"relay:{SECRET}".encode()).decode()
+    }
     shown = admin_client.get(url).content.decode()
     assert SECRET not in shown
     assert "basic (user:password) is set (rela…)" in shown
@@ -244,7 +275,8 @@ def test_the_admin_refuses_a_header_credential_without_a_header_name(admin_clien
     agent = make_agent(agent_id="ledger", name="Ledger")
     url = reverse("admin:registry_agent_change", args=["ledger"])
     data = form_data(admin_client.get(url), "agent_form") | {
-        "credential_kind": "header", "credential_header_name": "",
+        "credential_kind": "header",
+        "credential_header_name": "",
         "credential_header_value": SECRET,
     }
 
@@ -260,8 +292,11 @@ def test_the_admin_refuses_a_header_credential_without_a_header_name(admin_clien
 def test_agent_update_keeps_credentials_out_of_the_audit_log():
     agent = make_agent(agent_id="weather")
 
-    agent_update(agent=agent, fields={"credentials": Credentials("X-Key", SECRET, "header"),
-                                      "name": "Weather 2"}, actor="key:br_test")
+    agent_update(
+        agent=agent,
+        fields={"credentials": Credentials("X-Key", SECRET, "header"), "name": "Weather 2"},
+        actor="key:br_test",
+    )
 
     entry = AuditEntry.objects.get(object_id="weather", action="update")
     assert entry.changes == {"name": "Weather 2", "credentials": "set (header)"}
@@ -282,13 +317,16 @@ def test_each_kind_reaches_the_agent_on_health_probes(kind):
     recording = Recording(v1_only_agent)
     with running(guarded(header, value, recording)) as url:
         client, _ = client_with_key()
-        response = client.post("/a2a/registry", {"url": url, "id": "guarded", "credentials": body},
-                               format="json")
+        response = client.post(
+            "/a2a/registry", {"url": url, "id": "guarded", "credentials": body}, format="json"
+        )
         assert response.status_code == 201, response.content
         recording.requests.clear()
         health_services.sweep_now(agent_ids=["guarded"])
     results = {result.level: result for result in ProbeResult.objects.filter(agent_id="guarded")}
     assert {level: result.ok for level, result in results.items()} == {
-        "card": True, "transport": True}, {r.level: r.detail for r in results.values()}
+        "card": True,
+        "transport": True,
+    }, {r.level: r.detail for r in results.values()}
     assert len(recording.requests) == 2
     assert all(request.headers.get(header) == value for request in recording.requests)

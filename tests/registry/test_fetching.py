@@ -35,8 +35,10 @@ def test_a_base_url_finds_the_1_0_card_at_the_well_known_path():
 
 
 def test_an_agent_under_a_path_prefix_is_found_there_first():
-    routes = {"/prefix/agent/.well-known/agent-card.json": card_json(card_v03(name="Prefixed")),
-              "/.well-known/agent-card.json": card_json(card_v1(name="Origin"))}
+    routes = {
+        "/prefix/agent/.well-known/agent-card.json": card_json(card_v03(name="Prefixed")),
+        "/.well-known/agent-card.json": card_json(card_v1(name="Origin")),
+    }
     with card_site(routes) as (site, url):
         fetched = fetch_card(f"{url}/prefix/agent")
     assert fetched.card.name == "Prefixed"
@@ -58,8 +60,10 @@ def test_credentials_are_sent_with_the_card_request():
 
 
 def test_redirects_are_followed_within_the_limit():
-    routes = {"/.well-known/agent-card.json": redirect("/cards/real.json"),
-              "/cards/real.json": card_json(card_v1())}
+    routes = {
+        "/.well-known/agent-card.json": redirect("/cards/real.json"),
+        "/cards/real.json": card_json(card_v1()),
+    }
     with card_site(routes) as (site, url):
         fetched = fetch_card(url)
     assert fetched.url == f"{url}/cards/real.json"
@@ -73,11 +77,19 @@ def test_redirects_are_followed_within_the_limit():
         ({"/.well-known/agent-card.json": status(500)}, "upstream_error"),
         ({"/.well-known/agent-card.json": card_json({"name": "half"})}, "invalid_card"),
         ({"/.well-known/agent-card.json": oversized_card(card_v1(), 1024 * 1024)}, "too_large"),
-        ({"/.well-known/agent-card.json": redirect("/.well-known/agent-card.json")},
-         "too_many_redirects"),
+        (
+            {"/.well-known/agent-card.json": redirect("/.well-known/agent-card.json")},
+            "too_many_redirects",
+        ),
     ],
-    ids=["nothing-published", "html", "server-error", "missing-fields", "oversized",
-         "redirect-loop"],
+    ids=[
+        "nothing-published",
+        "html",
+        "server-error",
+        "missing-fields",
+        "oversized",
+        "redirect-loop",
+    ],
 )
 def test_a_site_without_a_usable_card_gives_a_named_error(routes, code):
     with card_site(routes) as (site, url), pytest.raises(CardFetchError) as raised:
@@ -97,8 +109,10 @@ def test_an_unreachable_host_is_reported_as_unreachable():
 
 def test_a_hanging_host_times_out(settings):
     settings.RELAY_FETCH_TIMEOUT = 0.3
-    with card_site({"/.well-known/agent-card.json": hang(5)}) as (site, url), \
-            pytest.raises(CardFetchError) as raised:
+    with (
+        card_site({"/.well-known/agent-card.json": hang(5)}) as (site, url),
+        pytest.raises(CardFetchError) as raised,
+    ):
         fetch_card(url)
     assert raised.value.code == "timeout"
 
@@ -108,8 +122,21 @@ def test_a_hanging_host_times_out(settings):
 
 @pytest.mark.parametrize(
     "address",
-    ["127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1",
-     "0.0.0.0", "::1", "fe80::1", "fc00::1", "::ffff:127.0.0.1", "224.0.0.1", "fd00:ec2::254"],
+    [
+        "127.0.0.1",
+        "10.1.2.3",
+        "172.16.0.1",
+        "192.168.1.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "0.0.0.0",
+        "::1",
+        "fe80::1",
+        "fc00::1",
+        "::ffff:127.0.0.1",
+        "224.0.0.1",
+        "fd00:ec2::254",
+    ],
 )
 def test_non_public_addresses_are_not_public(address):
     assert not outbound.is_public_address(address)
@@ -122,8 +149,13 @@ def test_public_addresses_are_public(address):
 
 @pytest.mark.parametrize(
     "url",
-    ["file:///etc/passwd", "gopher://x.example/", "http://user:pw@a.example/", "http:///nohost",
-     "http://a.example:99999/"],
+    [
+        "file:///etc/passwd",
+        "gopher://x.example/",
+        "http://user:pw@a.example/",
+        "http:///nohost",
+        "http://a.example:99999/",
+    ],
 )
 def test_urls_of_the_wrong_shape_are_refused_before_any_connection(url):
     with pytest.raises(CardFetchError) as raised:
@@ -156,17 +188,18 @@ def loopback_one_is_public(monkeypatch, settings):
     on redirects and rebinding can be shown with two local servers."""
     settings.RELAY_ALLOW_PRIVATE_URLS = False
     real = outbound.is_public_address
-    monkeypatch.setattr(outbound, "is_public_address",
-                        lambda address: address == "127.0.0.1" or real(address))
+    monkeypatch.setattr(
+        outbound, "is_public_address", lambda address: address == "127.0.0.1" or real(address)
+    )
 
 
 def test_a_redirect_to_a_private_address_is_refused(loopback_one_is_public):
     inner_card = {"/.well-known/agent-card.json": card_json(card_v1())}
     with card_site(inner_card, host="127.0.0.2") as (private_site, private_url):
-        outer = {"/.well-known/agent-card.json": redirect(
-            f"{private_url}/.well-known/agent-card.json")}
-        with card_site(outer) as (public_site, public_url), \
-                pytest.raises(CardFetchError) as raised:
+        outer = {
+            "/.well-known/agent-card.json": redirect(f"{private_url}/.well-known/agent-card.json")
+        }
+        with card_site(outer) as (public_site, public_url), pytest.raises(CardFetchError) as raised:
             fetch_card(public_url)
     assert raised.value.code == "unsafe_url"
     assert public_site.hits == ["/.well-known/agent-card.json"]

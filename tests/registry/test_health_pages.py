@@ -21,16 +21,29 @@ pytestmark = pytest.mark.django_db
 def probes(agent, latencies, *, failed: int = 0, now=None):
     now = now or timezone.now()
     for index, latency in enumerate(latencies):
-        ProbeResult.objects.create(agent=agent, level="transport", ok=True, latency_ms=latency,
-                                   checked_at=now - timedelta(minutes=len(latencies) - index))
+        ProbeResult.objects.create(
+            agent=agent,
+            level="transport",
+            ok=True,
+            latency_ms=latency,
+            checked_at=now - timedelta(minutes=len(latencies) - index),
+        )
     for _ in range(failed):
-        ProbeResult.objects.create(agent=agent, level="transport", ok=False, category="refused",
-                                   checked_at=now - timedelta(seconds=30))
+        ProbeResult.objects.create(
+            agent=agent,
+            level="transport",
+            ok=False,
+            category="refused",
+            checked_at=now - timedelta(seconds=30),
+        )
 
 
 def list_item(html: str, agent_id: str) -> str:
-    match = re.search(rf'<li class="agent" id="agent-{agent_id}">(.*?)</li>\s*(?=<li class="agent"|</ul>)',
-                      html, re.S)
+    match = re.search(
+        rf'<li class="agent" id="agent-{agent_id}">(.*?)</li>\s*(?=<li class="agent"|</ul>)',
+        html,
+        re.S,
+    )
     assert match, f"no list item for {agent_id}"
     return match.group(1)
 
@@ -52,7 +65,8 @@ def test_the_list_shows_a_latency_sparkline_for_probed_agents_only(client):
 
 
 def test_sparklines_cost_one_query_for_the_page_whatever_the_agent_count(
-        client, django_assert_max_num_queries):
+    client, django_assert_max_num_queries
+):
     for number in range(3):
         probes(make_agent(agent_id=f"few-{number}"), [5.0, 6.0])
     with django_assert_max_num_queries(4):
@@ -80,7 +94,8 @@ def test_the_agent_page_shows_the_last_day_in_numbers_and_as_a_chart(client):
     for state in (TaskState.COMPLETED, TaskState.FAILED):
         task = make_task(agent, state=state)
         type(task).objects.filter(pk=task.pk).update(
-            created_at=moment - timedelta(minutes=5), completed_at=moment)
+            created_at=moment - timedelta(minutes=5), completed_at=moment
+        )
 
     html = client.get(reverse("agent-page", args=["weather"])).content.decode()
 
@@ -101,11 +116,17 @@ def test_the_agent_page_shows_the_last_day_in_numbers_and_as_a_chart(client):
 def test_the_agent_page_lists_recent_health_changes_newest_first_and_escaped(client):
     agent = make_agent(agent_id="weather")
     now = timezone.now()
-    HealthEvent.objects.create(agent=agent, from_state="unknown", to_state="healthy",
-                               at=now - timedelta(hours=2))
-    HealthEvent.objects.create(agent=agent, kind="breaker", from_state="closed",
-                               to_state="open", reason="<script>5 failures</script>",
-                               at=now - timedelta(minutes=5))
+    HealthEvent.objects.create(
+        agent=agent, from_state="unknown", to_state="healthy", at=now - timedelta(hours=2)
+    )
+    HealthEvent.objects.create(
+        agent=agent,
+        kind="breaker",
+        from_state="closed",
+        to_state="open",
+        reason="<script>5 failures</script>",
+        at=now - timedelta(minutes=5),
+    )
 
     html = client.get(reverse("agent-page", args=["weather"])).content.decode()
 
@@ -118,14 +139,15 @@ def test_the_agent_page_lists_recent_health_changes_newest_first_and_escaped(cli
 def test_an_agent_never_probed_shows_dashes_and_an_empty_chart(client):
     make_agent(agent_id="fresh")
     html = client.get(reverse("agent-page", args=["fresh"])).content.decode()
-    assert "Success rate</dt><dd><span class=\"muted\">—</span>" in html
+    assert 'Success rate</dt><dd><span class="muted">—</span>' in html
     assert "No health changes recorded yet." in html
     chart = re.search(r'<svg class="hour-chart".*?</svg>', html, re.S).group(0)
     assert "chart-ok" not in chart and "chart-latency" not in chart
 
 
 def test_the_agent_page_query_count_does_not_grow_with_probes_or_events(
-        client, django_assert_max_num_queries):
+    client, django_assert_max_num_queries
+):
     agent = make_agent(agent_id="weather")
     probes(agent, [1.0])
     with django_assert_max_num_queries(20) as few:

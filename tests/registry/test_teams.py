@@ -548,11 +548,14 @@ def test_anonymous_writes_are_401_and_change_nothing(anonymous, agents, method, 
     assert Team.objects.count() == 1
 
 
-@pytest.mark.parametrize(("method", "path", "body"), [
-    ("post", "/a2a/teams", team_body(id="other")),
-    ("patch", "/a2a/teams/crew", {"name": "Renamed"}),
-    ("delete", "/a2a/teams/crew", None),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("post", "/a2a/teams", team_body(id="other")),
+        ("patch", "/a2a/teams/crew", {"name": "Renamed"}),
+        ("delete", "/a2a/teams/crew", None),
+    ],
+)
 def test_an_ordinary_key_may_not_change_teams_and_changes_nothing(
     plain_api, agents, method, path, body
 ):
@@ -562,7 +565,9 @@ def test_an_ordinary_key_may_not_change_teams_and_changes_nothing(
 
     assert response.status_code == 403
     assert response.json()["error"] == {
-        "code": "permission_denied", "message": "only an admin key may change teams"}
+        "code": "permission_denied",
+        "message": "only an admin key may change teams",
+    }
     assert list(Team.objects.values_list("pk", "name")) == [("crew", "Crew")]
     assert plain_api.get("/a2a/teams/crew").status_code == 200
 

@@ -25,8 +25,16 @@ class ConsoleRun:
     def __init__(self, command: list[str] | str, *, env: dict[str, str], cwd: Path = ROOT):
         argv = ["bash", "-c", command] if isinstance(command, str) else command
         self.process = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True)
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+        )
         self.lines: list[str] = []
         self._unread: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -56,8 +64,9 @@ class ConsoleRun:
                 time.sleep(0.2)  # the last lines may still be on their way
                 if found := re.search(pattern, self.output, re.MULTILINE):
                     return found
-                raise AssertionError(f"exited ({self.process.returncode}) before {pattern!r}:"
-                                     f"\n{self.output[-4000:]}")
+                raise AssertionError(
+                    f"exited ({self.process.returncode}) before {pattern!r}:\n{self.output[-4000:]}"
+                )
             time.sleep(0.2)
         raise AssertionError(f"{pattern!r} not seen within {seconds} s:\n{self.output[-4000:]}")
 

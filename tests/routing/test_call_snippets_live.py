@@ -48,8 +48,9 @@ def snippets_of(relay, page: str) -> dict[str, str]:
 
 def run(command: list[str], relay, **kwargs) -> subprocess.CompletedProcess:
     env = {**os.environ, "RELAY_API_KEY": relay.key}
-    return subprocess.run(command, env=env, capture_output=True, text=True,
-                          timeout=CALL_SECONDS * 2, **kwargs)
+    return subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=CALL_SECONDS * 2, **kwargs
+    )
 
 
 @pytest.mark.parametrize("page", ["/agents/echo/", "/teams/echoes/"])
@@ -81,8 +82,13 @@ def test_the_curl_snippet_without_a_key_is_refused(relay):
     curl = snippets_of(relay, "/agents/echo/")["curl"]
     env = {key: value for key, value in os.environ.items() if key != "RELAY_API_KEY"}
 
-    result = subprocess.run(["bash", "-c", curl + " -w '%{http_code}'"], env=env,
-                            capture_output=True, text=True, timeout=CALL_SECONDS)
+    result = subprocess.run(
+        ["bash", "-c", curl + " -w '%{http_code}'"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CALL_SECONDS,
+    )
 
     assert result.stdout.endswith("401")
 

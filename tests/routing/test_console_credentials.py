@@ -17,8 +17,11 @@ def test_the_first_run_makes_an_admin_and_a_key_and_writes_them_to_a_private_fil
     made = credentials_ensure(var_dir=tmp_path, with_key=True)
     assert made.new_password and made.new_key and made.key == made.new_key
     assert stat.S_IMODE(made.path.stat().st_mode) == 0o600
-    assert read_saved(made.path) == {"admin_user": "admin", "admin_password": made.new_password,
-                                     "api_key": made.new_key}
+    assert read_saved(made.path) == {
+        "admin_user": "admin",
+        "admin_password": made.new_password,
+        "api_key": made.new_key,
+    }
     admin = get_user_model().objects.get(username="admin")
     assert admin.is_superuser and admin.check_password(made.new_password)
     assert ApiKey.objects.get().is_admin
@@ -33,8 +36,7 @@ def test_a_second_run_reuses_everything_and_shows_no_secret(tmp_path):
     assert first.path.read_text() == text and ApiKey.objects.count() == 1
 
 
-def test_a_deleted_file_gives_a_new_key_revokes_the_old_and_says_the_password_is_unknown(
-        tmp_path):
+def test_a_deleted_file_gives_a_new_key_revokes_the_old_and_says_the_password_is_unknown(tmp_path):
     first = credentials_ensure(var_dir=tmp_path, with_key=True)
     first.path.unlink()
     again = credentials_ensure(var_dir=tmp_path, with_key=True)

@@ -24,8 +24,9 @@ def up(**changes) -> Status:
 
 def board(interactive: bool, clock):
     out = io.StringIO()
-    return out, StatusBoard(write=out.write, flush=out.flush, interactive=interactive,
-                            quiet_seconds=10, clock=clock)
+    return out, StatusBoard(
+        write=out.write, flush=out.flush, interactive=interactive, quiet_seconds=10, clock=clock
+    )
 
 
 def test_the_requests_served_leave_out_the_status_own_scrapes():
@@ -34,9 +35,11 @@ def test_the_requests_served_leave_out_the_status_own_scrapes():
 
 def test_the_line_says_what_is_up_and_down():
     assert status_line(up(requests=1)) == (
-        "relay up | worker up | agents healthy 4/4 | 1 request served")
+        "relay up | worker up | agents healthy 4/4 | 1 request served"
+    )
     assert status_line(up(relay_up=False, worker_up=None, healthy=1, requests=None)) == (
-        "relay NOT ANSWERING | agents healthy 1/4")
+        "relay NOT ANSWERING | agents healthy 1/4"
+    )
 
 
 def test_a_pipe_gets_a_line_per_change_and_request_counts_at_most_every_quiet_period():

@@ -19,15 +19,22 @@ def test_the_agent_page_shows_the_latest_50_probes_and_events(admin_client):
     agent = make_agent(agent_id="weather")
     now = timezone.now()
     for minute in range(60):
-        ProbeResult.objects.create(agent=agent, level="transport", ok=minute != 0,
-                                   category="" if minute else "timeout", latency_ms=minute,
-                                   detail=f"probe-{minute:02d}",
-                                   checked_at=now - timedelta(minutes=minute))
-    HealthEvent.objects.create(agent=agent, from_state="healthy", to_state="unhealthy",
-                               reason="<b>3 failures</b>")
+        ProbeResult.objects.create(
+            agent=agent,
+            level="transport",
+            ok=minute != 0,
+            category="" if minute else "timeout",
+            latency_ms=minute,
+            detail=f"probe-{minute:02d}",
+            checked_at=now - timedelta(minutes=minute),
+        )
+    HealthEvent.objects.create(
+        agent=agent, from_state="healthy", to_state="unhealthy", reason="<b>3 failures</b>"
+    )
 
-    html = admin_client.get(reverse("admin:registry_agent_change", args=["weather"])
-                            ).content.decode()
+    html = admin_client.get(
+        reverse("admin:registry_agent_change", args=["weather"])
+    ).content.decode()
 
     assert "Health history" in html
     assert "probe-00" in html and "probe-49" in html
@@ -40,8 +47,9 @@ def test_the_agent_page_shows_the_latest_50_probes_and_events(admin_client):
 
 def test_probe_results_are_listed_read_only_with_filters(admin_client):
     weather, other = make_agent(agent_id="weather"), make_agent(agent_id="other")
-    ProbeResult.objects.create(agent=weather, level="card", ok=False, category="refused",
-                               detail="weather-refused")
+    ProbeResult.objects.create(
+        agent=weather, level="card", ok=False, category="refused", detail="weather-refused"
+    )
     ProbeResult.objects.create(agent=weather, level="transport", ok=True, detail="weather-ok")
     ProbeResult.objects.create(agent=other, level="card", ok=True, detail="other-ok")
     changelist = reverse("admin:routing_proberesult_changelist")
@@ -57,21 +65,28 @@ def test_probe_results_are_listed_read_only_with_filters(admin_client):
 
     result = ProbeResult.objects.first()
     assert admin_client.get(reverse("admin:routing_proberesult_add")).status_code == 403
-    change = admin_client.post(reverse("admin:routing_proberesult_change", args=[result.pk]),
-                               {"detail": "rewritten"})
+    change = admin_client.post(
+        reverse("admin:routing_proberesult_change", args=[result.pk]), {"detail": "rewritten"}
+    )
     assert change.status_code == 403
-    assert admin_client.post(reverse("admin:routing_proberesult_delete", args=[result.pk]),
-                             {"post": "yes"}).status_code == 403
+    assert (
+        admin_client.post(
+            reverse("admin:routing_proberesult_delete", args=[result.pk]), {"post": "yes"}
+        ).status_code
+        == 403
+    )
     assert ProbeResult.objects.filter(detail="rewritten").count() == 0
     assert ProbeResult.objects.count() == 3
 
 
 def test_health_events_are_listed_read_only_with_filters(admin_client):
     agent = make_agent(agent_id="weather")
-    HealthEvent.objects.create(agent=agent, kind="breaker", from_state="closed",
-                               to_state="open", reason="breaker-opened")
-    HealthEvent.objects.create(agent=agent, kind="health", from_state="unknown",
-                               to_state="healthy", reason="first-probe")
+    HealthEvent.objects.create(
+        agent=agent, kind="breaker", from_state="closed", to_state="open", reason="breaker-opened"
+    )
+    HealthEvent.objects.create(
+        agent=agent, kind="health", from_state="unknown", to_state="healthy", reason="first-probe"
+    )
     changelist = reverse("admin:routing_healthevent_changelist")
 
     breakers = admin_client.get(changelist, {"kind": "breaker"}).content.decode()
@@ -80,6 +95,10 @@ def test_health_events_are_listed_read_only_with_filters(admin_client):
     assert "first-probe" in healthy and "breaker-opened" not in healthy
     event = HealthEvent.objects.first()
     assert admin_client.get(reverse("admin:routing_healthevent_add")).status_code == 403
-    assert admin_client.post(reverse("admin:routing_healthevent_delete", args=[event.pk]),
-                             {"post": "yes"}).status_code == 403
+    assert (
+        admin_client.post(
+            reverse("admin:routing_healthevent_delete", args=[event.pk]), {"post": "yes"}
+        ).status_code
+        == 403
+    )
     assert HealthEvent.objects.count() == 2

@@ -43,7 +43,8 @@ class Switchable:
                     switch.messages += 1
                     if switch.broken:
                         await Response("down for maintenance", status_code=500)(
-                            scope, receive, send)
+                            scope, receive, send
+                        )
                         return
                 await echo(scope, receive, send)
 
@@ -71,8 +72,9 @@ async def send(agent_id: str, secret: str) -> dict:
     assert response.status_code == 200, response.text
     result = response.json()["result"]
     # The echo agent answers with a message; the relay's task then ended completed.
-    return result.get("task") or {"status": {"state": "TASK_STATE_COMPLETED",
-                                             "message": result["message"]}}
+    return result.get("task") or {
+        "status": {"state": "TASK_STATE_COMPLETED", "message": result["message"]}
+    }
 
 
 def status_text(task: dict) -> str:
@@ -85,7 +87,8 @@ async def breaker(agent_id: str) -> tuple[str, int]:
 
 
 async def test_the_breaker_opens_after_consecutive_failures_and_then_fails_fast(
-        upstream, api_key, breaker_settings):
+    upstream, api_key, breaker_settings
+):
     agent = await sync_to_async(register)(upstream.url)
     upstream.broken = True
     for number in range(1, 4):
@@ -103,13 +106,16 @@ async def test_the_breaker_opens_after_consecutive_failures_and_then_fails_fast(
     calls = ProbeResult.objects.filter(agent_id=agent.pk, level="call")
     assert await calls.acount() == 3
     assert {result.category async for result in calls} == {"http_status"}
-    events = [(e.kind, e.from_state, e.to_state) async for e in
-              HealthEvent.objects.filter(agent_id=agent.pk)]
+    events = [
+        (e.kind, e.from_state, e.to_state)
+        async for e in HealthEvent.objects.filter(agent_id=agent.pk)
+    ]
     assert events == [("breaker", "closed", "open")]
 
 
 async def test_after_the_cooldown_one_trial_call_closes_the_breaker_when_it_succeeds(
-        upstream, api_key, breaker_settings):
+    upstream, api_key, breaker_settings
+):
     agent = await sync_to_async(register)(upstream.url)
     upstream.broken = True
     for _ in range(3):
@@ -122,8 +128,10 @@ async def test_after_the_cooldown_one_trial_call_closes_the_breaker_when_it_succ
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert upstream.messages == 4
     assert await breaker(agent.pk) == ("closed", 0)
-    events = [(e.from_state, e.to_state) async for e in
-              HealthEvent.objects.filter(agent_id=agent.pk).order_by("at", "id")]
+    events = [
+        (e.from_state, e.to_state)
+        async for e in HealthEvent.objects.filter(agent_id=agent.pk).order_by("at", "id")
+    ]
     assert events == [("closed", "open"), ("open", "half_open"), ("half_open", "closed")]
 
 
@@ -154,8 +162,9 @@ async def test_a_success_between_failures_resets_the_count(upstream, api_key, br
     assert await breaker(agent.pk) == ("closed", 1)
 
 
-async def test_an_agent_error_answer_is_not_a_failure_of_the_agent(upstream, api_key,
-                                                                    breaker_settings):
+async def test_an_agent_error_answer_is_not_a_failure_of_the_agent(
+    upstream, api_key, breaker_settings
+):
     """A TaskNotFound for a task the agent does not know is the agent answering."""
     agent = await sync_to_async(register)(upstream.url)
     await Agent.objects.filter(pk=agent.pk).aupdate(breaker_failures=2)
@@ -165,11 +174,13 @@ async def test_an_agent_error_answer_is_not_a_failure_of_the_agent(upstream, api
     assert await breaker(agent.pk) == ("closed", 0)
 
 
-async def test_a_breaker_opened_by_another_process_refuses_calls_here(upstream, api_key,
-                                                                       breaker_settings):
+async def test_a_breaker_opened_by_another_process_refuses_calls_here(
+    upstream, api_key, breaker_settings
+):
     agent = await sync_to_async(register)(upstream.url)
     await Agent.objects.filter(pk=agent.pk).aupdate(
-        breaker_state="open", breaker_failures=7, breaker_opened_at=timezone.now())
+        breaker_state="open", breaker_failures=7, breaker_opened_at=timezone.now()
+    )
     task = await send(agent.pk, api_key[1])
     assert "circuit breaker is open after 7 failed calls" in status_text(task)
     assert upstream.messages == 0
@@ -177,11 +188,14 @@ async def test_a_breaker_opened_by_another_process_refuses_calls_here(upstream, 
 
 
 async def test_only_one_trial_call_goes_through_while_the_breaker_is_half_open(
-        upstream, api_key, breaker_settings):
+    upstream, api_key, breaker_settings
+):
     agent = await sync_to_async(register)(upstream.url)
     await Agent.objects.filter(pk=agent.pk).aupdate(
-        breaker_state="open", breaker_failures=3,
-        breaker_opened_at=timezone.now() - timedelta(seconds=5))
+        breaker_state="open",
+        breaker_failures=3,
+        breaker_opened_at=timezone.now() - timedelta(seconds=5),
+    )
     upstream.broken = True
     tasks = await asyncio.gather(*(send(agent.pk, api_key[1]) for _ in range(4)))
     refused = [t for t in tasks if "circuit breaker is open" in status_text(t)]

@@ -35,37 +35,44 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 BREAKER = BreakerSettings(open_after=3, cooldown=timedelta(seconds=30))
 
 
-@pytest.mark.parametrize(("levels", "deepest", "verdict"), [
-    ({"card": True, "transport": True}, "transport", OK),
-    ({"card": False, "transport": True}, "transport", PARTIAL),
-    ({"card": True, "transport": False}, "transport", DOWN),
-    ({"card": False, "transport": False}, "transport", DOWN),
-    ({"card": True, "transport": True, "readiness": False}, "transport", PARTIAL),
-    ({"card": True}, "card", OK),
-    ({"card": False}, "card", DOWN),
-])
+@pytest.mark.parametrize(
+    ("levels", "deepest", "verdict"),
+    [
+        ({"card": True, "transport": True}, "transport", OK),
+        ({"card": False, "transport": True}, "transport", PARTIAL),
+        ({"card": True, "transport": False}, "transport", DOWN),
+        ({"card": False, "transport": False}, "transport", DOWN),
+        ({"card": True, "transport": True, "readiness": False}, "transport", PARTIAL),
+        ({"card": True}, "card", OK),
+        ({"card": False}, "card", DOWN),
+    ],
+)
 def test_a_round_is_down_when_its_deepest_level_fails_and_partial_when_another_does(
-        levels, deepest, verdict):
+    levels, deepest, verdict
+):
     assert verdict_of(levels, deepest=deepest) is verdict
 
 
-@pytest.mark.parametrize(("start", "verdicts", "end"), [
-    # A new agent is healthy after its first good round.
-    (HealthCount(), [OK], HealthCount(HEALTHY, 0, 1)),
-    # Failures below the threshold degrade it; the threshold makes it unhealthy.
-    (HealthCount(HEALTHY, 0, 5), [DOWN], HealthCount(DEGRADED, 1, 0)),
-    (HealthCount(HEALTHY, 0, 5), [DOWN, DOWN], HealthCount(DEGRADED, 2, 0)),
-    (HealthCount(HEALTHY, 0, 5), [DOWN, DOWN, DOWN], HealthCount(UNHEALTHY, 3, 0)),
-    (HealthCount(), [DOWN, DOWN, DOWN, DOWN], HealthCount(UNHEALTHY, 4, 0)),
-    # One good round between failures resets the count.
-    (HealthCount(HEALTHY), [DOWN, DOWN, OK, DOWN, DOWN], HealthCount(DEGRADED, 2, 0)),
-    # Coming back takes healthy_after good rounds; it is degraded in between.
-    (HealthCount(UNHEALTHY, 3, 0), [OK], HealthCount(DEGRADED, 0, 1)),
-    (HealthCount(UNHEALTHY, 3, 0), [OK, OK], HealthCount(HEALTHY, 0, 2)),
-    # A partial round degrades at once and counts neither way.
-    (HealthCount(HEALTHY, 0, 9), [PARTIAL], HealthCount(DEGRADED, 0, 0)),
-    (HealthCount(UNHEALTHY, 5, 0), [PARTIAL], HealthCount(DEGRADED, 0, 0)),
-])
+@pytest.mark.parametrize(
+    ("start", "verdicts", "end"),
+    [
+        # A new agent is healthy after its first good round.
+        (HealthCount(), [OK], HealthCount(HEALTHY, 0, 1)),
+        # Failures below the threshold degrade it; the threshold makes it unhealthy.
+        (HealthCount(HEALTHY, 0, 5), [DOWN], HealthCount(DEGRADED, 1, 0)),
+        (HealthCount(HEALTHY, 0, 5), [DOWN, DOWN], HealthCount(DEGRADED, 2, 0)),
+        (HealthCount(HEALTHY, 0, 5), [DOWN, DOWN, DOWN], HealthCount(UNHEALTHY, 3, 0)),
+        (HealthCount(), [DOWN, DOWN, DOWN, DOWN], HealthCount(UNHEALTHY, 4, 0)),
+        # One good round between failures resets the count.
+        (HealthCount(HEALTHY), [DOWN, DOWN, OK, DOWN, DOWN], HealthCount(DEGRADED, 2, 0)),
+        # Coming back takes healthy_after good rounds; it is degraded in between.
+        (HealthCount(UNHEALTHY, 3, 0), [OK], HealthCount(DEGRADED, 0, 1)),
+        (HealthCount(UNHEALTHY, 3, 0), [OK, OK], HealthCount(HEALTHY, 0, 2)),
+        # A partial round degrades at once and counts neither way.
+        (HealthCount(HEALTHY, 0, 9), [PARTIAL], HealthCount(DEGRADED, 0, 0)),
+        (HealthCount(UNHEALTHY, 5, 0), [PARTIAL], HealthCount(DEGRADED, 0, 0)),
+    ],
+)
 def test_health_state_follows_consecutive_rounds(start, verdicts, end):
     state = start
     for verdict in verdicts:
@@ -110,8 +117,9 @@ def test_open_breaker_refuses_until_the_cooldown_then_lets_one_trial_through():
     assert trial.allowed
     assert trial.breaker == Breaker(HALF_OPEN, 3, later)
     # While the trial runs, others are refused.
-    assert not breaker_admit(trial.breaker, now=later + timedelta(seconds=1),
-                             settings=BREAKER).allowed
+    assert not breaker_admit(
+        trial.breaker, now=later + timedelta(seconds=1), settings=BREAKER
+    ).allowed
 
 
 def test_half_open_trial_success_closes_and_failure_opens_again():
@@ -143,6 +151,12 @@ print(json.dumps({"django": "django" in sys.modules,
 
 
 def test_the_health_core_imports_no_django_and_no_package():
-    result = subprocess.run([sys.executable, "-c", PROBE], cwd=Path(__file__).parents[2],
-                            capture_output=True, text=True, check=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=Path(__file__).parents[2],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     assert json.loads(result.stdout) == {"django": False, "outside_stdlib": []}

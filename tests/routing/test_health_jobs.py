@@ -23,8 +23,10 @@ def test_migrate_creates_the_beat_schedules_from_the_settings(settings):
     assert sweep.enabled
     assert rows["Brass Relay: prune probe results"].task == "routing.prune_probe_results"
     resync = rows["Brass Relay: card re-sync"]
-    assert (resync.task, resync.interval.every) == ("registry.refresh_all_cards",
-                                                    settings.RELAY_CARD_SYNC_SECONDS)
+    assert (resync.task, resync.interval.every) == (
+        "registry.refresh_all_cards",
+        settings.RELAY_CARD_SYNC_SECONDS,
+    )
 
 
 def test_ensuring_the_schedules_again_keeps_what_an_admin_changed():
@@ -54,8 +56,9 @@ def test_the_prune_job_deletes_expired_results(settings):
     from tests.factories import make_agent
 
     agent = make_agent(agent_id="pruned")
-    ProbeResult.objects.create(agent=agent, level="card", ok=True,
-                               checked_at=timezone.now() - timedelta(days=400))
+    ProbeResult.objects.create(
+        agent=agent, level="card", ok=True, checked_at=timezone.now() - timedelta(days=400)
+    )
     ProbeResult.objects.create(agent=agent, level="card", ok=True)
     assert tasks.prune_probe_results() == 1
     assert ProbeResult.objects.count() == 1

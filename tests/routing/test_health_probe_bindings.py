@@ -19,15 +19,21 @@ from tasks_app import gateway
 from tests.live import Recording
 from tests.servers import running
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("allow_private_urls")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("allow_private_urls"),
+]
 
 HELLO = {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hello"}]}}
 
 
 def only_rest_03(agent: Agent) -> Agent:
     """Keeps the agent's HTTP+JSON 0.3 interface alone, as an agent that speaks only that."""
-    agent.interfaces = [i for i in agent.interfaces
-                        if (i["protocolBinding"], i["protocolVersion"]) == ("HTTP+JSON", "0.3")]
+    agent.interfaces = [
+        i
+        for i in agent.interfaces
+        if (i["protocolBinding"], i["protocolVersion"]) == ("HTTP+JSON", "0.3")
+    ]
     assert len(agent.interfaces) == 1
     agent.save(update_fields=["interfaces"])
     gateway.forget_agent_targets()
@@ -60,11 +66,15 @@ def test_item4_a_03_agent_speaking_only_http_json_is_healthy_where_the_gateway_c
         agent = only_rest_03(agent_register(url=url, agent_id="rest-03"))
         results = sweep(agent.pk)
         answer = async_to_sync(gateway.send_message)(
-            gateway.agent_target(agent.pk), gateway.CallContext(caller=None), HELLO)
+            gateway.agent_target(agent.pk), gateway.CallContext(caller=None), HELLO
+        )
     assert results["transport"].ok, results["transport"]
     assert answer["message"]["parts"] == [{"text": "hello"}]
-    paths = [request.path for request in recording.requests if request.method != "GET"
-             or request.path.startswith("/v1/tasks/")]
+    paths = [
+        request.path
+        for request in recording.requests
+        if request.method != "GET" or request.path.startswith("/v1/tasks/")
+    ]
     assert paths[0].startswith("/v1/tasks/" + probes.PROBE_TASK_PREFIX), paths
     assert paths[1] == "/v1/message:send", paths
 
@@ -81,11 +91,13 @@ def test_item4_an_agent_answering_only_at_a_path_the_gateway_does_not_call_is_ne
 
     def make(url: str) -> Starlette:
         card = build_agent_app(ECHO, base_url=url, versions=("0.3",))
-        return Starlette(routes=[
-            Route("/v1/v1/tasks/{task_id}", not_found_task, methods=["GET"]),
-            Route("/.well-known/agent-card.json", card, methods=["GET"]),
-            Route("/{path:path}", nowhere, methods=["GET", "POST"]),
-        ])
+        return Starlette(
+            routes=[
+                Route("/v1/v1/tasks/{task_id}", not_found_task, methods=["GET"]),
+                Route("/.well-known/agent-card.json", card, methods=["GET"]),
+                Route("/{path:path}", nowhere, methods=["GET", "POST"]),
+            ]
+        )
 
     with running(make) as url:
         agent = only_rest_03(agent_register(url=url, agent_id="misrouted"))
@@ -100,9 +112,11 @@ def test_item4_the_real_03_sdk_agent_over_http_json_only_is_healthy_and_callable
     with a2a_sdk_03.agent(transports="HTTP+JSON") as url:
         agent = agent_register(url=url, agent_id="sdk03-rest")
         assert [(i["protocolBinding"], i["protocolVersion"]) for i in agent.interfaces] == [
-            ("HTTP+JSON", "0.3")]
+            ("HTTP+JSON", "0.3")
+        ]
         results = sweep(agent.pk)
         answer = async_to_sync(gateway.send_message)(
-            gateway.agent_target(agent.pk), gateway.CallContext(caller=None), HELLO)
+            gateway.agent_target(agent.pk), gateway.CallContext(caller=None), HELLO
+        )
     assert results["transport"].ok, results["transport"]
     assert answer["task"]["status"]["state"] == "TASK_STATE_COMPLETED"

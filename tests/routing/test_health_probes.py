@@ -23,7 +23,10 @@ from tests.agents import CardServer, sample_card, v0_3_only_agent, v1_only_agent
 from tests.factories import card, make_agent
 from tests.servers import closed_port_url, running
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("allow_private_urls")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("allow_private_urls"),
+]
 
 CARD_PATH = "/.well-known/agent-card.json"
 
@@ -33,16 +36,24 @@ def site(*, card_answer, rpc_answer):
     card it serves (when ``card_answer`` is None) names ``/rpc`` as its 1.0 interface."""
 
     def make(base_url: str) -> Starlette:
-        document = card(name="Site Agent", supportedInterfaces=[
-            {"url": base_url + "/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}])
+        document = card(
+            name="Site Agent",
+            supportedInterfaces=[
+                {"url": base_url + "/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+            ],
+        )
 
         async def card_route(request: Request) -> Response:
             if card_answer is None:
                 return JSONResponse(document)
             return await card_answer(request)
 
-        return Starlette(routes=[Route(CARD_PATH, card_route, methods=["GET"]),
-                                 Route("/rpc", rpc_answer, methods=["POST"])])
+        return Starlette(
+            routes=[
+                Route(CARD_PATH, card_route, methods=["GET"]),
+                Route("/rpc", rpc_answer, methods=["POST"]),
+            ]
+        )
 
     return make
 
@@ -62,15 +73,29 @@ async def garbage(request: Request) -> Response:
 
 async def a_task(request: Request) -> Response:
     call = json.loads(await request.body())
-    return JSONResponse({"jsonrpc": "2.0", "id": call["id"], "result": {
-        "id": call["params"]["id"], "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}})
+    return JSONResponse(
+        {
+            "jsonrpc": "2.0",
+            "id": call["id"],
+            "result": {
+                "id": call["params"]["id"],
+                "contextId": "c",
+                "status": {"state": "TASK_STATE_WORKING"},
+            },
+        }
+    )
 
 
 def register_at(base_url: str, *, agent_id: str, **fields) -> Agent:
     """An agent whose card lives at ``base_url`` and whose interface is ``base_url/rpc``
     (registered from a copy of the card, so the server may misbehave from the start)."""
-    agent = make_agent(url=base_url, agent_id=agent_id, supportedInterfaces=[
-        {"url": base_url + "/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}])
+    agent = make_agent(
+        url=base_url,
+        agent_id=agent_id,
+        supportedInterfaces=[
+            {"url": base_url + "/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        ],
+    )
     if fields:
         Agent.objects.filter(pk=agent.pk).update(**fields)
     agent.refresh_from_db()
@@ -101,7 +126,9 @@ def test_an_answering_agent_passes_card_and_transport_in_its_own_version(make_ap
         agent = register_real(url, "answering")
         found = check(agent.pk)
     assert [(r.level, r.ok, r.category) for r in found.results] == [
-        ("card", True, ""), ("transport", True, "")]
+        ("card", True, ""),
+        ("transport", True, ""),
+    ]
     assert found.state_after == "healthy"
     agent.refresh_from_db()
     assert agent.health == "healthy"
@@ -125,7 +152,9 @@ def test_a_refusing_agent_fails_both_levels_as_refused():
     agent = register_at(url, agent_id="refusing")
     found = check(agent.pk)
     assert {(r.level, r.ok, r.category) for r in found.results} == {
-        ("card", False, "refused"), ("transport", False, "refused")}
+        ("card", False, "refused"),
+        ("transport", False, "refused"),
+    }
     assert found.state_after == "degraded"
     assert "refused the connection" in Agent.objects.get(pk=agent.pk).health_detail
 
@@ -137,7 +166,9 @@ def test_a_hanging_agent_times_out_within_its_probe_timeout():
         found = check(agent.pk)
         elapsed = time.monotonic() - started
     assert {(r.level, r.ok, r.category) for r in found.results} == {
-        ("card", False, "timeout"), ("transport", False, "timeout")}
+        ("card", False, "timeout"),
+        ("transport", False, "timeout"),
+    }
     assert elapsed < 3
     assert all(400 <= r.latency_ms < 2000 for r in found.results)
 
@@ -157,7 +188,9 @@ def test_an_agent_answering_500_fails_as_http_status():
         agent = register_at(url, agent_id="erroring")
         found = check(agent.pk)
     assert {(r.level, r.category) for r in found.results} == {
-        ("card", "http_status"), ("transport", "http_status")}
+        ("card", "http_status"),
+        ("transport", "http_status"),
+    }
     assert "HTTP 500" in results_of(agent.pk)["transport"].detail
 
 
@@ -194,9 +227,16 @@ def test_a_host_that_does_not_resolve_is_reported_as_dns():
         raise httpx.ConnectError("[Errno -2] Name or service not known", request=request)
 
     target = probes.ProbeTarget(
-        agent_id="nowhere", card_url="http://nowhere.invalid" + CARD_PATH,
-        interfaces=({"url": "http://nowhere.invalid/rpc", "protocolBinding": "JSONRPC",
-                     "protocolVersion": "1.0"},))
+        agent_id="nowhere",
+        card_url="http://nowhere.invalid" + CARD_PATH,
+        interfaces=(
+            {
+                "url": "http://nowhere.invalid/rpc",
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": "1.0",
+            },
+        ),
+    )
 
     async def run():
         async with httpx.AsyncClient(transport=httpx.MockTransport(no_such_host)) as client:
@@ -237,27 +277,44 @@ def test_the_readiness_probe_is_off_by_default_and_sends_a_real_message_when_on(
     with running(v1_only_agent) as url:
         agent = register_real(url, "ready")
         assert [r.level for r in check(agent.pk).results] == ["card", "transport"]
-        Agent.objects.filter(pk=agent.pk).update(readiness_probe=True,
-                                                 readiness_message="are you there?")
+        Agent.objects.filter(pk=agent.pk).update(
+            readiness_probe=True, readiness_message="are you there?"
+        )
         found = check(agent.pk)
     assert [(r.level, r.ok) for r in found.results] == [
-        ("card", True), ("transport", True), ("readiness", True)]
+        ("card", True),
+        ("transport", True),
+        ("readiness", True),
+    ]
 
 
 def test_a_failing_readiness_probe_degrades_an_agent_that_answers_otherwise():
     async def refuse_messages(request: Request) -> Response:
         call = json.loads(await request.body())
         if call["method"] == "GetTask":
-            return JSONResponse({"jsonrpc": "2.0", "id": call["id"],
-                                 "error": {"code": -32001, "message": "no such task"}})
-        return JSONResponse({"jsonrpc": "2.0", "id": call["id"],
-                             "error": {"code": -32603, "message": "model not loaded"}})
+            return JSONResponse(
+                {
+                    "jsonrpc": "2.0",
+                    "id": call["id"],
+                    "error": {"code": -32001, "message": "no such task"},
+                }
+            )
+        return JSONResponse(
+            {
+                "jsonrpc": "2.0",
+                "id": call["id"],
+                "error": {"code": -32603, "message": "model not loaded"},
+            }
+        )
 
     with running(site(card_answer=None, rpc_answer=refuse_messages)) as url:
         agent = register_at(url, agent_id="not-ready", readiness_probe=True)
         found = check(agent.pk)
     assert [(r.level, r.ok) for r in found.results] == [
-        ("card", True), ("transport", True), ("readiness", False)]
+        ("card", True),
+        ("transport", True),
+        ("readiness", False),
+    ]
     assert "model not loaded" in found.results[2].detail
     assert found.state_after == "degraded"
 
@@ -294,8 +351,11 @@ def test_a_stopped_agent_turns_unhealthy_at_the_threshold_and_comes_back(setting
     assert check(agent.pk).state_after == "degraded"
     assert check(agent.pk).state_after == "unhealthy"
     assert check(agent.pk).state_after == "unhealthy"
-    events = list(HealthEvent.objects.filter(agent=agent).order_by("at", "id")
-                  .values_list("from_state", "to_state"))
+    events = list(
+        HealthEvent.objects.filter(agent=agent)
+        .order_by("at", "id")
+        .values_list("from_state", "to_state")
+    )
     assert events == [("unknown", "healthy"), ("healthy", "degraded"), ("degraded", "unhealthy")]
     assert "refused" in HealthEvent.objects.filter(agent=agent).first().reason
     assert ProbeResult.objects.filter(agent=agent, ok=False).count() == 6
@@ -308,22 +368,25 @@ def test_a_recovered_agent_needs_the_healthy_threshold_of_good_rounds(settings):
         Agent.objects.filter(pk=agent.pk).update(health="unhealthy", health_failures=4)
         assert check(agent.pk).state_after == "degraded"
         assert check(agent.pk).state_after == "healthy"
-    assert list(HealthEvent.objects.filter(agent=agent).order_by("at", "id")
-                .values_list("to_state", flat=True)) == ["degraded", "healthy"]
+    assert list(
+        HealthEvent.objects.filter(agent=agent)
+        .order_by("at", "id")
+        .values_list("to_state", flat=True)
+    ) == ["degraded", "healthy"]
 
 
 def test_a_state_moved_by_another_writer_is_re_read_not_overwritten():
     with running(v1_only_agent) as url:
         agent = register_real(url, "contended")
-        targets, counts = health_services.probes_claim(now=agent.created_at,
-                                                       agent_ids=[agent.pk])
+        targets, counts = health_services.probes_claim(now=agent.created_at, agent_ids=[agent.pk])
         # Another sweep moved it meanwhile (three failures: unhealthy).
         Agent.objects.filter(pk=agent.pk).update(health="unhealthy", health_failures=3)
         round_ = asyncio.run(_probe(targets[0]))
     [found] = health_services.health_record_rounds(rounds=[round_], counts=counts)
     assert (found.state_before, found.state_after) == ("unhealthy", "degraded")
-    assert list(HealthEvent.objects.filter(agent=agent).values_list("from_state", "to_state")
-                ) == [("unhealthy", "degraded")]
+    assert list(HealthEvent.objects.filter(agent=agent).values_list("from_state", "to_state")) == [
+        ("unhealthy", "degraded")
+    ]
 
 
 async def _probe(target):
@@ -334,8 +397,7 @@ async def _probe(target):
 def test_an_agent_deleted_during_the_sweep_stores_nothing():
     with running(v1_only_agent) as url:
         agent = register_real(url, "vanishing")
-        targets, counts = health_services.probes_claim(now=agent.created_at,
-                                                       agent_ids=[agent.pk])
+        targets, counts = health_services.probes_claim(now=agent.created_at, agent_ids=[agent.pk])
         round_ = asyncio.run(_probe(targets[0]))
     Agent.objects.filter(pk=agent.pk).delete()
     assert health_services.health_record_rounds(rounds=[round_], counts=counts) == []
@@ -364,13 +426,15 @@ def test_disabled_agents_are_not_probed():
 
 def test_hanging_agents_do_not_delay_the_others(settings):
     settings.RELAY_HEALTH_TIMEOUT_SECONDS = 1.0
-    with running(site(card_answer=hang, rpc_answer=hang)) as slow, \
-            running(v1_only_agent) as fast:
+    with running(site(card_answer=hang, rpc_answer=hang)) as slow, running(v1_only_agent) as fast:
         for number in range(4):
             register_at(f"{slow}/a{number}", agent_id=f"slow-{number}")
         Agent.objects.filter(pk__startswith="slow-").update(
-            card_url=slow + CARD_PATH, interfaces=[
-                {"url": slow + "/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}])
+            card_url=slow + CARD_PATH,
+            interfaces=[
+                {"url": slow + "/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+            ],
+        )
         register_real(fast, "fast")
         started = time.monotonic()
         checks = asyncio.run(health_services.sweep(concurrency=5))
@@ -392,8 +456,9 @@ def test_old_probe_results_are_pruned_after_the_retention(settings):
     agent = make_agent(agent_id="kept")
     now = timezone.now()
     for days in (1, 6, 8, 30):
-        ProbeResult.objects.create(agent=agent, level="card", ok=True,
-                                   checked_at=now - timedelta(days=days))
+        ProbeResult.objects.create(
+            agent=agent, level="card", ok=True, checked_at=now - timedelta(days=days)
+        )
     assert health_services.probe_results_prune(now=now) == 2
     assert ProbeResult.objects.count() == 2
 
@@ -408,11 +473,20 @@ def test_check_agents_prints_a_table_of_every_level(capsys):
         call_command("check_agents")
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[0].split() == ["AGENT", "LEVEL", "OUTCOME", "CATEGORY", "LATENCY", "STATE",
-                                "DETAIL"]
+    assert lines[0].split() == [
+        "AGENT",
+        "LEVEL",
+        "OUTCOME",
+        "CATEGORY",
+        "LATENCY",
+        "STATE",
+        "DETAIL",
+    ]
     assert any(line.split()[:4] == ["down", "card", "failed", "refused"] for line in lines)
-    assert any(line.split()[:3] == ["listed", "card", "ok"] and "unknown -> healthy" in line
-               for line in lines)
+    assert any(
+        line.split()[:3] == ["listed", "card", "ok"] and "unknown -> healthy" in line
+        for line in lines
+    )
     assert "2 agent(s) probed, 0 unhealthy." in out
 
 

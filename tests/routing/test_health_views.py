@@ -15,11 +15,17 @@ from tests.servers import closed_port_url
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_the_registry_api_shows_health_with_the_breaker_after_a_sweep(anonymous,
-                                                                       allow_private_urls):
+def test_the_registry_api_shows_health_with_the_breaker_after_a_sweep(
+    anonymous, allow_private_urls
+):
     url = closed_port_url()
-    make_agent(url=url, agent_id="down", supportedInterfaces=[
-        {"url": url + "/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}])
+    make_agent(
+        url=url,
+        agent_id="down",
+        supportedInterfaces=[
+            {"url": url + "/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        ],
+    )
     make_agent(agent_id="unprobed")
     health_services.sweep_now(agent_ids=["down"])
 
@@ -54,9 +60,12 @@ def test_the_admin_edits_an_agents_probe_settings(staff):
     page = staff.get(url)
     assert "Probes" in page.content.decode()
     data = form_data(page, "agent_form") | {
-        "probe_interval_seconds": "60", "probe_timeout_seconds": "2.5",
-        "readiness_probe": "on", "readiness_message": "status?",
-        "scale_to_zero": "on", "scale_to_zero_probes": "none",
+        "probe_interval_seconds": "60",
+        "probe_timeout_seconds": "2.5",
+        "readiness_probe": "on",
+        "readiness_message": "status?",
+        "scale_to_zero": "on",
+        "scale_to_zero_probes": "none",
     }
 
     response = staff.post(url, data)
@@ -69,11 +78,14 @@ def test_the_admin_edits_an_agents_probe_settings(staff):
     assert agent.next_probe_at is None, "new probe settings apply at the next sweep"
 
 
-@pytest.mark.parametrize(("field", "value", "message"), [
-    ("probe_interval_seconds", "0", "at most once a second"),
-    ("probe_timeout_seconds", "0", "above 0"),
-    ("probe_timeout_seconds", "301", "at most 300"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("probe_interval_seconds", "0", "at most once a second"),
+        ("probe_timeout_seconds", "0", "above 0"),
+        ("probe_timeout_seconds", "301", "at most 300"),
+    ],
+)
 def test_the_admin_refuses_probe_settings_that_make_no_sense(staff, field, value, message):
     url = reverse("admin:registry_agent_change", args=["probed"])
     data = form_data(staff.get(url), "agent_form") | {field: value}

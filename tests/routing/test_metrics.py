@@ -19,21 +19,40 @@ from tests.factories import make_agent, make_task
 NOW = datetime(2026, 11, 20, 12, 30, tzinfo=UTC)
 
 
-def probe(agent, *, minutes_ago: float, ok: bool = True, latency: float | None = 100.0,
-          level: str = ProbeResult.Level.TRANSPORT, now: datetime = NOW) -> ProbeResult:
+def probe(
+    agent,
+    *,
+    minutes_ago: float,
+    ok: bool = True,
+    latency: float | None = 100.0,
+    level: str = ProbeResult.Level.TRANSPORT,
+    now: datetime = NOW,
+) -> ProbeResult:
     return ProbeResult.objects.create(
-        agent=agent, level=level, ok=ok, latency_ms=latency,
+        agent=agent,
+        level=level,
+        ok=ok,
+        latency_ms=latency,
         category="" if ok else ProbeResult.Category.TIMEOUT,
-        checked_at=now - timedelta(minutes=minutes_ago))
+        checked_at=now - timedelta(minutes=minutes_ago),
+    )
 
 
-def ended_task(agent, *, state: str, minutes_ago: float, took_seconds: float = 2.0,
-               now: datetime = NOW, target_kind: str = "agent") -> Task:
+def ended_task(
+    agent,
+    *,
+    state: str,
+    minutes_ago: float,
+    took_seconds: float = 2.0,
+    now: datetime = NOW,
+    target_kind: str = "agent",
+) -> Task:
     """A task to ``agent`` that ended in ``state`` ``minutes_ago`` after ``took_seconds``."""
     task = make_task(agent, state=state, target_kind=target_kind)
     completed = now - timedelta(minutes=minutes_ago)
     Task.objects.filter(pk=task.pk).update(
-        created_at=completed - timedelta(seconds=took_seconds), completed_at=completed)
+        created_at=completed - timedelta(seconds=took_seconds), completed_at=completed
+    )
     return task
 
 
@@ -58,13 +77,24 @@ def test_the_hourly_series_has_every_hour_with_zeros_where_nothing_happened():
 
 def test_hour_counts_bucket_probes_and_tasks_by_clock_hour():
     ten, eleven = datetime(2026, 11, 20, 10, tzinfo=UTC), datetime(2026, 11, 20, 11, tzinfo=UTC)
-    probes = [(ten + timedelta(minutes=5), True, 10.0), (ten + timedelta(minutes=59), False, None),
-              (eleven, True, 30.0), (eleven + timedelta(minutes=1), True, 50.0)]
-    tasks = [(ten + timedelta(minutes=30), True, False), (eleven, False, True),
-             (eleven, False, False)]  # canceled: neither
+    probes = [
+        (ten + timedelta(minutes=5), True, 10.0),
+        (ten + timedelta(minutes=59), False, None),
+        (eleven, True, 30.0),
+        (eleven + timedelta(minutes=1), True, 50.0),
+    ]
+    tasks = [
+        (ten + timedelta(minutes=30), True, False),
+        (eleven, False, True),
+        (eleven, False, False),
+    ]  # canceled: neither
     first, second = metrics.hour_counts(probes, tasks)
     assert (first.start, first.probes, first.probes_failed, first.latency_avg_ms) == (
-        ten, 2, 1, 10.0)
+        ten,
+        2,
+        1,
+        10.0,
+    )
     assert (first.tasks_completed, first.tasks_failed) == (1, 0)
     assert (second.start, second.probes, second.latency_avg_ms) == (eleven, 2, 40.0)
     assert (second.tasks_completed, second.tasks_failed) == (0, 1)
@@ -83,8 +113,14 @@ def test_the_sparkline_puts_slower_probes_higher_and_marks_failures():
 
 def test_the_hour_chart_stacks_failures_over_successes_and_scales_to_the_busiest_hour():
     series = [
-        metrics.HourCounts(start=NOW, probes=4, probes_failed=1, latency_avg_ms=50.0,
-                           tasks_completed=2, tasks_failed=1),
+        metrics.HourCounts(
+            start=NOW,
+            probes=4,
+            probes_failed=1,
+            latency_avg_ms=50.0,
+            tasks_completed=2,
+            tasks_failed=1,
+        ),
         metrics.HourCounts(start=NOW + metrics.HOUR, probes=2, latency_avg_ms=100.0),
     ]
     chart = metrics.hour_chart(series, width=400, height=180)
@@ -150,8 +186,7 @@ def test_sparkline_samples_for_a_whole_page_take_one_query(django_assert_num_que
         probe(agents[0], minutes_ago=40 - index, latency=float(index), now=now)
     probe(agents[1], minutes_ago=1, ok=False, latency=None, now=now)
     with django_assert_num_queries(1):
-        samples = selectors.recent_probe_samples(
-            agent_ids=[agent.pk for agent in agents], now=now)
+        samples = selectors.recent_probe_samples(agent_ids=[agent.pk for agent in agents], now=now)
     assert len(samples[agents[0].pk]) == selectors.SPARKLINE_POINTS
     assert samples[agents[0].pk][-1] == (39.0, True)  # newest last
     assert samples[agents[0].pk][0] == (10.0, True)
@@ -180,8 +215,14 @@ def test_the_metrics_endpoint_answers_camel_case_json(anonymous):
     assert body["tasks"]["durationAvgMs"] == 2000.0
     assert body["probes"] == {"total": 1, "ok": 1, "failed": 0, "successRate": 1.0}
     assert len(body["series"]) in (6, 7)
-    assert set(body["series"][-1]) == {"hour", "probes", "probesFailed", "latencyAvgMs",
-                                       "tasksCompleted", "tasksFailed"}
+    assert set(body["series"][-1]) == {
+        "hour",
+        "probes",
+        "probesFailed",
+        "latencyAvgMs",
+        "tasksCompleted",
+        "tasksFailed",
+    }
 
 
 @pytest.mark.django_db
@@ -252,7 +293,12 @@ def test_the_metrics_core_imports_no_django_in_a_fresh_interpreter():
         "print(json.dumps({'django': 'django' in sys.modules, 'outside_stdlib': sorted("
         "loaded - set(sys.stdlib_module_names) - {'routing'})}))\n"
     )
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                            check=True, timeout=60,
-                            cwd=Path(__file__).resolve().parents[2])
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert json.loads(result.stdout) == {"django": False, "outside_stdlib": []}

@@ -23,18 +23,31 @@ def test_the_printed_manage_py_lines_name_an_interpreter_that_has_django(monkeyp
     monkeypatch.chdir(ROOT)
     command = Command(stdout=io.StringIO())
     command.log_dir = ROOT / "var" / "log"
-    command._print_summary("http://127.0.0.1:8000", Credentials(
-        path=ROOT / "var" / "credentials.txt", admin_user="admin", new_password=None,
-        key="br_demo-key", new_key=None))
+    command._print_summary(
+        "http://127.0.0.1:8000",
+        Credentials(
+            path=ROOT / "var" / "credentials.txt",
+            admin_user="admin",
+            new_password=None,
+            key="br_demo-key",
+            new_key=None,
+        ),
+    )
     banner = command.stdout.getvalue()
     lines = [line for line in banner.splitlines() if "manage.py" in line]
-    assert any("ask_team" in line for line in lines) and any("check_agents" in line
-                                                              for line in lines), banner
+    assert any("ask_team" in line for line in lines) and any(
+        "check_agents" in line for line in lines
+    ), banner
     for line in lines:
         interpreter = re.search(r"`?(\S+) manage\.py", line).group(1).lstrip("`")
         assert interpreter != "python", line
-        found = subprocess.run([interpreter, "-c", "import django"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=60)
+        found = subprocess.run(
+            [interpreter, "-c", "import django"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert found.returncode == 0, (line, found.stderr)
     for line in banner.splitlines():
         assert "| python -m" not in line, line  # a fresh shell may have only python3

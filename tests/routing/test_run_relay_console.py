@@ -22,20 +22,42 @@ from tests.routing.test_run_relay_health import free_run
 # A logging line of any of the processes: "2026-01-01 12:00:00,123 INFO name: ..." (Django's
 # and daphne's), "[2026-01-01 12:00:00,123: INFO/MainProcess] ..." (Celery's own) or Celery's
 # start banner.
-LOG_LINE = re.compile(r"^\[?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+|celery@|health_sweep|"
-                      r"Warm shutdown|SecurityWarning", re.MULTILINE)
+LOG_LINE = re.compile(
+    r"^\[?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+|celery@|health_sweep|"
+    r"Warm shutdown|SecurityWarning",
+    re.MULTILINE,
+)
 
 
 def run_relay(env: dict[str, str], port: int, agents_port: int, *extra: str) -> ConsoleRun:
-    return ConsoleRun([sys.executable, "manage.py", "run_relay", "--port", str(port),
-                       "--agents-port", str(agents_port), *extra], env=env)
+    return ConsoleRun(
+        [
+            sys.executable,
+            "manage.py",
+            "run_relay",
+            "--port",
+            str(port),
+            "--agents-port",
+            str(agents_port),
+            *extra,
+        ],
+        env=env,
+    )
 
 
 def shell(line: str, env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess:
     """``line`` in a fresh, non-interactive shell in the checkout (no terminal: Django's
     password prompt then reads standard input)."""
-    return subprocess.run(["bash", "-c", line], cwd=ROOT, env=env, input=stdin,
-                          capture_output=True, text=True, timeout=120, start_new_session=True)
+    return subprocess.run(
+        ["bash", "-c", line],
+        cwd=ROOT,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        start_new_session=True,
+    )
 
 
 def printed_command(console: str, label: str) -> str:
@@ -44,30 +66,39 @@ def printed_command(console: str, label: str) -> str:
 
 def saved_values(var) -> dict[str, str]:
     text = (var / "credentials.txt").read_text()
-    return dict(line.split("=", 1) for line in text.splitlines()
-                if "=" in line and not line.startswith("#"))
+    return dict(
+        line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#")
+    )
 
 
 def password_works(var, user: str, password: str) -> bool:
     """Checks the password against the hash in the run's database (read directly: starting
     Django once more costs seconds)."""
     with closing(sqlite3.connect(var / "relay.sqlite3")) as database:
-        (encoded,) = database.execute("SELECT password FROM auth_user WHERE username = ?",
-                                      (user,)).fetchone()
+        (encoded,) = database.execute(
+            "SELECT password FROM auth_user WHERE username = ?", (user,)
+        ).fetchone()
     return check_password(password, encoded)
 
 
 def test_credentials_are_shown_once_kept_in_a_private_file_and_logs_go_to_files(tmp_path):
     var = tmp_path / "var"
-    env = relay_env(var, RELAY_LOG_LEVEL="INFO", RELAY_HEALTH_SWEEP_SECONDS="1",
-                    RELAY_HEALTH_INTERVAL_SECONDS="1")
+    env = relay_env(
+        var,
+        RELAY_LOG_LEVEL="INFO",
+        RELAY_HEALTH_SWEEP_SECONDS="1",
+        RELAY_HEALTH_INTERVAL_SECONDS="1",
+    )
     port, agents_port = free_port(), free_run(4)
     relay = f"http://127.0.0.1:{port}"
 
     with run_relay(env, port, agents_port) as first:
         first.wait_for(r"^Ctrl-C stops everything")
-        refreshed = httpx.post(f"{relay}/a2a/registry/echo/refresh", timeout=10, headers={
-            "Authorization": f"Bearer {saved_values(var)['api_key']}"})
+        refreshed = httpx.post(
+            f"{relay}/a2a/registry/echo/refresh",
+            timeout=10,
+            headers={"Authorization": f"Bearer {saved_values(var)['api_key']}"},
+        )
         assert refreshed.status_code == 200, refreshed.text
         # The health sweep's change shows at once, with the request made before it.
         first.wait_for(r"agents healthy 4/4 \| [1-9]\d* requests? served")
@@ -85,11 +116,13 @@ def test_credentials_are_shown_once_kept_in_a_private_file_and_logs_go_to_files(
 
     # The console: the banner and a status line per change, never a process's log.
     assert LOG_LINE.search(console) is None, console
-    assert re.search(r"^\d\d:\d\d:\d\d  relay up \| worker up \| agents healthy 4/4",
-                     console, re.MULTILINE), console
+    assert re.search(
+        r"^\d\d:\d\d:\d\d  relay up \| worker up \| agents healthy 4/4", console, re.MULTILINE
+    ), console
     assert f"Logs:      {var / 'log'}/ (daphne.log, celery.log, relay.log)" in console
-    logs = {name: (var / "log" / f"{name}.log").read_text()
-            for name in ("daphne", "celery", "relay")}
+    logs = {
+        name: (var / "log" / f"{name}.log").read_text() for name in ("daphne", "celery", "relay")
+    }
     assert "Listening on TCP address" in logs["daphne"]
     assert "POST /a2a/registry/echo/refresh" in logs["daphne"]
     assert "routing.health_sweep" in logs["celery"]
@@ -107,8 +140,10 @@ def test_credentials_are_shown_once_kept_in_a_private_file_and_logs_go_to_files(
     assert "Try it" in again and "worker" not in again.split("Status:")[1]
 
     reset = printed_command(again, "New admin password:")
-    assert reset == f"{sys.executable} manage.py changepassword admin" or \
-        reset == ".venv/bin/python manage.py changepassword admin", reset
+    assert (
+        reset == f"{sys.executable} manage.py changepassword admin"
+        or reset == ".venv/bin/python manage.py changepassword admin"
+    ), reset
     changed = shell(reset, env, stdin="Another-pass-8214\nAnother-pass-8214\n")
     assert changed.returncode == 0, changed.stderr
     assert password_works(var, "admin", "Another-pass-8214")

@@ -44,17 +44,34 @@ def free_run(count: int) -> int:
 @pytest.fixture
 def run_relay(tmp_path):
     port, agents_port = free_port(), free_run(4)
-    env = relay_env(tmp_path, RELAY_HEALTH_SWEEP_SECONDS="1", RELAY_HEALTH_INTERVAL_SECONDS="1",
-                    RELAY_HEALTH_UNHEALTHY_AFTER="2", RELAY_HEALTH_HEALTHY_AFTER="1",
-                    RELAY_HEALTH_TIMEOUT_SECONDS="2")
+    env = relay_env(
+        tmp_path,
+        RELAY_HEALTH_SWEEP_SECONDS="1",
+        RELAY_HEALTH_INTERVAL_SECONDS="1",
+        RELAY_HEALTH_UNHEALTHY_AFTER="2",
+        RELAY_HEALTH_HEALTHY_AFTER="1",
+        RELAY_HEALTH_TIMEOUT_SECONDS="2",
+    )
     child = subprocess.Popen(
-        [sys.executable, "manage.py", "run_relay", "--port", str(port),
-         "--agents-port", str(agents_port)],
-        cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, bufsize=1)
+        [
+            sys.executable,
+            "manage.py",
+            "run_relay",
+            "--port",
+            str(port),
+            "--agents-port",
+            str(agents_port),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+    )
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in child.stdout],
-                     daemon=True).start()
+    threading.Thread(target=lambda: [lines.put(line) for line in child.stdout], daemon=True).start()
     try:
         yield child, f"http://127.0.0.1:{port}", lines
     finally:

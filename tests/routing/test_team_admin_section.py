@@ -118,8 +118,12 @@ def test_a_staff_member_without_team_permissions_does_not_see_teams(client, crew
 def test_the_history_written_while_teams_were_the_registrys_moves_with_them(admin_client, crew):
     registry_team = ContentType.objects.get_for_model(crew)  # the registry's own content type
     entry = LogEntry.objects.create(
-        user=User.objects.get(username="admin"), content_type=registry_team, object_id="crew",
-        object_repr="Crew", action_flag=CHANGE, change_message="renamed before the move",
+        user=User.objects.get(username="admin"),
+        content_type=registry_team,
+        object_id="crew",
+        object_repr="Crew",
+        action_flag=CHANGE,
+        change_message="renamed before the move",
     )
     history = reverse("admin:routing_team_history", args=["crew"])
     assert "renamed before the move" not in admin_client.get(history).content.decode()

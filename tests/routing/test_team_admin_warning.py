@@ -16,13 +16,15 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def teams():
-    make_agent(agent_id="lead", name="Lead",
-               capabilities={"extensions": [extension(CLIENT_ROUTING_URI)]})
+    make_agent(
+        agent_id="lead", name="Lead", capabilities={"extensions": [extension(CLIENT_ROUTING_URI)]}
+    )
     make_agent(agent_id="plain", name="Plain")
     make_agent(agent_id="other", name="Other")
     team_create(team_id="good", name="Good", members=["lead", "plain"], default_agent="lead")
-    team_create(team_id="stuck", name="Stuck", members=["plain", "lead", "other"],
-                default_agent="plain")
+    team_create(
+        team_id="stuck", name="Stuck", members=["plain", "lead", "other"], default_agent="plain"
+    )
     team_create(team_id="alone", name="Alone", members=["plain"], default_agent="plain")
 
 
@@ -53,9 +55,16 @@ def test_members_disabled_in_the_team_are_not_counted_as_unreachable(teams):
     from registry.selectors import teams_with_members
     from registry.teams import MemberSpec, team_update
 
-    team_update(team=Team.objects.get(pk="stuck"),
-                fields={"members": [MemberSpec("plain", True), MemberSpec("lead", False),
-                                    MemberSpec("other", True)]})
+    team_update(
+        team=Team.objects.get(pk="stuck"),
+        fields={
+            "members": [
+                MemberSpec("plain", True),
+                MemberSpec("lead", False),
+                MemberSpec("other", True),
+            ]
+        },
+    )
 
     stuck = teams_with_members(Team.objects.filter(pk="stuck")).get()
     assert unreachable_members(stuck) == ["other"]

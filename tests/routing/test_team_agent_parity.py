@@ -108,19 +108,25 @@ class Parity(TaskExecutor):
         word, _, rest = text.partition(" ")
         if context.current_task is not None:
             greeting = f"Hello, {text}!"
-            await updater.add_artifact([Part(text=greeting)], artifact_id="greeting",
-                                       name="greeting", last_chunk=True)
+            await updater.add_artifact(
+                [Part(text=greeting)], artifact_id="greeting", name="greeting", last_chunk=True
+            )
             await updater.complete(text_message(updater, greeting))
         elif word == "echo":
-            await updater.add_artifact([Part(text=rest)], artifact_id="echo", name="echo",
-                                       last_chunk=True)
+            await updater.add_artifact(
+                [Part(text=rest)], artifact_id="echo", name="echo", last_chunk=True
+            )
             await updater.complete(text_message(updater, rest))
         elif word == "chunks":
             await updater.start_work(text_message(updater, "Writing."))
             for index, chunk in enumerate(CHUNKS):
                 await updater.add_artifact(
-                    [Part(text=chunk)], artifact_id="story", name="story", append=index > 0,
-                    last_chunk=index == len(CHUNKS) - 1)
+                    [Part(text=chunk)],
+                    artifact_id="story",
+                    name="story",
+                    append=index > 0,
+                    last_chunk=index == len(CHUNKS) - 1,
+                )
             await updater.complete(text_message(updater, "Story streamed."))
         elif word == "later":
             await updater.start_work(text_message(updater, "Started; come back later."))
@@ -132,8 +138,9 @@ class Parity(TaskExecutor):
             await updater.start_work(text_message(updater, "Waiting for the gate."))
             gate, index = GATES[rest], 0
             while (chunk := await asyncio.to_thread(gate.get, True, GATE_SECONDS)) is not None:
-                await updater.add_artifact([Part(text=chunk)], artifact_id="story",
-                                           name="story", append=index > 0)
+                await updater.add_artifact(
+                    [Part(text=chunk)], artifact_id="story", name="story", append=index > 0
+                )
                 index += 1
             await updater.complete(text_message(updater, "Released."))
         else:
@@ -199,19 +206,27 @@ class Webhook:
 @pytest.fixture(scope="module")
 def relay(tmp_path_factory):
     # Some hundred calls a minute from one key: above the default limit of calls per key.
-    with live_relay(tmp_path_factory.mktemp("parity"), CELERY_TASK_ALWAYS_EAGER="true",
-                    RELAY_RATE_LIMIT_PER_KEY="100000") as live:
+    with live_relay(
+        tmp_path_factory.mktemp("parity"),
+        CELERY_TASK_ALWAYS_EAGER="true",
+        RELAY_RATE_LIMIT_PER_KEY="100000",
+    ) as live:
         live.serve_agent(MEMBER, parity_agent)
-        manage(live.env, "shell", "-c",
-               f"from registry.teams import team_create; team_create(team_id='{TEAM}', "
-               f"name='Parity team', members=['{MEMBER}'], default_agent='{MEMBER}')")
+        manage(
+            live.env,
+            "shell",
+            "-c",
+            f"from registry.teams import team_create; team_create(team_id='{TEAM}', "
+            f"name='Parity team', members=['{MEMBER}'], default_agent='{MEMBER}')",
+        )
         yield live
 
 
 @pytest.fixture(scope="module")
 def cards(relay) -> dict[str, dict[str, Any]]:
-    team = httpx.get(f"{relay.url}/a2a/teams/{TEAM}/.well-known/agent-card.json",
-                     timeout=CALL_SECONDS)
+    team = httpx.get(
+        f"{relay.url}/a2a/teams/{TEAM}/.well-known/agent-card.json", timeout=CALL_SECONDS
+    )
     team.raise_for_status()
     return {"agent": relay.card(MEMBER), "team": team.json()}
 
@@ -236,7 +251,7 @@ EXTRA_STREAM_EVENTS = (
 
 
 CANCELED_WITH_EXTRAS = (
-    EXTRA_STREAM_EVENTS + ", and its `canceled` update has a message (\"the task of member "
+    EXTRA_STREAM_EVENTS + ', and its `canceled` update has a message ("the task of member '
     "'parity' was canceled\") where the agent's has none"
 )
 HOP_NOTICES_IN_HISTORY = (
@@ -263,8 +278,9 @@ def connect(relay, cards, target, binding, version):
     """``connect(streaming=True)``: an a2a-sdk client of the target on this protocol."""
 
     def make(*, streaming: bool = True):
-        return sdk_client(cards[target], binding, version, headers=relay.auth(),
-                          streaming=streaming)
+        return sdk_client(
+            cards[target], binding, version, headers=relay.auth(), streaming=streaming
+        )
 
     return make
 
@@ -277,11 +293,13 @@ def request(text: str, *, task_id: str = "", **configuration: Any) -> SendMessag
     if task_id:
         message.task_id = task_id
     return SendMessageRequest(
-        message=message, configuration=SendMessageConfiguration(**configuration))
+        message=message, configuration=SendMessageConfiguration(**configuration)
+    )
 
 
-def strip_member(events: list[dict[str, Any]], target: str, *, hop: int = 1
-                 ) -> list[dict[str, Any]]:
+def strip_member(
+    events: list[dict[str, Any]], target: str, *, hop: int = 1
+) -> list[dict[str, Any]]:
     """The events without the member entry a team adds to what it forwards. For a team, every
     artifact update (they all come from the member) must carry it, naming the member and
     ``hop`` (a follow-up turn is the team's next hop), and wherever else it appears it names the
@@ -313,11 +331,22 @@ def summary(events: list[dict[str, Any]]) -> list[tuple]:
         kind, body = next(iter(event.items()))
         status = body.get("status") or {}
         artifact = body.get("artifact") or {}
-        parts = artifact.get("parts") or (status.get("message") or {}).get("parts") or body.get(
-            "parts") or []
-        rows.append((kind, status.get("state", ""), artifact.get("artifactId", ""),
-                     body.get("append", False), body.get("lastChunk", False),
-                     tuple(part.get("text", "") for part in parts)))
+        parts = (
+            artifact.get("parts")
+            or (status.get("message") or {}).get("parts")
+            or body.get("parts")
+            or []
+        )
+        rows.append(
+            (
+                kind,
+                status.get("state", ""),
+                artifact.get("artifactId", ""),
+                body.get("append", False),
+                body.get("lastChunk", False),
+                tuple(part.get("text", "") for part in parts),
+            )
+        )
     return rows
 
 
@@ -356,8 +385,9 @@ STORY = [
 ]
 
 
-async def observe(client, target: str, text: str, *, hop: int = 1, **options: Any
-                  ) -> list[dict[str, Any]]:
+async def observe(
+    client, target: str, text: str, *, hop: int = 1, **options: Any
+) -> list[dict[str, Any]]:
     """The events of one send, member entry stripped (see ``strip_member``)."""
     events = await collect(client.send_message(request(text, **options)))
     return strip_member(events, target, hop=hop)
@@ -387,13 +417,15 @@ async def test_a_message_answer_stays_a_message(connect, target, binding, versio
 @protocols
 @targets
 async def test_a_blocking_send_answers_at_once_with_a_task_left_working(
-        connect, target, binding, version):
+    connect, target, binding, version
+):
     async with connect(streaming=False) as client:
         started = asyncio.get_running_loop().time()
         answer = await observe(client, target, "later")
         assert asyncio.get_running_loop().time() - started < LATER_SECONDS
         assert summary(answer) == [
-            ("task", WORKING, "", False, False, ("Started; come back later.",))]
+            ("task", WORKING, "", False, False, ("Started; come back later.",))
+        ]
         # The relay goes on following the task, and records its end.
         done = await ended(client, task_id_of(answer[0]))
     assert done["status"]["state"] == COMPLETED
@@ -403,7 +435,8 @@ async def test_a_blocking_send_answers_at_once_with_a_task_left_working(
 @protocols
 @targets
 async def test_return_immediately_answers_with_the_submitted_task(
-        connect, target, binding, version):
+    connect, target, binding, version
+):
     async with connect(streaming=False) as client:
         with new_gate() as (name, gate):
             answer = await observe(client, target, f"gate {name}", return_immediately=True)
@@ -431,8 +464,7 @@ async def test_a_stream_carries_every_artifact_chunk_in_order(connect, target, b
 
 @protocols
 @team_differs(EXTRA_STREAM_EVENTS)
-async def test_an_input_required_task_completes_on_its_follow_up(
-        connect, target, binding, version):
+async def test_an_input_required_task_completes_on_its_follow_up(connect, target, binding, version):
     async with connect() as client:
         asked = await observe(client, target, "ask")
         assert summary(asked) == [
@@ -450,7 +482,6 @@ async def test_an_input_required_task_completes_on_its_follow_up(
     ]
     assert {task_id_of(event) for event in answered} == {task_id}
     assert stored["status"]["state"] == COMPLETED
-
 
 
 async def read_until(stream, events: list[dict[str, Any]], react) -> None:
@@ -551,8 +582,10 @@ async def test_subscribe_streams_the_rest_of_a_running_task(connect, target, bin
 
 
 def history(task: dict[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
-    return [(message["role"], tuple(part.get("text", "") for part in message["parts"]))
-            for message in task.get("history", [])]
+    return [
+        (message["role"], tuple(part.get("text", "") for part in message["parts"]))
+        for message in task.get("history", [])
+    ]
 
 
 @protocols
@@ -584,7 +617,8 @@ async def test_list_shows_the_callers_task_of_a_context(connect, target, binding
         task = answer[0]["task"]
         listed = as_json(await client.list_tasks(ListTasksRequest(context_id=task["contextId"])))
     assert [(found["id"], found["status"]["state"]) for found in listed["tasks"]] == [
-        (task["id"], COMPLETED)]
+        (task["id"], COMPLETED)
+    ]
 
 
 V0_3_KINDS = {"task": "task", "status-update": "statusUpdate", "artifact-update": "artifactUpdate"}
@@ -605,7 +639,8 @@ def pushed(body: dict[str, Any]) -> tuple[str, str]:
     "the agent posts one body, the final task"
 )
 async def test_a_blocking_send_pushes_the_final_task_to_the_webhook(
-        connect, webhook, target, binding, version):
+    connect, webhook, target, binding, version
+):
     name = uuid.uuid4().hex[:8]
     config = TaskPushNotificationConfig(url=f"{webhook.url}/hook/{name}", token=TOKEN)
     async with connect(streaming=False) as client:
@@ -624,33 +659,42 @@ async def test_a_blocking_send_pushes_the_final_task_to_the_webhook(
 # --- agent and team side by side ----------------------------------------------------------
 
 
-HISTORY_DIFFERS = pytest.mark.xfail(strict=True, reason=(
-    "issue 12: a team task answered at once holds in its history the hop notice (an agent "
-    "message 'user -> parity' with the hop record in its metadata) and the member's status "
-    "message; the agent's task answered at once holds the user's message only"))
+HISTORY_DIFFERS = pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "issue 12: a team task answered at once holds in its history the hop notice (an agent "
+        "message 'user -> parity' with the hop record in its metadata) and the member's status "
+        "message; the agent's task answered at once holds the user's message only"
+    ),
+)
 
 
 @protocols
-@pytest.mark.parametrize("text", [
-    pytest.param("echo hi", marks=HISTORY_DIFFERS),
-    "message hi",
-    pytest.param("later", marks=HISTORY_DIFFERS),
-])
-async def test_the_team_answers_a_send_exactly_as_the_agent(relay, cards, text, binding,
-                                                            version):
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("echo hi", marks=HISTORY_DIFFERS),
+        "message hi",
+        pytest.param("later", marks=HISTORY_DIFFERS),
+    ],
+)
+async def test_the_team_answers_a_send_exactly_as_the_agent(relay, cards, text, binding, version):
     """The whole answer, normalised, side by side: not only what ``summary`` keeps."""
     seen = {}
     for target in TARGETS:
-        async with sdk_client(cards[target], binding, version, headers=relay.auth(),
-                              streaming=False) as client:
-            seen[target] = observable(strip_member(
-                await collect(client.send_message(request(text))), target))
+        async with sdk_client(
+            cards[target], binding, version, headers=relay.auth(), streaming=False
+        ) as client:
+            seen[target] = observable(
+                strip_member(await collect(client.send_message(request(text))), target)
+            )
     assert seen["team"] == seen["agent"]
 
 
 @protocols
 async def test_a_team_stream_is_the_agents_with_only_the_two_hop_updates_added(
-        relay, cards, binding, version):
+    relay, cards, binding, version
+):
     """What the expected failures above differ by, pinned: everything the member sends reaches
     the team's stream as the agent's does, and the team adds exactly two `working` updates
     (the member's task opening, and the hop notice before the end). When issue 12's parity
@@ -665,4 +709,8 @@ async def test_a_team_stream_is_the_agents_with_only_the_two_hop_updates_added(
     assert team == [agent[0], opening, *agent[1:-1], notice, agent[-1]]
     hop = seen["team"][-2]["statusUpdate"]["status"]["message"]["metadata"][URI]["hop"]
     assert (hop["from"], hop["to"], hop["outcome"], hop["next"]) == (
-        "user", MEMBER, "replied", "user")
+        "user",
+        MEMBER,
+        "replied",
+        "user",
+    )

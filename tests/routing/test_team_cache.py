@@ -31,8 +31,9 @@ pytestmark = pytest.mark.django_db
 def team():
     make_agent(agent_id="lead", name="Lead", skills=[skill("plan", tags=["planning"])])
     make_agent(agent_id="helper", name="Helper", skills=[skill("write", tags=["writing"])])
-    return teams.team_create(team_id="crew", name="Crew", members=["lead", "helper"],
-                             default_agent="lead")
+    return teams.team_create(
+        team_id="crew", name="Crew", members=["lead", "helper"], default_agent="lead"
+    )
 
 
 def view_of(team_id: str = "crew") -> dict[str, bool]:
@@ -42,9 +43,7 @@ def view_of(team_id: str = "crew") -> dict[str, bool]:
     return {member.id: member.healthy for member in target.view.members}
 
 
-def test_a_call_to_a_loaded_team_costs_one_query_for_its_members_and_the_task_insert(
-    team, api_key
-):
+def test_a_call_to_a_loaded_team_costs_one_query_for_its_members_and_the_task_insert(team, api_key):
     body = json.dumps(JSONRPC_1.send().body).encode()
     parsed = calls.parse_jsonrpc_call({"A2A-Version": "1.0"}, body)
     for _ in range(2):  # loads the team and the key, and records the key's last use

@@ -131,9 +131,15 @@ async def send(
 
 async def team_task_of(relay, message: dict[str, Any]) -> dict[str, Any]:
     """The team task a Message answer belongs to (the only task of its context)."""
-    listed = await relay.post("/a2a/teams/crew/", json={
-        "jsonrpc": "2.0", "id": 1, "method": "ListTasks",
-        "params": {"contextId": message["contextId"]}})
+    listed = await relay.post(
+        "/a2a/teams/crew/",
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "ListTasks",
+            "params": {"contextId": message["contextId"]},
+        },
+    )
     tasks = listed.json()["result"]["tasks"]
     assert len(tasks) == 1, tasks
     return tasks[0]
@@ -279,9 +285,16 @@ async def test_the_callers_extensions_and_request_metadata_reach_every_member(re
     LEAD.load("echo", "user")
     tracing = "https://example.com/extensions/tracing/v1"
     metadata = {"trace": {"id": 12345678901234567890, "sampled": True}}
-    response = await relay.post("/a2a/teams/crew/", headers={"A2A-Extensions": tracing}, json={
-        "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-        "params": {"message": user_message("hello"), "metadata": metadata}})
+    response = await relay.post(
+        "/a2a/teams/crew/",
+        headers={"A2A-Extensions": tracing},
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {"message": user_message("hello"), "metadata": metadata},
+        },
+    )
     assert "result" in response.json(), response.text
 
     [with_routing] = message_calls("lead")[:1]
@@ -619,7 +632,8 @@ async def test_the_demo_team_researches_then_writes_and_ask_team_prints_each_hop
 async def test_a_member_whose_circuit_breaker_is_open_is_left_out(relay):
     await sync_to_async(make_team)("lead", "worker", "helper")
     await Agent.objects.filter(pk="worker").aupdate(
-        breaker_state=Agent.Breaker.OPEN, breaker_failures=5, breaker_opened_at=timezone.now())
+        breaker_state=Agent.Breaker.OPEN, breaker_failures=5, breaker_opened_at=timezone.now()
+    )
     LEAD.load("helper", "user")
     HELPER.load("worker")
 
@@ -634,7 +648,8 @@ async def test_a_member_whose_circuit_breaker_is_open_is_left_out(relay):
 async def test_a_default_agent_whose_breaker_is_open_answers_at_once(relay):
     await sync_to_async(make_team)("lead", "worker")
     await Agent.objects.filter(pk="lead").aupdate(
-        breaker_state=Agent.Breaker.OPEN, breaker_failures=5, breaker_opened_at=timezone.now())
+        breaker_state=Agent.Breaker.OPEN, breaker_failures=5, breaker_opened_at=timezone.now()
+    )
 
     task = await send(relay, user_message("anyone?"))
 
@@ -647,8 +662,10 @@ async def test_a_breaker_whose_cooldown_passed_lets_the_member_be_routed_to_agai
     settings.RELAY_BREAKER_COOLDOWN_SECONDS = 30
     await sync_to_async(make_team)("lead", "worker")
     await Agent.objects.filter(pk="lead").aupdate(
-        breaker_state=Agent.Breaker.OPEN, breaker_failures=5,
-        breaker_opened_at=timezone.now() - timedelta(seconds=31))
+        breaker_state=Agent.Breaker.OPEN,
+        breaker_failures=5,
+        breaker_opened_at=timezone.now() - timedelta(seconds=31),
+    )
     LEAD.load("user")
 
     task = await send(relay, user_message("anyone?"))
@@ -662,8 +679,10 @@ async def test_a_breaker_whose_cooldown_passed_lets_the_member_be_routed_to_agai
 
 
 async def send_raw(relay, message: dict[str, Any]) -> dict[str, Any]:
-    response = await relay.post("/a2a/teams/crew/", json={
-        "jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}})
+    response = await relay.post(
+        "/a2a/teams/crew/",
+        json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}},
+    )
     assert response.status_code == 200, response.text
     return response.json()["result"]
 

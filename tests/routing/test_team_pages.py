@@ -36,13 +36,21 @@ def crew():
     """A team whose default agent routes (lead), with a healthy member and one disabled in the
     team; and a team whose default agent cannot route."""
     router_agent("lead", health="healthy", skills=[skill("plan", name="Plan", tags=["plans"])])
-    make_agent(agent_id="writer", name="Writer", health="unhealthy",
-               skills=[skill("write", name="Write reports", tags=["reports"])])
+    make_agent(
+        agent_id="writer",
+        name="Writer",
+        health="unhealthy",
+        skills=[skill("write", name="Write reports", tags=["reports"])],
+    )
     make_agent(agent_id="critic", name="Critic")
-    team_create(team_id="crew", name="The Crew", description="Plans and writes.",
-                members=["lead", "writer", MemberSpec("critic", False)], default_agent="lead")
-    team_create(team_id="stuck", name="Stuck", members=["writer", "lead"],
-                default_agent="writer")
+    team_create(
+        team_id="crew",
+        name="The Crew",
+        description="Plans and writes.",
+        members=["lead", "writer", MemberSpec("critic", False)],
+        default_agent="lead",
+    )
+    team_create(team_id="stuck", name="Stuck", members=["writer", "lead"], default_agent="writer")
 
 
 def text_of(response) -> str:
@@ -50,8 +58,9 @@ def text_of(response) -> str:
 
 
 def snippet(response, name: str) -> str:
-    found = re.search(rf'<pre class="code" id="snippet-{name}">(.*?)</pre>', text_of(response),
-                      re.S)
+    found = re.search(
+        rf'<pre class="code" id="snippet-{name}">(.*?)</pre>', text_of(response), re.S
+    )
     assert found, f"no {name} snippet on the page"
     return html.unescape(found.group(1))
 
@@ -65,14 +74,14 @@ def test_team_list_shows_each_team_with_its_members_health_and_routing(client, c
     assert response.status_code == 200
     page = text_of(response)
     assert re.findall(r'<li class="agent team" id="team-([^"]+)"', page) == ["crew", "stuck"]
-    crew_item = page[page.index('id="team-crew"'):page.index('id="team-stuck"')]
+    crew_item = page[page.index('id="team-crew"') : page.index('id="team-stuck"')]
     assert "The Crew" in crew_item and "Plans and writes." in crew_item
     assert 'href="/agents/lead/"' in crew_item
     assert '<span class="health health-healthy"' in crew_item
-    assert "lead <span title=\"declares client routing\">⇄</span>" in crew_item
+    assert 'lead <span title="declares client routing">⇄</span>' in crew_item
     assert 'class="member member-off"' in crew_item  # critic, disabled in the team
     assert "only the default agent is called" not in crew_item
-    stuck_item = page[page.index('id="team-stuck"'):]
+    stuck_item = page[page.index('id="team-stuck"') :]
     assert "only the default agent is called" in stuck_item
 
 
@@ -99,8 +108,12 @@ def test_team_list_costs_the_same_queries_with_more_teams_and_members(client, cr
     before = queries()
     for number in range(6):
         make_agent(agent_id=f"extra-{number}", name=f"Extra {number}")
-        team_create(team_id=f"team-{number}", name=f"Team {number}",
-                    members=["lead", f"extra-{number}", "writer"], default_agent="lead")
+        team_create(
+            team_id=f"team-{number}",
+            name=f"Team {number}",
+            members=["lead", f"extra-{number}", "writer"],
+            default_agent="lead",
+        )
 
     assert queries() == before <= 4
 
@@ -108,8 +121,9 @@ def test_team_list_costs_the_same_queries_with_more_teams_and_members(client, cr
 def test_team_list_pages_with_a_cursor(client, crew):
     make_agent(agent_id="solo", name="Solo")
     for number in range(30):
-        team_create(team_id=f"t-{number:02d}", name=f"T {number}", members=["solo"],
-                    default_agent="solo")
+        team_create(
+            team_id=f"t-{number:02d}", name=f"T {number}", members=["solo"], default_agent="solo"
+        )
 
     first = client.get(reverse("team-list-page"))
     next_link = re.search(r'<a class="button" rel="next" href="\?([^"]+)"', text_of(first))
@@ -131,12 +145,12 @@ def test_team_page_shows_members_default_agent_card_and_how_to_call(client, crew
     assert "<h1>The Crew</h1>" in page
     members = re.findall(r'<tr id="member-([^"]+)"', page)
     assert members == ["lead", "writer", "critic"]
-    lead_row = page[page.index('id="member-lead"'):page.index('id="member-writer"')]
+    lead_row = page[page.index('id="member-lead"') : page.index('id="member-writer"')]
     assert "default agent" in lead_row and "⇄ client routing" in lead_row
     assert "health-healthy" in lead_row
-    writer_row = page[page.index('id="member-writer"'):page.index('id="member-critic"')]
+    writer_row = page[page.index('id="member-writer"') : page.index('id="member-critic"')]
     assert "health-unhealthy" in writer_row and "no: answers go back" in writer_row
-    assert 'class="member-off"' in page[page.index('id="member-critic"') - 40:]
+    assert 'class="member-off"' in page[page.index('id="member-critic"') - 40 :]
     assert "routing-warning" not in page
     # The relay's card of the team: the members' skills and the team's own URL.
     assert "&quot;url&quot;: &quot;http://testserver/a2a/teams/crew/&quot;" in page
@@ -148,11 +162,15 @@ def test_team_page_shows_members_default_agent_card_and_how_to_call(client, crew
 def test_team_page_warns_when_the_default_agent_cannot_route(client, crew):
     response = client.get(reverse("team-page", args=["stuck"]))
 
-    warning = re.search(r'<p class="notice notice-warning" id="routing-warning"[^>]*>(.*?)</p>',
-                        text_of(response), re.S)
+    warning = re.search(
+        r'<p class="notice notice-warning" id="routing-warning"[^>]*>(.*?)</p>',
+        text_of(response),
+        re.S,
+    )
     assert warning, "no routing warning on the page"
     assert "“writer” does not declare the client-routing extension" in html.unescape(
-        warning.group(1))
+        warning.group(1)
+    )
     assert "lead will never be called" in warning.group(1)
 
 
@@ -178,14 +196,12 @@ def test_snippets_use_the_public_url_when_one_is_set(client, crew, settings):
     response = client.get(reverse("agent-page", args=["lead"]))
 
     assert 'URL = "https://relay.example.org/a2a/agents/lead/"' in snippet(response, "python")
-    assert "curl -s -X POST https://relay.example.org/a2a/agents/lead/" in snippet(
-        response, "curl")
+    assert "curl -s -X POST https://relay.example.org/a2a/agents/lead/" in snippet(response, "curl")
 
 
 def test_a_disabled_team_says_calls_answer_404_and_shows_no_snippets(client, crew):
     make_agent(agent_id="idle", name="Idle")
-    team_create(team_id="off", name="Off", members=["idle"], default_agent="idle",
-                enabled=False)
+    team_create(team_id="off", name="Off", members=["idle"], default_agent="idle", enabled=False)
 
     response = client.get(reverse("team-page", args=["off"]))
 
@@ -211,10 +227,19 @@ def test_unknown_team_id_is_escaped_on_the_404_page(client):
 
 
 def test_team_page_escapes_names_and_descriptions(client, crew):
-    router_agent("evil", name=HOSTILE, description=HOSTILE,
-                 skills=[skill("x", name=HOSTILE, description=HOSTILE, tags=[HOSTILE])])
-    team_create(team_id="evil-team", name=HOSTILE, description=HOSTILE, members=["evil"],
-                default_agent="evil")
+    router_agent(
+        "evil",
+        name=HOSTILE,
+        description=HOSTILE,
+        skills=[skill("x", name=HOSTILE, description=HOSTILE, tags=[HOSTILE])],
+    )
+    team_create(
+        team_id="evil-team",
+        name=HOSTILE,
+        description=HOSTILE,
+        members=["evil"],
+        default_agent="evil",
+    )
 
     for url in (reverse("team-page", args=["evil-team"]), reverse("team-list-page")):
         page = text_of(client.get(url))
@@ -245,9 +270,7 @@ def test_a_logged_in_user_who_is_not_staff_sees_no_conversations(client, crew):
     assert 'id="conversations"' not in page
 
 
-def test_team_page_costs_the_same_queries_with_more_members_and_conversations(
-    admin_client, crew
-):
+def test_team_page_costs_the_same_queries_with_more_members_and_conversations(admin_client, crew):
     def queries() -> int:
         with CaptureQueriesContext(connection) as captured:
             assert admin_client.get(reverse("team-page", args=["crew"])).status_code == 200
@@ -326,7 +349,7 @@ def test_skills_page_lists_every_skill_without_a_query(client, crew):
     assert response.status_code == 200
     # Healthier agents first: lead is healthy, critic unknown, writer unhealthy.
     assert skill_ids(response) == ["lead-plan", "critic-forecast", "writer-write"]
-    assert "Offered by <a href=\"/agents/writer/\">Writer</a>" in text_of(response)
+    assert 'Offered by <a href="/agents/writer/">Writer</a>' in text_of(response)
 
 
 def test_skills_page_finds_skills_by_words_and_tag(client, crew):
@@ -343,16 +366,22 @@ def test_skills_page_finds_skills_by_words_and_tag(client, crew):
 
 
 def test_skills_page_leaves_out_disabled_agents(client, crew):
-    make_agent(agent_id="off-agent", name="Off", status="disabled",
-               skills=[skill("write", name="Write reports")])
+    make_agent(
+        agent_id="off-agent",
+        name="Off",
+        status="disabled",
+        skills=[skill("write", name="Write reports")],
+    )
 
     assert skill_ids(client.get(reverse("skills-page"), {"q": "write"})) == ["writer-write"]
 
 
 def test_skills_page_escapes_skills_and_the_query(client, crew):
-    make_agent(agent_id="evil", name=HOSTILE,
-               skills=[skill("x", name=HOSTILE, description=HOSTILE, tags=[HOSTILE],
-                             examples=[HOSTILE])])
+    make_agent(
+        agent_id="evil",
+        name=HOSTILE,
+        skills=[skill("x", name=HOSTILE, description=HOSTILE, tags=[HOSTILE], examples=[HOSTILE])],
+    )
 
     page = text_of(client.get(reverse("skills-page"), {"q": HOSTILE}))
     everything = text_of(client.get(reverse("skills-page")))
@@ -368,8 +397,11 @@ def test_skills_page_runs_one_query_whatever_the_number_of_skills(client, crew):
         return len(captured)
 
     before = queries()
-    make_agent(agent_id="many", name="Many",
-               skills=[skill(f"s-{number}", name=f"Skill {number}") for number in range(12)])
+    make_agent(
+        agent_id="many",
+        name="Many",
+        skills=[skill(f"s-{number}", name=f"Skill {number}") for number in range(12)],
+    )
 
     assert queries() == before
     assert before <= 2

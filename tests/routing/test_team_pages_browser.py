@@ -29,25 +29,47 @@ PASSWORD = "browser-test-password-1"
 @pytest.fixture
 def teams():
     make_agent(
-        agent_id="triage", name="Triage", description="Reads each request and picks who answers.",
+        agent_id="triage",
+        name="Triage",
+        description="Reads each request and picks who answers.",
         capabilities={"extensions": [extension(CLIENT_ROUTING_URI)], "streaming": True},
-        skills=[skill("triage", name="Triage", tags=["routing"],
-                      examples=["Who should answer this?"])],
+        skills=[
+            skill("triage", name="Triage", tags=["routing"], examples=["Who should answer this?"])
+        ],
         health="healthy",
     )
-    make_agent(agent_id="researcher", name="Researcher", description="Finds facts.",
-               capabilities={"extensions": [extension(CLIENT_ROUTING_URI)]},
-               skills=[skill("research", name="Research", tags=["facts", "weather"],
-                             description="Looks things up, the weather too.")],
-               health="degraded")
-    make_agent(agent_id="writer", name="Writer", description="Writes reports.",
-               skills=[skill("write", name="Write a report", tags=["reports"])],
-               health="unhealthy")
-    team_create(team_id="desk", name="Front desk", description="Answers anything, in turn.",
-                members=["triage", "researcher", MemberSpec("writer", False)],
-                default_agent="triage")
-    team_create(team_id="stuck", name="Stuck team", members=["writer", "researcher"],
-                default_agent="writer")
+    make_agent(
+        agent_id="researcher",
+        name="Researcher",
+        description="Finds facts.",
+        capabilities={"extensions": [extension(CLIENT_ROUTING_URI)]},
+        skills=[
+            skill(
+                "research",
+                name="Research",
+                tags=["facts", "weather"],
+                description="Looks things up, the weather too.",
+            )
+        ],
+        health="degraded",
+    )
+    make_agent(
+        agent_id="writer",
+        name="Writer",
+        description="Writes reports.",
+        skills=[skill("write", name="Write a report", tags=["reports"])],
+        health="unhealthy",
+    )
+    team_create(
+        team_id="desk",
+        name="Front desk",
+        description="Answers anything, in turn.",
+        members=["triage", "researcher", MemberSpec("writer", False)],
+        default_agent="triage",
+    )
+    team_create(
+        team_id="stuck", name="Stuck team", members=["writer", "researcher"], default_agent="writer"
+    )
 
 
 def log_in(page, live_server) -> None:
@@ -64,7 +86,8 @@ def test_team_list_and_team_page(page, live_server, teams):
     assert page.title() == "Teams · Brass Relay"
     assert page.locator("li.team").count() == 2
     assert page.locator("#team-stuck .chip-warning").inner_text() == (
-        "only the default agent is called")
+        "only the default agent is called"
+    )
     assert overflow(page) == 0
     screenshot(page, "relay-teams")
 
@@ -129,10 +152,12 @@ def test_admin_team_warning_and_lists_fit(page, live_server, teams):
     assert "researcher will never be called" in page.locator("#team-routing-warning").inner_text()
     screenshot(page, "admin-team-warning")
 
-    for name, path in [("admin-agents", "/admin/registry/agent/"),
-                       ("admin-tasks", "/admin/tasks_app/task/"),
-                       ("admin-probes", "/admin/routing/proberesult/"),
-                       ("admin-keys", "/admin/registry/apikey/")]:
+    for name, path in [
+        ("admin-agents", "/admin/registry/agent/"),
+        ("admin-tasks", "/admin/tasks_app/task/"),
+        ("admin-probes", "/admin/routing/proberesult/"),
+        ("admin-keys", "/admin/registry/apikey/"),
+    ]:
         page.goto(live_server.url + path)
         assert overflow(page) == 0, f"{path} is wider than 1280 px"
         screenshot(page, name)
@@ -143,12 +168,24 @@ def test_admin_task_page_is_short_and_readable(page, live_server, teams):
 
     task = make_task(Agent.objects.get(pk="writer"), state="working")
     for number in range(20):
-        task_services.task_record(task=task, event={"artifactUpdate": {
-            "taskId": task.pk, "contextId": task.context_id, "append": number > 0,
-            "artifact": {"artifactId": "story", "name": "story",
-                         "parts": [{"text": f"Chapter {number}. " * 20}]}}})
-    task_services.task_record(task=task, event=task_services.status_event(
-        task, "completed", "Here is the story."))
+        task_services.task_record(
+            task=task,
+            event={
+                "artifactUpdate": {
+                    "taskId": task.pk,
+                    "contextId": task.context_id,
+                    "append": number > 0,
+                    "artifact": {
+                        "artifactId": "story",
+                        "name": "story",
+                        "parts": [{"text": f"Chapter {number}. " * 20}],
+                    },
+                }
+            },
+        )
+    task_services.task_record(
+        task=task, event=task_services.status_event(task, "completed", "Here is the story.")
+    )
     log_in(page, live_server)
 
     page.goto(live_server.url + f"/admin/tasks_app/task/{task.pk}/change/")
@@ -156,8 +193,11 @@ def test_admin_task_page_is_short_and_readable(page, live_server, teams):
     assert page.locator(".task-state").first.inner_text() == "completed"
     task.refresh_from_db()
     assert page.locator("table.task-timeline tbody tr").count() == task.last_sequence == 22
-    assert not page.locator("text=Stored JSON").locator("xpath=ancestor::details").get_attribute(
-        "open")
+    assert (
+        not page.locator("text=Stored JSON")
+        .locator("xpath=ancestor::details")
+        .get_attribute("open")
+    )
     height = page.evaluate("document.documentElement.scrollHeight")
     assert height < 4000, f"the task page is {height} px tall"
     assert overflow(page) == 0

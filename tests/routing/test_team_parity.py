@@ -74,8 +74,7 @@ def agent_urls():
 def registered(agent_urls, allow_private_urls):
     for agent_id, url in agent_urls.items():
         agent_register(url=url, agent_id=agent_id)
-    team_create(team_id="solo-later", name="Solo later", members=["later"],
-                default_agent="later")
+    team_create(team_id="solo-later", name="Solo later", members=["later"], default_agent="later")
 
 
 @pytest.fixture
@@ -92,13 +91,17 @@ async def relay(api_key):
 
 
 def user_message(text: str) -> dict[str, Any]:
-    return {"messageId": f"m-{uuid.uuid4().hex[:10]}", "role": "ROLE_USER",
-            "parts": [{"text": text}]}
+    return {
+        "messageId": f"m-{uuid.uuid4().hex[:10]}",
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+    }
 
 
 async def send(relay, path: str, params: dict[str, Any]) -> dict[str, Any]:
-    response = await relay.post(path, json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-                                            "params": params})
+    response = await relay.post(
+        path, json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
+    )
     assert response.status_code == 200, response.text
     return response.json()["result"]
 
@@ -137,9 +140,11 @@ async def test_a_team_following_its_member_routes_on_when_the_members_task_ends(
     await final_state(relay, team_task)
     hops = (await relay.get(f"/a2a/tasks/{team_task}/trace")).json()["hops"]
     assert [(hop["from"], hop["to"], hop["outcome"], hop["next"]) for hop in hops] == [
-        ("user", "later", "replied", "user")]
+        ("user", "later", "replied", "user")
+    ]
     children = await sync_to_async(list)(
-        RelayTask.objects.filter(parent_id=team_task).values_list("state", flat=True))
+        RelayTask.objects.filter(parent_id=team_task).values_list("state", flat=True)
+    )
     assert children == ["completed"]
 
 
@@ -171,14 +176,23 @@ def resending_url():
 
 
 def sse_results(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line[len("data: "):])["result"] for line in text.splitlines()
-            if line.startswith("data: ")]
+    return [
+        json.loads(line[len("data: ") :])["result"]
+        for line in text.splitlines()
+        if line.startswith("data: ")
+    ]
 
 
 async def stream(relay, path: str, message: dict[str, Any]) -> list[dict[str, Any]]:
-    response = await relay.post(path, json={"jsonrpc": "2.0", "id": 1,
-                                            "method": "SendStreamingMessage",
-                                            "params": {"message": message}})
+    response = await relay.post(
+        path,
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendStreamingMessage",
+            "params": {"message": message},
+        },
+    )
     assert response.status_code == 200, response.text
     return sse_results(response.text)
 
@@ -190,12 +204,14 @@ def state_of(event: dict[str, Any]) -> str | None:
 
 @pytest.mark.parametrize("path", ["/a2a/agents/resends/", "/a2a/teams/solo-resends/"])
 async def test_a_follow_up_stream_opening_with_the_waiting_task_is_followed_to_its_end(
-        relay, resending_url, path):
+    relay, resending_url, path
+):
     """Regression: the re-sent input-required task ended the stream; a team stayed
     input-required for ever although its member completed."""
     await sync_to_async(agent_register)(url=resending_url, agent_id="resends")
-    await sync_to_async(team_create)(team_id="solo-resends", name="Solo resends",
-                                     members=["resends"], default_agent="resends")
+    await sync_to_async(team_create)(
+        team_id="solo-resends", name="Solo resends", members=["resends"], default_agent="resends"
+    )
     first = await stream(relay, path, user_message("greet someone"))
     assert state_of(first[-1]) == "TASK_STATE_INPUT_REQUIRED"
     task_id = first[0]["task"]["id"]

@@ -40,8 +40,12 @@ class SlowChunks(TaskExecutor):
             await asyncio.sleep(CHUNK_SECONDS)
             EMITTED.append(time.monotonic())
             await updater.add_artifact(
-                [Part(text=f"part {index}. ")], artifact_id="story", name="story",
-                append=index > 0, last_chunk=index == CHUNK_COUNT - 1)
+                [Part(text=f"part {index}. ")],
+                artifact_id="story",
+                name="story",
+                append=index > 0,
+                last_chunk=index == CHUNK_COUNT - 1,
+            )
         await asyncio.sleep(CHUNK_SECONDS)  # a last look over the story
         FINISHED.append(time.monotonic())
         await updater.complete(text_message(updater, "Story written."))
@@ -54,31 +58,45 @@ SLOW = task_spec("slow", "Slow Writer", "Writes a story slowly.", SlowChunks)
 def relay(tmp_path_factory):
     with live_relay(tmp_path_factory.mktemp("team-stream")) as live:
         live.serve_agent("slow", lambda url: build_agent_app(SLOW, base_url=url))
-        manage(live.env, "shell", "-c",
-               "from registry.teams import team_create; team_create(team_id='writers', "
-               "name='Writers', members=['slow'], default_agent='slow')")
+        manage(
+            live.env,
+            "shell",
+            "-c",
+            "from registry.teams import team_create; team_create(team_id='writers', "
+            "name='Writers', members=['slow'], default_agent='slow')",
+        )
         yield live
 
 
 def user_message(text: str) -> dict[str, Any]:
-    return {"messageId": f"m-{uuid.uuid4().hex[:10]}", "role": "ROLE_USER",
-            "parts": [{"text": text}]}
+    return {
+        "messageId": f"m-{uuid.uuid4().hex[:10]}",
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+    }
 
 
 async def test_member_events_reach_the_team_stream_as_they_happen(relay):
     EMITTED.clear()
     FINISHED.clear()
     headers = {**relay.auth(), "A2A-Version": "1.0", "Content-Type": "application/json"}
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
-                       "params": {"message": user_message("a story, please")}})
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendStreamingMessage",
+            "params": {"message": user_message("a story, please")},
+        }
+    )
     arrivals: list[tuple[float, dict[str, Any]]] = []
     async with (
         httpx.AsyncClient(base_url=relay.url, timeout=STREAM_SECONDS) as client,
         asyncio.timeout(STREAM_SECONDS),
     ):
         sent = time.monotonic()
-        async with aconnect_sse(client, "POST", "/a2a/teams/writers/", headers=headers,
-                                content=body) as source:
+        async with aconnect_sse(
+            client, "POST", "/a2a/teams/writers/", headers=headers, content=body
+        ) as source:
             async for event in source.aiter_sse():
                 if event.data:
                     arrivals.append((time.monotonic(), json.loads(event.data)["result"]))
@@ -86,8 +104,7 @@ async def test_member_events_reach_the_team_stream_as_they_happen(relay):
     first_at, first = arrivals[0]
     assert first_at - sent < 1.0
     team_task = first["task"]["id"]
-    chunks = [(at, event["artifactUpdate"]) for at, event in arrivals
-              if "artifactUpdate" in event]
+    chunks = [(at, event["artifactUpdate"]) for at, event in arrivals if "artifactUpdate" in event]
     assert len(chunks) == CHUNK_COUNT
     assert len(EMITTED) == CHUNK_COUNT and len(FINISHED) == 1
     for index, ((arrived, update), emitted) in enumerate(zip(chunks, EMITTED, strict=True)):
@@ -107,9 +124,11 @@ async def test_member_events_reach_the_team_stream_as_they_happen(relay):
     assert {status["taskId"] for status in working} == {team_task}
     assert {status["status"]["state"] for status in working} == {"TASK_STATE_WORKING"}
     assert {json.dumps(status["metadata"][URI]) for status in working} == {
-        json.dumps({"member": "slow", "hop": 1})}
-    assert [status["status"]["message"]["parts"] for status in working
-            if "message" in status["status"]] == [[{"text": "Writing."}]]
+        json.dumps({"member": "slow", "hop": 1})
+    }
+    assert [
+        status["status"]["message"]["parts"] for status in working if "message" in status["status"]
+    ] == [[{"text": "Writing."}]]
     last = statuses[-1]
     assert last["status"]["state"] == "TASK_STATE_COMPLETED"
     assert last["status"]["message"]["parts"] == [{"text": "Story written."}]
@@ -118,4 +137,5 @@ async def test_member_events_reach_the_team_stream_as_they_happen(relay):
         stored = (await client.get(f"/a2a/tasks/{team_task}", headers=relay.auth())).json()
     assert [artifact["artifactId"] for artifact in stored["artifacts"]] == ["story"]
     assert "".join(part["text"] for part in stored["artifacts"][0]["parts"]) == "".join(
-        f"part {index}. " for index in range(CHUNK_COUNT))
+        f"part {index}. " for index in range(CHUNK_COUNT)
+    )

@@ -29,8 +29,13 @@ PATHS = {
 @pytest.fixture
 def served(settings):
     """An agent whose card declares an extension with integer params, and a team of it."""
-    make_agent(agent_id="weather", capabilities={"streaming": True, "extensions": [
-        extension("https://ext.example/tuning/v1", params=PARAMS)]})
+    make_agent(
+        agent_id="weather",
+        capabilities={
+            "streaming": True,
+            "extensions": [extension("https://ext.example/tuning/v1", params=PARAMS)],
+        },
+    )
     teams.team_create(team_id="crew", name="Crew", members=["weather"], default_agent="weather")
     settings.RELAY_DEFAULT_AGENT = "weather"
 
@@ -39,6 +44,7 @@ def strict_sdk_parse(card: dict) -> AgentCard:
     """a2a-sdk 1.3's ``parse_agent_card`` (what its client runs on every card it fetches), with
     its final protobuf parse made strict: an unknown field, or a 0.3 field its compatibility
     step does not consume, is an error instead of being dropped."""
+
     def strict(document, message, **_ignored):
         return json_format.ParseDict(document, message)
 
@@ -53,8 +59,7 @@ def test_item2_every_relay_card_parses_strictly_in_a2a_sdk_1_3(client, served, k
     card = client.get(PATHS[kind]).json()
     parsed = strict_sdk_parse(card)
     assert parsed.security_schemes["relayApiKey"].http_auth_security_scheme.scheme == "Bearer"
-    assert [i.protocol_version for i in parsed.supported_interfaces] == ["1.0", "1.0", "0.3",
-                                                                         "0.3"]
+    assert [i.protocol_version for i in parsed.supported_interfaces] == ["1.0", "1.0", "0.3", "0.3"]
     scheme = card["securitySchemes"]["relayApiKey"]
     assert not ({"type", "scheme"} <= set(scheme) and "httpAuthSecurityScheme" in scheme)
 
@@ -73,8 +78,9 @@ def test_item2_a_reader_asking_for_1_0_gets_only_1_0_fields(client, served, kind
 
 
 @pytest.mark.parametrize("kind", sorted(PATHS))
-def test_item2_every_relay_card_is_a_valid_card_for_a2a_sdk_0_3_26(client, served, kind,
-                                                                   a2a_sdk_03):
+def test_item2_every_relay_card_is_a_valid_card_for_a2a_sdk_0_3_26(
+    client, served, kind, a2a_sdk_03
+):
     """Issue 13, item 2: a2a-sdk 0.3.26's AgentCard model (what its resolver validates) reads
     the card a reader without ``A2A-Version`` gets, with its endpoint and security."""
     card = client.get(PATHS[kind]).json()
@@ -83,13 +89,14 @@ def test_item2_every_relay_card_is_a_valid_card_for_a2a_sdk_0_3_26(client, serve
     assert answer["card"]["url"] == card["supportedInterfaces"][2]["url"]
     assert answer["card"]["preferredTransport"] == "JSONRPC"
     assert answer["card"]["securitySchemes"]["relayApiKey"] == {
-        "type": "http", "scheme": "Bearer",
-        "description": "A Brass Relay API key, sent as 'Authorization: Bearer <key>'."}
+        "type": "http",
+        "scheme": "Bearer",
+        "description": "A Brass Relay API key, sent as 'Authorization: Bearer <key>'.",
+    }
 
 
 @pytest.mark.parametrize("version", [None, "1.0"])
-def test_item3_integer_extension_params_stay_integers_in_the_relays_card(client, served,
-                                                                         version):
+def test_item3_integer_extension_params_stay_integers_in_the_relays_card(client, served, version):
     """Issue 13, item 3: ``"level": 2`` was served as ``2.0`` (and large integers rounded) in
     the relay's card of an agent, through the registry's protobuf parse of the card."""
     headers = {"A2A-Version": version} if version else {}

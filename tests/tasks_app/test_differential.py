@@ -48,133 +48,161 @@ DATA = {"count": BIG + 2, "nested": {"items": [1, 2, {"x": "y"}]}}
 CLIENTS = ("py13", "sdk03", "js")
 BINDINGS = ("JSONRPC", "HTTP+JSON")
 AGENTS = ("py13", "sdk03", "sdk03-rest", "js")
-OPERATIONS = ("send", "stream", "get", "list", "cancel", "subscribe", "push_set", "push_get",
-              "push_list", "push_delete", "card", "get_missing")
+OPERATIONS = (
+    "send",
+    "stream",
+    "get",
+    "list",
+    "cancel",
+    "subscribe",
+    "push_set",
+    "push_get",
+    "push_list",
+    "push_delete",
+    "card",
+    "get_missing",
+)
 NOT_IN_CLIENT = {"sdk03": {"list", "push_list", "push_delete"}}
 """Operations a client's SDK has no call for (a2a-sdk 0.3.26's Client lacks these)."""
 
 TOKEN_MASKED = "issue 13: the relay answers a push config's token as '****', the agent as set"
 DELETE_ANSWERED = "issue 13: the relay deletes the push config; the agent answers an error"
-RESUBSCRIBE_HTTP_400 = ("issue 13: a 0.3 JSON-RPC resubscribe to a finished task gets HTTP 400 "
-                        "through the relay, a JSON-RPC error directly")
+RESUBSCRIBE_HTTP_400 = (
+    "issue 13: a 0.3 JSON-RPC resubscribe to a finished task gets HTTP 400 "
+    "through the relay, a JSON-RPC error directly"
+)
 NAMES_KEPT = "issue 13: the relay keeps file names the JS agent's 0.3 HTTP+JSON surface drops"
 STREAM_DIFFERS = "issue 13: the streamed events differ from the agent's (not yet analysed)"
 
 PEER_FAULTS: dict[tuple[str, str, str, str], tuple[str, str]] = {
-    ('py13', 'JSONRPC', 'py13', 'push_set'): ('error PushNotificationNotSupportedError', 'result'),
-    ('py13', 'JSONRPC', 'py13', 'push_get'): ('error PushNotificationNotSupportedError', 'result'),
-    ('py13', 'JSONRPC', 'py13', 'push_list'): ('error PushNotificationNotSupportedError', 'result'),
-    ('py13', 'JSONRPC', 'py13', 'push_delete'): ('error PushNotificationNotSupportedError', 'result'),
-    ('py13', 'JSONRPC', 'sdk03', 'subscribe'): ('error InvalidParamsError', 'error UnsupportedOperationError'),
-    ('py13', 'JSONRPC', 'sdk03', 'push_set'): ('error InternalError', 'result'),
-    ('py13', 'JSONRPC', 'sdk03', 'push_get'): ('error UnsupportedOperationError', 'result'),
-    ('py13', 'JSONRPC', 'sdk03', 'push_list'): ('error UnsupportedOperationError', 'result'),
-    ('py13', 'JSONRPC', 'sdk03', 'push_delete'): ('error UnsupportedOperationError', 'result'),
-    ('py13', 'HTTP+JSON', 'py13', 'push_set'): ('error PushNotificationNotSupportedError', 'result'),
-    ('py13', 'HTTP+JSON', 'py13', 'push_get'): ('error PushNotificationNotSupportedError', 'result'),
-    ('py13', 'HTTP+JSON', 'py13', 'push_list'): ('error PushNotificationNotSupportedError', 'result'),
-    ('py13', 'HTTP+JSON', 'py13', 'push_delete'): ('error PushNotificationNotSupportedError', 'result'),
-    ('py13', 'HTTP+JSON', 'sdk03', 'push_set'): ('error A2AClientError', 'result'),
-    ('py13', 'HTTP+JSON', 'sdk03', 'push_get'): ('error A2AClientError', 'result'),
-    ('py13', 'HTTP+JSON', 'sdk03-rest', 'push_set'): ('error A2AClientError', 'result'),
-    ('py13', 'HTTP+JSON', 'sdk03-rest', 'push_get'): ('error A2AClientError', 'result'),
-    ('py13', 'HTTP+JSON', 'js', 'push_delete'): ('error A2AClientError', 'result'),
-    ('sdk03', 'JSONRPC', 'py13', 'push_set'): ('error A2AClientJSONRPCError', 'result'),
-    ('sdk03', 'JSONRPC', 'py13', 'push_get'): ('error A2AClientJSONRPCError', 'result'),
-    ('sdk03', 'JSONRPC', 'sdk03', 'push_set'): ('error A2AClientJSONRPCError', 'result'),
-    ('sdk03', 'JSONRPC', 'sdk03', 'push_get'): ('error A2AClientJSONRPCError', 'result'),
-    ('sdk03', 'HTTP+JSON', 'py13', 'cancel'): ('error A2AClientHTTPError/400', 'error A2AClientHTTPError/409'),
-    ('sdk03', 'HTTP+JSON', 'py13', 'subscribe'): ('error A2AClientHTTPError/503', 'error A2AClientHTTPError/400'),
-    ('sdk03', 'HTTP+JSON', 'py13', 'push_set'): ('error A2AClientHTTPError/400', 'result'),
-    ('sdk03', 'HTTP+JSON', 'py13', 'push_get'): ('error A2AClientHTTPError/400', 'result'),
-    ('sdk03', 'HTTP+JSON', 'sdk03', 'subscribe'): ('error A2AClientHTTPError/503', 'error A2AClientHTTPError/400'),
-    ('sdk03', 'HTTP+JSON', 'sdk03', 'push_set'): ('error A2AClientHTTPError/501', 'result'),
-    ('sdk03', 'HTTP+JSON', 'sdk03', 'push_get'): ('error A2AClientHTTPError/501', 'result'),
-    ('sdk03', 'HTTP+JSON', 'sdk03-rest', 'subscribe'): ('error A2AClientHTTPError/503', 'error A2AClientHTTPError/400'),
-    ('sdk03', 'HTTP+JSON', 'sdk03-rest', 'push_set'): ('error A2AClientHTTPError/501', 'result'),
-    ('sdk03', 'HTTP+JSON', 'sdk03-rest', 'push_get'): ('error A2AClientHTTPError/501', 'result'),
-    ('sdk03', 'HTTP+JSON', 'js', 'cancel'): ('error A2AClientHTTPError/400', 'error A2AClientHTTPError/409'),
-    ('sdk03', 'HTTP+JSON', 'js', 'push_set'): ('error A2AClientHTTPError/400', 'result'),
-    ('sdk03', 'HTTP+JSON', 'js', 'push_get'): ('error A2AClientHTTPError/404', 'result'),
-    ('js', 'JSONRPC', 'py13', 'push_set'): ('error PushNotificationNotSupportedError', 'result'),
-    ('js', 'JSONRPC', 'py13', 'push_get'): ('error PushNotificationNotSupportedError', 'result'),
-    ('js', 'JSONRPC', 'py13', 'push_list'): ('error PushNotificationNotSupportedError', 'result'),
-    ('js', 'JSONRPC', 'py13', 'push_delete'): ('error PushNotificationNotSupportedError', 'result'),
-    ('js', 'JSONRPC', 'sdk03', 'subscribe'): ('error Error', 'error UnsupportedOperationError'),
-    ('js', 'JSONRPC', 'sdk03', 'push_set'): ('error PushNotificationNotSupportedError', 'result'),
-    ('js', 'JSONRPC', 'sdk03', 'push_get'): ('error PushNotificationNotSupportedError', 'result'),
-    ('js', 'JSONRPC', 'sdk03', 'push_list'): ('error PushNotificationNotSupportedError', 'result'),
-    ('js', 'JSONRPC', 'sdk03', 'push_delete'): ('error UnsupportedOperationError', 'result'),
-    ('js', 'HTTP+JSON', 'py13', 'push_set'): ('error PushNotificationNotSupportedError', 'result'),
-    ('js', 'HTTP+JSON', 'py13', 'push_get'): ('error PushNotificationNotSupportedError', 'result'),
-    ('js', 'HTTP+JSON', 'py13', 'push_list'): ('error PushNotificationNotSupportedError', 'result'),
-    ('js', 'HTTP+JSON', 'py13', 'push_delete'): ('error PushNotificationNotSupportedError/400', 'result'),
-    ('js', 'HTTP+JSON', 'sdk03', 'send'): ('error Error', 'result'),
-    ('js', 'HTTP+JSON', 'sdk03', 'stream'): ('error TypeError', 'result'),
-    ('js', 'HTTP+JSON', 'sdk03', 'get'): ('error Error', 'result'),
-    ('js', 'HTTP+JSON', 'sdk03', 'list'): ('error Error', 'error UnsupportedOperationError'),
-    ('js', 'HTTP+JSON', 'sdk03', 'push_set'): ('error Error', 'result'),
-    ('js', 'HTTP+JSON', 'sdk03', 'push_get'): ('error Error', 'result'),
-    ('js', 'HTTP+JSON', 'sdk03', 'push_list'): ('error Error', 'result'),
-    ('js', 'HTTP+JSON', 'sdk03', 'push_delete'): ('error Error', 'result'),
-    ('js', 'HTTP+JSON', 'sdk03-rest', 'send'): ('error Error', 'result'),
-    ('js', 'HTTP+JSON', 'sdk03-rest', 'stream'): ('error TypeError', 'result'),
-    ('js', 'HTTP+JSON', 'sdk03-rest', 'get'): ('error Error', 'result'),
-    ('js', 'HTTP+JSON', 'sdk03-rest', 'list'): ('error Error', 'error UnsupportedOperationError'),
-    ('js', 'HTTP+JSON', 'sdk03-rest', 'push_set'): ('error Error', 'result'),
-    ('js', 'HTTP+JSON', 'sdk03-rest', 'push_get'): ('error Error', 'result'),
-    ('js', 'HTTP+JSON', 'sdk03-rest', 'push_list'): ('error Error', 'result'),
-    ('js', 'HTTP+JSON', 'sdk03-rest', 'push_delete'): ('error Error', 'result'),
+    ("py13", "JSONRPC", "py13", "push_set"): ("error PushNotificationNotSupportedError", "result"),
+    ("py13", "JSONRPC", "py13", "push_get"): ("error PushNotificationNotSupportedError", "result"),
+    ("py13", "JSONRPC", "py13", "push_list"): ("error PushNotificationNotSupportedError", "result"),
+    ("py13", "JSONRPC", "py13", "push_delete"): (
+        "error PushNotificationNotSupportedError",
+        "result",
+    ),
+    ("py13", "JSONRPC", "sdk03", "subscribe"): (
+        "error InvalidParamsError",
+        "error UnsupportedOperationError",
+    ),
+    ("py13", "JSONRPC", "sdk03", "push_set"): ("error InternalError", "result"),
+    ("py13", "JSONRPC", "sdk03", "push_get"): ("error UnsupportedOperationError", "result"),
+    ("py13", "JSONRPC", "sdk03", "push_list"): ("error UnsupportedOperationError", "result"),
+    ("py13", "JSONRPC", "sdk03", "push_delete"): ("error UnsupportedOperationError", "result"),
+    ("py13", "HTTP+JSON", "py13", "push_set"): (
+        "error PushNotificationNotSupportedError",
+        "result",
+    ),
+    ("py13", "HTTP+JSON", "py13", "push_get"): (
+        "error PushNotificationNotSupportedError",
+        "result",
+    ),
+    ("py13", "HTTP+JSON", "py13", "push_list"): (
+        "error PushNotificationNotSupportedError",
+        "result",
+    ),
+    ("py13", "HTTP+JSON", "py13", "push_delete"): (
+        "error PushNotificationNotSupportedError",
+        "result",
+    ),
+    ("py13", "HTTP+JSON", "sdk03", "push_set"): ("error A2AClientError", "result"),
+    ("py13", "HTTP+JSON", "sdk03", "push_get"): ("error A2AClientError", "result"),
+    ("py13", "HTTP+JSON", "sdk03-rest", "push_set"): ("error A2AClientError", "result"),
+    ("py13", "HTTP+JSON", "sdk03-rest", "push_get"): ("error A2AClientError", "result"),
+    ("py13", "HTTP+JSON", "js", "push_delete"): ("error A2AClientError", "result"),
+    ("sdk03", "JSONRPC", "py13", "push_set"): ("error A2AClientJSONRPCError", "result"),
+    ("sdk03", "JSONRPC", "py13", "push_get"): ("error A2AClientJSONRPCError", "result"),
+    ("sdk03", "JSONRPC", "sdk03", "push_set"): ("error A2AClientJSONRPCError", "result"),
+    ("sdk03", "JSONRPC", "sdk03", "push_get"): ("error A2AClientJSONRPCError", "result"),
+    ("sdk03", "HTTP+JSON", "py13", "cancel"): (
+        "error A2AClientHTTPError/400",
+        "error A2AClientHTTPError/409",
+    ),
+    ("sdk03", "HTTP+JSON", "py13", "subscribe"): (
+        "error A2AClientHTTPError/503",
+        "error A2AClientHTTPError/400",
+    ),
+    ("sdk03", "HTTP+JSON", "py13", "push_set"): ("error A2AClientHTTPError/400", "result"),
+    ("sdk03", "HTTP+JSON", "py13", "push_get"): ("error A2AClientHTTPError/400", "result"),
+    ("sdk03", "HTTP+JSON", "sdk03", "subscribe"): (
+        "error A2AClientHTTPError/503",
+        "error A2AClientHTTPError/400",
+    ),
+    ("sdk03", "HTTP+JSON", "sdk03", "push_set"): ("error A2AClientHTTPError/501", "result"),
+    ("sdk03", "HTTP+JSON", "sdk03", "push_get"): ("error A2AClientHTTPError/501", "result"),
+    ("sdk03", "HTTP+JSON", "sdk03-rest", "subscribe"): (
+        "error A2AClientHTTPError/503",
+        "error A2AClientHTTPError/400",
+    ),
+    ("sdk03", "HTTP+JSON", "sdk03-rest", "push_set"): ("error A2AClientHTTPError/501", "result"),
+    ("sdk03", "HTTP+JSON", "sdk03-rest", "push_get"): ("error A2AClientHTTPError/501", "result"),
+    ("sdk03", "HTTP+JSON", "js", "cancel"): (
+        "error A2AClientHTTPError/400",
+        "error A2AClientHTTPError/409",
+    ),
+    ("sdk03", "HTTP+JSON", "js", "push_set"): ("error A2AClientHTTPError/400", "result"),
+    ("sdk03", "HTTP+JSON", "js", "push_get"): ("error A2AClientHTTPError/404", "result"),
+    ("js", "JSONRPC", "py13", "push_set"): ("error PushNotificationNotSupportedError", "result"),
+    ("js", "JSONRPC", "py13", "push_get"): ("error PushNotificationNotSupportedError", "result"),
+    ("js", "JSONRPC", "py13", "push_list"): ("error PushNotificationNotSupportedError", "result"),
+    ("js", "JSONRPC", "py13", "push_delete"): ("error PushNotificationNotSupportedError", "result"),
+    ("js", "JSONRPC", "sdk03", "subscribe"): ("error Error", "error UnsupportedOperationError"),
+    ("js", "JSONRPC", "sdk03", "push_set"): ("error PushNotificationNotSupportedError", "result"),
+    ("js", "JSONRPC", "sdk03", "push_get"): ("error PushNotificationNotSupportedError", "result"),
+    ("js", "JSONRPC", "sdk03", "push_list"): ("error PushNotificationNotSupportedError", "result"),
+    ("js", "JSONRPC", "sdk03", "push_delete"): ("error UnsupportedOperationError", "result"),
+    ("js", "HTTP+JSON", "py13", "push_set"): ("error PushNotificationNotSupportedError", "result"),
+    ("js", "HTTP+JSON", "py13", "push_get"): ("error PushNotificationNotSupportedError", "result"),
+    ("js", "HTTP+JSON", "py13", "push_list"): ("error PushNotificationNotSupportedError", "result"),
+    ("js", "HTTP+JSON", "py13", "push_delete"): (
+        "error PushNotificationNotSupportedError/400",
+        "result",
+    ),
+    ("js", "HTTP+JSON", "sdk03", "send"): ("error Error", "result"),
+    ("js", "HTTP+JSON", "sdk03", "stream"): ("error TypeError", "result"),
+    ("js", "HTTP+JSON", "sdk03", "get"): ("error Error", "result"),
+    ("js", "HTTP+JSON", "sdk03", "list"): ("error Error", "error UnsupportedOperationError"),
+    ("js", "HTTP+JSON", "sdk03", "push_set"): ("error Error", "result"),
+    ("js", "HTTP+JSON", "sdk03", "push_get"): ("error Error", "result"),
+    ("js", "HTTP+JSON", "sdk03", "push_list"): ("error Error", "result"),
+    ("js", "HTTP+JSON", "sdk03", "push_delete"): ("error Error", "result"),
+    ("js", "HTTP+JSON", "sdk03-rest", "send"): ("error Error", "result"),
+    ("js", "HTTP+JSON", "sdk03-rest", "stream"): ("error TypeError", "result"),
+    ("js", "HTTP+JSON", "sdk03-rest", "get"): ("error Error", "result"),
+    ("js", "HTTP+JSON", "sdk03-rest", "list"): ("error Error", "error UnsupportedOperationError"),
+    ("js", "HTTP+JSON", "sdk03-rest", "push_set"): ("error Error", "result"),
+    ("js", "HTTP+JSON", "sdk03-rest", "push_get"): ("error Error", "result"),
+    ("js", "HTTP+JSON", "sdk03-rest", "push_list"): ("error Error", "result"),
+    ("js", "HTTP+JSON", "sdk03-rest", "push_delete"): ("error Error", "result"),
 }
 """(client, binding, agent, operation): what the direct run answers, the peer's fault (an agent
 without push configs, a client that cannot read the agent's answer, an error status off the
 spec), and what the relay answers instead, judged no worse. Each is a label of ``label``."""
 
 RELAY_DIFFERENCES: dict[tuple[str, str, str, str], str] = {
-    ('py13', 'JSONRPC', 'js', 'push_set'):
-        TOKEN_MASKED,
-    ('py13', 'JSONRPC', 'js', 'push_get'):
-        TOKEN_MASKED,
-    ('py13', 'JSONRPC', 'js', 'push_list'):
-        TOKEN_MASKED,
-    ('py13', 'HTTP+JSON', 'js', 'push_set'):
-        TOKEN_MASKED,
-    ('py13', 'HTTP+JSON', 'js', 'push_get'):
-        TOKEN_MASKED,
-    ('py13', 'HTTP+JSON', 'js', 'push_list'):
-        TOKEN_MASKED,
-    ('sdk03', 'JSONRPC', 'py13', 'stream'):
-        STREAM_DIFFERS,
-    ('sdk03', 'JSONRPC', 'py13', 'subscribe'):
-        RESUBSCRIBE_HTTP_400,
-    ('sdk03', 'JSONRPC', 'sdk03', 'subscribe'):
-        RESUBSCRIBE_HTTP_400,
-    ('sdk03', 'JSONRPC', 'js', 'stream'):
-        STREAM_DIFFERS,
-    ('sdk03', 'JSONRPC', 'js', 'subscribe'):
-        RESUBSCRIBE_HTTP_400,
-    ('sdk03', 'JSONRPC', 'js', 'push_set'):
-        TOKEN_MASKED,
-    ('sdk03', 'JSONRPC', 'js', 'push_get'):
-        TOKEN_MASKED,
-    ('sdk03', 'HTTP+JSON', 'js', 'send'):
-        NAMES_KEPT,
-    ('sdk03', 'HTTP+JSON', 'js', 'stream'):
-        NAMES_KEPT,
-    ('sdk03', 'HTTP+JSON', 'js', 'get'):
-        NAMES_KEPT,
-    ('js', 'JSONRPC', 'js', 'push_set'):
-        TOKEN_MASKED,
-    ('js', 'JSONRPC', 'js', 'push_get'):
-        TOKEN_MASKED,
-    ('js', 'JSONRPC', 'js', 'push_list'):
-        TOKEN_MASKED,
-    ('js', 'HTTP+JSON', 'js', 'push_set'):
-        TOKEN_MASKED,
-    ('js', 'HTTP+JSON', 'js', 'push_get'):
-        TOKEN_MASKED,
-    ('js', 'HTTP+JSON', 'js', 'push_list'):
-        TOKEN_MASKED,
+    ("py13", "JSONRPC", "js", "push_set"): TOKEN_MASKED,
+    ("py13", "JSONRPC", "js", "push_get"): TOKEN_MASKED,
+    ("py13", "JSONRPC", "js", "push_list"): TOKEN_MASKED,
+    ("py13", "HTTP+JSON", "js", "push_set"): TOKEN_MASKED,
+    ("py13", "HTTP+JSON", "js", "push_get"): TOKEN_MASKED,
+    ("py13", "HTTP+JSON", "js", "push_list"): TOKEN_MASKED,
+    ("sdk03", "JSONRPC", "py13", "stream"): STREAM_DIFFERS,
+    ("sdk03", "JSONRPC", "py13", "subscribe"): RESUBSCRIBE_HTTP_400,
+    ("sdk03", "JSONRPC", "sdk03", "subscribe"): RESUBSCRIBE_HTTP_400,
+    ("sdk03", "JSONRPC", "js", "stream"): STREAM_DIFFERS,
+    ("sdk03", "JSONRPC", "js", "subscribe"): RESUBSCRIBE_HTTP_400,
+    ("sdk03", "JSONRPC", "js", "push_set"): TOKEN_MASKED,
+    ("sdk03", "JSONRPC", "js", "push_get"): TOKEN_MASKED,
+    ("sdk03", "HTTP+JSON", "js", "send"): NAMES_KEPT,
+    ("sdk03", "HTTP+JSON", "js", "stream"): NAMES_KEPT,
+    ("sdk03", "HTTP+JSON", "js", "get"): NAMES_KEPT,
+    ("js", "JSONRPC", "js", "push_set"): TOKEN_MASKED,
+    ("js", "JSONRPC", "js", "push_get"): TOKEN_MASKED,
+    ("js", "JSONRPC", "js", "push_list"): TOKEN_MASKED,
+    ("js", "HTTP+JSON", "js", "push_set"): TOKEN_MASKED,
+    ("js", "HTTP+JSON", "js", "push_get"): TOKEN_MASKED,
+    ("js", "HTTP+JSON", "js", "push_list"): TOKEN_MASKED,
 }
 """(client, binding, agent, operation): how the relay's observation differs (issue 13)."""
 
@@ -190,8 +218,11 @@ def cells() -> list[Any]:
                     if operation in NOT_IN_CLIENT.get(client, ()):
                         continue
                     key = (client, binding, agent, operation)
-                    marks = [pytest.mark.xfail(strict=True, reason=RELAY_DIFFERENCES[key])] \
-                        if key in RELAY_DIFFERENCES else []
+                    marks = (
+                        [pytest.mark.xfail(strict=True, reason=RELAY_DIFFERENCES[key])]
+                        if key in RELAY_DIFFERENCES
+                        else []
+                    )
                     params.append(pytest.param(*key, id="-".join(key), marks=marks))
     return params
 
@@ -205,13 +236,16 @@ class EchoesParts(TaskExecutor):
 
     async def work(self, context, updater) -> None:
         metadata = dict(context.message.metadata) if context.message.metadata else None
-        await updater.add_artifact(list(context.message.parts), name="echo",
-                                   metadata=metadata, last_chunk=True)
+        await updater.add_artifact(
+            list(context.message.parts), name="echo", metadata=metadata, last_chunk=True
+        )
         await updater.complete()
 
 
 PARTS_ECHO = AgentSpec(
-    slug="parts-echo", name="Parts Echo", description="Echoes parts as an artifact.",
+    slug="parts-echo",
+    name="Parts Echo",
+    description="Echoes parts as an artifact.",
     skills=(Skill(id="echo", name="Echo", description="Echoes parts.", tags=("echo",)),),
     make_executor=EchoesParts,
 )
@@ -230,8 +264,9 @@ def agents(relay, a2a_sdk_03):
     from contextlib import ExitStack
 
     with ExitStack() as stack:
-        urls = {"py13": relay.serve_agent(
-            "py13", lambda url: build_agent_app(PARTS_ECHO, base_url=url))}
+        urls = {
+            "py13": relay.serve_agent("py13", lambda url: build_agent_app(PARTS_ECHO, base_url=url))
+        }
         for name, transports in (("sdk03", "JSONRPC,HTTP+JSON"), ("sdk03-rest", "HTTP+JSON")):
             urls[name] = stack.enter_context(a2a_sdk_03.agent(transports=transports))
             relay.register(urls[name], name)
@@ -247,7 +282,9 @@ def agents(relay, a2a_sdk_03):
 def message_10(n: int) -> dict[str, Any]:
     """The message sent, as A2A 1.0 JSON (the JS and a2a-sdk 1.3 clients)."""
     return {
-        "messageId": f"diff-{n}", "role": "ROLE_USER", "metadata": METADATA,
+        "messageId": f"diff-{n}",
+        "role": "ROLE_USER",
+        "metadata": METADATA,
         "extensions": [EXTENSION],
         "parts": [
             {"text": TEXT},
@@ -261,14 +298,25 @@ def message_10(n: int) -> dict[str, Any]:
 def message_03(n: int) -> dict[str, Any]:
     """The same message as A2A 0.3 JSON (the a2a-sdk 0.3.26 client)."""
     return {
-        "kind": "message", "messageId": f"diff-{n}", "role": "user", "metadata": METADATA,
+        "kind": "message",
+        "messageId": f"diff-{n}",
+        "role": "user",
+        "metadata": METADATA,
         "extensions": [EXTENSION],
         "parts": [
             {"kind": "text", "text": TEXT},
-            {"kind": "file", "file": {"bytes": BINARY_B64, "name": "blob.bin",
-                                      "mimeType": "application/octet-stream"}},
-            {"kind": "file", "file": {"uri": FILE_URL, "name": "report.pdf",
-                                      "mimeType": "application/pdf"}},
+            {
+                "kind": "file",
+                "file": {
+                    "bytes": BINARY_B64,
+                    "name": "blob.bin",
+                    "mimeType": "application/octet-stream",
+                },
+            },
+            {
+                "kind": "file",
+                "file": {"uri": FILE_URL, "name": "report.pdf", "mimeType": "application/pdf"},
+            },
             {"kind": "data", "data": DATA},
         ],
     }
@@ -285,8 +333,10 @@ def operations_10(run: str) -> list[dict[str, Any]]:
         {"op": "list", "params": {"contextId": context}},
         {"op": "cancel", "id": task},
         {"op": "subscribe", "id": task},
-        {"op": "push_set", "config": {"taskId": task, "id": "cfg-1", "url": PUSH_URL,
-                                      "token": "secret"}},
+        {
+            "op": "push_set",
+            "config": {"taskId": task, "id": "cfg-1", "url": PUSH_URL, "token": "secret"},
+        },
         {"op": "push_get", "taskId": task, "id": "cfg-1"},
         {"op": "push_list", "taskId": task},
         {"op": "push_delete", "taskId": task, "id": "cfg-1"},
@@ -304,8 +354,13 @@ def operations_03(run: str) -> list[dict[str, Any]]:
         {"op": "get", "id": task, "historyLength": 1},
         {"op": "cancel", "id": task},
         {"op": "subscribe", "id": task},
-        {"op": "push_set", "config": {"taskId": task, "pushNotificationConfig": {
-            "id": "cfg-1", "url": PUSH_URL, "token": "secret"}}},
+        {
+            "op": "push_set",
+            "config": {
+                "taskId": task,
+                "pushNotificationConfig": {"id": "cfg-1", "url": PUSH_URL, "token": "secret"},
+            },
+        },
         {"op": "push_get", "taskId": task, "id": "cfg-1"},
         {"op": "card"},
         {"op": "get", "id": "no-such-task"},
@@ -379,8 +434,13 @@ async def py13_operation(clients: dict[str, Any], op: dict[str, Any]) -> dict[st
     raise ValueError(f"unknown operation {kind!r}")
 
 
-def run_py13(card: dict[str, Any], binding: str, version: str, headers: dict[str, str],
-             operations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run_py13(
+    card: dict[str, Any],
+    binding: str,
+    version: str,
+    headers: dict[str, str],
+    operations: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
     """Runs ``operations`` with the a2a-sdk 1.3 client on ``card``; one outcome each."""
 
     async def run() -> list[dict[str, Any]]:
@@ -395,16 +455,23 @@ def run_py13(card: dict[str, Any], binding: str, version: str, headers: dict[str
                     async with asyncio.timeout(CALL_SECONDS):
                         records.append(await py13_operation(clients, resolve(op, records)))
                 except Exception as error:  # noqa: BLE001 - the outcome is what failed
-                    records.append({"error": {"type": type(error).__name__,
-                                              "code": getattr(error, "code", None),
-                                              "message": str(error)[:500]}})
+                    records.append(
+                        {
+                            "error": {
+                                "type": type(error).__name__,
+                                "code": getattr(error, "code", None),
+                                "message": str(error)[:500],
+                            }
+                        }
+                    )
         return records
 
     return asyncio.run(run())
 
 
-def run_js(url: str, binding: str, version: str, headers: dict[str, str],
-           operations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run_js(
+    url: str, binding: str, version: str, headers: dict[str, str], operations: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """Runs ``operations`` with the @a2a-js/sdk client (tests/js/client.js)."""
     run = run_js_client(url, binding, operations, version=version, headers=headers)
     records = []
@@ -418,12 +485,14 @@ def run_js(url: str, binding: str, version: str, headers: dict[str, str],
     return records
 
 
-def run_sdk03(sdk03, url: str, binding: str, headers: dict[str, str],
-              operations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run_sdk03(
+    sdk03, url: str, binding: str, headers: dict[str, str], operations: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """Runs ``operations`` with the a2a-sdk 0.3.26 client (tests/peers/sdk03_client.py)."""
     token = headers.get("Authorization", "").removeprefix("Bearer ") or None
-    answer = sdk03.client({"url": url, "transport": binding, "token": token,
-                           "operations": operations})
+    answer = sdk03.client(
+        {"url": url, "transport": binding, "token": token, "operations": operations}
+    )
     if "error" in answer:
         raise RuntimeError(f"the 0.3.26 client failed: {answer['error']}")
     return answer["ops"]
@@ -440,8 +509,15 @@ def observe(records: list[dict[str, Any]]) -> list[Any]:
     for record in records:
         if "error" in record:
             error = record["error"]
-            seen.append({"error": {key: error.get(key) for key in
-                                   ("type", "name", "code", "status") if key in error}})
+            seen.append(
+                {
+                    "error": {
+                        key: error.get(key)
+                        for key in ("type", "name", "code", "status")
+                        if key in error
+                    }
+                }
+            )
         else:
             seen.append(observable(record, ids))
     return seen
@@ -453,8 +529,12 @@ def card_summary(record: dict[str, Any]) -> Any:
     card = record.get("result")
     if not isinstance(card, dict):
         return observe([record])[0]
-    return {"result": {"name": card.get("name"),
-                       "skills": [skill.get("id") for skill in card.get("skills", [])]}}
+    return {
+        "result": {
+            "name": card.get("name"),
+            "skills": [skill.get("id") for skill in card.get("skills", [])],
+        }
+    }
 
 
 @dataclass
@@ -472,8 +552,9 @@ def version_for(client: str, agent: str) -> str:
 
 
 def agent_card(url: str) -> dict[str, Any]:
-    response = httpx.get(f"{url}/.well-known/agent-card.json", headers={"A2A-Version": "1.0"},
-                         timeout=CALL_SECONDS)
+    response = httpx.get(
+        f"{url}/.well-known/agent-card.json", headers={"A2A-Version": "1.0"}, timeout=CALL_SECONDS
+    )
     response.raise_for_status()
     return response.json()
 
@@ -499,8 +580,13 @@ def run_cell(client: str, binding: str, agent: str, relay, agents: Agents, sdk03
                 records = [{"error": {"name": "JsClientFailedError", "message": str(error)}}]
                 records *= len(names)
         else:
-            records = run_sdk03(sdk03, url.rstrip("/") if where == "direct" else url, binding,
-                                headers, operations_03(run_id))
+            records = run_sdk03(
+                sdk03,
+                url.rstrip("/") if where == "direct" else url,
+                binding,
+                headers,
+                operations_03(run_id),
+            )
         runs.append(records)
     CACHE[key] = Cell(direct=runs[0], relayed=runs[1], operations=names)
     return CACHE[key]
@@ -508,7 +594,8 @@ def run_cell(client: str, binding: str, agent: str, relay, agents: Agents, sdk03
 
 @pytest.mark.parametrize(("client", "binding", "agent", "operation"), cells())
 def test_the_relay_changes_nothing_a_client_observes(
-        relay, agents, a2a_sdk_03, client, binding, agent, operation):
+    relay, agents, a2a_sdk_03, client, binding, agent, operation
+):
     if "js" in (client, agent) and (reason := js_missing()) is not None:
         pytest.skip(f"@a2a-js/sdk is not available: {reason}")
     cell = run_cell(client, binding, agent, relay, agents, a2a_sdk_03)
@@ -521,15 +608,20 @@ def test_the_relay_changes_nothing_a_client_observes(
     fault = PEER_FAULTS.get((client, binding, agent, operation))
     if fault is not None:
         assert (label(seen_direct), label(seen_relayed)) == fault, (
-            cell.direct[index], cell.relayed[index])
+            cell.direct[index],
+            cell.relayed[index],
+        )
         return
     if seen_relayed != seen_direct:
-        pytest.fail(f"the relay changed what the client observes:\ndirect: {dumps(seen_direct)}"
-                    f"\nrelay:  {dumps(seen_relayed)}", pytrace=False)
+        pytest.fail(
+            f"the relay changed what the client observes:\ndirect: {dumps(seen_direct)}"
+            f"\nrelay:  {dumps(seen_relayed)}",
+            pytrace=False,
+        )
 
 
 def label(seen: dict[str, Any]) -> str:
-    """"result", or "error <type>[/<HTTP status>]": how an operation ended."""
+    """ "result", or "error <type>[/<HTTP status>]": how an operation ended."""
     if "error" not in seen:
         return "result"
     error = seen["error"]

@@ -32,8 +32,7 @@ STREAM_SECONDS = 20.0
 def open_task(agent, *, state: str = TaskState.WORKING, expires_in: float = -1.0) -> Task:
     """A task to ``agent`` in ``state``, expiring ``expires_in`` seconds from now (in the
     past by default)."""
-    return make_task(agent, state=state,
-                     expires_at=timezone.now() + timedelta(seconds=expires_in))
+    return make_task(agent, state=state, expires_at=timezone.now() + timedelta(seconds=expires_in))
 
 
 def status_text(task: Task) -> str:
@@ -44,8 +43,10 @@ def status_text(task: Task) -> str:
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("state", [TaskState.SUBMITTED, TaskState.WORKING,
-                                   TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED])
+@pytest.mark.parametrize(
+    "state",
+    [TaskState.SUBMITTED, TaskState.WORKING, TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED],
+)
 def test_an_expired_open_task_ends_failed_with_a_timeout_error(state):
     task = open_task(make_agent(), state=state)
     events_before = task.last_sequence
@@ -62,8 +63,9 @@ def test_an_expired_open_task_ends_failed_with_a_timeout_error(state):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("state", [TaskState.COMPLETED, TaskState.CANCELED, TaskState.FAILED,
-                                   TaskState.REJECTED])
+@pytest.mark.parametrize(
+    "state", [TaskState.COMPLETED, TaskState.CANCELED, TaskState.FAILED, TaskState.REJECTED]
+)
 def test_a_terminal_task_past_its_expiry_is_untouched(state):
     task = open_task(make_agent(), state=state)
     before = Task.objects.get(pk=task.pk)
@@ -72,7 +74,11 @@ def test_a_terminal_task_past_its_expiry_is_untouched(state):
 
     after = Task.objects.get(pk=task.pk)
     assert (after.state, after.last_sequence, after.error, after.updated_at) == (
-        before.state, before.last_sequence, before.error, before.updated_at)
+        before.state,
+        before.last_sequence,
+        before.error,
+        before.updated_at,
+    )
 
 
 @pytest.mark.django_db
@@ -109,8 +115,9 @@ def gateway_expire(**kwargs) -> int:
 
 
 def complete(task: Task) -> services.Recorded:
-    return services.task_record(task=task, event=services.status_event(
-        task, TaskState.COMPLETED, "done"))
+    return services.task_record(
+        task=task, event=services.status_event(task, TaskState.COMPLETED, "done")
+    )
 
 
 @pytest.mark.django_db
@@ -140,7 +147,8 @@ def test_an_expiry_that_lands_first_wins_over_a_late_completion():
     stored = Task.objects.get(pk=task.pk)
     assert stored.state == TaskState.FAILED
     terminal_events = [
-        event for event in TaskEvent.objects.filter(task=task)
+        event
+        for event in TaskEvent.objects.filter(task=task)
         if event.payload.get("statusUpdate", {}).get("status", {}).get("state")
         in ("TASK_STATE_FAILED", "TASK_STATE_COMPLETED")
     ]
@@ -183,8 +191,11 @@ def never_agent():
 
 
 def sse_events(body: bytes) -> list[dict]:
-    return [json.loads(line[len(b"data: "):]) for line in body.splitlines()
-            if line.startswith(b"data: ")]
+    return [
+        json.loads(line[len(b"data: ") :])
+        for line in body.splitlines()
+        if line.startswith(b"data: ")
+    ]
 
 
 @asynccontextmanager
@@ -194,12 +205,14 @@ async def streaming_task(agent_url: str):
     agent = await sync_to_async(register)(agent_url, NEVER_FINISHES, streaming=True)
     _, secret = await sync_to_async(api_key_create)(name="streamer")
     async with relay_client() as client:
-        response = asyncio.create_task(call(
-            client, agent.pk, JSONRPC_1.send(stream=True), JSONRPC_1.headers(secret)))
+        response = asyncio.create_task(
+            call(client, agent.pk, JSONRPC_1.send(stream=True), JSONRPC_1.headers(secret))
+        )
 
         async def working_task():
             return await sync_to_async(
-                Task.objects.filter(agent_id=agent.pk, state=TaskState.WORKING).first)()
+                Task.objects.filter(agent_id=agent.pk, state=TaskState.WORKING).first
+            )()
 
         yield await eventually(working_task, "the task to be working"), response
 
@@ -207,14 +220,16 @@ async def streaming_task(agent_url: str):
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("allow_private_urls")
 async def test_an_open_stream_gets_the_timeout_and_closes_and_the_agent_is_told_to_stop(
-        never_agent, settings):
+    never_agent, settings
+):
     settings.RELAY_TASK_TTL_SECONDS = 3600
     url, recording = never_agent
     async with streaming_task(url) as (task, streaming):
         lifetime = task.expires_at - task.created_at
         assert timedelta(seconds=3599) < lifetime < timedelta(seconds=3601)
         await sync_to_async(Task.objects.filter(pk=task.pk).update)(
-            expires_at=timezone.now() - timedelta(seconds=1))
+            expires_at=timezone.now() - timedelta(seconds=1)
+        )
 
         assert await gateway.expire_overdue() == 1
         response = await asyncio.wait_for(streaming, STREAM_SECONDS)
@@ -232,8 +247,7 @@ async def test_an_open_stream_gets_the_timeout_and_closes_and_the_agent_is_told_
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("allow_private_urls")
-async def test_a_stream_closes_on_an_expiry_recorded_by_another_process(
-        never_agent, monkeypatch):
+async def test_a_stream_closes_on_an_expiry_recorded_by_another_process(never_agent, monkeypatch):
     """A Celery worker's event does not reach a relay's in-memory channel layer: the idle
     stream finds it in the database at its next keep-alive and closes."""
     monkeypatch.setattr(gateway.operations, "KEEPALIVE_SECONDS", 0.2)
@@ -249,24 +263,34 @@ async def test_a_stream_closes_on_an_expiry_recorded_by_another_process(
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.skipif(connection.vendor == "sqlite", reason=(
-    "the SQLite test database is shared-cache in memory, where a second writer fails at once "
-    "('table is locked') instead of waiting; run with DATABASE_URL set to PostgreSQL"))
+@pytest.mark.skipif(
+    connection.vendor == "sqlite",
+    reason=(
+        "the SQLite test database is shared-cache in memory, where a second writer fails at once "
+        "('table is locked') instead of waiting; run with DATABASE_URL set to PostgreSQL"
+    ),
+)
 def test_a_completion_and_an_expiry_at_the_same_moment_leave_exactly_one_end():
     """Both writers in their own thread and database connection, released together."""
     agent = make_agent()
     for _ in range(10):
         task = open_task(agent)
-        results = race(task.pk, completion=complete,
-                       expiry=lambda mine: services.task_expire(task=mine))
+        results = race(
+            task.pk, completion=complete, expiry=lambda mine: services.task_expire(task=mine)
+        )
         winners = [name for name, recorded in results.items() if recorded.event is not None]
         assert len(winners) == 1, results
         stored = Task.objects.get(pk=task.pk)
-        assert stored.state == {"completion": TaskState.COMPLETED,
-                                "expiry": TaskState.FAILED}[winners[0]]
-        finals = [event for event in TaskEvent.objects.filter(task=task)
-                  if event.payload["statusUpdate"]["status"]["state"]
-                  in ("TASK_STATE_FAILED", "TASK_STATE_COMPLETED")]
+        assert (
+            stored.state
+            == {"completion": TaskState.COMPLETED, "expiry": TaskState.FAILED}[winners[0]]
+        )
+        finals = [
+            event
+            for event in TaskEvent.objects.filter(task=task)
+            if event.payload["statusUpdate"]["status"]["state"]
+            in ("TASK_STATE_FAILED", "TASK_STATE_COMPLETED")
+        ]
         assert len(finals) == 1
 
 

@@ -61,8 +61,7 @@ def crew(echo):
 
 @pytest.fixture
 def rivals(other):
-    return team_create(team_id="rivals", name="Rivals", members=[other.pk],
-                       default_agent=other.pk)
+    return team_create(team_id="rivals", name="Rivals", members=[other.pk], default_agent=other.pk)
 
 
 def new_key(**scope) -> str:
@@ -75,8 +74,12 @@ async def post(path: str, request: Request, headers: dict[str, str]):
         content = json.dumps(content).encode()
     async with relay_client() as client:
         return await client.request(
-            request.method, path + request.path, content=content, params=request.query,
-            headers={"Content-Type": "application/json", **headers})
+            request.method,
+            path + request.path,
+            content=content,
+            params=request.query,
+            headers={"Content-Type": "application/json", **headers},
+        )
 
 
 def agent_path(agent_id: str) -> str:
@@ -87,13 +90,17 @@ def team_path(team_id: str) -> str:
     return f"/a2a/teams/{team_id}/"
 
 
-async def refused(binding: Binding, path: str, request: Request, headers, expected,
-                  http_status: int):
+async def refused(
+    binding: Binding, path: str, request: Request, headers, expected, http_status: int
+):
     before = await sync_to_async(Task.objects.count)()
     response = await post(path, request, headers)
     # A call refused for its key is answered like one never read: no request id.
-    options = ({"request_id": None if expected is UNAUTHENTICATED else request.request_id}
-               if binding.jsonrpc else {})
+    options = (
+        {"request_id": None if expected is UNAUTHENTICATED else request.request_id}
+        if binding.jsonrpc
+        else {}
+    )
     expect_error(binding, response, expected, http_status=http_status, **options)
     assert await sync_to_async(Task.objects.count)() == before, "a refused call stored a task"
     return response
@@ -104,8 +111,9 @@ async def refused(binding: Binding, path: str, request: Request, headers, expect
 
 @ALL
 async def test_no_key_gets_401_with_the_bare_challenge(binding, echo):
-    response = await refused(binding, agent_path(echo.pk), binding.send(), binding.headers(),
-                             UNAUTHENTICATED, 401)
+    response = await refused(
+        binding, agent_path(echo.pk), binding.send(), binding.headers(), UNAUTHENTICATED, 401
+    )
     assert response.headers["WWW-Authenticate"] == NO_KEY_CHALLENGE
 
 
@@ -120,9 +128,11 @@ async def test_a_bad_key_gets_401_saying_invalid_token(binding, echo, kind):
             await sync_to_async(api_key_revoke)(api_key=api_key)
         else:
             await sync_to_async(ApiKey.objects.filter(pk=api_key.pk).update)(
-                expires_at=timezone.now() - timedelta(seconds=1))
-    response = await refused(binding, agent_path(echo.pk), binding.send(),
-                             binding.headers(secret), UNAUTHENTICATED, 401)
+                expires_at=timezone.now() - timedelta(seconds=1)
+            )
+    response = await refused(
+        binding, agent_path(echo.pk), binding.send(), binding.headers(secret), UNAUTHENTICATED, 401
+    )
     assert response.headers["WWW-Authenticate"] == BAD_KEY_CHALLENGE
     assert secret not in response.text
 
@@ -132,7 +142,8 @@ async def test_a_key_that_expires_is_refused_from_that_moment_even_when_cached(e
     ok = await post(agent_path(echo.pk), JSONRPC_1.send(), JSONRPC_1.headers(secret))
     assert ok.status_code == 200 and "result" in ok.json(), ok.text
     await sync_to_async(ApiKey.objects.filter(pk=api_key.pk).update)(
-        expires_at=timezone.now() - timedelta(seconds=1))
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
 
     response = await post(agent_path(echo.pk), JSONRPC_1.send(), JSONRPC_1.headers(secret))
 
@@ -146,12 +157,16 @@ async def test_a_key_that_expires_is_refused_from_that_moment_even_when_cached(e
 async def _not_found_like_an_unknown_agent(binding: Binding, agent_id: str, headers):
     """The answer for ``agent_id`` equals the one for an agent that does not exist (but for
     the id in the message)."""
-    refusal = await refused(binding, agent_path(agent_id), binding.send(), headers,
-                            METHOD_NOT_FOUND, 404)
-    unknown = await refused(binding, agent_path("no-such-agent"), binding.send(), headers,
-                            METHOD_NOT_FOUND, 404)
-    assert (refusal.json().keys(), refusal.status_code) == (unknown.json().keys(),
-                                                            unknown.status_code)
+    refusal = await refused(
+        binding, agent_path(agent_id), binding.send(), headers, METHOD_NOT_FOUND, 404
+    )
+    unknown = await refused(
+        binding, agent_path("no-such-agent"), binding.send(), headers, METHOD_NOT_FOUND, 404
+    )
+    assert (refusal.json().keys(), refusal.status_code) == (
+        unknown.json().keys(),
+        unknown.status_code,
+    )
     message = _message(binding, refusal)
     assert message == f"no agent {agent_id!r} at this relay"
     assert _message(binding, unknown) == "no agent 'no-such-agent' at this relay"
@@ -185,18 +200,26 @@ async def test_a_key_scoped_to_a_team_finds_no_agent(binding, echo, crew):
 @ALL
 async def test_a_key_scoped_to_another_team_finds_no_team(binding, crew, rivals):
     secret = await sync_to_async(new_key)(teams=[rivals.pk])
-    refusal = await refused(binding, team_path(crew.pk), binding.send(),
-                            binding.headers(secret), METHOD_NOT_FOUND, 404)
+    refusal = await refused(
+        binding, team_path(crew.pk), binding.send(), binding.headers(secret), METHOD_NOT_FOUND, 404
+    )
     assert _message(binding, refusal) == "no team 'crew' at this relay"
-    unknown = await refused(binding, team_path("nobody"), binding.send(),
-                            binding.headers(secret), METHOD_NOT_FOUND, 404)
+    unknown = await refused(
+        binding, team_path("nobody"), binding.send(), binding.headers(secret), METHOD_NOT_FOUND, 404
+    )
     assert _message(binding, unknown) == "no team 'nobody' at this relay"
 
 
 async def test_a_key_scoped_to_an_agent_finds_no_team(echo, crew):
     secret = await sync_to_async(new_key)(agents=[echo.pk])
-    await refused(JSONRPC_1, team_path(crew.pk), JSONRPC_1.send(), JSONRPC_1.headers(secret),
-                  METHOD_NOT_FOUND, 404)
+    await refused(
+        JSONRPC_1,
+        team_path(crew.pk),
+        JSONRPC_1.send(),
+        JSONRPC_1.headers(secret),
+        METHOD_NOT_FOUND,
+        404,
+    )
 
 
 async def test_a_key_scoped_to_a_team_calls_its_members_through_the_team(echo, crew):
@@ -213,7 +236,8 @@ async def test_a_key_scoped_to_a_team_calls_its_members_through_the_team(echo, c
     task = await Task.objects.aget(context_id=answer["contextId"], target_kind="team")
     assert task.state == "completed"
     children = await sync_to_async(list)(
-        Task.objects.filter(parent_id=task.pk).values_list("target_kind", "target_id"))
+        Task.objects.filter(parent_id=task.pk).values_list("target_kind", "target_id")
+    )
     assert children == [("agent", echo.pk)]
 
 
@@ -224,8 +248,14 @@ async def test_the_relay_endpoint_applies_the_scope_of_the_target_it_forwards_to
     outsider = await sync_to_async(new_key)(agents=[other.pk])
     insider = await sync_to_async(new_key)(agents=[echo.pk])
 
-    refusal = await refused(JSONRPC_1, "/a2a/relay/", JSONRPC_1.send(),
-                            JSONRPC_1.headers(outsider), METHOD_NOT_FOUND, 404)
+    refusal = await refused(
+        JSONRPC_1,
+        "/a2a/relay/",
+        JSONRPC_1.send(),
+        JSONRPC_1.headers(outsider),
+        METHOD_NOT_FOUND,
+        404,
+    )
     allowed = await post("/a2a/relay/", JSONRPC_1.send(), JSONRPC_1.headers(insider))
 
     assert _message(JSONRPC_1, refusal) == "no relay 'default' at this relay"
@@ -236,12 +266,14 @@ async def test_the_relay_endpoint_applies_the_scope_of_the_target_it_forwards_to
 
 
 async def _task_of(secret: str, agent_id: str) -> str:
-    response = await post(agent_path(agent_id), JSONRPC_1.send(returnImmediately=False),
-                          JSONRPC_1.headers(secret))
+    response = await post(
+        agent_path(agent_id), JSONRPC_1.send(returnImmediately=False), JSONRPC_1.headers(secret)
+    )
     assert response.status_code == 200, response.text
     await sync_to_async(Task.objects.get)(target_id=agent_id)
     return await sync_to_async(
-        Task.objects.filter(target_id=agent_id).values_list("pk", flat=True).get)()
+        Task.objects.filter(target_id=agent_id).values_list("pk", flat=True).get
+    )()
 
 
 @ALL
@@ -251,15 +283,22 @@ async def test_another_keys_task_is_not_found(binding, echo):
     task_id = await _task_of(owner, echo.pk)
 
     for request in (binding.get_task(task_id), binding.cancel(task_id)):
-        response = await refused(binding, agent_path(echo.pk), request, binding.headers(snoop),
-                                 TASK_NOT_FOUND, None)
-        missing = await refused(binding, agent_path(echo.pk),
-                                _same_call(binding, request, "no-such-task"),
-                                binding.headers(snoop), TASK_NOT_FOUND, None)
+        response = await refused(
+            binding, agent_path(echo.pk), request, binding.headers(snoop), TASK_NOT_FOUND, None
+        )
+        missing = await refused(
+            binding,
+            agent_path(echo.pk),
+            _same_call(binding, request, "no-such-task"),
+            binding.headers(snoop),
+            TASK_NOT_FOUND,
+            None,
+        )
         # Word for word the answer for a task that does not exist, but for the id asked for.
         assert response.status_code == missing.status_code
-        assert (json.dumps(response.json()["error"]).replace(task_id, "ID")
-                == json.dumps(missing.json()["error"]).replace("no-such-task", "ID"))
+        assert json.dumps(response.json()["error"]).replace(task_id, "ID") == json.dumps(
+            missing.json()["error"]
+        ).replace("no-such-task", "ID")
     task = await sync_to_async(Task.objects.get)(pk=task_id)
     assert task.state == "completed", "the snoop's cancel reached the task"
 
@@ -290,13 +329,18 @@ async def test_listing_tasks_shows_only_the_callers_own(echo):
 async def task_api(method: str, path: str, headers: dict[str, str], body=None):
     async with relay_client() as client:
         return await client.request(
-            method, path, headers={"Content-Type": "application/json", **headers},
-            content=json.dumps(body).encode() if body is not None else None)
+            method,
+            path,
+            headers={"Content-Type": "application/json", **headers},
+            content=json.dumps(body).encode() if body is not None else None,
+        )
 
 
 def send_body(**target) -> dict:
-    return {**target, "message": {"messageId": "m-1", "role": "ROLE_USER",
-                                  "parts": [{"text": "hi"}]}}
+    return {
+        **target,
+        "message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+    }
 
 
 def _rest_error(response, status: int, reason: str) -> dict:
@@ -310,8 +354,9 @@ def _rest_error(response, status: int, reason: str) -> dict:
 async def test_the_task_api_answers_no_key_and_a_bad_key_with_401(echo, path):
     before = await sync_to_async(Task.objects.count)()
     bare = await task_api("POST", path, {}, send_body(agentId=echo.pk))
-    bad = await task_api("POST", path, {"Authorization": "Bearer br_nope"},
-                         send_body(agentId=echo.pk))
+    bad = await task_api(
+        "POST", path, {"Authorization": "Bearer br_nope"}, send_body(agentId=echo.pk)
+    )
 
     _rest_error(bare, 401, "UNAUTHENTICATED")
     _rest_error(bad, 401, "UNAUTHENTICATED")
@@ -322,8 +367,9 @@ async def test_the_task_api_answers_no_key_and_a_bad_key_with_401(echo, path):
 
 @pytest.mark.parametrize("path", ["/a2a/tasks/send", "/a2a/tasks/sendSubscribe"])
 @pytest.mark.parametrize("target", ["agent", "team"])
-async def test_the_task_api_finds_no_target_outside_the_keys_scope(echo, other, crew, rivals,
-                                                                   path, target):
+async def test_the_task_api_finds_no_target_outside_the_keys_scope(
+    echo, other, crew, rivals, path, target
+):
     secret = await sync_to_async(new_key)(agents=[other.pk], teams=[rivals.pk])
     body = send_body(agentId=echo.pk) if target == "agent" else send_body(teamId=crew.pk)
 
@@ -339,8 +385,9 @@ async def test_a_batch_with_one_target_outside_the_scope_runs_nothing(echo, othe
     secret = await sync_to_async(new_key)(agents=[other.pk])
     body = {"requests": [send_body(agentId=other.pk), send_body(agentId=echo.pk)]}
 
-    response = await task_api("POST", "/a2a/tasks/sendBatch",
-                              {"Authorization": f"Bearer {secret}"}, body)
+    response = await task_api(
+        "POST", "/a2a/tasks/sendBatch", {"Authorization": f"Bearer {secret}"}, body
+    )
 
     _rest_error(response, 404, "METHOD_NOT_FOUND")
     assert await sync_to_async(Task.objects.count)() == 0
@@ -354,10 +401,12 @@ async def test_the_task_api_hides_another_keys_task(echo, suffix):
     method = "POST" if suffix == "/cancel" else "GET"
     body = {} if method == "POST" else None
 
-    theirs = await task_api(method, f"/a2a/tasks/{task_id}{suffix}",
-                            {"Authorization": f"Bearer {snoop}"}, body)
-    missing = await task_api(method, f"/a2a/tasks/nothing-here{suffix}",
-                             {"Authorization": f"Bearer {snoop}"}, body)
+    theirs = await task_api(
+        method, f"/a2a/tasks/{task_id}{suffix}", {"Authorization": f"Bearer {snoop}"}, body
+    )
+    missing = await task_api(
+        method, f"/a2a/tasks/nothing-here{suffix}", {"Authorization": f"Bearer {snoop}"}, body
+    )
     mine = await task_api("GET", f"/a2a/tasks/{task_id}", {"Authorization": f"Bearer {owner}"})
 
     _rest_error(theirs, 404, "TASK_NOT_FOUND")

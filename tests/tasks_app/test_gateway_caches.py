@@ -96,9 +96,7 @@ async def test_a_change_another_process_made_counts_within_the_cache_lifetime(
     expect_error(JSONRPC_1, response, METHOD_NOT_FOUND, http_status=404)
 
 
-async def test_a_new_agent_is_callable_at_once_after_calls_to_its_unknown_id(
-    echo_url, api_key
-):
+async def test_a_new_agent_is_callable_at_once_after_calls_to_its_unknown_id(echo_url, api_key):
     response = await send("late-comer", api_key[1])
     expect_error(JSONRPC_1, response, METHOD_NOT_FOUND, http_status=404)
     await sync_to_async(_register_as)("late-comer", echo_url)

@@ -185,7 +185,12 @@ async def test_an_unknown_key_is_refused(binding, echo):
 async def test_a_bad_request_without_a_key_gets_401_not_the_error(binding, echo):
     request = Request("POST", "" if binding.jsonrpc else f"{binding.prefix}message:send", b"{")
     await refused(
-        binding, echo.pk, request, binding.headers(), UNAUTHENTICATED, request_id=None,
+        binding,
+        echo.pk,
+        request,
+        binding.headers(),
+        UNAUTHENTICATED,
+        request_id=None,
         http_status=401,
     )
 
@@ -196,7 +201,8 @@ async def test_a_bad_request_without_a_key_gets_401_not_the_error(binding, echo)
 async def test_a_call_to_a_host_django_refuses_gets_djangos_400(echo, key):
     async with relay_client() as client:
         response = await client.post(
-            f"/a2a/agents/{echo.pk}/", content=json.dumps(JSONRPC_1.send().body),
+            f"/a2a/agents/{echo.pk}/",
+            content=json.dumps(JSONRPC_1.send().body),
             headers={**JSONRPC_1.headers(key), "Host": "evil.example"},
         )
     assert response.status_code == 400
@@ -218,12 +224,15 @@ async def test_an_endpoint_without_its_slash_redirects_a_post_keeping_its_method
 
 
 async def test_a_jsonrpc_call_to_an_endpoint_without_its_slash_is_answered_after_the_redirect(
-        echo, key):
+    echo, key
+):
     async with relay_client() as client:
         response = await client.post(
-            f"/a2a/agents/{echo.pk}", content=json.dumps(JSONRPC_1.send().body),
+            f"/a2a/agents/{echo.pk}",
+            content=json.dumps(JSONRPC_1.send().body),
             headers={"Content-Type": "application/json", **JSONRPC_1.headers(key)},
-            follow_redirects=True)
+            follow_redirects=True,
+        )
     assert response.status_code == 200, response.text
     assert "result" in response.json(), response.text
 
@@ -232,8 +241,15 @@ async def test_a_jsonrpc_call_to_an_endpoint_without_its_slash_is_answered_after
 async def test_a_body_over_the_size_limit_is_an_invalid_request(binding, echo, key, settings):
     settings.RELAY_MAX_BODY_BYTES = 1000
     request = binding.send(binding.message("x" * 2000))
-    _, info = await refused(binding, echo.pk, request, binding.headers(key), INVALID_REQUEST,
-                            request_id=None, http_status=None if binding.jsonrpc else 413)
+    _, info = await refused(
+        binding,
+        echo.pk,
+        request,
+        binding.headers(key),
+        INVALID_REQUEST,
+        request_id=None,
+        http_status=None if binding.jsonrpc else 413,
+    )
     if binding.version == "0.3" and binding.jsonrpc:
         assert "1000 bytes" in info["message"]
 
@@ -560,7 +576,11 @@ async def test_cancelling_a_finished_task_is_not_cancelable(binding, echo, key):
     task = await finished_task(echo.pk, key)
     http_status = 409 if (not binding.jsonrpc and binding.version == "0.3") else None
     _, info = await refused(
-        binding, echo.pk, binding.cancel(task["id"]), binding.headers(key), TASK_NOT_CANCELABLE,
+        binding,
+        echo.pk,
+        binding.cancel(task["id"]),
+        binding.headers(key),
+        TASK_NOT_CANCELABLE,
         http_status=http_status,
     )
     stored = await sync_to_async(Task.objects.get)(pk=task["id"])
@@ -759,8 +779,9 @@ async def test_an_agents_refusal_of_a_stream_ends_the_stream_with_the_failed_tas
 
 
 @ALL
-async def test_a_nul_character_in_a_message_is_invalid_params_and_stores_nothing(binding, echo,
-                                                                                 key):
+async def test_a_nul_character_in_a_message_is_invalid_params_and_stores_nothing(
+    binding, echo, key
+):
     """Regression: U+0000 in a message, metadata or an id gave -32603 (the database refused
     it) instead of -32602."""
     request = binding.send(binding.message("before\x00after"))

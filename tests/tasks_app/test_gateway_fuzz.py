@@ -633,21 +633,40 @@ def _is_error(response) -> bool:
 @st.composite
 def task_api_requests(draw):
     """(path, body) for the task API: mostly a send to the agent, sometimes anything."""
-    path = draw(st.sampled_from(["/a2a/tasks/send"] * 3 + ["/a2a/tasks/sendBatch",
-                                                          "/a2a/tasks/sendSubscribe"]))
+    path = draw(
+        st.sampled_from(
+            ["/a2a/tasks/send"] * 3 + ["/a2a/tasks/sendBatch", "/a2a/tasks/sendSubscribe"]
+        )
+    )
     send = draw(with_junk(PARAMS_V1[Operation.SEND]))
-    target = draw(mostly(st.just({"agentId": "@agent"}),
-                         st.sampled_from([{}, {"agentId": "nobody"}, {"teamId": "@agent"},
-                                          {"agentId": "@agent", "teamId": "x"}, {"agentId": 7}])))
+    target = draw(
+        mostly(
+            st.just({"agentId": "@agent"}),
+            st.sampled_from(
+                [
+                    {},
+                    {"agentId": "nobody"},
+                    {"teamId": "@agent"},
+                    {"agentId": "@agent", "teamId": "x"},
+                    {"agentId": 7},
+                ]
+            ),
+        )
+    )
     entry = {**target, **send}
     if path.endswith("sendBatch"):
-        body = draw(mostly(
-            st.fixed_dictionaries({"requests": st.lists(st.just(entry), min_size=1, max_size=3)},
-                                  optional={"executionMode": st.sampled_from(
-                                      ["parallel", "sequential", "x"]),
-                                      "aggregationStrategy": st.sampled_from(
-                                      ["individual", "merge", "y"])}),
-            json_values))
+        body = draw(
+            mostly(
+                st.fixed_dictionaries(
+                    {"requests": st.lists(st.just(entry), min_size=1, max_size=3)},
+                    optional={
+                        "executionMode": st.sampled_from(["parallel", "sequential", "x"]),
+                        "aggregationStrategy": st.sampled_from(["individual", "merge", "y"]),
+                    },
+                ),
+                json_values,
+            )
+        )
     else:
         body = draw(mostly(st.just(entry), json_values))
     return path, body
@@ -655,15 +674,16 @@ def task_api_requests(draw):
 
 @FUZZ
 @given(request=task_api_requests())
-async def test_any_task_api_body_gets_a_rest_answer_and_a_refusal_writes_nothing(world,
-                                                                                 request):
+async def test_any_task_api_body_gets_a_rest_answer_and_a_refusal_writes_nothing(world, request):
     path, body = _with_existing(list(request), await _existing_task(world))
     body = json.loads(json.dumps(body).replace('"@agent"', json.dumps(world["agent"])))
     before = await sync_to_async(rows)()
     async with relay_client() as client:
-        response = await client.post(path, content=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json",
-                                              **_headers(world, None, None)})
+        response = await client.post(
+            path,
+            content=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", **_headers(world, None, None)},
+        )
     check_rest_response(response)
     await _settle()
     if _is_error(response):
@@ -718,11 +738,15 @@ def attacks(draw):
     return binding, path, body, kind
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(attack=attacks())
 async def test_attack_shaped_bodies_are_refused_in_every_binding_and_store_nothing(
-        world, attack, settings):
+    world, attack, settings
+):
     settings.RELAY_MAX_BODY_BYTES = 4096
     settings.RELAY_MAX_JSON_DEPTH = 16
     settings.RELAY_MAX_PARTS = 3
@@ -736,8 +760,11 @@ async def test_attack_shaped_bodies_are_refused_in_every_binding_and_store_nothi
     version = "1.0" if binding != "jsonrpc-0.3" else None
     before = await sync_to_async(rows)()
     async with relay_client() as client:
-        response = await client.post(url, content=body.encode(), headers={
-            "Content-Type": "application/json", **_headers(world, version, None)})
+        response = await client.post(
+            url,
+            content=body.encode(),
+            headers={"Content-Type": "application/json", **_headers(world, version, None)},
+        )
     assert await sync_to_async(rows)() == before, response.text
     assert response.status_code != 500, response.text
     payload = response.json()
@@ -750,4 +777,5 @@ async def test_attack_shaped_bodies_are_refused_in_every_binding_and_store_nothi
         expected = 413 if kind == "size" else 400
         assert response.status_code == expected == error["code"], payload
         assert error["details"][0]["reason"] == (
-            "INVALID_REQUEST" if kind in ("depth", "size") else "INVALID_PARAMS"), payload
+            "INVALID_REQUEST" if kind in ("depth", "size") else "INVALID_PARAMS"
+        ), payload

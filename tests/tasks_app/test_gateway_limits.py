@@ -116,27 +116,30 @@ async def test_a_body_nested_too_deep_for_any_parser_is_an_invalid_request(bindi
     request = binding.send(binding.message())
     body = json.dumps(request.body).encode()
     deep = body[:-1] + b', "extra": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
-    request = type(request)(request.method, request.path, deep, request.query,
-                            request.request_id)
-    response, _ = await refused(binding, echo.pk, request, binding.headers(key),
-                                INVALID_REQUEST, request_id=None)
+    request = type(request)(request.method, request.path, deep, request.query, request.request_id)
+    response, _ = await refused(
+        binding, echo.pk, request, binding.headers(key), INVALID_REQUEST, request_id=None
+    )
     assert "nested deeper than the limit of 64 levels" in message_text(binding, response)
 
 
 @ALL
 async def test_metadata_nested_past_the_json_depth_limit_is_refused_before_parsing(
-        binding, echo, key, settings):
+    binding, echo, key, settings
+):
     settings.RELAY_MAX_JSON_DEPTH = 20
     request = binding.send(binding.message(metadata=nested(30)))
-    await refused(binding, echo.pk, request, binding.headers(key), INVALID_REQUEST,
-                  request_id=None)
+    await refused(binding, echo.pk, request, binding.headers(key), INVALID_REQUEST, request_id=None)
 
 
 async def test_the_task_api_refuses_oversized_and_deep_bodies_with_its_envelope(
-        echo, key, settings):
+    echo, key, settings
+):
     settings.RELAY_MAX_BODY_BYTES = 2000
-    big = {"agentId": echo.pk, "message": {"messageId": "m", "role": "ROLE_USER",
-                                           "parts": [{"text": "x" * 3000}]}}
+    big = {
+        "agentId": echo.pk,
+        "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x" * 3000}]},
+    }
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     async with relay_client() as client:
         for path in ("/a2a/tasks/send", "/a2a/tasks/sendSubscribe"):
@@ -162,7 +165,8 @@ async def test_a_message_with_too_many_parts_names_the_limit(binding, echo, key,
     response, _ = await refused(binding, echo.pk, request, binding.headers(key), INVALID_PARAMS)
     if binding.version == "1.0":
         assert field_violations(binding, response) == [
-            {"field": "message.parts", "description": "has 4 parts; the limit is 3"}]
+            {"field": "message.parts", "description": "has 4 parts; the limit is 3"}
+        ]
 
 
 @ALL
@@ -180,8 +184,9 @@ async def test_fat_or_deep_metadata_is_invalid_params(binding, echo, key, settin
 
 
 @ALL
-async def test_a_history_length_over_the_bound_is_capped_not_refused(binding, echo, key,
-                                                                      api_key, settings):
+async def test_a_history_length_over_the_bound_is_capped_not_refused(
+    binding, echo, key, api_key, settings
+):
     """Regression: a historyLength above RELAY_MAX_HISTORY_LENGTH was refused with -32602; it
     is a maximum, so the relay gives at most its own bound."""
     settings.RELAY_MAX_HISTORY_LENGTH = 1
@@ -193,9 +198,11 @@ async def test_a_history_length_over_the_bound_is_capped_not_refused(binding, ec
             response = await call(client, echo.pk, get, binding.headers(key))
             got = response.json()["result"]
         else:
-            response = await client.get(f"/a2a/agents/{echo.pk}/{get.path}",
-                                        params={"historyLength": 5000},
-                                        headers=binding.headers(key))
+            response = await client.get(
+                f"/a2a/agents/{echo.pk}/{get.path}",
+                params={"historyLength": 5000},
+                headers=binding.headers(key),
+            )
             got = response.json()
     assert response.status_code == 200, response.text
     assert len(got["history"]) == 1
@@ -205,8 +212,9 @@ async def test_the_task_api_caps_history_length(echo, key, api_key, settings):
     settings.RELAY_MAX_HISTORY_LENGTH = 2
     task = await sync_to_async(task_with_history)(echo.pk, api_key[0], messages=3)
     async with relay_client() as client:
-        response = await client.get(f"/a2a/tasks/{task.pk}?historyLength=11",
-                                    headers={"Authorization": f"Bearer {key}"})
+        response = await client.get(
+            f"/a2a/tasks/{task.pk}?historyLength=11", headers={"Authorization": f"Bearer {key}"}
+        )
     assert response.status_code == 200, response.text
     assert len(response.json()["history"]) == 2
 
@@ -215,10 +223,18 @@ def task_with_history(agent_id: str, caller, *, messages: int):
     """A task of the caller's key at the agent, with ``messages`` user messages."""
     from tasks_app import services
 
-    history = [{"messageId": f"m-{n}", "role": "ROLE_USER", "parts": [{"text": f"turn {n}"}]}
-               for n in range(messages)]
-    task = services.task_open(caller=caller, target_kind="agent", target_id=agent_id,
-                              agent_id=agent_id, message=history[0], client_version="1.0")
+    history = [
+        {"messageId": f"m-{n}", "role": "ROLE_USER", "parts": [{"text": f"turn {n}"}]}
+        for n in range(messages)
+    ]
+    task = services.task_open(
+        caller=caller,
+        target_kind="agent",
+        target_id=agent_id,
+        agent_id=agent_id,
+        message=history[0],
+        client_version="1.0",
+    )
     for entry in history[1:]:
         task = services.task_add_message(task=task, message=entry)
     return task
@@ -235,31 +251,36 @@ async def test_a_burst_over_the_key_limit_gets_429_with_retry_after(binding, ech
             response = await call(client, echo.pk, binding.send(), binding.headers(key))
             assert response.status_code == 200, response.text
     tasks = await task_count()
-    response, info = await refused(binding, echo.pk, binding.send(), binding.headers(key),
-                                   RATE_LIMITED, http_status=429)
+    response, info = await refused(
+        binding, echo.pk, binding.send(), binding.headers(key), RATE_LIMITED, http_status=429
+    )
     assert 1 <= int(response.headers["Retry-After"]) <= 60
     assert await task_count() == tasks
     if binding.version == "1.0":
-        details = (response.json()["error"]["data"] if binding.jsonrpc
-                   else response.json()["error"]["details"])
-        assert details[1] == {"@type": "type.googleapis.com/google.rpc.RetryInfo",
-                              "retryDelay": f"{response.headers['Retry-After']}s"}
+        details = (
+            response.json()["error"]["data"]
+            if binding.jsonrpc
+            else response.json()["error"]["details"]
+        )
+        assert details[1] == {
+            "@type": "type.googleapis.com/google.rpc.RetryInfo",
+            "retryDelay": f"{response.headers['Retry-After']}s",
+        }
     elif binding.jsonrpc:
         assert info["data"] == {"retryAfter": int(response.headers["Retry-After"])}
     assert "3 calls per minute" in message_text(binding, response)
 
 
-async def test_junk_counts_against_the_limit_and_a_limited_key_gets_429_for_it(
-        echo, key, settings):
+async def test_junk_counts_against_the_limit_and_a_limited_key_gets_429_for_it(echo, key, settings):
     settings.RELAY_RATE_LIMIT_PER_KEY = 2
     headers = {"Authorization": f"Bearer {key}"}
     async with relay_client() as client:
         for _ in range(2):
-            response = await client.post(f"/a2a/agents/{echo.pk}/", content=b"{nope",
-                                         headers=headers)
+            response = await client.post(
+                f"/a2a/agents/{echo.pk}/", content=b"{nope", headers=headers
+            )
             assert response.json()["error"]["code"] == -32700
-        response = await client.post(f"/a2a/agents/{echo.pk}/", content=b"{nope",
-                                     headers=headers)
+        response = await client.post(f"/a2a/agents/{echo.pk}/", content=b"{nope", headers=headers)
     assert response.status_code == 429
     assert response.json()["error"]["code"] == -31429
 
@@ -274,8 +295,9 @@ async def test_a_keys_own_limit_replaces_the_default_and_zero_means_none(echo, s
     async with relay_client() as client:
         for name, secret in (("roomy", roomy_secret), ("free", free_secret)):
             for _ in range(5):
-                response = await call(client, echo.pk, JSONRPC_1.get_task("none"),
-                                      JSONRPC_1.headers(secret))
+                response = await call(
+                    client, echo.pk, JSONRPC_1.get_task("none"), JSONRPC_1.headers(secret)
+                )
                 statuses[name].append(response.status_code)
     assert statuses == {"roomy": [200, 200, 200, 429, 429], "free": [200] * 5}
 
@@ -284,8 +306,10 @@ async def test_the_agent_limit_counts_every_key(echo, settings):
     settings.RELAY_RATE_LIMIT_PER_AGENT = 2
     secrets = [(await sync_to_async(api_key_create)(name=f"k{n}"))[1] for n in range(3)]
     async with relay_client() as client:
-        answers = [await call(client, echo.pk, JSONRPC_1.send(), JSONRPC_1.headers(secret))
-                   for secret in secrets]
+        answers = [
+            await call(client, echo.pk, JSONRPC_1.send(), JSONRPC_1.headers(secret))
+            for secret in secrets
+        ]
     assert [a.status_code for a in answers] == [200, 200, 429]
     assert "for this agent" in answers[2].json()["error"]["message"]
     assert await task_count() == 2
@@ -293,8 +317,10 @@ async def test_the_agent_limit_counts_every_key(echo, settings):
 
 async def test_the_task_api_shares_the_keys_budget(echo, key, settings):
     settings.RELAY_RATE_LIMIT_PER_KEY = 2
-    body = {"agentId": echo.pk, "message": {"messageId": "m", "role": "ROLE_USER",
-                                            "parts": [{"text": "hi"}]}}
+    body = {
+        "agentId": echo.pk,
+        "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+    }
     headers = {"Authorization": f"Bearer {key}"}
     async with relay_client() as client:
         first = await client.post("/a2a/tasks/send", json=body, headers=headers)
@@ -312,12 +338,20 @@ async def test_the_task_api_shares_the_keys_budget(echo, key, settings):
 def stream_call(agent_id: str, secret: str) -> calls.HttpCall:
     request = JSONRPC_1.send(stream=True)
     headers = [(b"authorization", f"Bearer {secret}".encode()), (b"a2a-version", b"1.0")]
-    return calls.HttpCall(kind="agent", target_id=agent_id, rest="", http_method="POST",
-                          query={}, headers=headers, body=json.dumps(request.body).encode())
+    return calls.HttpCall(
+        kind="agent",
+        target_id=agent_id,
+        rest="",
+        http_method="POST",
+        query={},
+        headers=headers,
+        body=json.dumps(request.body).encode(),
+    )
 
 
 async def test_a_key_over_its_stream_limit_is_refused_until_a_stream_closes(
-        echo, api_key, settings):
+    echo, api_key, settings
+):
     settings.RELAY_MAX_STREAMS_PER_KEY = 2
     row, secret = api_key
     first = await calls.answer(stream_call(echo.pk, secret))
@@ -341,8 +375,7 @@ async def test_a_key_over_its_stream_limit_is_refused_until_a_stream_closes(
     await again.events.aclose()
 
 
-async def test_a_stream_refused_before_its_first_event_gives_its_slot_back(
-        echo, api_key, settings):
+async def test_a_stream_refused_before_its_first_event_gives_its_slot_back(echo, api_key, settings):
     settings.RELAY_MAX_STREAMS_PER_KEY = 1
     row, secret = api_key
     request = stream_call(echo.pk, secret)
@@ -360,7 +393,8 @@ async def test_a_stream_refused_before_its_first_event_gives_its_slot_back(
 @pytest.mark.parametrize("binding", [JSONRPC_1, JSONRPC_03, REST_1], ids=str)
 @pytest.mark.parametrize("stream", [False, True], ids=["send", "stream"])
 async def test_a_smuggled_delegation_header_never_reaches_the_agent(
-        binding, stream, echo, api_key, settings):
+    binding, stream, echo, api_key, settings
+):
     settings.RELAY_DELEGATION_SECRET = "agents-know-this"
     row, secret = api_key
     forged = {
@@ -369,8 +403,9 @@ async def test_a_smuggled_delegation_header_never_reaches_the_agent(
         "x-relay-caller": "key=admin2",
     }
     async with relay_client() as client:
-        response = await call(client, echo.pk, binding.send(stream=stream),
-                              binding.headers(secret, **forged))
+        response = await call(
+            client, echo.pk, binding.send(stream=stream), binding.headers(secret, **forged)
+        )
     assert response.status_code == 200, response.text
     seen = RECORDER.posts()[-1].headers
     own = relay_delegation.relay_id()
@@ -382,8 +417,12 @@ async def test_a_smuggled_delegation_header_never_reaches_the_agent(
 
 async def test_the_inbound_chain_is_kept_on_the_task_and_passed_on(echo, key):
     async with relay_client() as client:
-        response = await call(client, echo.pk, JSONRPC_1.send(),
-                              JSONRPC_1.headers(key, **{"X-Relay-Chain": "relay-a, relay-b"}))
+        response = await call(
+            client,
+            echo.pk,
+            JSONRPC_1.send(),
+            JSONRPC_1.headers(key, **{"X-Relay-Chain": "relay-a, relay-b"}),
+        )
     assert response.status_code == 200, response.text
     own = relay_delegation.relay_id()
     assert RECORDER.posts()[-1].headers["x-relay-chain"] == f"relay-a, relay-b, {own}"
@@ -394,9 +433,13 @@ async def test_the_inbound_chain_is_kept_on_the_task_and_passed_on(echo, key):
 @ALL
 async def test_a_call_that_already_passed_this_relay_is_refused_as_a_loop(binding, echo, key):
     own = relay_delegation.relay_id()
-    response, _ = await refused(binding, echo.pk, binding.send(),
-                                binding.headers(key, **{"X-Relay-Chain": f"relay-a, {own}"}),
-                                INVALID_REQUEST)
+    response, _ = await refused(
+        binding,
+        echo.pk,
+        binding.send(),
+        binding.headers(key, **{"X-Relay-Chain": f"relay-a, {own}"}),
+        INVALID_REQUEST,
+    )
     assert "refusing a loop" in message_text(binding, response)
 
 
@@ -404,18 +447,26 @@ async def test_a_call_that_already_passed_this_relay_is_refused_as_a_loop(bindin
 async def test_a_chain_at_the_depth_limit_is_refused(binding, echo, key, settings):
     settings.RELAY_MAX_DELEGATION_DEPTH = 3
     chain = "relay-a, relay-b, relay-c"
-    response, _ = await refused(binding, echo.pk, binding.send(),
-                                binding.headers(key, **{"X-Relay-Chain": chain}),
-                                INVALID_REQUEST)
+    response, _ = await refused(
+        binding,
+        echo.pk,
+        binding.send(),
+        binding.headers(key, **{"X-Relay-Chain": chain}),
+        INVALID_REQUEST,
+    )
     assert "the limit is 2" in message_text(binding, response)
 
 
 async def test_an_agent_credential_named_like_a_delegation_header_does_not_win(echo, key):
     from tasks_app import upstream
 
-    endpoint = upstream.Endpoint(agent_id="a", url="http://127.0.0.1:9/", binding="JSONRPC",
-                                 version="1.0",
-                                 headers=(("x-relay-caller", "key=forged"), ("X-Api-Key", "k")))
+    endpoint = upstream.Endpoint(
+        agent_id="a",
+        url="http://127.0.0.1:9/",
+        binding="JSONRPC",
+        version="1.0",
+        headers=(("x-relay-caller", "key=forged"), ("X-Api-Key", "k")),
+    )
     headers = upstream._headers(endpoint, (), {"X-Relay-Caller": "key=real"})
     assert [v for n, v in headers.items() if n.lower() == "x-relay-caller"] == ["key=real"]
     assert headers["X-Api-Key"] == "k"
@@ -439,7 +490,8 @@ async def test_an_agent_at_a_private_address_is_never_called(echo, key, settings
 
 
 async def test_dns_rebinding_on_an_agent_call_reaches_only_the_checked_address(
-        recorder_url, key, settings, monkeypatch):
+    recorder_url, key, settings, monkeypatch
+):
     """The agent's host answers a public address first and a private one after: the relay
     connects to the address it checked, so the private server gets nothing."""
     import socket
@@ -451,8 +503,11 @@ async def test_dns_rebinding_on_an_agent_call_reaches_only_the_checked_address(
     agent = await sync_to_async(register)(f"http://rebind.test:{port}/")
     settings.RELAY_ALLOW_PRIVATE_URLS = False
     real_public = outbound.is_public_address
-    monkeypatch.setattr(outbound, "is_public_address",
-                        lambda address: address == "127.0.0.1" or real_public(address))
+    monkeypatch.setattr(
+        outbound,
+        "is_public_address",
+        lambda address: address == "127.0.0.1" or real_public(address),
+    )
     answers = ["127.0.0.1", "127.0.0.2"]
     real_getaddrinfo = socket.getaddrinfo
 
@@ -480,8 +535,10 @@ async def test_dns_rebinding_on_an_agent_call_reaches_only_the_checked_address(
 
 async def test_the_task_api_answers_a_body_over_every_limit_with_413_not_a_500(echo, key):
     """Regression: a body over Django's upload limit made the task API answer 500."""
-    big = {"agentId": echo.pk, "message": {"messageId": "m", "role": "ROLE_USER",
-                                           "parts": [{"text": "x" * 3_000_000}]}}
+    big = {
+        "agentId": echo.pk,
+        "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x" * 3_000_000}]},
+    }
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     async with relay_client() as client:
         for path in ("/a2a/tasks/send", "/a2a/tasks/sendBatch"):

@@ -33,7 +33,10 @@ from tests.live import gated_agent, new_gate
 from tests.servers import running
 from tests.tasks_app.a2a_http import register
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("allow_private_urls")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("allow_private_urls"),
+]
 
 UPSTREAM_TASK = "upstream-task-1"
 UPSTREAM_CONTEXT = "upstream-context-1"
@@ -59,8 +62,11 @@ async def until(check, what: str, seconds: float = 10.0):
 def dead_process() -> str:
     """A relay process whose lease ran out a minute ago."""
     dead = RelayProcess.objects.create(
-        id="elsewhere:4242:dead", host="elsewhere", pid=4242,
-        lease_expires_at=timezone.now() - timedelta(minutes=1))
+        id="elsewhere:4242:dead",
+        host="elsewhere",
+        pid=4242,
+        lease_expires_at=timezone.now() - timedelta(minutes=1),
+    )
     return dead.pk
 
 
@@ -82,24 +88,36 @@ class Misbehaving:
 
     def task(self) -> dict:
         state = "TASK_STATE_COMPLETED" if self.done.is_set() else "TASK_STATE_WORKING"
-        return {"id": UPSTREAM_TASK, "contextId": UPSTREAM_CONTEXT,
-                "status": {"state": state},
-                "artifacts": [{"artifactId": "a1", "parts": [{"text": "partial"}]}]}
+        return {
+            "id": UPSTREAM_TASK,
+            "contextId": UPSTREAM_CONTEXT,
+            "status": {"state": state},
+            "artifacts": [{"artifactId": "a1", "parts": [{"text": "partial"}]}],
+        }
 
     def app(self, base_url: str) -> Starlette:
         async def rpc(http_request: Request):
             body = await http_request.json()
             self.calls.append(body["method"])
             if body["method"] == "SendStreamingMessage":
-                return StreamingResponse(self._stream(body["id"]),
-                                         media_type="text/event-stream")
+                return StreamingResponse(self._stream(body["id"]), media_type="text/event-stream")
             if body["method"] == "GetTask":
                 return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "result": self.task()})
             if body["method"] == "CancelTask":
-                return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "result": dict(
-                    self.task(), status={"state": "TASK_STATE_CANCELED"})})
-            return JSONResponse({"jsonrpc": "2.0", "id": body["id"],
-                                 "error": {"code": -32601, "message": "not here"}})
+                return JSONResponse(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": body["id"],
+                        "result": dict(self.task(), status={"state": "TASK_STATE_CANCELED"}),
+                    }
+                )
+            return JSONResponse(
+                {
+                    "jsonrpc": "2.0",
+                    "id": body["id"],
+                    "error": {"code": -32601, "message": "not here"},
+                }
+            )
 
         return Starlette(routes=[Route("/", rpc, methods=["POST"])])
 
@@ -109,18 +127,35 @@ class Misbehaving:
 
         try:
             if self.mode == "breaks":
-                yield frame({"statusUpdate": {"taskId": UPSTREAM_TASK,
-                                              "contextId": UPSTREAM_CONTEXT,
-                                              "status": {"state": "TASK_STATE_WORKING"}}})
+                yield frame(
+                    {
+                        "statusUpdate": {
+                            "taskId": UPSTREAM_TASK,
+                            "contextId": UPSTREAM_CONTEXT,
+                            "status": {"state": "TASK_STATE_WORKING"},
+                        }
+                    }
+                )
                 raise ConnectionResetError("the agent's process died mid-way")
             if self.mode == "no-final":
-                yield frame({"statusUpdate": {"taskId": UPSTREAM_TASK,
-                                              "contextId": UPSTREAM_CONTEXT,
-                                              "status": {"state": "TASK_STATE_WORKING"}}})
-                yield frame({"artifactUpdate": {"taskId": UPSTREAM_TASK,
-                                                "contextId": UPSTREAM_CONTEXT,
-                                                "artifact": {"artifactId": "a1",
-                                                             "parts": [{"text": "partial"}]}}})
+                yield frame(
+                    {
+                        "statusUpdate": {
+                            "taskId": UPSTREAM_TASK,
+                            "contextId": UPSTREAM_CONTEXT,
+                            "status": {"state": "TASK_STATE_WORKING"},
+                        }
+                    }
+                )
+                yield frame(
+                    {
+                        "artifactUpdate": {
+                            "taskId": UPSTREAM_TASK,
+                            "contextId": UPSTREAM_CONTEXT,
+                            "artifact": {"artifactId": "a1", "parts": [{"text": "partial"}]},
+                        }
+                    }
+                )
                 return
             await asyncio.sleep(60)
             yield ""
@@ -131,8 +166,7 @@ class Misbehaving:
 def register_misbehaving(url: str):
     agent = register(url)
     # The card names both bindings and versions; this agent speaks 1.0 JSON-RPC at its root.
-    agent.interfaces = [{"url": url + "/", "protocolBinding": "JSONRPC",
-                         "protocolVersion": "1.0"}]
+    agent.interfaces = [{"url": url + "/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]
     agent.save(update_fields=["interfaces"])
     return agent
 
@@ -162,15 +196,15 @@ async def collect(events, seconds: float) -> list:
 # --- ownership in the database --------------------------------------------------------------
 
 
-async def test_a_task_is_owned_by_this_process_while_it_works_and_by_nobody_once_it_ended(
-        echo_url):
+async def test_a_task_is_owned_by_this_process_while_it_works_and_by_nobody_once_it_ended(echo_url):
     agent = await sync_to_async(register)(echo_url)
     target = await sync_to_async(gateway.agent_target)(agent.pk)
     me = await sync_to_async(ownership.process_id)()
     opened = await sync_to_async(gateway.open_task)(target, context(), request("hello"))
     assert opened.task.owner == me
-    assert await sync_to_async(RelayProcess.objects.filter(pk=me, lease_expires_at__gt=
-                                                           timezone.now()).exists)()
+    assert await sync_to_async(
+        RelayProcess.objects.filter(pk=me, lease_expires_at__gt=timezone.now()).exists
+    )()
     answer = await gateway.send_message(target, context(), request("hello"), opened=opened)
     assert "message" in answer  # the echo agent answers with a message: the task completed
     task = await sync_to_async(Task.objects.get)(pk=opened.task.pk)
@@ -180,8 +214,9 @@ async def test_a_task_is_owned_by_this_process_while_it_works_and_by_nobody_once
 def test_orphans_are_the_open_tasks_of_dead_processes_and_are_claimed_once(echo):
     agent = Agent.objects.get(pk=echo)
     dead = dead_process()
-    live = RelayProcess.objects.create(id="alive:1:x", host="alive", pid=1,
-                                       lease_expires_at=timezone.now() + timedelta(minutes=1))
+    live = RelayProcess.objects.create(
+        id="alive:1:x", host="alive", pid=1, lease_expires_at=timezone.now() + timedelta(minutes=1)
+    )
     orphan = make_task(agent, state="working")
     Task.objects.filter(pk=orphan.pk).update(owner=dead)
     waiting = make_task(agent, state="input-required")
@@ -202,8 +237,9 @@ def test_orphans_are_the_open_tasks_of_dead_processes_and_are_claimed_once(echo)
 def test_a_lease_that_ran_out_is_taken_anew_and_others_claims_are_reported(echo):
     me = ownership.process_id()
     assert ownership.renew() is True
-    RelayProcess.objects.filter(pk=me).update(lease_expires_at=timezone.now()
-                                              - timedelta(seconds=1))
+    RelayProcess.objects.filter(pk=me).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
     task = make_task(Agent.objects.get(pk=echo), state="working")
     Task.objects.filter(pk=task.pk).update(owner="someone:else:1")
 
@@ -238,8 +274,10 @@ async def test_a_task_whose_process_died_is_resumed_over_subscribe_and_ends_as_t
         await asyncio.sleep(0.5)
         gate.put("two ")
         gate.put(None)
-        task = await until(lambda: Task.objects.filter(pk=task_id, state="completed").first(),
-                           "the resumed task completed")
+        task = await until(
+            lambda: Task.objects.filter(pk=task_id, state="completed").first(),
+            "the resumed task completed",
+        )
 
     texts = "".join(part["text"] for artifact in task.artifacts for part in artifact["parts"])
     assert texts == "one two "
@@ -252,12 +290,15 @@ async def test_a_taken_over_task_whose_agent_never_named_it_ends_failed_saying_w
         agent = await sync_to_async(register_misbehaving)(url)
         dead = await sync_to_async(dead_process)()
         opened = await sync_to_async(gateway.open_task)(
-            await sync_to_async(gateway.agent_target)(agent.pk), context(), request())
+            await sync_to_async(gateway.agent_target)(agent.pk), context(), request()
+        )
         await sync_to_async(Task.objects.filter(pk=opened.task.pk).update)(owner=dead)
 
         assert await supervisor.take_over_orphans() == 1
-        task = await until(lambda: Task.objects.filter(pk=opened.task.pk, state="failed").first(),
-                           "the orphan failed")
+        task = await until(
+            lambda: Task.objects.filter(pk=opened.task.pk, state="failed").first(),
+            "the orphan failed",
+        )
     assert "before the agent" in task.error and "named its task" in task.error
 
 
@@ -265,7 +306,8 @@ async def test_a_taken_over_task_whose_agent_never_named_it_ends_failed_saying_w
 
 
 async def test_a_stream_with_headers_and_then_nothing_ends_the_task_failed_within_the_limit(
-        settings):
+    settings,
+):
     settings.RELAY_STREAM_FIRST_EVENT_SECONDS = 0.5
     agent_probe = Misbehaving("silent")
     with running(agent_probe.app) as url:
@@ -283,7 +325,8 @@ async def test_a_stream_with_headers_and_then_nothing_ends_the_task_failed_withi
 
 
 async def test_a_stream_that_ends_without_a_final_state_answers_with_the_task_and_follows_it(
-        settings):
+    settings,
+):
     settings.RELAY_FOLLOW_POLL_MAX_SECONDS = 0.2
     agent_probe = Misbehaving("no-final")
     with running(agent_probe.app) as url:
@@ -297,8 +340,10 @@ async def test_a_stream_that_ends_without_a_final_state_answers_with_the_task_an
         assert agent_probe.calls.count("GetTask") >= 1
         # The relay follows the task until the agent says it is done.
         agent_probe.done.set()
-        task = await until(lambda: Task.objects.filter(pk=task_id, state="completed").first(),
-                           "the followed task completed")
+        task = await until(
+            lambda: Task.objects.filter(pk=task_id, state="completed").first(),
+            "the followed task completed",
+        )
     assert task.owner == ""
 
 
@@ -310,9 +355,17 @@ async def test_a_stream_silent_past_the_idle_limit_is_followed_by_get_task(setti
     agent_probe.mode = "working-then-silent"
 
     async def working_then_silent(request_id):
-        frame = {"jsonrpc": "2.0", "id": request_id, "result": {"statusUpdate": {
-            "taskId": UPSTREAM_TASK, "contextId": UPSTREAM_CONTEXT,
-            "status": {"state": "TASK_STATE_WORKING"}}}}
+        frame = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "result": {
+                "statusUpdate": {
+                    "taskId": UPSTREAM_TASK,
+                    "contextId": UPSTREAM_CONTEXT,
+                    "status": {"state": "TASK_STATE_WORKING"},
+                }
+            },
+        }
         try:
             yield f"data: {json.dumps(frame)}\n\n"
             await asyncio.sleep(60)
@@ -327,22 +380,21 @@ async def test_a_stream_silent_past_the_idle_limit_is_followed_by_get_task(setti
         assert received[-1]["task"]["status"]["state"] == "TASK_STATE_WORKING"
         assert agent_probe.stream_closed.wait(5), "the silent stream was not closed"
         agent_probe.done.set()
-        await until(lambda: Task.objects.filter(pk=received[0]["task"]["id"],
-                                                state="completed").exists(),
-                    "the followed task completed")
+        await until(
+            lambda: Task.objects.filter(pk=received[0]["task"]["id"], state="completed").exists(),
+            "the followed task completed",
+        )
 
 
 # --- a cancel from anywhere ---------------------------------------------------------------------
 
 
-async def test_a_task_canceled_by_another_process_stops_the_exchange_and_frees_the_agent(
-        settings):
+async def test_a_task_canceled_by_another_process_stops_the_exchange_and_frees_the_agent(settings):
     settings.RELAY_STREAM_POLL_SECONDS = 0.1
     agent_probe = Misbehaving("silent")
     with running(agent_probe.app) as url:
         target = await misbehaving_target(url)
-        opened = await sync_to_async(gateway.open_task)(target, context(), request(),
-                                                        stream=True)
+        opened = await sync_to_async(gateway.open_task)(target, context(), request(), stream=True)
         task_id = opened.task.pk
         events = await gateway.stream_message(target, context(), request(), opened=opened)
         reader = asyncio.create_task(collect(events, 10))
@@ -409,8 +461,14 @@ async def test_a_subscription_to_an_input_required_task_stays_open_for_the_next_
         await asyncio.sleep(0.3)
         assert not follower.done(), "the subscription closed on an interrupted task"
 
-        answer = {"message": {"messageId": "m-ada", "role": "ROLE_USER", "taskId": task_id,
-                              "parts": [{"text": "Ada"}]}}
+        answer = {
+            "message": {
+                "messageId": "m-ada",
+                "role": "ROLE_USER",
+                "taskId": task_id,
+                "parts": [{"text": "Ada"}],
+            }
+        }
         done = await gateway.send_message(target, ctx, answer)
         assert done["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
         rest = await asyncio.wait_for(follower, 10)

@@ -350,8 +350,7 @@ async def test_cancel_mid_flight_cancels_upstream_and_ends_the_open_stream(relay
         # Canceled at the agent too: the relay would say so in the status otherwise.
         assert "could not be told" not in text_of(stored.status.message.parts)
         # 409 on the 0.3 REST surface, as the 0.3 SDK server answers; 400 in 1.0.
-        with refused(TaskNotCancelableError, binding, version,
-                     409 if version == "0.3" else 400):
+        with refused(TaskNotCancelableError, binding, version, 409 if version == "0.3" else 400):
             await client.cancel_task(CancelTaskRequest(id=task_id))
     assert saw_cancel(NEVER)
 

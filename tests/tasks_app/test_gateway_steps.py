@@ -37,8 +37,14 @@ def status(task: Task, state: str, text: str = "") -> dict:
 
 
 def artifact(task: Task, name: str) -> dict:
-    return {"artifactUpdate": {"taskId": task.id, "contextId": task.context_id, "lastChunk": True,
-                               "artifact": {"artifactId": name, "parts": [{"text": name}]}}}
+    return {
+        "artifactUpdate": {
+            "taskId": task.id,
+            "contextId": task.context_id,
+            "lastChunk": True,
+            "artifact": {"artifactId": name, "parts": [{"text": name}]},
+        }
+    }
 
 
 async def run(target: Scripted) -> tuple[dict, list[tuple[dict, bool]]]:
@@ -64,9 +70,11 @@ async def run(target: Scripted) -> tuple[dict, list[tuple[dict, bool]]]:
 
 async def test_events_are_recorded_in_order_and_only_the_last_is_final():
     async def script(task):
-        return [gateway.Step(status(task, TaskState.WORKING, "hop 1")),
-                gateway.Step(artifact(task, "draft")),
-                gateway.Step(status(task, TaskState.COMPLETED, "done"))]
+        return [
+            gateway.Step(status(task, TaskState.WORKING, "hop 1")),
+            gateway.Step(artifact(task, "draft")),
+            gateway.Step(status(task, TaskState.COMPLETED, "done")),
+        ]
 
     answer, received = await run(Scripted(script))
 
@@ -74,18 +82,28 @@ async def test_events_are_recorded_in_order_and_only_the_last_is_final():
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert [a["artifactId"] for a in task["artifacts"]] == ["draft"]
     stored = await sync_to_async(list)(
-        TaskEvent.objects.filter(task_id=task["id"]).order_by("sequence")
-        .values_list("sequence", "payload"))
+        TaskEvent.objects.filter(task_id=task["id"])
+        .order_by("sequence")
+        .values_list("sequence", "payload")
+    )
     assert [(sequence, next(iter(payload))) for sequence, payload in stored] == [
-        (1, "statusUpdate"), (2, "artifactUpdate"), (3, "statusUpdate")]
+        (1, "statusUpdate"),
+        (2, "artifactUpdate"),
+        (3, "statusUpdate"),
+    ]
     assert [(next(iter(event)), final) for event, final in received] == [
-        ("statusUpdate", False), ("artifactUpdate", False), ("statusUpdate", True)]
+        ("statusUpdate", False),
+        ("artifactUpdate", False),
+        ("statusUpdate", True),
+    ]
 
 
 async def test_a_final_event_in_the_middle_ends_the_task_and_the_rest_is_ignored():
     async def script(task):
-        return [gateway.Step(status(task, TaskState.FAILED, "gave up")),
-                gateway.Step(status(task, TaskState.COMPLETED, "late"))]
+        return [
+            gateway.Step(status(task, TaskState.FAILED, "gave up")),
+            gateway.Step(status(task, TaskState.COMPLETED, "late")),
+        ]
 
     answer, received = await run(Scripted(script))
 
@@ -98,8 +116,10 @@ async def test_a_final_event_in_the_middle_ends_the_task_and_the_rest_is_ignored
 async def test_steps_a_target_recorded_itself_are_not_recorded_again():
     async def script(task):
         await gateway.record(task, gateway.Step(status(task, TaskState.COMPLETED, "done")))
-        return [gateway.Step(status(task, TaskState.COMPLETED, "done"), recorded=True),
-                gateway.Step(status(task, TaskState.WORKING, "never seen"))]
+        return [
+            gateway.Step(status(task, TaskState.COMPLETED, "done"), recorded=True),
+            gateway.Step(status(task, TaskState.WORKING, "never seen")),
+        ]
 
     ctx = gateway.CallContext(caller=None)
     answer = await gateway.send_message(Scripted(script), ctx, REQUEST)
@@ -113,9 +133,9 @@ async def exchange_of(script) -> gateway.Exchange:
     """An exchange with a scripted target, run until the step that ends its task."""
     target, ctx = Scripted(script), gateway.CallContext(caller=None)
     opened = await sync_to_async(gateway.open_task)(target, ctx, REQUEST)
-    exchange = gateway.Exchange(target, opened.task,
-                                target.run(opened.task, REQUEST, ctx, stream=True),
-                                fresh=opened.fresh)
+    exchange = gateway.Exchange(
+        target, opened.task, target.run(opened.task, REQUEST, ctx, stream=True), fresh=opened.fresh
+    )
     async for _ in exchange.events():
         pass
     return exchange
@@ -123,10 +143,15 @@ async def exchange_of(script) -> gateway.Exchange:
 
 async def test_an_exchange_holds_the_last_event_until_the_caller_records_it():
     async def script(task):
-        return [gateway.Step(status(task, TaskState.WORKING, "on it")),
-                gateway.Step(artifact(task, "draft")),
-                gateway.Step(status(task, TaskState.INPUT_REQUIRED, "which one?"),
-                             upstream_task_id="up-1", upstream_context_id="ctx-1")]
+        return [
+            gateway.Step(status(task, TaskState.WORKING, "on it")),
+            gateway.Step(artifact(task, "draft")),
+            gateway.Step(
+                status(task, TaskState.INPUT_REQUIRED, "which one?"),
+                upstream_task_id="up-1",
+                upstream_context_id="ctx-1",
+            ),
+        ]
 
     exchange = await exchange_of(script)
 
@@ -146,13 +171,23 @@ async def test_an_exchange_holds_the_last_event_until_the_caller_records_it():
 
 async def test_an_exchange_holds_a_message_answer_and_publishes_the_message_alone():
     async def script(task):
-        return [gateway.Step({"message": {"messageId": "a-1", "role": "ROLE_AGENT",
-                                          "parts": [{"text": "hello"}]}})]
+        return [
+            gateway.Step(
+                {
+                    "message": {
+                        "messageId": "a-1",
+                        "role": "ROLE_AGENT",
+                        "parts": [{"text": "hello"}],
+                    }
+                }
+            )
+        ]
 
     exchange = await exchange_of(script)
 
-    assert exchange.answer == {"message": {"messageId": "a-1", "role": "ROLE_AGENT",
-                                           "parts": [{"text": "hello"}]}}
+    assert exchange.answer == {
+        "message": {"messageId": "a-1", "role": "ROLE_AGENT", "parts": [{"text": "hello"}]}
+    }
     published = await sync_to_async(exchange.store_end)()
     row = await Task.objects.aget(pk=exchange.task.id)
     assert row.state == TaskState.COMPLETED

@@ -18,13 +18,23 @@ from tasks_app.protocol.limits import (
     value_depth,
 )
 
-LIMITS = Limits(max_body_bytes=1000, max_json_depth=10, max_parts=3, max_metadata_bytes=200,
-                max_metadata_depth=3, max_history_length=50)
+LIMITS = Limits(
+    max_body_bytes=1000,
+    max_json_depth=10,
+    max_parts=3,
+    max_metadata_bytes=200,
+    max_metadata_depth=3,
+    max_history_length=50,
+)
 
 
 def message(parts: int = 1, **fields):
-    return {"messageId": "m", "role": "ROLE_USER",
-            "parts": [{"text": "x"} for _ in range(parts)], **fields}
+    return {
+        "messageId": "m",
+        "role": "ROLE_USER",
+        "parts": [{"text": "x"} for _ in range(parts)],
+        **fields,
+    }
 
 
 def nested(depth: int):
@@ -123,8 +133,10 @@ def test_a_history_length_over_the_bound_is_capped_not_refused():
 
 
 def test_a_request_within_every_limit_passes():
-    check_params({"message": message(parts=3, metadata=nested(3)),
-                  "configuration": {"historyLength": 10}}, LIMITS)
+    check_params(
+        {"message": message(parts=3, metadata=nested(3)), "configuration": {"historyLength": 10}},
+        LIMITS,
+    )
 
 
 def test_value_depth_is_iterative():
@@ -140,7 +152,10 @@ def test_value_depth_is_iterative():
 
 def test_a_chain_is_read_from_repeated_and_comma_separated_headers():
     assert delegation.parse_chain(["relay-a, relay-b", "relay-c"]) == (
-        "relay-a", "relay-b", "relay-c")
+        "relay-a",
+        "relay-b",
+        "relay-c",
+    )
     assert delegation.parse_chain([]) == ()
 
 
@@ -162,8 +177,13 @@ def test_a_chain_at_the_depth_limit_is_refused_and_one_below_passes():
 
 
 def test_outbound_headers_append_this_relay_and_sign_both_values():
-    headers = delegation.outbound_headers(key_prefix="abc123", key_name="Team Ops; admin=1",
-                                          relay_id="me", chain=("relay-a",), secret="s3cret")
+    headers = delegation.outbound_headers(
+        key_prefix="abc123",
+        key_name="Team Ops; admin=1",
+        relay_id="me",
+        chain=("relay-a",),
+        secret="s3cret",
+    )
     assert headers["X-Relay-Caller"] == "key=abc123; name=Team%20Ops%3B%20admin%3D1; relay=me"
     assert headers["X-Relay-Chain"] == "relay-a, me"
     assert delegation.verify("s3cret", headers)

@@ -841,7 +841,10 @@ def test_the_hybrid_card_serves_both_versions_and_the_sdk_reads_it_as_the_same_c
     assert hybrid["url"] == "https://agents.example/echo/rpc"
     # Each scheme in one shape only (issue 13: the 0.3 shape, which a2a-sdk 1.x maps itself).
     assert hybrid["securitySchemes"]["bearer"] == {
-        "type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "JWT",
+    }
     assert types_v03.AgentCard.model_validate(hybrid).url == hybrid["url"]
     assert MessageToDict(parse_agent_card(copy.deepcopy(hybrid))) == card_v1
     assert same_json(agent_card_to_v1(hybrid), card_v1)
@@ -874,8 +877,13 @@ def test_item1_a_10_file_goes_to_03_rest_base64_encoded_twice_as_a2a_sdk_0_3_wri
     """Issue 13, item 1: a2a-sdk 0.3.x reads ``fileWithBytes`` as the base64 of the base64
     text; the relay sent it encoded once, and 0.3 REST clients failed with
     UnicodeDecodeError on a binary file."""
-    event = {"artifactUpdate": {"taskId": "t", "contextId": "c", "artifact": {
-        "artifactId": "a", "parts": [{"raw": BINARY_RAW, "filename": "b.bin"}]}}}
+    event = {
+        "artifactUpdate": {
+            "taskId": "t",
+            "contextId": "c",
+            "artifact": {"artifactId": "a", "parts": [{"raw": BINARY_RAW, "filename": "b.bin"}]},
+        }
+    }
     rest = stream_response_from_v1(event, Dialect.V03_REST)
     file = rest["artifactUpdate"]["artifact"]["parts"][0]["file"]
     assert file == {"fileWithBytes": BINARY_03_REST, "name": "b.bin"}
@@ -884,9 +892,17 @@ def test_item1_a_10_file_goes_to_03_rest_base64_encoded_twice_as_a2a_sdk_0_3_wri
 
 def test_item1_a_03_rest_file_reaches_10_as_its_bytes_and_one_encoded_once_is_still_read():
     """Issue 13, item 1: a file a 0.3 REST client uploads reached 1.0 agents as base64 text."""
+
     def sent(file_with_bytes):
-        params = {"message": {"messageId": "m", "role": "ROLE_USER", "content": [
-            {"file": {"fileWithBytes": file_with_bytes, "mimeType": "application/pdf"}}]}}
+        params = {
+            "message": {
+                "messageId": "m",
+                "role": "ROLE_USER",
+                "content": [
+                    {"file": {"fileWithBytes": file_with_bytes, "mimeType": "application/pdf"}}
+                ],
+            }
+        }
         return request_to_v1(Op.SEND, params, Dialect.V03_REST)["message"]["parts"][0]
 
     assert sent(BINARY_03_REST) == {"raw": BINARY_RAW, "mediaType": "application/pdf"}

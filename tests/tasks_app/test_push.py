@@ -376,12 +376,17 @@ async def test_a_webhook_url_of_the_wrong_shape_is_invalid_params(asker, key, ur
 
 @pytest.mark.parametrize(
     "url",
-    ["http://127.0.0.1:9/hook", "http://10.0.0.7/hook", "http://169.254.169.254/latest/",
-     "http://[::1]:8080/hook", "http://[::ffff:192.168.0.1]/", "http://localhost:9/hook",
-     "https://api.localhost/hook"],
+    [
+        "http://127.0.0.1:9/hook",
+        "http://10.0.0.7/hook",
+        "http://169.254.169.254/latest/",
+        "http://[::1]:8080/hook",
+        "http://[::ffff:192.168.0.1]/",
+        "http://localhost:9/hook",
+        "https://api.localhost/hook",
+    ],
 )
-async def test_a_webhook_at_a_private_address_is_refused_when_it_is_set(asker, key, url,
-                                                                         settings):
+async def test_a_webhook_at_a_private_address_is_refused_when_it_is_set(asker, key, url, settings):
     task_id = await open_task(asker.pk, key)
     settings.RELAY_ALLOW_PRIVATE_URLS = False
     response = await send(
@@ -394,11 +399,13 @@ async def test_a_webhook_at_a_private_address_is_refused_when_it_is_set(asker, k
     assert await sync_to_async(PushNotificationConfig.objects.count)() == 0
 
 
-async def test_an_inline_private_webhook_refuses_the_message_and_stores_no_task(asker, key,
-                                                                               settings):
+async def test_an_inline_private_webhook_refuses_the_message_and_stores_no_task(
+    asker, key, settings
+):
     settings.RELAY_ALLOW_PRIVATE_URLS = False
-    request = JSONRPC_1.send(configuration={
-        "taskPushNotificationConfig": {"url": "http://169.254.169.254/hook"}})
+    request = JSONRPC_1.send(
+        configuration={"taskPushNotificationConfig": {"url": "http://169.254.169.254/hook"}}
+    )
     response = await send(asker.pk, request, JSONRPC_1.headers(key))
     expect_error(JSONRPC_1, response, INVALID_PARAMS)
     assert await sync_to_async(Task.objects.count)() == 0

@@ -19,11 +19,20 @@ MOMENT = datetime(2025, 3, 4, 5, 6, 7, 891000, tzinfo=UTC)
 
 def task(**fields) -> Task:
     caller, _ = api_key_create(name="rows")
-    return Task(caller=caller, target_kind="agent", target_id="x", context_id="c",
-                history=[{"messageId": "m", "parts": [{"text": "héllo \u2028"}]}],
-                metadata={"k": [1, 2.5, None, True]}, status_timestamp=MOMENT,
-                expires_at=MOMENT, created_at=MOMENT, updated_at=MOMENT,
-                delegation_chain=["a", "b"], **fields)
+    return Task(
+        caller=caller,
+        target_kind="agent",
+        target_id="x",
+        context_id="c",
+        history=[{"messageId": "m", "parts": [{"text": "héllo \u2028"}]}],
+        metadata={"k": [1, 2.5, None, True]},
+        status_timestamp=MOMENT,
+        expires_at=MOMENT,
+        created_at=MOMENT,
+        updated_at=MOMENT,
+        delegation_chain=["a", "b"],
+        **fields,
+    )
 
 
 def stored(pk: str) -> dict:
@@ -41,8 +50,9 @@ def test_an_inserted_task_reads_back_as_a_saved_one():
 def test_an_inserted_event_gets_its_automatic_key():
     parent = task()
     rows.insert(parent)
-    first, second = (TaskEvent(task_id=parent.pk, sequence=n, kind="status", payload={"n": n})
-                     for n in (1, 2))
+    first, second = (
+        TaskEvent(task_id=parent.pk, sequence=n, kind="status", payload={"n": n}) for n in (1, 2)
+    )
     rows.insert(first)
     rows.insert(second)
     assert first.pk and second.pk == first.pk + 1
@@ -58,7 +68,11 @@ def test_an_update_changes_the_row_only_while_it_is_as_expected():
     assert rows.update(Task, values={**changes, "last_sequence": 1}, where=expected) == 0
     again = Task.objects.get(pk=row.pk)
     assert (again.state, again.artifacts, again.updated_at, again.last_sequence) == (
-        "working", [{"artifactId": "a"}], MOMENT, 1)
+        "working",
+        [{"artifactId": "a"}],
+        MOMENT,
+        1,
+    )
 
 
 def test_values_by_pk_reads_what_values_list_reads():
@@ -66,10 +80,18 @@ def test_values_by_pk_reads_what_values_list_reads():
     from tests.factories import make_agent
 
     first, second = make_agent(), make_agent()
-    Agent.objects.filter(pk=first.pk).update(breaker_state="open", breaker_failures=3,
-                                             breaker_opened_at=MOMENT, health="unhealthy")
-    fields = ("status", "health", "breaker_state", "breaker_failures", "breaker_opened_at",
-              "interfaces", "created_at")
+    Agent.objects.filter(pk=first.pk).update(
+        breaker_state="open", breaker_failures=3, breaker_opened_at=MOMENT, health="unhealthy"
+    )
+    fields = (
+        "status",
+        "health",
+        "breaker_state",
+        "breaker_failures",
+        "breaker_opened_at",
+        "interfaces",
+        "created_at",
+    )
     pks = [first.pk, second.pk, "missing"]
 
     read = rows.values_by_pk(Agent, pks, fields)

@@ -32,7 +32,9 @@ class EchoesPartsAsArtifact(TaskExecutor):
 
 
 FILE_ECHO = AgentSpec(
-    slug="file-echo", name="File Echo", description="Echoes parts as an artifact.",
+    slug="file-echo",
+    name="File Echo",
+    description="Echoes parts as an artifact.",
     skills=(Skill(id="echo", name="Echo", description="Echoes parts.", tags=("echo",)),),
     make_executor=EchoesPartsAsArtifact,
 )
@@ -44,19 +46,35 @@ def file_echo(relay):
     its recorded requests."""
     recording = Recording(lambda url: build_agent_app(FILE_ECHO, base_url=url, versions=("1.0",)))
     relay.serve_agent("file-echo", recording)
-    manage(relay.env, "shell", "-c", "from registry.teams import team_create; "
-           "team_create(team_id='files', name='Files', members=['file-echo'], "
-           "default_agent='file-echo')")
+    manage(
+        relay.env,
+        "shell",
+        "-c",
+        "from registry.teams import team_create; "
+        "team_create(team_id='files', name='Files', members=['file-echo'], "
+        "default_agent='file-echo')",
+    )
     return recording
 
 
 def file_message_03(message_id: str) -> dict:
     """A 0.3 message with a text part and the binary file, as a 0.3.26 client builds it."""
-    return {"kind": "message", "messageId": message_id, "role": "user", "parts": [
-        {"kind": "text", "text": "a file"},
-        {"kind": "file", "file": {"bytes": BINARY_B64, "name": "blob.bin",
-                                  "mimeType": "application/octet-stream"}},
-    ]}
+    return {
+        "kind": "message",
+        "messageId": message_id,
+        "role": "user",
+        "parts": [
+            {"kind": "text", "text": "a file"},
+            {
+                "kind": "file",
+                "file": {
+                    "bytes": BINARY_B64,
+                    "name": "blob.bin",
+                    "mimeType": "application/octet-stream",
+                },
+            },
+        ],
+    }
 
 
 def files_in(task: dict) -> list[str]:
@@ -69,8 +87,14 @@ def files_in(task: dict) -> list[str]:
 def test_item1_the_03_client_and_agent_round_trip_bytes_directly(a2a_sdk_03):
     """The baseline the relay must match: a2a-sdk 0.3.26 to itself over HTTP+JSON."""
     with a2a_sdk_03.agent(transports="HTTP+JSON") as url:
-        answer = a2a_sdk_03.client({"url": url, "transport": "HTTP+JSON",
-                                    "message": file_message_03("direct-1"), "get_task": True})
+        answer = a2a_sdk_03.client(
+            {
+                "url": url,
+                "transport": "HTTP+JSON",
+                "message": file_message_03("direct-1"),
+                "get_task": True,
+            }
+        )
     assert "error" not in answer, answer
     assert files_in(answer["task"]) == [BINARY_B64, BINARY_B64]
     texts = [part.get("text") for part in answer["task"]["artifacts"][0]["parts"]]
@@ -79,18 +103,28 @@ def test_item1_the_03_client_and_agent_round_trip_bytes_directly(a2a_sdk_03):
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["send", "stream"])
 def test_item1_a_binary_file_from_a_03_rest_client_reaches_a_10_agent_as_its_bytes_and_reads_back(
-        a2a_sdk_03, relay, file_echo, streaming):
+    a2a_sdk_03, relay, file_echo, streaming
+):
     """Issue 13, item 1: through the relay, a 0.3.26 client over HTTP+JSON crashed on a task
     holding a binary file (UnicodeDecodeError), and the file it uploaded reached a 1.0 agent
     as the base64 text instead of the bytes."""
     message_id = f"upload-{streaming}"
-    answer = a2a_sdk_03.client({
-        "url": relay.agent_url("file-echo"), "transport": "HTTP+JSON", "token": relay.key,
-        "streaming": streaming, "message": file_message_03(message_id), "get_task": True,
-    })
+    answer = a2a_sdk_03.client(
+        {
+            "url": relay.agent_url("file-echo"),
+            "transport": "HTTP+JSON",
+            "token": relay.key,
+            "streaming": streaming,
+            "message": file_message_03(message_id),
+            "get_task": True,
+        }
+    )
     assert "error" not in answer, answer
-    sent = [request.json() for request in file_echo.posts()
-            if message_id in request.body.decode("latin-1")]
+    sent = [
+        request.json()
+        for request in file_echo.posts()
+        if message_id in request.body.decode("latin-1")
+    ]
     assert len(sent) == 1
     parts = sent[0]["params"]["message"]["parts"]
     assert [base64.b64decode(part["raw"]) for part in parts if "raw" in part] == [BINARY]
@@ -101,16 +135,22 @@ def test_item1_a_binary_file_from_a_03_rest_client_reaches_a_10_agent_as_its_byt
 
 
 async def test_item1_a_03_rest_only_agent_gets_the_bytes_a_10_client_sends_through_the_relay(
-        a2a_sdk_03, relay):
+    a2a_sdk_03, relay
+):
     """Issue 13, item 1, outbound: the relay calling a 0.3.26 agent that speaks only HTTP+JSON
     hands it the file's bytes (it names their SHA-256) and reads its file back as bytes."""
     with a2a_sdk_03.agent(transports="HTTP+JSON") as url:
         relay.register(url, "sdk03-rest")
         async with relay.client("sdk03-rest", "JSONRPC", "1.0", streaming=False) as client:
-            request = SendMessageRequest(message=Message(
-                message_id="to-sdk03", role=Role.ROLE_USER,
-                parts=[Part(raw=BINARY, filename="blob.bin",
-                            media_type="application/octet-stream")]))
+            request = SendMessageRequest(
+                message=Message(
+                    message_id="to-sdk03",
+                    role=Role.ROLE_USER,
+                    parts=[
+                        Part(raw=BINARY, filename="blob.bin", media_type="application/octet-stream")
+                    ],
+                )
+            )
             events = [MessageToDict(event) async for event in client.send_message(request)]
     task = events[-1]["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
@@ -122,14 +162,20 @@ async def test_item1_a_03_rest_only_agent_gets_the_bytes_a_10_client_sends_throu
 @pytest.mark.parametrize("transport", ["JSONRPC", "HTTP+JSON"])
 @pytest.mark.parametrize("where", ["agent", "team"])
 def test_item2_a_03_client_discovers_and_calls_through_the_relays_card(
-        a2a_sdk_03, relay, file_echo, transport, where):
+    a2a_sdk_03, relay, file_echo, transport, where
+):
     """Issue 13, item 2: the relay's card (agent and team) parses strictly in a2a-sdk 1.3 and
     a2a-sdk 0.3.26 still discovers the agent from it and calls it on either binding."""
     url = relay.agent_url("file-echo") if where == "agent" else f"{relay.url}/a2a/teams/files/"
-    message = {"kind": "message", "messageId": f"hello-{where}-{transport}", "role": "user",
-               "parts": [{"kind": "text", "text": "hello"}]}
-    answer = a2a_sdk_03.client({"url": url, "transport": transport, "token": relay.key,
-                                "message": message})
+    message = {
+        "kind": "message",
+        "messageId": f"hello-{where}-{transport}",
+        "role": "user",
+        "parts": [{"kind": "text", "text": "hello"}],
+    }
+    answer = a2a_sdk_03.client(
+        {"url": url, "transport": transport, "token": relay.key, "message": message}
+    )
     assert "error" not in answer, answer
     assert answer["card"]["url"] == url
     assert answer["card"]["securitySchemes"]["relayApiKey"]["type"] == "http"
@@ -141,7 +187,8 @@ def test_item2_a_03_client_discovers_and_calls_through_the_relays_card(
 @pytest.mark.parametrize("transport", ["JSONRPC", "HTTP+JSON"])
 @pytest.mark.parametrize("where", ["agent", "team"])
 def test_item2_the_js_sdk_discovers_and_calls_through_the_relays_card(
-        a2a_js_sdk, relay, file_echo, transport, where):
+    a2a_js_sdk, relay, file_echo, transport, where
+):
     """Issue 13, item 2: @a2a-js/sdk (which asks for the card with ``A2A-Version: 1.0``)
     discovers the agent and the team from the relay's card and calls them."""
     url = relay.agent_url("file-echo") if where == "agent" else f"{relay.url}/a2a/teams/files/"

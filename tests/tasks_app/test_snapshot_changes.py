@@ -22,8 +22,12 @@ def test_an_unchanged_snapshot_brings_no_event():
 
 def test_new_artifacts_come_whole_in_the_agents_order():
     before = task("TASK_STATE_WORKING", artifact("chunk-0", "0"))
-    after = task("TASK_STATE_WORKING", artifact("chunk-0", "0"), artifact("chunk-1", "1"),
-                 artifact("chunk-2", "2"))
+    after = task(
+        "TASK_STATE_WORKING",
+        artifact("chunk-0", "0"),
+        artifact("chunk-1", "1"),
+        artifact("chunk-2", "2"),
+    )
     assert changes_between(before, after) == [
         {"artifactUpdate": {"taskId": "t", "contextId": "c", "artifact": artifact("chunk-1", "1")}},
         {"artifactUpdate": {"taskId": "t", "contextId": "c", "artifact": artifact("chunk-2", "2")}},
@@ -50,15 +54,21 @@ def test_a_final_status_comes_after_the_artifacts_and_a_working_one_before():
     before = task("TASK_STATE_SUBMITTED")
     done = task("TASK_STATE_COMPLETED", artifact("a", "x"))
     assert [next(iter(event)) for event in changes_between(before, done)] == [
-        "artifactUpdate", "statusUpdate"]
+        "artifactUpdate",
+        "statusUpdate",
+    ]
     working = task("TASK_STATE_WORKING", artifact("a", "x"))
     assert [next(iter(event)) for event in changes_between(before, working)] == [
-        "statusUpdate", "artifactUpdate"]
+        "statusUpdate",
+        "artifactUpdate",
+    ]
 
 
 def test_a_new_status_message_in_the_same_state_is_a_status_update():
     before = task("TASK_STATE_WORKING")
-    after = task("TASK_STATE_WORKING", message={"messageId": "m", "role": "ROLE_AGENT",
-                                                 "parts": [{"text": "halfway"}]})
+    after = task(
+        "TASK_STATE_WORKING",
+        message={"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "halfway"}]},
+    )
     [change] = changes_between(before, after)
     assert change["statusUpdate"]["status"] == after["status"]

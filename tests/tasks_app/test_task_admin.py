@@ -24,26 +24,47 @@ def artifact_event(task, artifact_id: str, parts: list[dict], name: str = "") ->
     artifact = {"artifactId": artifact_id, "parts": parts}
     if name:
         artifact["name"] = name
-    return {"artifactUpdate": {"taskId": task.pk, "contextId": task.context_id,
-                               "artifact": artifact, "lastChunk": True}}
+    return {
+        "artifactUpdate": {
+            "taskId": task.pk,
+            "contextId": task.context_id,
+            "artifact": artifact,
+            "lastChunk": True,
+        }
+    }
 
 
 @pytest.fixture
 def finished_task():
     agent = make_agent(agent_id="writer", name="Writer")
     task = make_task(agent, state="working")
-    services.task_record(task=task, event=artifact_event(
-        task, "report", [{"text": "The report, in words."}], name="report"))
-    services.task_record(task=task, event=artifact_event(
-        task, "figures", [{"data": {"rain_mm": 12}}], name="figures"))
-    services.task_record(task=task, event=artifact_event(
-        task, "files", [
-            {"url": "https://files.example.org/r.pdf", "filename": "r.pdf",
-             "mediaType": "application/pdf"},
-            {"url": "javascript:alert(1)", "filename": "trap"},
-        ], name="files"))
-    services.task_record(task=task, event=services.status_event(task, "completed",
-                                                                "All done: " + HOSTILE))
+    services.task_record(
+        task=task,
+        event=artifact_event(task, "report", [{"text": "The report, in words."}], name="report"),
+    )
+    services.task_record(
+        task=task,
+        event=artifact_event(task, "figures", [{"data": {"rain_mm": 12}}], name="figures"),
+    )
+    services.task_record(
+        task=task,
+        event=artifact_event(
+            task,
+            "files",
+            [
+                {
+                    "url": "https://files.example.org/r.pdf",
+                    "filename": "r.pdf",
+                    "mediaType": "application/pdf",
+                },
+                {"url": "javascript:alert(1)", "filename": "trap"},
+            ],
+            name="files",
+        ),
+    )
+    services.task_record(
+        task=task, event=services.status_event(task, "completed", "All done: " + HOSTILE)
+    )
     task.refresh_from_db()
     return task
 
@@ -54,8 +75,7 @@ def change_page(admin_client, task):
     return response.content.decode()
 
 
-def test_task_page_shows_state_target_and_a_link_to_the_conversation(admin_client,
-                                                                      finished_task):
+def test_task_page_shows_state_target_and_a_link_to_the_conversation(admin_client, finished_task):
     page = change_page(admin_client, finished_task)
 
     assert '<span class="task-state task-state-completed">completed</span>' in page
@@ -69,8 +89,10 @@ def test_task_page_shows_artifacts_as_text_json_and_safe_links(admin_client, fin
 
     assert '<pre class="part-text">The report, in words.</pre>' in page
     assert re.search(r'<pre class="json">\{\s+&quot;rain_mm&quot;: 12\s+\}</pre>', page)
-    assert ('<a href="https://files.example.org/r.pdf" rel="nofollow noopener">'
-            "r.pdf · application/pdf</a>") in page
+    assert (
+        '<a href="https://files.example.org/r.pdf" rel="nofollow noopener">'
+        "r.pdf · application/pdf</a>"
+    ) in page
     assert 'href="javascript:' not in page
     assert "<code>trap</code>" in page
 
@@ -78,7 +100,7 @@ def test_task_page_shows_artifacts_as_text_json_and_safe_links(admin_client, fin
 def test_task_page_has_a_timeline_of_events(admin_client, finished_task):
     page = change_page(admin_client, finished_task)
 
-    timeline = page[page.index('<table class="task-timeline">'):]
+    timeline = page[page.index('<table class="task-timeline">') :]
     timeline = timeline[: timeline.index("</table>")]
     rows = re.findall(r"<tr><td>(\d+)</td>", timeline)
     assert rows == [str(number) for number in range(1, finished_task.last_sequence + 1)]
@@ -97,8 +119,11 @@ def test_task_page_escapes_what_agents_wrote(admin_client, finished_task):
 def test_task_page_keeps_the_stored_json_folded_at_the_bottom(admin_client, finished_task):
     page = change_page(admin_client, finished_task)
 
-    folded = re.search(r'<fieldset class="module aligned collapse"[^>]*>\s*<details><summary>'
-                       r'\s*<h2[^>]*>Stored JSON</h2>', page)
+    folded = re.search(
+        r'<fieldset class="module aligned collapse"[^>]*>\s*<details><summary>'
+        r"\s*<h2[^>]*>Stored JSON</h2>",
+        page,
+    )
     assert folded, "the stored JSON is not in a folded fieldset"
     assert folded.start() > page.index('<table class="task-timeline">')
     # The old page showed every event's payload as JSON: now only the task's own four blocks.
@@ -113,8 +138,10 @@ def test_task_page_runs_the_same_queries_with_more_events(admin_client, finished
 
     before = queries()
     for number in range(10):
-        services.task_record(task=finished_task, event=artifact_event(
-            finished_task, f"extra-{number}", [{"text": "more"}]))
+        services.task_record(
+            task=finished_task,
+            event=artifact_event(finished_task, f"extra-{number}", [{"text": "more"}]),
+        )
 
     assert queries() == before
 
@@ -138,11 +165,13 @@ def test_task_list_fits_its_columns(admin_client, finished_task):
 
 
 def test_parts_of_0_3_file_kind_and_inline_bytes_are_named():
-    parts = shown_parts([
-        {"kind": "file", "file": {"uri": "http://x.test/a.png", "name": "a.png"}},
-        {"raw": "AAAAAAAA", "filename": "blob.bin"},
-        "not a part",
-    ])
+    parts = shown_parts(
+        [
+            {"kind": "file", "file": {"uri": "http://x.test/a.png", "name": "a.png"}},
+            {"raw": "AAAAAAAA", "filename": "blob.bin"},
+            "not a part",
+        ]
+    )
 
     assert [(part.kind, part.text, part.url) for part in parts] == [
         ("link", "a.png", "http://x.test/a.png"),
@@ -151,17 +180,37 @@ def test_parts_of_0_3_file_kind_and_inline_bytes_are_named():
 
 
 def test_timeline_entry_of_a_status_update_names_the_state_and_message():
-    entry = timeline_entry(sequence=3, at=None, kind="status", payload={
-        "statusUpdate": {"status": {"state": "TASK_STATE_INPUT_REQUIRED",
-                                    "message": {"parts": [{"text": "Your name?"}]}}}})
+    entry = timeline_entry(
+        sequence=3,
+        at=None,
+        kind="status",
+        payload={
+            "statusUpdate": {
+                "status": {
+                    "state": "TASK_STATE_INPUT_REQUIRED",
+                    "message": {"parts": [{"text": "Your name?"}]},
+                }
+            }
+        },
+    )
 
     assert (entry.state, entry.summary) == ("input-required", "Your name?")
 
 
 def test_timeline_entry_cuts_long_text():
-    entry = timeline_entry(sequence=1, at=None, kind="status", payload={
-        "statusUpdate": {"status": {"state": "TASK_STATE_WORKING",
-                                    "message": {"parts": [{"text": "x" * 1000}]}}}})
+    entry = timeline_entry(
+        sequence=1,
+        at=None,
+        kind="status",
+        payload={
+            "statusUpdate": {
+                "status": {
+                    "state": "TASK_STATE_WORKING",
+                    "message": {"parts": [{"text": "x" * 1000}]},
+                }
+            }
+        },
+    )
 
     assert len(entry.summary) == 160 and entry.summary.endswith("…")
 
@@ -169,11 +218,15 @@ def test_timeline_entry_cuts_long_text():
 def test_a_streamed_artifact_reads_as_one_text():
     from tasks_app.task_display import artifact_parts
 
-    parts = artifact_parts([{"text": "Once "}, {"text": "upon "}, {"data": {"a": 1}},
-                            {"text": "a time."}])
+    parts = artifact_parts(
+        [{"text": "Once "}, {"text": "upon "}, {"data": {"a": 1}}, {"text": "a time."}]
+    )
 
     assert [(part.kind, part.text) for part in parts] == [
-        ("text", "Once upon "), ("json", '{\n  "a": 1\n}'), ("text", "a time.")]
+        ("text", "Once upon "),
+        ("json", '{\n  "a": 1\n}'),
+        ("text", "a time."),
+    ]
 
 
 # --- the admin's look -----------------------------------------------------------------------

@@ -28,8 +28,10 @@ from tests.agents import (
 )
 from tests.servers import running_many
 
-pytestmark = [pytest.mark.django_db(transaction=True),
-              pytest.mark.usefixtures("allow_private_urls")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("allow_private_urls"),
+]
 
 
 class MirrorsParts(TaskExecutor):
@@ -46,10 +48,14 @@ MIRROR = task_spec("mirror", "Mirror", "Sends back the parts it got.", MirrorsPa
 @pytest.fixture(scope="module")
 def agent_urls():
     """The agents on 127.0.0.1 for the whole module (each test registers them afresh)."""
-    apps = {"echo": app_factory(ECHO), "writer": app_factory(WRITER),
-            "asks": input_required_agent, "never": never_finishing_agent,
-            "chunks": chunked_streaming_agent,
-            "mirror": lambda url: build_agent_app(MIRROR, base_url=url)}
+    apps = {
+        "echo": app_factory(ECHO),
+        "writer": app_factory(WRITER),
+        "asks": input_required_agent,
+        "never": never_finishing_agent,
+        "chunks": chunked_streaming_agent,
+        "mirror": lambda url: build_agent_app(MIRROR, base_url=url),
+    }
     with running_many(apps) as urls:
         yield urls
 
@@ -64,8 +70,11 @@ def client_for(secret: str) -> httpx.AsyncClient:
     from relay_project.asgi import application
 
     return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=application), base_url="http://testserver",
-        headers={"Authorization": f"Bearer {secret}"}, timeout=20)
+        transport=httpx.ASGITransport(app=application),
+        base_url="http://testserver",
+        headers={"Authorization": f"Bearer {secret}"},
+        timeout=20,
+    )
 
 
 @pytest.fixture
@@ -102,9 +111,12 @@ async def task_count() -> int:
 
 async def test_the_task_api_accepts_the_bodies_our_design_notes_document(agents, relay):
     """Issue 13: "The task API does not accept the bodies our design notes document"."""
-    body = {"agentId": "writer", "id": "note-1",
-            "message": {"role": "user", "parts": [{"type": "text", "text": "a poem"}]},
-            "metadata": {"source": "design-notes"}}
+    body = {
+        "agentId": "writer",
+        "id": "note-1",
+        "message": {"role": "user", "parts": [{"type": "text", "text": "a poem"}]},
+        "metadata": {"source": "design-notes"},
+    }
     response = await relay.post("/a2a/tasks/send", json=body)
     assert response.status_code == 200, response.text
     answer = response.json()
@@ -114,15 +126,19 @@ async def test_the_task_api_accepts_the_bodies_our_design_notes_document(agents,
     assert "a poem" in answer["artifacts"][0]["text"]
     assert isinstance(answer["metadata"], dict)
 
-    stream = await relay.post("/a2a/tasks/sendSubscribe",
-                              json={**body, "id": "note-2"})
+    stream = await relay.post("/a2a/tasks/sendSubscribe", json={**body, "id": "note-2"})
     assert stream.status_code == 200, stream.text
     names = [name for name, _ in frames(stream.text)]
     assert "task_status" in names and "task_artifact" in names
 
-    batch = await relay.post("/a2a/tasks/sendBatch", json={
-        "tasks": [{**body, "id": "note-3"}, {**body, "id": "note-4"}],
-        "executionMode": "sequential", "aggregationStrategy": "merge"})
+    batch = await relay.post(
+        "/a2a/tasks/sendBatch",
+        json={
+            "tasks": [{**body, "id": "note-3"}, {**body, "id": "note-4"}],
+            "executionMode": "sequential",
+            "aggregationStrategy": "merge",
+        },
+    )
     assert batch.status_code == 200, batch.text
     assert [task["id"] for task in batch.json()["tasks"]] == ["note-3", "note-4"]
     assert batch.json()["merged"]["status"] == "completed"
@@ -132,8 +148,10 @@ async def test_the_task_api_accepts_the_bodies_our_design_notes_document(agents,
 
 
 async def test_an_early_send_is_answered_as_an_early_task(agents, relay):
-    response = await relay.post("/a2a/tasks/send", json={
-        "agentId": "writer", **early_send("t-1", text("a short story"), sessionId="s-1")})
+    response = await relay.post(
+        "/a2a/tasks/send",
+        json={"agentId": "writer", **early_send("t-1", text("a short story"), sessionId="s-1")},
+    )
     assert response.headers["content-type"] == "application/json"
     answer = response.json()
     assert answer["id"] == "t-1"
@@ -150,14 +168,21 @@ async def test_an_early_send_is_answered_as_an_early_task(agents, relay):
 
 
 async def test_an_early_send_with_history_length_gets_the_history(agents, relay):
-    answer = (await relay.post("/a2a/tasks/send", json={
-        "agentId": "writer", **early_send("t-h", text("hello"), historyLength=5)})).json()
+    answer = (
+        await relay.post(
+            "/a2a/tasks/send",
+            json={"agentId": "writer", **early_send("t-h", text("hello"), historyLength=5)},
+        )
+    ).json()
     assert answer["history"][0] == {"role": "user", "parts": [text("hello")]}
 
 
 async def test_an_agent_answering_with_a_message_gives_its_parts_as_artifacts(agents, relay):
-    answer = (await relay.post("/a2a/tasks/send", json={
-        "agentId": "echo", **early_send("t-echo", text("hi there"))})).json()
+    answer = (
+        await relay.post(
+            "/a2a/tasks/send", json={"agentId": "echo", **early_send("t-echo", text("hi there"))}
+        )
+    ).json()
     assert answer["status"] == "completed"
     assert answer["artifacts"] == [{"type": "text", "text": "hi there", "index": 0}]
     assert answer["statusMessage"]["parts"] == [text("hi there")]
@@ -167,16 +192,27 @@ async def test_file_and_data_parts_reach_the_agent_and_come_back_early(agents, r
     raw = bytes(range(256))
     parts = [
         text("see attached"),
-        {"type": "file", "file": {"bytes": base64.b64encode(raw).decode(),
-                                  "mimeType": "application/octet-stream", "name": "b.bin"}},
+        {
+            "type": "file",
+            "file": {
+                "bytes": base64.b64encode(raw).decode(),
+                "mimeType": "application/octet-stream",
+                "name": "b.bin",
+            },
+        },
         {"type": "file", "file": {"uri": "https://example.com/a.png", "mimeType": "image/png"}},
         {"type": "data", "data": {"n": 12345678901234567, "nested": {"ok": True}}},
     ]
-    answer = (await relay.post("/a2a/tasks/send", json={
-        "agentId": "mirror", **early_send("t-files", *parts)})).json()
+    answer = (
+        await relay.post(
+            "/a2a/tasks/send", json={"agentId": "mirror", **early_send("t-files", *parts)}
+        )
+    ).json()
     assert answer["status"] == "completed", answer
-    mirrored = [{k: v for k, v in part.items() if k not in ("index", "name")}
-                for part in answer["artifacts"]]
+    mirrored = [
+        {k: v for k, v in part.items() if k not in ("index", "name")}
+        for part in answer["artifacts"]
+    ]
     assert mirrored[0] == text("see attached")
     assert base64.b64decode(mirrored[1]["file"]["bytes"]) == raw
     assert mirrored[1]["file"]["name"] == "b.bin"
@@ -185,8 +221,13 @@ async def test_file_and_data_parts_reach_the_agent_and_come_back_early(agents, r
 
 
 async def test_the_current_shape_still_answers_in_the_current_shape(agents, relay):
-    response = await relay.post("/a2a/tasks/send", json={"agentId": "writer", "message": {
-        "messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "x"}]}})
+    response = await relay.post(
+        "/a2a/tasks/send",
+        json={
+            "agentId": "writer",
+            "message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "x"}]},
+        },
+    )
     assert response.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert await ClientTaskId.objects.acount() == 0
 
@@ -194,11 +235,17 @@ async def test_the_current_shape_still_answers_in_the_current_shape(agents, rela
 @pytest.mark.parametrize("shape", ["early", "current"])
 async def test_a_send_without_a_target_goes_to_the_default_target(agents, relay, shape):
     await sync_to_async(default_target_set)(kind="agent", target_id="echo")
-    body = (early_send("t-default", text("to whoever")) if shape == "early" else
-            {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "to whoever"}]}})
+    body = (
+        early_send("t-default", text("to whoever"))
+        if shape == "early"
+        else {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "to whoever"}]}}
+    )
     answer = (await relay.post("/a2a/tasks/send", json=body)).json()
-    reply = answer["artifacts"][0]["text"] if shape == "early" else (
-        answer["message"]["parts"][0]["text"])
+    reply = (
+        answer["artifacts"][0]["text"]
+        if shape == "early"
+        else (answer["message"]["parts"][0]["text"])
+    )
     assert reply == "to whoever"
     assert (await Task.objects.aget()).target_id == "echo"
 
@@ -214,12 +261,18 @@ async def test_without_a_target_or_a_default_the_send_is_a_400_naming_agent_id(a
 
 
 async def test_a_second_send_with_the_same_id_continues_the_task(agents, relay):
-    first = (await relay.post("/a2a/tasks/send", json={
-        "agentId": "asks", **early_send("greet", text("hello"))})).json()
+    first = (
+        await relay.post(
+            "/a2a/tasks/send", json={"agentId": "asks", **early_send("greet", text("hello"))}
+        )
+    ).json()
     assert first["status"] == "input-required"
     assert first["statusMessage"]["parts"] == [text("What name should I greet?")]
-    second = (await relay.post("/a2a/tasks/send", json={
-        "agentId": "asks", **early_send("greet", text("Ada"))})).json()
+    second = (
+        await relay.post(
+            "/a2a/tasks/send", json={"agentId": "asks", **early_send("greet", text("Ada"))}
+        )
+    ).json()
     assert second["id"] == "greet"
     assert second["status"] == "completed"
     assert second["artifacts"][0]["text"] == "Hello, Ada!"
@@ -228,8 +281,7 @@ async def test_a_second_send_with_the_same_id_continues_the_task(agents, relay):
 
 async def test_a_finished_tasks_id_takes_no_more_messages(agents, relay):
     await relay.post("/a2a/tasks/send", json={"agentId": "writer", **early_send("done")})
-    response = await relay.post("/a2a/tasks/send",
-                                json={"agentId": "writer", **early_send("done")})
+    response = await relay.post("/a2a/tasks/send", json={"agentId": "writer", **early_send("done")})
     assert response.status_code == 400
     assert "'done' is completed" in response.json()["error"]["message"]
     assert await task_count() == 1
@@ -237,19 +289,21 @@ async def test_a_finished_tasks_id_takes_no_more_messages(agents, relay):
 
 async def test_an_id_sent_to_another_target_is_not_found(agents, relay):
     await relay.post("/a2a/tasks/send", json={"agentId": "asks", **early_send("mine")})
-    response = await relay.post("/a2a/tasks/send",
-                                json={"agentId": "writer", **early_send("mine")})
+    response = await relay.post("/a2a/tasks/send", json={"agentId": "writer", **early_send("mine")})
     assert response.status_code == 404
     assert "'mine'" in response.json()["error"]["message"]
 
 
-async def test_two_callers_with_the_same_id_get_two_tasks_and_never_each_others(agents,
-                                                                                 relay):
+async def test_two_callers_with_the_same_id_get_two_tasks_and_never_each_others(agents, relay):
     _, other_secret = await sync_to_async(api_key_create)(name="another caller")
     await relay.post("/a2a/tasks/send", json={"agentId": "asks", **early_send("shared")})
     async with client_for(other_secret) as other:
-        theirs = (await other.post("/a2a/tasks/send", json={
-            "agentId": "writer", **early_send("shared", text("their own"))})).json()
+        theirs = (
+            await other.post(
+                "/a2a/tasks/send",
+                json={"agentId": "writer", **early_send("shared", text("their own"))},
+            )
+        ).json()
         assert theirs["status"] == "completed"  # a new task, not the first caller's
         fetched = (await other.get("/a2a/tasks/shared")).json()
         assert fetched["status"] == "completed"
@@ -276,10 +330,18 @@ async def test_get_by_client_id_answers_early_and_by_request_in_either_shape(age
 
 
 async def test_a_current_shape_task_is_early_only_when_asked(agents, relay):
-    task = (await relay.post("/a2a/tasks/send", json={"agentId": "writer", "message": {
-        "messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}})).json()["task"]
+    task = (
+        await relay.post(
+            "/a2a/tasks/send",
+            json={
+                "agentId": "writer",
+                "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
+            },
+        )
+    ).json()["task"]
     assert (await relay.get(f"/a2a/tasks/{task['id']}")).json()["status"]["state"] == (
-        "TASK_STATE_COMPLETED")
+        "TASK_STATE_COMPLETED"
+    )
     early = (await relay.get(f"/a2a/tasks/{task['id']}", params={"shape": "early"})).json()
     assert early["id"] == task["id"] and early["status"] == "completed"
 
@@ -291,8 +353,9 @@ async def test_a_bad_shape_parameter_is_a_400_naming_it(agents, relay):
 
 
 async def test_cancel_by_client_id_answers_the_canceled_task_early(agents, relay):
-    sending = asyncio.create_task(relay.post("/a2a/tasks/send", json={
-        "agentId": "never", **early_send("forever")}))
+    sending = asyncio.create_task(
+        relay.post("/a2a/tasks/send", json={"agentId": "never", **early_send("forever")})
+    )
     for _ in range(200):
         if await Task.objects.filter(state="working").aexists():
             break
@@ -311,17 +374,16 @@ async def test_cancel_by_client_id_answers_the_canceled_task_early(agents, relay
 
 
 async def test_send_subscribe_streams_early_status_and_artifact_frames(agents, relay):
-    response = await relay.post("/a2a/tasks/sendSubscribe",
-                                json={"agentId": "chunks", **early_send("story")})
+    response = await relay.post(
+        "/a2a/tasks/sendSubscribe", json={"agentId": "chunks", **early_send("story")}
+    )
     assert response.headers["content-type"].startswith("text/event-stream")
     events = frames(response.text)
     assert {name for name, _ in events} == {"task_status", "task_artifact"}
     assert all(data["id"] == "story" for _, data in events)
-    assert events[0] == ("task_status", {**events[0][1], "status": "submitted",
-                                         "final": False})
+    assert events[0] == ("task_status", {**events[0][1], "status": "submitted", "final": False})
     chunks = [data["artifact"] for name, data in events if name == "task_artifact"]
-    assert "".join(part["text"] for chunk in chunks for part in chunk["parts"]) == (
-        "".join(CHUNKS))
+    assert "".join(part["text"] for chunk in chunks for part in chunk["parts"]) == ("".join(CHUNKS))
     assert {chunk["index"] for chunk in chunks} == {0}
     assert [chunk["append"] for chunk in chunks] == [False, True, True, True]
     assert chunks[-1]["lastChunk"] is True
@@ -331,18 +393,26 @@ async def test_send_subscribe_streams_early_status_and_artifact_frames(agents, r
 
 
 async def test_send_subscribe_to_a_message_reply_streams_it_as_the_artifact(agents, relay):
-    response = await relay.post("/a2a/tasks/sendSubscribe",
-                                json={"agentId": "echo", **early_send("e", text("ping"))})
+    response = await relay.post(
+        "/a2a/tasks/sendSubscribe", json={"agentId": "echo", **early_send("e", text("ping"))}
+    )
     events = frames(response.text)
-    assert events[-2] == ("task_artifact", {"id": "e", "metadata": {}, "artifact": {
-        "index": 0, "parts": [text("ping")], "append": False, "lastChunk": True}})
+    assert events[-2] == (
+        "task_artifact",
+        {
+            "id": "e",
+            "metadata": {},
+            "artifact": {"index": 0, "parts": [text("ping")], "append": False, "lastChunk": True},
+        },
+    )
     assert events[-1][1]["status"] == "completed" and events[-1][1]["final"] is True
 
 
-async def test_send_subscribe_with_a_bad_early_body_is_a_400_and_stores_nothing(agents,
-                                                                                 relay):
-    response = await relay.post("/a2a/tasks/sendSubscribe", json={
-        "agentId": "writer", "id": "s", "message": {"role": "user", "parts": []}})
+async def test_send_subscribe_with_a_bad_early_body_is_a_400_and_stores_nothing(agents, relay):
+    response = await relay.post(
+        "/a2a/tasks/sendSubscribe",
+        json={"agentId": "writer", "id": "s", "message": {"role": "user", "parts": []}},
+    )
     assert response.status_code == 400
     assert "message.parts" in response.json()["error"]["message"]
     assert await task_count() == 0
@@ -353,13 +423,18 @@ async def test_send_subscribe_with_a_bad_early_body_is_a_400_and_stores_nothing(
 
 @pytest.mark.parametrize("mode", ["parallel", "sequential"])
 async def test_send_batch_runs_early_tasks_in_the_mode_asked(agents, relay, mode):
-    body = {"executionMode": mode, "tasks": [
-        {"agentId": "chunks", **early_send("b-1")},
-        {"agentId": "chunks", **early_send("b-2")},
-    ]}
+    body = {
+        "executionMode": mode,
+        "tasks": [
+            {"agentId": "chunks", **early_send("b-1")},
+            {"agentId": "chunks", **early_send("b-2")},
+        ],
+    }
     answer = (await relay.post("/a2a/tasks/sendBatch", json=body)).json()
-    assert [(t["id"], t["status"]) for t in answer["tasks"]] == [("b-1", "completed"),
-                                                                  ("b-2", "completed")]
+    assert [(t["id"], t["status"]) for t in answer["tasks"]] == [
+        ("b-1", "completed"),
+        ("b-2", "completed"),
+    ]
     first = await Task.objects.aget(client_task_id__client_id="b-1")
     second = await Task.objects.aget(client_task_id__client_id="b-2")
     if mode == "sequential":
@@ -369,10 +444,13 @@ async def test_send_batch_runs_early_tasks_in_the_mode_asked(agents, relay, mode
 
 
 async def test_send_batch_merge_tags_each_artifact_with_its_client_id(agents, relay):
-    body = {"aggregationStrategy": "merge", "tasks": [
-        {"agentId": "writer", **early_send("m-1")},
-        {"agentId": "asks", **early_send("m-2")},
-    ]}
+    body = {
+        "aggregationStrategy": "merge",
+        "tasks": [
+            {"agentId": "writer", **early_send("m-1")},
+            {"agentId": "asks", **early_send("m-2")},
+        ],
+    }
     merged = (await relay.post("/a2a/tasks/sendBatch", json=body)).json()["merged"]
     assert merged["status"] == "input-required"
     assert merged["taskIds"] == ["m-1", "m-2"]
@@ -381,10 +459,13 @@ async def test_send_batch_merge_tags_each_artifact_with_its_client_id(agents, re
 
 async def test_an_early_batch_entry_that_fails_is_answered_with_its_id(agents, relay):
     await relay.post("/a2a/tasks/send", json={"agentId": "writer", **early_send("old")})
-    body = {"aggregationStrategy": "merge", "tasks": [
-        {"agentId": "writer", **early_send("old")},
-        {"agentId": "writer", **early_send("new")},
-    ]}
+    body = {
+        "aggregationStrategy": "merge",
+        "tasks": [
+            {"agentId": "writer", **early_send("old")},
+            {"agentId": "writer", **early_send("new")},
+        ],
+    }
     answer = (await relay.post("/a2a/tasks/sendBatch", json=body)).json()
     assert answer["tasks"][0]["id"] == "old"
     assert answer["tasks"][0]["error"]["details"][0]["reason"] == "UNSUPPORTED_OPERATION"
@@ -396,8 +477,11 @@ async def test_an_early_batch_entry_that_fails_is_answered_with_its_id(agents, r
 
 
 def with_message(**message) -> dict:
-    return {"agentId": "writer", "id": "x", "message": {"role": "user", "parts": [text("x")],
-                                                         **message}}
+    return {
+        "agentId": "writer",
+        "id": "x",
+        "message": {"role": "user", "parts": [text("x")], **message},
+    }
 
 
 @pytest.mark.parametrize(
@@ -415,14 +499,19 @@ def with_message(**message) -> dict:
         (with_message(parts=[{"type": "text", "text": 3}]), "message.parts[0].text"),
         (with_message(parts=[{"type": "text"}]), "message.parts[0].text"),
         (with_message(parts=[{"type": "data", "data": [1]}]), "message.parts[0].data"),
-        (with_message(parts=[{"type": "file", "file": {"name": "x"}}]),
-         "message.parts[0].file"),
-        (with_message(parts=[{"type": "file", "file": {"bytes": "AA==", "uri": "http://x"}}]),
-         "message.parts[0].file"),
-        (with_message(parts=[{"type": "file", "file": {"bytes": "%%%"}}]),
-         "message.parts[0].file.bytes"),
-        (with_message(parts=[{"type": "text", "text": "x", "kind": "text"}]),
-         "message.parts[0].kind"),
+        (with_message(parts=[{"type": "file", "file": {"name": "x"}}]), "message.parts[0].file"),
+        (
+            with_message(parts=[{"type": "file", "file": {"bytes": "AA==", "uri": "http://x"}}]),
+            "message.parts[0].file",
+        ),
+        (
+            with_message(parts=[{"type": "file", "file": {"bytes": "%%%"}}]),
+            "message.parts[0].file.bytes",
+        ),
+        (
+            with_message(parts=[{"type": "text", "text": "x", "kind": "text"}]),
+            "message.parts[0].kind",
+        ),
         (with_message(metadata=[1]), "message.metadata"),
         (with_message(messageId="m"), "message.messageId"),
         ({**with_message(), "sessionId": 5}, "sessionId"),
@@ -438,14 +527,16 @@ def with_message(**message) -> dict:
     ],
     ids=lambda value: value if isinstance(value, str) else None,
 )
-async def test_bad_early_sends_are_400s_naming_the_field_and_store_nothing(agents, relay, body,
-                                                                           field):
+async def test_bad_early_sends_are_400s_naming_the_field_and_store_nothing(
+    agents, relay, body, field
+):
     response = await relay.post("/a2a/tasks/send", json=body)
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert error["details"][0]["reason"] == "INVALID_PARAMS"
-    violations = [v["field"] for detail in error["details"]
-                  for v in detail.get("fieldViolations", [])]
+    violations = [
+        v["field"] for detail in error["details"] for v in detail.get("fieldViolations", [])
+    ]
     assert field in violations, error
     assert await task_count() == 0
     assert await ClientTaskId.objects.acount() == 0
@@ -455,31 +546,55 @@ async def test_bad_early_sends_are_400s_naming_the_field_and_store_nothing(agent
     ("body", "field"),
     [
         ({"tasks": [with_message(), with_message()]}, "tasks[1].id"),
-        ({"tasks": [with_message(), {"agentId": "writer", "message": {
-            "messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}}]}, "tasks[1].id"),
+        (
+            {
+                "tasks": [
+                    with_message(),
+                    {
+                        "agentId": "writer",
+                        "message": {
+                            "messageId": "m",
+                            "role": "ROLE_USER",
+                            "parts": [{"text": "x"}],
+                        },
+                    },
+                ]
+            },
+            "tasks[1].id",
+        ),
         ({"tasks": [with_message(role="robot")]}, "tasks[0].message.role"),
         ({"tasks": []}, "tasks"),
         ({"tasks": [with_message()], "executionMode": "later"}, "executionMode"),
         ({"tasks": [with_message()], "aggregationStrategy": "sum"}, "aggregationStrategy"),
         ({"tasks": [with_message()], "mode": "parallel"}, "mode"),
     ],
-    ids=["repeated-id", "entry-without-id", "bad-role", "empty", "bad-mode", "bad-strategy",
-         "unknown-field"],
+    ids=[
+        "repeated-id",
+        "entry-without-id",
+        "bad-role",
+        "empty",
+        "bad-mode",
+        "bad-strategy",
+        "unknown-field",
+    ],
 )
-async def test_bad_early_batches_are_400s_naming_the_field_and_run_nothing(agents, relay,
-                                                                           body, field):
+async def test_bad_early_batches_are_400s_naming_the_field_and_run_nothing(
+    agents, relay, body, field
+):
     response = await relay.post("/a2a/tasks/sendBatch", json=body)
     assert response.status_code == 400, response.text
     error = response.json()["error"]
-    violations = [v["field"] for detail in error["details"]
-                  for v in detail.get("fieldViolations", [])]
+    violations = [
+        v["field"] for detail in error["details"] for v in detail.get("fieldViolations", [])
+    ]
     assert field in violations, error
     assert await task_count() == 0
 
 
 async def test_a_batch_with_both_tasks_and_requests_is_a_400(agents, relay):
-    response = await relay.post("/a2a/tasks/sendBatch",
-                                json={"tasks": [with_message()], "requests": []})
+    response = await relay.post(
+        "/a2a/tasks/sendBatch", json={"tasks": [with_message()], "requests": []}
+    )
     assert response.status_code == 400
     assert "tasks" in response.json()["error"]["message"]
 
@@ -490,9 +605,12 @@ async def test_a_batch_with_both_tasks_and_requests_is_a_400(agents, relay):
 def test_the_api_docs_show_both_shapes_for_every_task_api_operation(client):
     schema = client.get("/api/schema", {"format": "json"}).json()
     operations = {
-        ("/a2a/tasks/send", "post"), ("/a2a/tasks/sendSubscribe", "post"),
-        ("/a2a/tasks/{task_id}", "get"), ("/a2a/tasks/{task_id}/cancel", "post"),
-        ("/a2a/tasks/sendBatch", "post")}
+        ("/a2a/tasks/send", "post"),
+        ("/a2a/tasks/sendSubscribe", "post"),
+        ("/a2a/tasks/{task_id}", "get"),
+        ("/a2a/tasks/{task_id}/cancel", "post"),
+        ("/a2a/tasks/sendBatch", "post"),
+    }
     for path, verb in operations:
         operation = schema["paths"][path][verb]
         answers = operation["responses"]["200"]["content"]
@@ -504,6 +622,7 @@ def test_the_api_docs_show_both_shapes_for_every_task_api_operation(client):
             early = requests["EarlyShape"]["value"]
             first = early["tasks"][0] if "tasks" in early else early
             assert first["message"]["parts"][0]["type"] == "text", path
-    get_parameters = {p["name"] for p in schema["paths"]["/a2a/tasks/{task_id}"]["get"][
-        "parameters"]}
+    get_parameters = {
+        p["name"] for p in schema["paths"]["/a2a/tasks/{task_id}"]["get"]["parameters"]
+    }
     assert {"shape", "historyLength"} <= get_parameters

@@ -18,22 +18,32 @@ pytestmark = pytest.mark.django_db
 def open_task() -> Task:
     caller, _ = api_key_create(name="recorder")
     return services.task_open(
-        caller=caller, target_kind="agent", target_id="x", agent_id=None,
+        caller=caller,
+        target_kind="agent",
+        target_id="x",
+        agent_id=None,
         message={"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
         client_version="1.0",
     )
 
 
 def artifact_event(task: Task, text: str, *, append: bool) -> dict:
-    return {"artifactUpdate": {
-        "taskId": task.pk, "contextId": task.context_id, "append": append,
-        "artifact": {"artifactId": "story", "parts": [{"text": text}]},
-    }}
+    return {
+        "artifactUpdate": {
+            "taskId": task.pk,
+            "contextId": task.context_id,
+            "append": append,
+            "artifact": {"artifactId": "story", "parts": [{"text": text}]},
+        }
+    }
 
 
 def statements(queries: CaptureQueriesContext) -> list[str]:
-    return [query["sql"] for query in queries.captured_queries
-            if not query["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT", "BEGIN"))]
+    return [
+        query["sql"]
+        for query in queries.captured_queries
+        if not query["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT", "BEGIN"))
+    ]
 
 
 def test_an_artifact_chunk_leaves_history_and_status_unwritten():
@@ -45,12 +55,12 @@ def test_an_artifact_chunk_leaves_history_and_status_unwritten():
     update = the_update(statements(queries))
     written = update.split(" SET ", 1)[1].split(" WHERE ", 1)[0]
     assert '"artifacts"' in written and '"last_sequence"' in written
-    for column in ('"history"', '"state"', '"status_message"', '"status_timestamp"',
-                   '"metadata"'):
+    for column in ('"history"', '"state"', '"status_message"', '"status_timestamp"', '"metadata"'):
         assert column not in written, written
     stored = Task.objects.get(pk=task.pk)
-    assert stored.artifacts == [{"artifactId": "story", "parts": [{"text": "one "},
-                                                                  {"text": "two"}]}]
+    assert stored.artifacts == [
+        {"artifactId": "story", "parts": [{"text": "one "}, {"text": "two"}]}
+    ]
     assert stored.state == "working" and stored.last_sequence == 3
 
 
@@ -68,18 +78,21 @@ def the_update(sql: list[str]) -> str:
         [combined] = sql
         assert combined.startswith("WITH moved AS (UPDATE"), sql
         assert "INSERT INTO" in combined and "pg_notify" in combined, sql
-        return combined[len("WITH moved AS ("):]
+        return combined[len("WITH moved AS (") :]
     assert [statement.split()[0] for statement in sql] == ["UPDATE", "INSERT"], sql
     return sql[0]
 
 
 def test_a_config_another_writer_added_gets_the_next_event(monkeypatch):
     task = open_task()
-    push.config_create(task=Task.objects.get(pk=task.pk),  # not the producer's copy
-                       config={"url": "https://hooks.example/a2a", "taskId": task.pk})
+    push.config_create(
+        task=Task.objects.get(pk=task.pk),  # not the producer's copy
+        config={"url": "https://hooks.example/a2a", "taskId": task.pk},
+    )
     assert task.has_push_configs is False
     monkeypatch.setattr(deliver_push, "delay", lambda delivery_id: None)
-    recorded = services.task_record(task=task,
-                                    event=services.status_event(task, "completed", "done"))
+    recorded = services.task_record(
+        task=task, event=services.status_event(task, "completed", "done")
+    )
     assert recorded.event is not None and task.has_push_configs is True
     assert PushDelivery.objects.filter(event__task_id=task.pk).count() == 1

@@ -16,17 +16,21 @@ from tasks_app.protocol.errors import InvalidAgentResponse
 from tests.servers import running
 from tests.tasks_app.a2a_http import register
 
-pytestmark = [pytest.mark.django_db(transaction=True),
-              pytest.mark.usefixtures("allow_private_urls")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("allow_private_urls"),
+]
 
 HELLO = {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hello"}]}}
 
 
 def only_interface(agent: Agent, binding: str, version: str) -> Agent:
     """Keeps the one interface of the card that speaks ``binding`` in ``version``."""
-    agent.interfaces = [interface for interface in agent.interfaces
-                        if (interface["protocolBinding"], interface["protocolVersion"])
-                        == (binding, version)]
+    agent.interfaces = [
+        interface
+        for interface in agent.interfaces
+        if (interface["protocolBinding"], interface["protocolVersion"]) == (binding, version)
+    ]
     assert len(agent.interfaces) == 1, agent.interfaces
     agent.save(update_fields=["interfaces"])
     return agent
@@ -61,8 +65,7 @@ async def test_a_0_3_agent_that_speaks_only_http_json_is_called_at_its_own_paths
     assert answer["message"]["parts"] == [{"text": "hello"}]
 
 
-async def test_an_agent_answering_a_plain_text_404_fails_the_task_instead_of_blaming_the_caller(
-        ):
+async def test_an_agent_answering_a_plain_text_404_fails_the_task_instead_of_blaming_the_caller():
     """Regression: a plain-text 404 from the agent reached the caller as -32601 Method not
     found, as if the caller had called a method that does not exist."""
 
@@ -81,9 +84,15 @@ async def test_an_agent_refusing_the_relays_credentials_is_its_failure_not_the_c
 
     async def refuse(request: Request):
         body = await request.json()
-        return JSONResponse({"jsonrpc": "2.0", "id": body.get("id"), "error": {
-            "code": -31401, "message": "an API key is required"}}, status_code=401,
-            headers={"WWW-Authenticate": 'Bearer realm="agent"'})
+        return JSONResponse(
+            {
+                "jsonrpc": "2.0",
+                "id": body.get("id"),
+                "error": {"code": -31401, "message": "an API key is required"},
+            },
+            status_code=401,
+            headers={"WWW-Authenticate": 'Bearer realm="agent"'},
+        )
 
     with running(answering(refuse)) as url:
         target = await target_at(url, "JSONRPC", "1.0")
@@ -105,7 +114,8 @@ async def test_garbage_from_an_agent_names_the_failed_task_the_caller_can_look_u
         with pytest.raises(InvalidAgentResponse) as raised:
             await gateway.send_message(target, ctx, HELLO)
     task_id = raised.value.metadata["taskId"]
-    assert any(detail.get("metadata", {}).get("taskId") == task_id
-               for detail in raised.value.details())
+    assert any(
+        detail.get("metadata", {}).get("taskId") == task_id for detail in raised.value.details()
+    )
     stored = await gateway.get_task(None, ctx, task_id)
     assert stored["status"]["state"] == "TASK_STATE_FAILED"

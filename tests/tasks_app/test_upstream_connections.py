@@ -31,12 +31,22 @@ def sse_agent(events: list[dict], *, linger: float = 0.0):
         while (await receive()).get("more_body"):
             pass
         ports.append(scope["client"][1])
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
         for event in events:
             data = json.dumps({"jsonrpc": "2.0", "id": 1, "result": event})
-            await send({"type": "http.response.body", "body": f"data: {data}\n\n".encode(),
-                        "more_body": True})
+            await send(
+                {
+                    "type": "http.response.body",
+                    "body": f"data: {data}\n\n".encode(),
+                    "more_body": True,
+                }
+            )
         await asyncio.sleep(linger)
         await send({"type": "http.response.body", "body": b""})
 
@@ -64,8 +74,7 @@ async def stream_until_last(endpoint: upstream.Endpoint, client) -> list[dict]:
 
 
 def endpoint_at(url: str) -> upstream.Endpoint:
-    return upstream.Endpoint(agent_id="streamer", url=url + "/", binding="JSONRPC",
-                             version="1.0")
+    return upstream.Endpoint(agent_id="streamer", url=url + "/", binding="JSONRPC", version="1.0")
 
 
 async def test_a_stream_that_ended_leaves_its_connection_for_the_next_call():

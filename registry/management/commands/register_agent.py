@@ -9,8 +9,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("url")
         parser.add_argument("--id", dest="agent_id", default=None, help="The agent's slug id.")
-        parser.add_argument("--invocation-url", default="",
-                            help="Call the agent here instead of where its card says.")
+        parser.add_argument(
+            "--invocation-url",
+            default="",
+            help="Call the agent here instead of where its card says.",
+        )
 
     def handle(self, *args, url, agent_id, invocation_url, **options):
         try:
@@ -18,5 +21,6 @@ class Command(BaseCommand):
         except RegistryError as error:
             raise CommandError(f"{error.code}: {error.message}") from error
         versions = ", ".join(agent.protocol_versions) or "?"
-        self.stdout.write(f"Registered {agent.id} ({agent.name}, A2A {versions}) "
-                          f"from {agent.card_url}")
+        self.stdout.write(
+            f"Registered {agent.id} ({agent.name}, A2A {versions}) from {agent.card_url}"
+        )

@@ -12,8 +12,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("prefix", nargs="?",
-                            help="The key's prefix, e.g. br_AbCdEfGh (never the whole key).")
+        parser.add_argument(
+            "prefix", nargs="?", help="The key's prefix, e.g. br_AbCdEfGh (never the whole key)."
+        )
 
     def handle(self, *args, prefix, **options):
         if not prefix:
@@ -21,10 +22,14 @@ class Command(BaseCommand):
             return
         api_key = ApiKey.objects.filter(prefix=prefix).first()
         if api_key is None:
-            raise CommandError(f"no API key with the prefix {prefix!r} "
-                               "(run revoke_api_key without arguments to list them)")
+            raise CommandError(
+                f"no API key with the prefix {prefix!r} "
+                "(run revoke_api_key without arguments to list them)"
+            )
         if api_key.revoked_at is not None:
-            self.stdout.write(f"{api_key} was already revoked ({api_key.revoked_at:%Y-%m-%d %H:%M})")
+            self.stdout.write(
+                f"{api_key} was already revoked ({api_key.revoked_at:%Y-%m-%d %H:%M})"
+            )
             return
         api_key_revoke(api_key=api_key)
         self.stdout.write(f"Revoked {api_key}")

@@ -7,8 +7,10 @@ from routing import health_services
 
 
 class Command(BaseCommand):
-    help = ("Runs a health sweep now over every agent (or one) and prints a table: agent, "
-            "level, outcome, category, latency and the health state.")
+    help = (
+        "Runs a health sweep now over every agent (or one) and prints a table: agent, "
+        "level, outcome, category, latency and the health state."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--agent", dest="agent_id", default=None, help="Only this agent.")
@@ -19,11 +21,11 @@ class Command(BaseCommand):
             if agent is None:
                 raise CommandError(f"no agent with id {agent_id!r}")
             if agent.status == Agent.Status.DISABLED:
-                raise CommandError(f"agent {agent_id!r} is disabled; disabled agents are not "
-                                   "probed")
+                raise CommandError(
+                    f"agent {agent_id!r} is disabled; disabled agents are not probed"
+                )
             if agent.scale_to_zero and agent.scale_to_zero_probes == Agent.ScaleToZeroProbes.NONE:
-                raise CommandError(f"agent {agent_id!r} scales to zero and is set not to be "
-                                   "probed")
+                raise CommandError(f"agent {agent_id!r} scales to zero and is set not to be probed")
             agent_ids = [agent_id]
         else:
             agent_ids = list(Agent.objects.callable().values_list("pk", flat=True))
@@ -33,18 +35,23 @@ class Command(BaseCommand):
             return
         rows = [("AGENT", "LEVEL", "OUTCOME", "CATEGORY", "LATENCY", "STATE", "DETAIL")]
         for check in checks:
-            state = (check.state_after if check.state_after == check.state_before
-                     else f"{check.state_before} -> {check.state_after}")
+            state = (
+                check.state_after
+                if check.state_after == check.state_before
+                else f"{check.state_before} -> {check.state_after}"
+            )
             for index, result in enumerate(check.results):
-                rows.append((
-                    check.agent_id if index == 0 else "",
-                    result.level,
-                    "ok" if result.ok else "failed",
-                    result.category or "-",
-                    f"{result.latency_ms:.0f} ms",
-                    state if index == 0 else "",
-                    result.detail[:80],
-                ))
+                rows.append(
+                    (
+                        check.agent_id if index == 0 else "",
+                        result.level,
+                        "ok" if result.ok else "failed",
+                        result.category or "-",
+                        f"{result.latency_ms:.0f} ms",
+                        state if index == 0 else "",
+                        result.detail[:80],
+                    )
+                )
             if check.card_changed:
                 rows.append(("", "", "", "", "", "", "the card changed: stored a new snapshot"))
         widths = [max(len(row[column]) for row in rows) for column in range(6)]

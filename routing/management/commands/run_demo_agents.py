@@ -11,10 +11,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=9301,
-                            help="First port; the agents take consecutive ports. 0: any free.")
-        parser.add_argument("--register", action="store_true",
-                            help="Also register them with this relay.")
+        parser.add_argument(
+            "--port",
+            type=int,
+            default=9301,
+            help="First port; the agents take consecutive ports. 0: any free.",
+        )
+        parser.add_argument(
+            "--register", action="store_true", help="Also register them with this relay."
+        )
 
     def handle(self, *args, host, port, register, **options):
         with serve_demo_agents(host=host, first_port=port) as group:

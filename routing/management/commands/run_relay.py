@@ -55,8 +55,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
-        parser.add_argument("--agents-port", type=int, default=9301,
-                            help="First port of the demo agents.")
+        parser.add_argument(
+            "--agents-port", type=int, default=9301, help="First port of the demo agents."
+        )
         parser.add_argument("--no-demo", action="store_true", help="Start without demo agents.")
         parser.add_argument("--no-worker", action="store_true", help="Start without Celery.")
 
@@ -78,29 +79,60 @@ class Command(BaseCommand):
             call_command("migrate", interactive=False, verbosity=0)
             self.stdout.write(f"Database ready ({settings.DATABASES['default']['ENGINE']}).")
             children["daphne"] = self._start(
-                "daphne", [sys.executable, "-m", "daphne", "-b", host, "-p", str(port),
-                           "relay_project.asgi:application"], environment)
+                "daphne",
+                [
+                    sys.executable,
+                    "-m",
+                    "daphne",
+                    "-b",
+                    host,
+                    "-p",
+                    str(port),
+                    "relay_project.asgi:application",
+                ],
+                environment,
+            )
             if not no_worker:
                 children["celery"] = self._start(
-                    "celery", [sys.executable, "-m", "celery", "-A", "relay_project", "worker",
-                               "--beat", "--loglevel=INFO", "--concurrency=2"], environment)
+                    "celery",
+                    [
+                        sys.executable,
+                        "-m",
+                        "celery",
+                        "-A",
+                        "relay_project",
+                        "worker",
+                        "--beat",
+                        "--loglevel=INFO",
+                        "--concurrency=2",
+                    ],
+                    environment,
+                )
             self._wait_for_port(host, port, children["daphne"])
             relay = f"http://{host}:{port}"
             if not no_demo:
                 demo = self._start_demo(agents_port)
             credentials = credentials_ensure(var_dir=Path(settings.VAR_DIR), with_key=not no_demo)
             self._print_summary(relay, credentials)
-            board = StatusBoard(write=lambda text: self.stdout.write(text, ending=""),
-                                flush=self.stdout.flush, interactive=self.stdout.isatty())
+            board = StatusBoard(
+                write=lambda text: self.stdout.write(text, ending=""),
+                flush=self.stdout.flush,
+                interactive=self.stdout.isatty(),
+            )
             if demo is not None:
-                threading.Thread(target=self._demo_controls, args=(demo, board), daemon=True,
-                                 name="demo-controls").start()
+                threading.Thread(
+                    target=self._demo_controls,
+                    args=(demo, board),
+                    daemon=True,
+                    name="demo-controls",
+                ).start()
             with httpx.Client(timeout=2) as client:
                 while True:
                     for name, child in children.items():
                         if child.poll() is not None:
-                            raise CommandError(f"{name} stopped with code {child.returncode}"
-                                               f"{self._log_tail(name)}")
+                            raise CommandError(
+                                f"{name} stopped with code {child.returncode}{self._log_tail(name)}"
+                            )
                     board.show(self._status(client, relay, children, credentials.key))
                     if stop.wait(STATUS_SECONDS):
                         break
@@ -125,8 +157,11 @@ class Command(BaseCommand):
         log_file = path.open("a", buffering=1)
         log_file.write(f"--- run_relay started {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
         console, sys.stderr = sys.stderr, log_file
-        moved = [handler for handler in logging.getLogger().handlers
-                 if type(handler) is logging.StreamHandler and handler.stream is console]
+        moved = [
+            handler
+            for handler in logging.getLogger().handlers
+            if type(handler) is logging.StreamHandler and handler.stream is console
+        ]
         for handler in moved:
             handler.setStream(log_file)
 
@@ -138,14 +173,20 @@ class Command(BaseCommand):
 
         return restore
 
-    def _start(self, name: str, command: list[str],
-               environment: dict[str, str]) -> subprocess.Popen:
+    def _start(
+        self, name: str, command: list[str], environment: dict[str, str]
+    ) -> subprocess.Popen:
         """Starts a child process whose output goes to ``var/log/{name}.log``."""
         with (self.log_dir / f"{name}.log").open("a") as log_file:
             log_file.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(command)}\n")
             log_file.flush()
-            return subprocess.Popen(command, env=environment, stdin=subprocess.DEVNULL,
-                                    stdout=log_file, stderr=subprocess.STDOUT)
+            return subprocess.Popen(
+                command,
+                env=environment,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
 
     def _log_tail(self, name: str) -> str:
         path = self.log_dir / f"{name}.log"
@@ -159,15 +200,17 @@ class Command(BaseCommand):
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise CommandError(f"daphne exited with code {process.returncode}"
-                                   f"{self._log_tail('daphne')}")
+                raise CommandError(
+                    f"daphne exited with code {process.returncode}{self._log_tail('daphne')}"
+                )
             with socket.socket() as probe:
                 probe.settimeout(0.5)
                 if probe.connect_ex((host, port)) == 0:
                     return
             time.sleep(0.2)
-        raise CommandError(f"daphne did not listen on {host}:{port} within 30 s"
-                           f"{self._log_tail('daphne')}")
+        raise CommandError(
+            f"daphne did not listen on {host}:{port} within 30 s{self._log_tail('daphne')}"
+        )
 
     def _start_demo(self, agents_port: int):
         from routing.demo.agents import serve_demo_agents
@@ -185,8 +228,13 @@ class Command(BaseCommand):
         for line in sys.stdin:
             board.say(demo_control(demo, line))
 
-    def _status(self, client: httpx.Client, relay: str, children: dict[str, subprocess.Popen],
-                key: str | None) -> Status:
+    def _status(
+        self,
+        client: httpx.Client,
+        relay: str,
+        children: dict[str, subprocess.Popen],
+        key: str | None,
+    ) -> Status:
         """The processes from here, the agents' health from the database, the requests from
         the relay's ``/metrics`` (with the admin key where the metrics are not public)."""
         healths = list(Agent.objects.values_list("health", flat=True))
@@ -194,18 +242,21 @@ class Command(BaseCommand):
         try:
             response = client.get(f"{relay}/metrics")
             if response.status_code in (401, 403) and key:
-                response = client.get(f"{relay}/metrics",
-                                      headers={"Authorization": f"Bearer {key}"})
+                response = client.get(
+                    f"{relay}/metrics", headers={"Authorization": f"Bearer {key}"}
+                )
             if response.status_code == 200:
                 requests = requests_served(response.text)
         except httpx.HTTPError:
             relay_up = False
         worker = children.get("celery")
-        return Status(relay_up=relay_up,
-                      worker_up=None if worker is None else worker.poll() is None,
-                      agents=len(healths),
-                      healthy=sum(health == Agent.Health.HEALTHY for health in healths),
-                      requests=requests)
+        return Status(
+            relay_up=relay_up,
+            worker_up=None if worker is None else worker.poll() is None,
+            agents=len(healths),
+            healthy=sum(health == Agent.Health.HEALTHY for health in healths),
+            requests=requests,
+        )
 
     def _print_summary(self, relay: str, credentials: Credentials) -> None:
         """The banner. Its commands work pasted into a fresh shell in the checkout: they name
@@ -230,11 +281,12 @@ class Command(BaseCommand):
         elif credentials.saved:
             lines.append(f"  Credentials: saved in {saved} by an earlier run.")
         if not credentials.new_password:
-            lines.append(f"  New admin password:  {python} manage.py changepassword "
-                         f"{shlex.quote(credentials.admin_user)}")
+            lines.append(
+                f"  New admin password:  {python} manage.py changepassword "
+                f"{shlex.quote(credentials.admin_user)}"
+            )
         if not credentials.new_key:
-            lines.append(f"  New API key:         {python} manage.py create_api_key my-key "
-                         "--admin")
+            lines.append(f"  New API key:         {python} manage.py create_api_key my-key --admin")
         lines.append(f"  Logs:      {as_typed(self.log_dir)}/ (daphne.log, celery.log, relay.log)")
         if credentials.key:
             key = f"$(sed -n 's/^api_key=//p' {shlex.quote(saved)})"
@@ -243,12 +295,12 @@ class Command(BaseCommand):
                 "Try it (the commands read the API key from the credentials file):",
                 f"  curl -s '{relay}/a2a/registry?q=research' | python3 -m json.tool",
                 f"  curl -s '{relay}/a2a/skills?q=writing' | python3 -m json.tool",
-                f"  curl -s -X POST -H \"Authorization: Bearer {key}\" "
+                f'  curl -s -X POST -H "Authorization: Bearer {key}" '
                 f"{relay}/a2a/registry/echo/refresh | python3 -m json.tool",
                 "",
                 "Ask the demo team (each hop is printed as it happens, then the answer):",
-                f"  {python} manage.py ask_team {DEMO_TEAM} \"{DEMO_QUESTION}\" "
-                f"--url {relay} --key \"{key}\"",
+                f'  {python} manage.py ask_team {DEMO_TEAM} "{DEMO_QUESTION}" '
+                f'--url {relay} --key "{key}"',
                 "",
                 f"Health: the worker probes every agent every "
                 f"{settings.RELAY_HEALTH_INTERVAL_SECONDS} s (badges on the registry page; "
@@ -267,8 +319,10 @@ def demo_control(demo, line: str) -> str:
     words = line.split()
     specs = {spec.slug: spec for spec in DEMO_AGENTS}
     if len(words) != 2 or words[0] not in ("stop", "start") or words[1] not in specs:
-        return (f"Type 'stop NAME' or 'start NAME' (NAME: {', '.join(specs)}); the registry "
-                "page shows the agent's health change.")
+        return (
+            f"Type 'stop NAME' or 'start NAME' (NAME: {', '.join(specs)}); the registry "
+            "page shows the agent's health change."
+        )
     action, name = words
     server = demo.servers[name]
     running = server.running
