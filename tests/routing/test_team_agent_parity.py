@@ -51,7 +51,7 @@ from registry.extensions import CLIENT_ROUTING_URI as URI
 from routing.demo import agents as demo_agents
 from routing.demo.agents import TaskExecutor, build_agent_app, text_message
 from tests.agents import CHUNKS, task_spec
-from tests.jsinterop import observable, sdk_client, sdk_events
+from tests.jsinterop import observable, sdk_events
 from tests.live import (
     CALL_SECONDS,
     GATE_SECONDS,
@@ -60,6 +60,7 @@ from tests.live import (
     eventually,
     live_relay,
     manage,
+    sdk_client,
 )
 from tests.servers import running
 
