@@ -170,5 +170,18 @@ def teams_with_members(queryset: QuerySet[Team]) -> QuerySet[Team]:
     )
 
 
+def team_list(*, limit: int = DEFAULT_PAGE_SIZE, cursor: str | None = None) -> Page:
+    """One page of teams ordered by id, with their members, for the team pages: two queries,
+    keyset paging as :func:`agent_list` (the team API pages through DRF instead)."""
+    if not 1 <= limit <= MAX_PAGE_SIZE:
+        raise InvalidQueryError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
+    queryset = Team.objects.all()
+    if cursor:
+        queryset = queryset.filter(id__gt=decode_cursor(cursor))
+    teams = list(teams_with_members(queryset.order_by("id"))[: limit + 1])
+    next_cursor = encode_cursor(teams[limit - 1].id) if len(teams) > limit else None
+    return Page(items=teams[:limit], next_cursor=next_cursor)
+
+
 def team_get(*, team_id: str) -> Team | None:
     return teams_with_members(Team.objects.filter(pk=team_id)).first()
