@@ -9,15 +9,11 @@ PostgreSQL and Redis on 127.0.0.1 and is skipped, saying why, where they are abs
 
 from __future__ import annotations
 
-import os
-import socket
 import sqlite3
 import subprocess
 import sys
 import time
-import uuid
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 
 import httpx
 import pytest
@@ -25,28 +21,18 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from tests.live import (
+    ROOT,
+    ServiceMissingError,
+    free_port,
+    manage,
+    production_services,
+    relay_env,
+)
 from tests.registry.test_cards import card_v1
 from tests.servers import running
 
-ROOT = Path(__file__).resolve().parent.parent
-POSTGRES_ADMIN_URL = os.environ.get(
-    "RELAY_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test"
-)
-REDIS_TEST_URL = os.environ.get("RELAY_TEST_REDIS", "redis://127.0.0.1:6379/9")
 WAIT_SECONDS = 40
-
-
-def manage(env: dict[str, str], *args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    return result.stdout
 
 
 @contextmanager
@@ -101,12 +87,6 @@ def beat(env, schedule_dir):
     )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def wait_until(condition, what: str, child=None) -> None:
     deadline = time.monotonic() + WAIT_SECONDS
     while time.monotonic() < deadline:
@@ -116,16 +96,6 @@ def wait_until(condition, what: str, child=None) -> None:
             pytest.fail(f"{what}: the process exited: {child.stderr.read()[-2000:]}")
         time.sleep(0.3)
     pytest.fail(f"{what} did not happen within {WAIT_SECONDS} s")
-
-
-def base_env(**extra: str) -> dict[str, str]:
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("DATABASE_URL", "REDIS_URL", "DJANGO_", "RELAY_"))
-    }
-    env.update({"RELAY_ALLOW_PRIVATE_URLS": "true", "PYTHONUNBUFFERED": "1", **extra})
-    return env
 
 
 async def task_not_found(request) -> JSONResponse:
@@ -174,7 +144,7 @@ def enqueue_refresh(env, agent_id: str) -> None:
 
 
 def test_embedded_profile_runs_a_real_worker_with_nothing_installed(tmp_path):
-    env = base_env(RELAY_VAR_DIR=str(tmp_path), **HEALTH_ENV)
+    env = relay_env(tmp_path, **HEALTH_ENV)
     document = card_v1()
     manage(env, "migrate", "--verbosity=0")
     database = tmp_path / "relay.sqlite3"
@@ -209,39 +179,23 @@ def test_embedded_profile_runs_a_real_worker_with_nothing_installed(tmp_path):
         )
 
 
-def _postgres_database():
-    psycopg = pytest.importorskip("psycopg")
-    name = f"relay_profile_{uuid.uuid4().hex[:10]}"
+@pytest.fixture
+def services():
+    """A throwaway PostgreSQL database and a channel prefix on the test Redis, or a skip that
+    says which is missing."""
     try:
-        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=3) as admin:
-            admin.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.OperationalError as error:
-        pytest.skip(f"PostgreSQL is not reachable at {POSTGRES_ADMIN_URL}: {error}")
-    return psycopg, name
-
-
-def _redis_or_skip():
-    redis = pytest.importorskip("redis")
-    client = redis.Redis.from_url(REDIS_TEST_URL, socket_connect_timeout=3)
-    try:
-        client.ping()
-    except redis.RedisError as error:
-        pytest.skip(f"Redis is not reachable at {REDIS_TEST_URL}: {error}")
-    return client
+        with production_services() as env:
+            yield env
+    except ServiceMissingError as missing:
+        pytest.skip(str(missing))
 
 
 @pytest.mark.production
-def test_production_profile_on_postgresql_and_redis(tmp_path):
-    redis_client = _redis_or_skip()
-    psycopg, name = _postgres_database()
-    database_url = POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    env = base_env(
-        DATABASE_URL=database_url,
-        REDIS_URL=REDIS_TEST_URL,
-        RELAY_VAR_DIR=str(tmp_path),
-        RELAY_CHANNEL_PREFIX=f"test-{name}",
-        **HEALTH_ENV,
-    )
+def test_production_profile_on_postgresql_and_redis(tmp_path, services):
+    import psycopg
+
+    database_url = services["DATABASE_URL"]
+    env = relay_env(tmp_path, **services, **HEALTH_ENV)
     port = free_port()
     document = card_v1()
 
@@ -249,78 +203,71 @@ def test_production_profile_on_postgresql_and_redis(tmp_path):
         with psycopg.connect(database_url) as connection:
             return connection.execute("select count(*) from registry_cardsnapshot").fetchone()[0]
 
-    try:
-        manage(env, "migrate", "--verbosity=0")
-        key = manage(env, "create_api_key", "profile-test").strip().splitlines()[-1]
-        with ExitStack() as stack:
-            site, url = stack.enter_context(agent_site(document))
-            relay = stack.enter_context(
-                process(
-                    env,
-                    "-m",
-                    "daphne",
-                    "-b",
-                    "127.0.0.1",
-                    "-p",
-                    str(port),
-                    "relay_project.asgi:application",
-                )
+    manage(env, "migrate", "--verbosity=0")
+    key = manage(env, "create_api_key", "profile-test").strip().splitlines()[-1]
+    with ExitStack() as stack:
+        site, url = stack.enter_context(agent_site(document))
+        relay = stack.enter_context(
+            process(
+                env,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "relay_project.asgi:application",
             )
-            celery = stack.enter_context(worker(env, with_beat=False))
-            scheduler = stack.enter_context(beat(env, tmp_path))
-            base = f"http://127.0.0.1:{port}"
+        )
+        celery = stack.enter_context(worker(env, with_beat=False))
+        scheduler = stack.enter_context(beat(env, tmp_path))
+        base = f"http://127.0.0.1:{port}"
 
-            def listening() -> bool:
-                try:
-                    return httpx.get(f"{base}/a2a/registry", timeout=1).status_code == 200
-                except httpx.HTTPError:
-                    return False
+        def listening() -> bool:
+            try:
+                return httpx.get(f"{base}/a2a/registry", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
 
-            wait_until(listening, "daphne listening", relay)
-            created = httpx.post(
-                f"{base}/a2a/registry",
-                json={"url": url},
-                headers={"Authorization": f"Bearer {key}"},
-                timeout=10,
-            )
-            assert created.status_code == 201, created.text
-            listed = httpx.get(f"{base}/a2a/registry", params={"tag": "forecast"}).json()
-            assert [agent["id"] for agent in listed["agents"]] == ["weather"]
+        wait_until(listening, "daphne listening", relay)
+        created = httpx.post(
+            f"{base}/a2a/registry",
+            json={"url": url},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=10,
+        )
+        assert created.status_code == 201, created.text
+        listed = httpx.get(f"{base}/a2a/registry", params={"tag": "forecast"}).json()
+        assert [agent["id"] for agent in listed["agents"]] == ["weather"]
+        with psycopg.connect(database_url) as connection:
+            stored = connection.execute("select id from registry_agent").fetchall()
+        assert stored == [("weather",)]
+        with psycopg.connect(database_url) as connection:
+            leases = connection.execute(
+                "select count(*) from tasks_app_relayprocess where lease_expires_at > now()"
+            ).fetchone()[0]
+        # The daphne process holds its lease from its start (the takeover scan runs).
+        assert leases == 1
+
+        document["version"] = "9.9.9"
+        enqueue_refresh(env, "weather")
+        wait_until(lambda: snapshots() == 2, "the worker refreshing the card over Redis", celery)
+
+        def health() -> tuple:
             with psycopg.connect(database_url) as connection:
-                stored = connection.execute("select id from registry_agent").fetchall()
-            assert stored == [("weather",)]
-            with psycopg.connect(database_url) as connection:
-                leases = connection.execute(
-                    "select count(*) from tasks_app_relayprocess where lease_expires_at > now()"
-                ).fetchone()[0]
-            # The daphne process holds its lease from its start (the takeover scan runs).
-            assert leases == 1
+                return connection.execute(
+                    "select a.health, count(p.id) from registry_agent a join "
+                    "routing_proberesult p on p.agent_id = a.id and p.ok "
+                    "group by a.health"
+                ).fetchone() or ("", 0)
 
-            document["version"] = "9.9.9"
-            enqueue_refresh(env, "weather")
-            wait_until(
-                lambda: snapshots() == 2, "the worker refreshing the card over Redis", celery
-            )
-
-            def health() -> tuple:
-                with psycopg.connect(database_url) as connection:
-                    return connection.execute(
-                        "select a.health, count(p.id) from registry_agent a join "
-                        "routing_proberesult p on p.agent_id = a.id and p.ok "
-                        "group by a.health"
-                    ).fetchone() or ("", 0)
-
-            wait_until(
-                lambda: health()[0] == "healthy",
-                "beat's health sweep finding the agent healthy over Redis",
-                celery,
-            )
-            assert scheduler.poll() is None, "beat, a process of its own, is still running"
-            assert health()[1] >= 2
-            agent = httpx.get(f"{base}/a2a/registry/weather").json()
-            assert agent["health"]["state"] == "healthy"
-            assert agent["health"]["breaker"]["state"] == "closed"
-    finally:
-        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        redis_client.flushdb()
+        wait_until(
+            lambda: health()[0] == "healthy",
+            "beat's health sweep finding the agent healthy over Redis",
+            celery,
+        )
+        assert scheduler.poll() is None, "beat, a process of its own, is still running"
+        assert health()[1] >= 2
+        agent = httpx.get(f"{base}/a2a/registry/weather").json()
+        assert agent["health"]["state"] == "healthy"
+        assert agent["health"]["breaker"]["state"] == "closed"
