@@ -250,7 +250,6 @@ class RelayA2AService(a2a_pb2_grpc.A2AServiceServicer):
                 ratelimit.stream_slot_give_back(admitted.caller)
                 raise
             events = calls._HoldingSlot(opened, admitted.caller)
-            await announce_extensions(context, admitted)
         except Exception as error:  # noqa: BLE001
             refused = failure(error, f"a gRPC {method}")
         DURATION.labels(method).observe(time.monotonic() - began)
@@ -258,6 +257,9 @@ class RelayA2AService(a2a_pb2_grpc.A2AServiceServicer):
             await abort(context, method, refused)
             return
         try:
+            # From here on the slot goes back however the stream ends (the client leaving
+            # cancels this task).
+            await announce_extensions(context, admitted)
             async for event in events:
                 if event is streams.KEEPALIVE:
                     continue
