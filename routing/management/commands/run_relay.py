@@ -63,8 +63,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--grpc-port",
             type=int,
-            default=settings.RELAY_GRPC_PORT or 8001,
-            help="Port of the gRPC A2A server (manage.py run_grpc); 0 starts none.",
+            default=settings.RELAY_GRPC_PORT,
+            help="Port of the gRPC A2A server (manage.py run_grpc; make up: 8001). Default: "
+            "RELAY_GRPC_PORT; 0 starts none.",
         )
 
     def handle(self, *args, host, port, agents_port, no_demo, no_worker, grpc_port, **options):
