@@ -26,13 +26,17 @@ class GrpcAgent:
 
 
 @contextmanager
-def grpc_agent(spec: AgentSpec, *, tenant: str = "") -> Iterator[GrpcAgent]:
-    """Serves ``spec`` over gRPC (and its card over HTTP) for the duration of the block."""
+def grpc_agent(
+    spec: AgentSpec, *, tenant: str = "", extended_skill: str = ""
+) -> Iterator[GrpcAgent]:
+    """Serves ``spec`` over gRPC (and its card over HTTP) for the duration of the block. With
+    ``extended_skill`` the card declares an extended card, which has one more skill of that
+    id."""
     import grpc
     from a2a.server.request_handlers import DefaultRequestHandler, GrpcHandler
     from a2a.server.routes import create_agent_card_routes
     from a2a.server.tasks import InMemoryTaskStore
-    from a2a.types import AgentInterface, a2a_pb2_grpc
+    from a2a.types import AgentCard, AgentInterface, AgentSkill, a2a_pb2_grpc
     from starlette.applications import Starlette
 
     loop = asyncio.new_event_loop()
@@ -52,8 +56,19 @@ def grpc_agent(spec: AgentSpec, *, tenant: str = "") -> Iterator[GrpcAgent]:
                 tenant=tenant,
             )
         )
+        extended = None
+        if extended_skill:
+            card.capabilities.extended_agent_card = True
+            extended = AgentCard()
+            extended.CopyFrom(card)
+            extended.skills.append(
+                AgentSkill(id=extended_skill, name=extended_skill, description="for callers")
+            )
         handler = DefaultRequestHandler(
-            agent_executor=spec.make_executor(), task_store=InMemoryTaskStore(), agent_card=card
+            agent_executor=spec.make_executor(),
+            task_store=InMemoryTaskStore(),
+            agent_card=card,
+            extended_agent_card=extended,
         )
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler), server)
         await server.start()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 
 import pytest
-from a2a.types import CancelTaskRequest, GetTaskRequest, TaskState
+from a2a.types import CancelTaskRequest, GetExtendedAgentCardRequest, GetTaskRequest, TaskState
 
 from routing.demo.agents import WRITER
 from tests.agents import CHUNKED_STREAMER, CHUNKS, NEVER_FINISHES
@@ -38,6 +38,7 @@ def grpc_agents(relay):
             "g-writer": stack.enter_context(grpc_agent(WRITER, tenant="writers/main")),
             "g-chunked": stack.enter_context(grpc_agent(CHUNKED_STREAMER)),
             "g-never": stack.enter_context(grpc_agent(NEVER_FINISHES)),
+            "g-extended": stack.enter_context(grpc_agent(WRITER, extended_skill="secret")),
         }
         for agent_id, agent in served.items():
             relay.register(agent.base_url, agent_id)
@@ -94,6 +95,16 @@ async def test_cancel_reaches_the_grpc_agent(relay):
     assert rest[-1].status_update.status.state == TaskState.TASK_STATE_CANCELED
     # Told to the agent over gRPC: the relay would say it could not in the status otherwise.
     assert "could not be told" not in text_of(stored.status.message.parts)
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_a_grpc_agents_extended_card_reaches_the_caller(relay, binding):
+    async with relay.client("g-extended", binding, "1.0") as client:
+        card = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
+    assert "secret" in [skill.id for skill in card.skills]
+    async with relay.client("g-writer", binding, "1.0") as client:
+        plain = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
+    assert "secret" not in [skill.id for skill in plain.skills]
 
 
 def test_health_probes_reach_grpc_agents(relay):
