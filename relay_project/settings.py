@@ -341,6 +341,9 @@ RELAY_MAX_HISTORY_LENGTH = env.int("RELAY_MAX_HISTORY_LENGTH", default=1000)
 RELAY_GRPC_PORT = env.int("RELAY_GRPC_PORT", default=0)
 RELAY_GRPC_BIND = env.str("RELAY_GRPC_BIND", default="127.0.0.1")
 RELAY_GRPC_PUBLIC_ADDRESS = env.str("RELAY_GRPC_PUBLIC_ADDRESS", default="")
+# The gRPC process's own Prometheus metrics (its call counters) over HTTP on this port of
+# RELAY_GRPC_BIND at /metrics (0: not served).
+RELAY_GRPC_METRICS_PORT = env.int("RELAY_GRPC_METRICS_PORT", default=0)
 # Calls per minute (fixed one-minute windows, counted in Django's cache: Redis in the production
 # profile, so every process shares the count) per API key, and per agent over all keys. A key's
 # own rate_limit_per_minute replaces the per-key default (0 there: no limit for that key).

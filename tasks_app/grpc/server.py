@@ -4,6 +4,9 @@ run_grpc``). Like a daphne process it holds a relay process lease, heartbeats it
 over the tasks of relay processes that died (``tasks_app.gateway.supervisor``), and runs its
 database work in RELAY_DATABASE_THREADS threads.
 
+With RELAY_GRPC_METRICS_PORT it serves its Prometheus metrics (``relay_grpc_calls_total``,
+``relay_grpc_call_duration_seconds``) over HTTP on that port.
+
 Messages larger than RELAY_MAX_BODY_BYTES are refused by gRPC itself (RESOURCE_EXHAUSTED),
 as daphne refuses such a body.
 """
@@ -19,7 +22,9 @@ import grpc
 from a2a.types import a2a_pb2_grpc
 from asgiref.sync import SyncToAsync
 from django.conf import settings
+from prometheus_client import start_http_server
 
+from relay_project.request_metrics import REGISTRY
 from tasks_app.gateway import supervisor
 from tasks_app.grpc.service import RelayA2AService
 
@@ -55,6 +60,9 @@ async def serve(bind: str, port: int, *, on_ready=None) -> None:
     """Serves until SIGTERM or SIGINT, then stops within STOP_GRACE_SECONDS."""
     server, bound = build_server(f"{bind}:{port}")
     await server.start()
+    if settings.RELAY_GRPC_METRICS_PORT:
+        # Its call counters, for Prometheus to scrape from this process as from each daphne.
+        start_http_server(settings.RELAY_GRPC_METRICS_PORT, addr=bind, registry=REGISTRY)
     supervisor.ensure_running(takeover=True)
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()

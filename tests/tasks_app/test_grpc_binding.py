@@ -49,8 +49,8 @@ from tests.tasks_app.test_gateway_protocol import (
     wait_for_state,
 )
 
-GRPC_PORT = free_port()
-RELAY_ENV = {"RELAY_GRPC_PORT": str(GRPC_PORT)}
+GRPC_PORT, METRICS_PORT = free_port(), free_port()
+RELAY_ENV = {"RELAY_GRPC_PORT": str(GRPC_PORT), "RELAY_GRPC_METRICS_PORT": str(METRICS_PORT)}
 GRPC = "GRPC"
 
 
@@ -441,3 +441,31 @@ async def test_requested_extensions_the_target_lacks_are_not_echoed(relay, grpc_
         await asyncio.wait_for(call, 20)
         initial = await call.initial_metadata()
     assert "a2a-extensions" not in dict(initial or ())
+
+
+# --- metrics ----------------------------------------------------------------------------------
+
+
+def counted(name: str, **labels: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+async def test_the_grpc_process_counts_its_calls(relay, grpc_relay):
+    ok = {"method": "SendMessage", "code": "OK"}
+    refused = {"method": "GetTask", "code": "UNAUTHENTICATED"}
+    ok_before = counted("relay_grpc_calls_total", **ok)
+    refused_before = counted("relay_grpc_calls_total", **refused)
+    async with grpc_client(relay, "echo-v1", streaming=False) as client:
+        await only(client.send_message(send_request("count me")))
+    await raw_call(grpc_relay, "GetTask", GetTaskRequest(tenant="agents/echo-v1", id="x"))
+    assert counted("relay_grpc_calls_total", **ok) == ok_before + 1
+    assert counted("relay_grpc_calls_total", **refused) == refused_before + 1
+    assert counted("relay_grpc_call_duration_seconds_count", method="SendMessage") >= 1
