@@ -469,3 +469,30 @@ async def test_the_grpc_process_counts_its_calls(relay, grpc_relay):
     assert counted("relay_grpc_calls_total", **ok) == ok_before + 1
     assert counted("relay_grpc_calls_total", **refused) == refused_before + 1
     assert counted("relay_grpc_call_duration_seconds_count", method="SendMessage") >= 1
+
+
+# --- the relay's own endpoint -------------------------------------------------------------------
+
+
+async def test_the_relay_tenant_and_no_tenant_reach_the_default_target(relay, grpc_relay):
+    from a2a.types import Message, Part, Role, SendMessageRequest
+
+    manage(
+        relay.env,
+        "shell",
+        "-c",
+        "from tasks_app.relay_endpoint import default_target_set; "
+        "default_target_set(kind='agent', target_id='echo-v1')",
+    )
+    card = httpx.get(f"{relay.url}/a2a/relay/.well-known/agent-card.json", timeout=10).json()
+    async with sdk_client(card, GRPC, "1.0", headers=relay.auth(), streaming=False) as client:
+        reply = await only(client.send_message(send_request("to the relay")))
+    assert text_of(reply.message.parts) == "to the relay"
+    request = SendMessageRequest(
+        message=Message(message_id="m-no-tenant", role=Role.ROLE_USER, parts=[Part(text="bare")])
+    )
+    answer, error = await raw_call(
+        grpc_relay, "SendMessage", request, (("authorization", f"Bearer {relay.key}"),)
+    )
+    assert error is None, error
+    assert text_of(answer.message.parts) == "bare"
