@@ -25,7 +25,7 @@ from django.conf import settings
 from prometheus_client import start_http_server
 
 from relay_project.request_metrics import REGISTRY
-from tasks_app.gateway import supervisor
+from tasks_app.gateway import KEEPALIVE_SECONDS, supervisor
 from tasks_app.grpc.service import RelayA2AService
 
 logger = logging.getLogger(__name__)
@@ -45,7 +45,9 @@ def database_threads() -> None:
 def build_server(address: str) -> tuple[grpc.aio.Server, int]:
     """A server with the relay's A2AService on ``address`` (``host:port``; port 0 picks a free
     one): (server, port bound). Not started."""
-    options = []
+    # HTTP/2 pings on an idle connection as often as the HTTP streams' keep-alive comments, so
+    # proxies keep a quiet subscription open.
+    options = [("grpc.keepalive_time_ms", int(KEEPALIVE_SECONDS * 1000))]
     if settings.RELAY_MAX_BODY_BYTES:
         options.append(("grpc.max_receive_message_length", settings.RELAY_MAX_BODY_BYTES))
     server = grpc.aio.server(options=options)

@@ -242,6 +242,22 @@ async def test_a_late_subscriber_gets_the_task_then_live_events(relay):
     assert finished.status.state == TaskState.TASK_STATE_COMPLETED
 
 
+async def test_a_task_daphne_drives_is_followed_live_over_grpc(relay):
+    gate_name, gate = new_gate()
+    async with relay.client("gated", "JSONRPC", "1.0", streaming=False) as client:
+        started = await only(client.send_message(send_request(gate_name, return_immediately=True)))
+        task_id = task_id_of(started)
+        await wait_for_state(client, task_id, TaskState.TASK_STATE_WORKING)
+    async with grpc_client(relay, "gated") as client:
+        subscription = client.subscribe(SubscribeToTaskRequest(id=task_id))
+        assert kind(await next_event(subscription)) == "task"
+        gate.put("from the other process")
+        gate.put(None)
+        live = await collect(subscription)
+    assert text_of(live[0].artifact_update.artifact.parts) == "from the other process"
+    assert live[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+
+
 async def test_a_client_leaving_mid_stream_does_not_stop_the_task(relay):
     gate_name, gate = new_gate()
     async with grpc_client(relay, "gated") as client:
