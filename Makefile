@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed
 # agents, which take four ports from RELAY_AGENTS_PORT on.
 RELAY_PORT ?= 8000
 RELAY_AGENTS_PORT ?= 9301
+# The gRPC A2A server (manage.py run_grpc) beside daphne; 0 starts none.
+RELAY_GRPC_PORT ?= 8001
 
 .PHONY: up test lint bench clean
 
@@ -19,7 +21,7 @@ $(STAMP): pyproject.toml
 
 up: $(STAMP)
 	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(BIN)/python manage.py run_relay \
-		--port $(RELAY_PORT) --agents-port $(RELAY_AGENTS_PORT)
+		--port $(RELAY_PORT) --agents-port $(RELAY_AGENTS_PORT) --grpc-port $(RELAY_GRPC_PORT)
 
 test: $(STAMP)
 	bash scripts/ensure-chromium

@@ -21,6 +21,11 @@ that of its PostgreSQL backends and Redis. Redis: connections the production rel
 during the timed rounds (`INFO stats` total_connections_received before and after each of its
 turns) and, from `CLIENT LIST`, the connections each process holds after the level.
 
+gRPC: the production relay's gRPC server (`manage.py run_grpc` on the same database and Redis)
+gets the same SendMessage as A2A 1.0 over gRPC (a2a-sdk's generated stub on one HTTP/2 channel,
+the tenant naming the echo agent), as one more row per level (`grpc`), for information: no
+verdict judges it.
+
 Streams, one at a time: 50 chunks as fast as the agent makes them (time to last event; the
 per-event overhead is (relay - proxy) / 50), and 50 chunks paced at 2 ms each (time to last
 event), for direct, proxy, embedded and production.
@@ -86,6 +91,9 @@ REQUEST_TIMEOUT = 30.0
 MESSAGE_TEXT = "hello through the gateway bench"
 
 DIRECT, PROXY, EMBEDDED, PRODUCTION = "direct", "proxy", "embedded", "production"
+GRPC = "grpc"
+"""The production relay's gRPC server (``manage.py run_grpc``, same database and Redis): the
+same SendMessage as A2A 1.0 over gRPC, for information (no verdict)."""
 BASELINES = (DIRECT, PROXY)
 PROFILES = (EMBEDDED, PRODUCTION)
 FAST, PACED = "fast", "paced"
@@ -255,6 +263,8 @@ class Target:
     headers: dict[str, str] = field(default_factory=dict)
     backing: Callable[[], CpuSnapshot] | None = None
     """CPU of the services the server leans on (production: PostgreSQL backends and Redis)."""
+    grpc_address: str = ""
+    """Set for the gRPC target: its ``host:port``; calls go through a2a-sdk's generated stub."""
 
 
 class RedisWatch:
@@ -326,6 +336,30 @@ class Run:
         return len(self.latencies_ms) + self.errors
 
 
+def grpc_request():
+    """The gRPC target's SendMessage (the same message as the HTTP body's, A2A 1.0)."""
+    from a2a.types import Message, Part, Role, SendMessageRequest
+
+    return SendMessageRequest(
+        tenant="agents/echo",
+        message=Message(
+            message_id="gateway-bench", role=Role.ROLE_USER, parts=[Part(text=MESSAGE_TEXT)]
+        ),
+    )
+
+
+async def grpc_send(stub, target: Target, request) -> str:
+    """One SendMessage over gRPC; the problem, or "" when it answered a message or task."""
+    import grpc
+
+    metadata = [(name.lower(), value) for name, value in target.headers.items()]
+    try:
+        answer = await stub.SendMessage(request, metadata=metadata, timeout=REQUEST_TIMEOUT)
+    except grpc.aio.AioRpcError as error:
+        return f"gRPC {error.code().name}: {error.details()}"
+    return "" if answer.WhichOneof("payload") else "an empty SendMessageResponse"
+
+
 async def send_many(
     client: httpx.AsyncClient,
     target: Target,
@@ -339,17 +373,21 @@ async def send_many(
     errors = 0
     first_error = ""
     issued = 0
+    grpc_body = grpc_request() if target.grpc_address else None
 
     async def worker() -> None:
         nonlocal errors, first_error, issued
         while issued < count and time.monotonic() < deadline:
             issued += 1
             started = time.perf_counter()
-            try:
-                response = await client.post(target.url, content=body, headers=target.headers)
-                problem = answer_error(response)
-            except httpx.HTTPError as error:
-                problem = f"{type(error).__name__}: {error}"
+            if target.grpc_address:
+                problem = await grpc_send(client, target, grpc_body)
+            else:
+                try:
+                    response = await client.post(target.url, content=body, headers=target.headers)
+                    problem = answer_error(response)
+                except httpx.HTTPError as error:
+                    problem = f"{type(error).__name__}: {error}"
             elapsed = (time.perf_counter() - started) * 1000
             if problem:
                 errors += 1
@@ -388,8 +426,19 @@ async def measure_level(
             name: await stack.enter_async_context(
                 httpx.AsyncClient(limits=limits, timeout=REQUEST_TIMEOUT)
             )
-            for name in targets
+            for name, target in targets.items()
+            if not target.grpc_address
         }
+        for name, target in targets.items():
+            if target.grpc_address:
+                import grpc
+                from a2a.types import a2a_pb2_grpc
+
+                # One HTTP/2 connection carries every concurrent call, as gRPC clients do.
+                channel = await stack.enter_async_context(
+                    grpc.aio.insecure_channel(target.grpc_address)
+                )
+                clients[name] = a2a_pb2_grpc.A2AServiceStub(channel)
         for name, target in targets.items():
             # Warm-up: open the pools' connections and let the servers settle; not counted.
             await send_many(
@@ -847,6 +896,21 @@ async def bench(
     return levels, streams
 
 
+def wait_until_grpc_answers(server: Process, address: str, timeout: float = 60.0) -> None:
+    """Returns once a gRPC channel to ``address`` is ready; raises when it is not in time."""
+    import grpc
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with grpc.insecure_channel(address) as channel:
+            try:
+                grpc.channel_ready_future(channel).result(timeout=1)
+                return
+            except grpc.FutureTimeoutError:
+                pass
+    raise RuntimeError(f"the gRPC server (pid {server.pid}) did not answer on {address}")
+
+
 def parse_levels(text: str) -> list[int]:
     levels = [int(part) for part in text.split(",") if part.strip()]
     if not levels or min(levels) < 1:
@@ -951,7 +1015,7 @@ def main() -> None:
     embedded_dir, production_dir = var_dir / "embedded", var_dir / "production"
     script = str(Path(__file__).resolve())
     python = sys.executable
-    ports = {name: free_port() for name in ("echo", "chunks", "proxy", EMBEDDED, PRODUCTION)}
+    ports = {name: free_port() for name in ("echo", "chunks", "proxy", EMBEDDED, PRODUCTION, GRPC)}
     urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
 
     with ExitStack() as stack:
@@ -961,7 +1025,10 @@ def main() -> None:
         envs = {
             EMBEDDED: relay_env(str(embedded_dir)),
             PRODUCTION: relay_env(
-                str(production_dir), DATABASE_URL=database_url, REDIS_URL=redis_url
+                str(production_dir),
+                DATABASE_URL=database_url,
+                REDIS_URL=redis_url,
+                RELAY_GRPC_PORT=str(ports[GRPC]),
             ),
         }
         keys = {}
@@ -997,6 +1064,8 @@ def main() -> None:
             name: start(f"{name}-{args.server}", relay_command(args.server, ports[name]), env)
             for name, env in envs.items()
         }
+        grpc_server = start("grpc", [python, "manage.py", "run_grpc"], envs[PRODUCTION])
+        wait_until_grpc_answers(grpc_server, f"127.0.0.1:{ports[GRPC]}")
         wait_until_answers(agent, f"{urls['echo']}/.well-known/agent-card.json")
         wait_until_answers(streamer, f"{urls['chunks']}/.well-known/agent-card.json")
         wait_until_answers(proxy, f"{urls['proxy']}/")
@@ -1012,6 +1081,7 @@ def main() -> None:
             f"{args.streams} streams per target per kind\n"
             f"pids: echo {agent.pid}, chunks {streamer.pid}, proxy {proxy.pid}, "
             f"embedded {relays[EMBEDDED].pid}, production {relays[PRODUCTION].pid}, "
+            f"grpc {grpc_server.pid}, "
             f"redis {redis_process.pid}; database {database}; logs in {var_dir}; "
             f"{load_average()}",
             flush=True,
@@ -1038,6 +1108,13 @@ def main() -> None:
                 relays[PRODUCTION],
                 relay_headers(PRODUCTION),
                 backing=redis.backing_cpu,
+            ),
+            GRPC: Target(
+                GRPC,
+                f"127.0.0.1:{ports[GRPC]}",
+                grpc_server,
+                {"Authorization": f"Bearer {keys[PRODUCTION]}"},
+                grpc_address=f"127.0.0.1:{ports[GRPC]}",
             ),
         }
         streaming = {

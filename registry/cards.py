@@ -66,6 +66,7 @@ class Interface:
     url: str
     binding: str
     protocol_version: str
+    tenant: str = ""
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,9 @@ def parse_card(document: Any, *, legacy_path: bool = False) -> ParsedCard:
         version = major_minor(declared.protocol_version) if declared.protocol_version else ""
         if generation in ("0.2", "0.3") and "supportedInterfaces" not in document:
             version = generation
-        interfaces.append(Interface(declared.url, declared.protocol_binding, version))
+        interfaces.append(
+            Interface(declared.url, declared.protocol_binding, version, declared.tenant)
+        )
 
     capabilities = card.capabilities
     # Params come from the document itself: protobuf's Struct would turn every integer to float.

@@ -449,7 +449,12 @@ def _apply_card(agent: Agent, fetched: FetchedCard, *, created: bool) -> None:
     agent.protocol_versions = list(card.protocol_versions)
     agent.bindings = list(card.bindings)
     agent.interfaces = [
-        {"url": i.url, "protocolBinding": i.binding, "protocolVersion": i.protocol_version}
+        {
+            "url": i.url,
+            "protocolBinding": i.binding,
+            "protocolVersion": i.protocol_version,
+            **({"tenant": i.tenant} if i.tenant else {}),
+        }
         for i in card.interfaces
     ]
     agent.streaming = card.streaming

@@ -335,6 +335,15 @@ RELAY_MAX_METADATA_BYTES = env.int("RELAY_MAX_METADATA_BYTES", default=16 * 1024
 RELAY_MAX_METADATA_DEPTH = env.int("RELAY_MAX_METADATA_DEPTH", default=16)
 # The largest historyLength a caller may ask for.
 RELAY_MAX_HISTORY_LENGTH = env.int("RELAY_MAX_HISTORY_LENGTH", default=1000)
+# The gRPC binding (``manage.py run_grpc``, ``tasks_app.grpc``): the port its server listens on
+# (0: no gRPC, and no card lists it), the address it binds, and the host:port cards give
+# clients (default: the card's host with RELAY_GRPC_PORT).
+RELAY_GRPC_PORT = env.int("RELAY_GRPC_PORT", default=0)
+RELAY_GRPC_BIND = env.str("RELAY_GRPC_BIND", default="127.0.0.1")
+RELAY_GRPC_PUBLIC_ADDRESS = env.str("RELAY_GRPC_PUBLIC_ADDRESS", default="")
+# The gRPC process's own Prometheus metrics (its call counters) over HTTP on this port of
+# RELAY_GRPC_BIND at /metrics (0: not served).
+RELAY_GRPC_METRICS_PORT = env.int("RELAY_GRPC_METRICS_PORT", default=0)
 # Calls per minute (fixed one-minute windows, counted in Django's cache: Redis in the production
 # profile, so every process shares the count) per API key, and per agent over all keys. A key's
 # own rate_limit_per_minute replaces the per-key default (0 there: no limit for that key).

@@ -11,8 +11,12 @@ class TasksAppConfig(AppConfig):
         from relay_project import ratelimit
 
         # relay_endpoint registers the "relay" target kind: the relay's own endpoint.
-        from tasks_app import gateway, relay_endpoint  # noqa: F401
+        from tasks_app import cards, gateway, relay_endpoint  # noqa: F401
         from tasks_app.gateway import ownership
+        from tasks_app.grpc.targets import grpc_interface
+
+        # Every card lists the gRPC interface when the gRPC server is configured.
+        cards.register_interface(grpc_interface)
 
         # A key's stream slots count in the relay processes that are alive.
         ratelimit.register_stream_holders(

@@ -33,6 +33,7 @@ Decisions:
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from a2a.utils.constants import TransportProtocol
@@ -72,13 +73,30 @@ _LEGACY_CARD_FIELDS = (
 def relay_interfaces(base_url: str) -> list[JsonDict]:
     """The 1.0 ``supportedInterfaces`` the relay serves at ``base_url``, preferred first:
     JSON-RPC 1.0, HTTP+JSON 1.0, JSON-RPC 0.3, HTTP+JSON 0.3, all at the base (with exactly one
-    trailing ``/``). Raises ValueError when ``base_url`` is not an absolute http(s) URL."""
+    trailing ``/``), then those of the registered providers (gRPC, when its server is
+    configured: ``tasks_app.grpc.targets``). Raises ValueError when ``base_url`` is not an
+    absolute http(s) URL."""
     base = _base(base_url)
-    return [
+    interfaces = [
         {"url": base, "protocolBinding": binding.value, "protocolVersion": version.value}
         for version in (ProtocolVersion.V1_0, ProtocolVersion.V0_3)
         for binding in (TransportProtocol.JSONRPC, TransportProtocol.HTTP_JSON)
     ]
+    for provider in _INTERFACE_PROVIDERS:
+        extra = provider(base)
+        if extra is not None:
+            interfaces.append(extra)
+    return interfaces
+
+
+_INTERFACE_PROVIDERS: list[Callable[[str], JsonDict | None]] = []
+
+
+def register_interface(provider: Callable[[str], JsonDict | None]) -> None:
+    """Adds an interface served elsewhere than at the base URL (the gRPC server's) to every
+    card: ``provider(base_url)`` gives it, or None when it is not served."""
+    if provider not in _INTERFACE_PROVIDERS:
+        _INTERFACE_PROVIDERS.append(provider)
 
 
 def relay_security() -> tuple[JsonDict, list[JsonDict]]:

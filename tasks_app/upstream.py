@@ -43,7 +43,10 @@ DRAIN_SECONDS = 0.25
 """How long a stream that sent its last event may take to end. Read to its end, its connection
 goes back to the pool; one that stays open longer is closed."""
 SPEAKS = ("1.0", "0.3", "0.2")
-BINDINGS = ("JSONRPC", "HTTP+JSON")
+BINDINGS = ("JSONRPC", "HTTP+JSON", "GRPC")
+"""In order of preference within a version. gRPC is A2A 1.0's only (0.3 gRPC was another
+service), spoken through ``tasks_app.grpc.upstream``."""
+GRPC_VERSIONS = ("1.0",)
 _request_ids = itertools.count(1)
 
 
@@ -70,7 +73,8 @@ class NoUsableInterfaceError(UpstreamError):
     def __init__(self, agent_id: str) -> None:
         super().__init__(
             "protocol",
-            f"agent {agent_id!r} declares no JSON-RPC or HTTP+JSON interface of A2A 1.0 or 0.3",
+            f"agent {agent_id!r} declares no JSON-RPC or HTTP+JSON interface of A2A 1.0 or 0.3, "
+            "and no gRPC one of A2A 1.0",
         )
 
 
@@ -83,6 +87,8 @@ class Endpoint:
     binding: str
     version: str  # "1.0" or "0.3" (0.2 agents are spoken to as 0.3)
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    tenant: str = ""
+    """The interface's ``tenant`` (gRPC requests carry it)."""
 
     @property
     def wire_version(self) -> str:
@@ -101,7 +107,9 @@ def choose_endpoint(
     candidates = [
         (SPEAKS.index(i.get("protocolVersion")), BINDINGS.index(i.get("protocolBinding")), i)
         for i in interfaces
-        if i.get("protocolVersion") in SPEAKS and i.get("protocolBinding") in BINDINGS
+        if i.get("protocolVersion") in SPEAKS
+        and i.get("protocolBinding") in BINDINGS
+        and (i.get("protocolBinding") != "GRPC" or i.get("protocolVersion") in GRPC_VERSIONS)
     ]
     if not candidates:
         if not invocation_url:
@@ -116,6 +124,7 @@ def choose_endpoint(
         binding=chosen["protocolBinding"],
         version=version,
         headers=tuple((headers or {}).items()),
+        tenant=chosen.get("tenant") or "",
     )
 
 
@@ -192,6 +201,20 @@ async def call(
     not A2A, and UpstreamError when the agent cannot be reached or answers an HTTP error
     without an A2A body.
     """
+    if endpoint.binding == "GRPC":
+        from tasks_app.grpc import upstream as grpc_upstream
+
+        try:
+            return await grpc_upstream.call(
+                endpoint,
+                operation,
+                params,
+                extensions=extensions,
+                extra_headers=extra_headers,
+                timeout=timeout or outbound.OutboundPolicy.from_settings().timeout,
+            )
+        except outbound.UnsafeURLError as error:
+            raise classify(error, endpoint.agent_id) from error
     client = client or shared_client()
     headers = _headers(endpoint, extensions, extra_headers)
     kwargs = {"timeout": timeout} if timeout else {}
@@ -276,6 +299,22 @@ async def stream(
     the agent sends an error event or breaks the stream. ``timeout`` bounds the wait for the
     agent to start answering (its response headers); once it streams, it may stay quiet.
     """
+    if endpoint.binding == "GRPC":
+        from tasks_app.grpc import upstream as grpc_upstream
+
+        try:
+            async for answer in grpc_upstream.stream(
+                endpoint,
+                operation,
+                params,
+                extensions=extensions,
+                extra_headers=extra_headers,
+                timeout=timeout,
+            ):
+                yield answer
+        except outbound.UnsafeURLError as error:
+            raise classify(error, endpoint.agent_id) from error
+        return
     client = client or shared_client()
     headers = _headers(endpoint, extensions, extra_headers)
     headers["Accept"] = "text/event-stream"

@@ -42,7 +42,8 @@ COMMAND_SECONDS = 120.0
 CALL_SECONDS = 20.0
 
 PROTOCOLS = [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3"), ("HTTP+JSON", "0.3")]
-"""Every binding and version the relay serves, as (binding, version) pairs."""
+"""Every binding and version the relay serves over HTTP, as (binding, version) pairs (gRPC,
+1.0 only, runs as a process of its own: ``LiveRelay.grpc_server``)."""
 
 PROTOCOL_IDS = [f"{binding}-{version}" for binding, version in PROTOCOLS]
 
@@ -178,6 +179,19 @@ async def sdk_client(
         raise AssertionError(f"the card of {parsed.name} has no {binding} {version} interface")
     del parsed.supported_interfaces[:]
     parsed.supported_interfaces.extend(keep)
+    if binding == "GRPC":
+        # gRPC takes no HTTP client: ``headers`` go with every call as metadata.
+        config = ClientConfig(
+            grpc_channel_factory=grpc_channel_factory(headers),
+            supported_protocol_bindings=[binding],
+            streaming=streaming,
+        )
+        client = await create_client(parsed, config)
+        try:
+            yield client
+        finally:
+            await client.close()
+        return
     async with httpx.AsyncClient(headers=headers or {}, timeout=timeout) as http:
         yield await create_client(
             parsed,
@@ -185,6 +199,39 @@ async def sdk_client(
                 httpx_client=http, supported_protocol_bindings=[binding], streaming=streaming
             ),
         )
+
+
+def grpc_channel_factory(headers: dict[str, str] | None = None) -> Callable[[str], Any]:
+    """A2A's ``grpc_channel_factory``: an insecure ``grpc.aio`` channel to the card's
+    ``host:port`` that sends ``headers`` (``Authorization`` and the like) as metadata with
+    every call."""
+    import grpc
+
+    metadata = tuple((name.lower(), value) for name, value in (headers or {}).items())
+
+    def with_metadata(details):
+        return grpc.aio.ClientCallDetails(
+            details.method,
+            details.timeout,
+            (*(details.metadata or ()), *metadata),
+            details.credentials,
+            details.wait_for_ready,
+        )
+
+    # A channel files each interceptor under one kind of call: one of each.
+    class Unary(grpc.aio.UnaryUnaryClientInterceptor):
+        async def intercept_unary_unary(self, continuation, details, request):
+            return await continuation(with_metadata(details), request)
+
+    class Streaming(grpc.aio.UnaryStreamClientInterceptor):
+        async def intercept_unary_stream(self, continuation, details, request):
+            return await continuation(with_metadata(details), request)
+
+    def factory(url: str):
+        interceptors = [Unary(), Streaming()] if metadata else None
+        return grpc.aio.insecure_channel(url, interceptors=interceptors)
+
+    return factory
 
 
 # --- an agent whose pace the test sets ----------------------------------------------------
@@ -489,9 +536,57 @@ class LiveRelay:
             timeout=CALL_SECONDS,
         )
 
+    @contextmanager
+    def grpc_server(self) -> Iterator[str]:
+        """``manage.py run_grpc`` of this relay, on RELAY_GRPC_PORT of its environment (which
+        its daphne lists on the cards). Yields its ``host:port`` once it accepts calls;
+        stopped when the block ends."""
+        process = start_grpc(self.env, self.var_dir)
+        try:
+            yield f"127.0.0.1:{self.env['RELAY_GRPC_PORT']}"
+        finally:
+            stop_process(process)
+
     def stop(self) -> None:
         self.daphne.stop()
         self._stack.close()
+
+
+def start_grpc(env: dict[str, str], var_dir: Path) -> subprocess.Popen:
+    """Starts ``manage.py run_grpc`` on RELAY_GRPC_PORT of ``env`` and returns once a gRPC
+    channel to it is ready. Raises RelayFailedError (with the log's tail) when it does not."""
+    import grpc
+
+    port = env["RELAY_GRPC_PORT"]
+    log = var_dir / f"grpc-{port}.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "run_grpc"],
+            cwd=ROOT,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+
+    def tail() -> str:
+        return log.read_text(errors="replace")[-3000:]
+
+    def ready() -> bool:
+        if process.poll() is not None:
+            raise RelayFailedError(f"run_grpc exited with {process.returncode}:\n{tail()}")
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            try:
+                grpc.channel_ready_future(channel).result(timeout=1)
+            except grpc.FutureTimeoutError:
+                return False
+        return b"gRPC A2A server on" in log.read_bytes()
+
+    try:
+        wait_for(ready, f"the gRPC server answering on port {port}")
+    except (TimeoutError, RelayFailedError) as error:
+        stop_process(process)
+        raise RelayFailedError(f"{error}\n{tail()}") from error
+    return process
 
 
 POSTGRES_ADMIN_URL = os.environ.get(

@@ -60,9 +60,20 @@ class Command(BaseCommand):
         )
         parser.add_argument("--no-demo", action="store_true", help="Start without demo agents.")
         parser.add_argument("--no-worker", action="store_true", help="Start without Celery.")
+        parser.add_argument(
+            "--grpc-port",
+            type=int,
+            default=settings.RELAY_GRPC_PORT,
+            help="Port of the gRPC A2A server (manage.py run_grpc; make up: 8001). Default: "
+            "RELAY_GRPC_PORT; 0 starts none.",
+        )
 
-    def handle(self, *args, host, port, agents_port, no_demo, no_worker, **options):
+    def handle(self, *args, host, port, agents_port, no_demo, no_worker, grpc_port, **options):
         environment = dict(os.environ)
+        # Every process knows the gRPC port: daphne lists it on the cards.
+        settings.RELAY_GRPC_PORT = grpc_port
+        environment["RELAY_GRPC_PORT"] = str(grpc_port)
+        environment.setdefault("RELAY_GRPC_BIND", host)
         if not no_demo:
             # The demo agents listen on 127.0.0.1, which the relay refuses by default.
             settings.RELAY_ALLOW_PRIVATE_URLS = True
@@ -92,6 +103,12 @@ class Command(BaseCommand):
                 ],
                 environment,
             )
+            if grpc_port:
+                children["grpc"] = self._start(
+                    "grpc",
+                    [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "run_grpc"],
+                    environment,
+                )
             if not no_worker:
                 children["celery"] = self._start(
                     "celery",
@@ -114,6 +131,10 @@ class Command(BaseCommand):
                 demo = self._start_demo(agents_port)
             credentials = credentials_ensure(var_dir=Path(settings.VAR_DIR), with_key=not no_demo)
             self._print_summary(relay, credentials)
+            if grpc_port:
+                self.stdout.write(
+                    f"  gRPC:      {host}:{grpc_port} (A2A over gRPC, gRPC log grpc.log)"
+                )
             board = StatusBoard(
                 write=lambda text: self.stdout.write(text, ending=""),
                 flush=self.stdout.flush,
