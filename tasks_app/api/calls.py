@@ -360,17 +360,18 @@ def error_reply(binding: str, version: str, error: A2AError, request_id: Any = N
         headers.append(("Retry-After", str(error.retry_after)))
     if binding == JSONRPC:
         body = jsonrpc_error_body(error, request_id, version)
-        # JSON-RPC errors travel with HTTP 200, except a wrong URL, authentication, rate
-        # limits and an unavailable relay, which HTTP clients and proxies must see.
-        transport_level = isinstance(
-            error, Unauthenticated | RateLimited | TargetNotFound | Unavailable
-        )
-        status = error.http_status if transport_level else 200
+        status = error.http_status if transport_level(error) else 200
         return Reply(status, body, "application/json", tuple(headers))
     status, body = rest_error_body(error, version)
     # Error bodies are google.rpc.Status in plain JSON (the spec's error mapping; the SDK
     # answers them so), results application/a2a+json.
     return Reply(status, body, "application/json", tuple(headers))
+
+
+def transport_level(error: A2AError) -> bool:
+    """JSON-RPC errors travel with HTTP 200, except a wrong URL, authentication, rate limits
+    and an unavailable relay, which HTTP clients and proxies must see."""
+    return isinstance(error, Unauthenticated | RateLimited | TargetNotFound | Unavailable)
 
 
 def failure_reply(binding: str, error: A2AError, call: Call | None) -> Reply:
@@ -421,9 +422,32 @@ def stream_frame(call: Call, event: dict[str, Any]) -> bytes:
 def stream_error_frame(call: Call, error: A2AError) -> bytes:
     if call.binding == JSONRPC:
         payload = jsonrpc_error_body(error, call.request_id, call.version)
+        if call.version == ProtocolVersion.V0_3:
+            # The 0.3 SDK server sends a stream's error as an ordinary frame: the JSON-RPC
+            # error response is one of the SendStreamingMessageResponse shapes.
+            return b"data: " + json.dumps(payload).encode() + b"\n\n"
     else:
         payload = rest_error_body(error, str(call.version))[1]
     return b"event: error\ndata: " + json.dumps(payload).encode() + b"\n\n"
+
+
+def answered_in_stream(call: Call, error: A2AError) -> bool:
+    """Whether a streaming call refused before its first event gets its error as a stream
+    of that one frame rather than as a plain reply: so on 0.3 JSON-RPC, as the 0.3 SDK
+    server answers (its client reads any other reply to message/stream or
+    tasks/resubscribe as a broken stream, HTTP 400). Errors HTTP must see stay replies."""
+    return (
+        call.binding == JSONRPC
+        and call.version == ProtocolVersion.V0_3
+        and call.client_task_id is None
+        and not transport_level(error)
+    )
+
+
+async def _refused(error: A2AError):
+    """A stream that ends at once with ``error``."""
+    raise error
+    yield  # an async generator, so the error comes when the stream is read
 
 
 def context_for(call: Call, caller) -> gateway.CallContext:
@@ -625,8 +649,10 @@ async def answer(request: HttpCall) -> Reply | Stream:
                 events = await open_stream(
                     admitted.target, call, admitted.caller, opened=admitted.opened
                 )
-            except BaseException:
+            except BaseException as error:
                 ratelimit.stream_slot_give_back(admitted.caller)
+                if isinstance(error, A2AError) and answered_in_stream(call, error):
+                    return Stream(call, extension_headers(call, echo), _refused(error))
                 raise
             return Stream(
                 call, extension_headers(call, echo), _HoldingSlot(events, admitted.caller)
