@@ -75,13 +75,6 @@ NAMES_DROPPED: dict[tuple[str, str, str, str], set[str]] = {
 the test checks that it does, and that without them it observes what the direct run does."""
 
 PEER_FAULTS: dict[tuple[str, str, str, str], tuple[str, str]] = {
-    ("py13", "JSONRPC", "py13", "push_set"): ("error PushNotificationNotSupportedError", "result"),
-    ("py13", "JSONRPC", "py13", "push_get"): ("error PushNotificationNotSupportedError", "result"),
-    ("py13", "JSONRPC", "py13", "push_list"): ("error PushNotificationNotSupportedError", "result"),
-    ("py13", "JSONRPC", "py13", "push_delete"): (
-        "error PushNotificationNotSupportedError",
-        "result",
-    ),
     ("py13", "JSONRPC", "sdk03", "subscribe"): (
         "error InvalidParamsError",
         "error UnsupportedOperationError",
@@ -90,22 +83,6 @@ PEER_FAULTS: dict[tuple[str, str, str, str], tuple[str, str]] = {
     ("py13", "JSONRPC", "sdk03", "push_get"): ("error UnsupportedOperationError", "result"),
     ("py13", "JSONRPC", "sdk03", "push_list"): ("error UnsupportedOperationError", "result"),
     ("py13", "JSONRPC", "sdk03", "push_delete"): ("error UnsupportedOperationError", "result"),
-    ("py13", "HTTP+JSON", "py13", "push_set"): (
-        "error PushNotificationNotSupportedError",
-        "result",
-    ),
-    ("py13", "HTTP+JSON", "py13", "push_get"): (
-        "error PushNotificationNotSupportedError",
-        "result",
-    ),
-    ("py13", "HTTP+JSON", "py13", "push_list"): (
-        "error PushNotificationNotSupportedError",
-        "result",
-    ),
-    ("py13", "HTTP+JSON", "py13", "push_delete"): (
-        "error PushNotificationNotSupportedError",
-        "result",
-    ),
     ("py13", "HTTP+JSON", "sdk03", "push_set"): ("error A2AClientError", "result"),
     ("py13", "HTTP+JSON", "sdk03", "push_get"): ("error A2AClientError", "result"),
     ("py13", "HTTP+JSON", "sdk03-rest", "push_set"): ("error A2AClientError", "result"),
@@ -125,8 +102,6 @@ PEER_FAULTS: dict[tuple[str, str, str, str], tuple[str, str]] = {
         "error A2AClientHTTPError/503",
         "error A2AClientHTTPError/400",
     ),
-    ("sdk03", "HTTP+JSON", "py13", "push_set"): ("error A2AClientHTTPError/400", "result"),
-    ("sdk03", "HTTP+JSON", "py13", "push_get"): ("error A2AClientHTTPError/400", "result"),
     ("sdk03", "HTTP+JSON", "sdk03", "subscribe"): (
         "error A2AClientHTTPError/503",
         "error A2AClientHTTPError/400",
@@ -145,21 +120,10 @@ PEER_FAULTS: dict[tuple[str, str, str, str], tuple[str, str]] = {
     ),
     ("sdk03", "HTTP+JSON", "js", "push_set"): ("error A2AClientHTTPError/400", "result"),
     ("sdk03", "HTTP+JSON", "js", "push_get"): ("error A2AClientHTTPError/404", "result"),
-    ("js", "JSONRPC", "py13", "push_set"): ("error PushNotificationNotSupportedError", "result"),
-    ("js", "JSONRPC", "py13", "push_get"): ("error PushNotificationNotSupportedError", "result"),
-    ("js", "JSONRPC", "py13", "push_list"): ("error PushNotificationNotSupportedError", "result"),
-    ("js", "JSONRPC", "py13", "push_delete"): ("error PushNotificationNotSupportedError", "result"),
     ("js", "JSONRPC", "sdk03", "push_set"): ("error PushNotificationNotSupportedError", "result"),
     ("js", "JSONRPC", "sdk03", "push_get"): ("error PushNotificationNotSupportedError", "result"),
     ("js", "JSONRPC", "sdk03", "push_list"): ("error PushNotificationNotSupportedError", "result"),
     ("js", "JSONRPC", "sdk03", "push_delete"): ("error UnsupportedOperationError", "result"),
-    ("js", "HTTP+JSON", "py13", "push_set"): ("error PushNotificationNotSupportedError", "result"),
-    ("js", "HTTP+JSON", "py13", "push_get"): ("error PushNotificationNotSupportedError", "result"),
-    ("js", "HTTP+JSON", "py13", "push_list"): ("error PushNotificationNotSupportedError", "result"),
-    ("js", "HTTP+JSON", "py13", "push_delete"): (
-        "error PushNotificationNotSupportedError/400",
-        "result",
-    ),
     ("js", "HTTP+JSON", "sdk03", "send"): ("error Error", "result"),
     ("js", "HTTP+JSON", "sdk03", "stream"): ("error TypeError", "result"),
     ("js", "HTTP+JSON", "sdk03", "get"): ("error Error", "result"),
