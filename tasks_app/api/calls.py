@@ -10,6 +10,7 @@ same functions.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import time
@@ -19,11 +20,14 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.exceptions import DisallowedHost
+from django.core.handlers.asgi import ASGIRequest
 from django.db import connections
 from rest_framework import exceptions
 
 from registry.auth import REALM, REALM_INVALID_TOKEN, api_key_from_header, key_may_call
 from relay_project import ratelimit
+from relay_project.public_url import relay_base_url
 from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE
 from tasks_app import client_ids, delegation, gateway, relay_endpoint
 from tasks_app.gateway import ownership
@@ -143,6 +147,22 @@ class HttpCall:
     headers: Sequence[tuple[bytes, bytes]]
     body: bytes
     oversized: bool = False
+    scope: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The ASGI scope the call came in (for the relay's public URL), when there is one."""
+
+    def base_url(self) -> str:
+        """The public URL of the called target at the relay (the request's path without
+        ``rest``), as its card states it; empty without a scope."""
+        if self.scope is None:
+            return ""
+        path = self.scope.get("path", "")
+        base = (
+            path[: len(path) - len(self.rest)] if self.rest and path.endswith(self.rest) else path
+        )
+        try:
+            return relay_base_url(ASGIRequest(self.scope, io.BytesIO()), base)
+        except DisallowedHost as error:
+            raise InvalidRequest(f"the Host header names no host of this relay: {error}") from None
 
     @property
     def binding(self) -> str:
@@ -657,7 +677,10 @@ async def answer(request: HttpCall) -> Reply | Stream:
             return Stream(
                 call, extension_headers(call, echo), _HoldingSlot(events, admitted.caller)
             )
-        result = await execute(admitted.target, call, admitted.caller, opened=admitted.opened)
+        base_url = request.base_url() if call.operation is Operation.EXTENDED_CARD else ""
+        result = await execute(
+            admitted.target, call, admitted.caller, opened=admitted.opened, base_url=base_url
+        )
         return result_reply(call, result, echo_extensions=echo)
     except A2AError as error:
         return failure_reply(request.binding, error, call)
@@ -680,11 +703,16 @@ def redis_unreachable(error: Exception, what: str) -> Unavailable:
 
 
 async def execute(
-    target: gateway.Target, call: Call, caller, *, opened: gateway.Opened | None = None
+    target: gateway.Target,
+    call: Call,
+    caller,
+    *,
+    opened: gateway.Opened | None = None,
+    base_url: str = "",
 ) -> Any:
     """Runs a non-streaming call and returns its canonical result. ``opened``: the task a
-    SendMessage opened in ``admit``."""
-    ctx = context_for(call, caller)
+    SendMessage opened in ``admit``; ``base_url``: the target's public URL, for a card."""
+    ctx = replace(context_for(call, caller), base_url=base_url)
     params = call.params
     match call.operation:
         case Operation.SEND:

@@ -1312,7 +1312,7 @@ def agent_card_to_v1(card: Mapping[str, Any]) -> JsonDict:
 
 def agent_card_to_v03(card: Mapping[str, Any]) -> JsonDict:
     """The 0.3 card for a 1.0 card, built from its first 0.3 interface (SDK
-    ``to_compat_agent_card``). Raises :class:`VersionNotSupported` without one."""
+    ``to_compat_agent_card``), ``protocolVersion`` in full (``"0.3.0"``). Raises :class:`VersionNotSupported` without one."""
     normalized = _card_v1(card)
     proto = ParseDict(normalized, pb2_v10.AgentCard(), ignore_unknown_fields=True)
     try:
@@ -1321,6 +1321,9 @@ def agent_card_to_v03(card: Mapping[str, Any]) -> JsonDict:
         raise VersionNotSupported("the agent card has no 0.3 interface") from None
     out = compat.model_dump(mode="json", by_alias=True, exclude_none=True)
     restore_json_fields(normalized, out)
+    if re.fullmatch(r"\d+\.\d+", out.get("protocolVersion", "")):
+        # 1.0 interfaces say Major.Minor; a 0.3 card says the full version, as 0.3 agents do.
+        out["protocolVersion"] += ".0"
     return out
 
 

@@ -822,7 +822,7 @@ def test_a_10_card_becomes_a_03_card_from_its_03_interfaces():
     assert (legacy["url"], legacy["preferredTransport"], legacy["protocolVersion"]) == (
         "https://agents.example/echo/rpc",
         "JSONRPC",
-        "0.3",
+        "0.3.0",  # as 0.3 agents say it, not the interface's Major.Minor
     )
     assert legacy["additionalInterfaces"] == [
         {"url": "https://agents.example/echo/rest", "transport": "HTTP+JSON"}
