@@ -445,7 +445,7 @@ def stream_error_frame(call: Call, error: A2AError) -> bytes:
         if call.version == ProtocolVersion.V0_3:
             # The 0.3 SDK server sends a stream's error as an ordinary frame: the JSON-RPC
             # error response is one of the SendStreamingMessageResponse shapes.
-            return b"data: " + json.dumps(payload).encode() + b"\n\n"
+            return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
     else:
         payload = rest_error_body(error, str(call.version))[1]
     return b"event: error\ndata: " + json.dumps(payload).encode() + b"\n\n"
