@@ -16,8 +16,10 @@ part, nested metadata with integers beyond 2**53, and an extension.
 
 Where a pair of third-party pieces fails directly, PEER_FAULTS names it and what fails; the
 test checks the direct run still fails that way (so the table cannot rot) and that the relay
-is no worse: it observes the same, or the operation succeeds. Where the relay differs from the
-direct run, the cell is marked xfail(strict) in RELAY_DIFFERENCES, with the difference.
+is no worse: it observes the same, or the operation succeeds. Where an agent drops something
+the relay keeps (NAMES_DROPPED), the test checks the relay keeps it and otherwise observes the
+same. A difference of the relay's own would be marked xfail(strict) in RELAY_DIFFERENCES; issue
+13 left none.
 """
 
 from __future__ import annotations
