@@ -531,7 +531,8 @@ def build_agent_app(
     """
     prefix = path_of(base_url)
     card = build_agent_card(spec, base_url=advertised_url or base_url, versions=versions)
-    card.capabilities.push_notifications = push_configs
+    if push_configs:  # an optional field: set only when true, so other cards stay as they were
+        card.capabilities.push_notifications = True
     extended = None
     if extended_skills:
         card.capabilities.extended_agent_card = True
