@@ -90,6 +90,7 @@ class A2AConsumer(AsyncHttpConsumer):
                 headers=self.scope["headers"],
                 body=body,
                 oversized=self._oversized,
+                scope=self.scope,
             )
         )
         if isinstance(outcome, calls.Reply):

@@ -26,7 +26,7 @@ from httpx_sse import SSEError, aconnect_sse
 from relay_project import outbound
 from tasks_app import lifecycle
 from tasks_app.protocol import jsonrpc, rest
-from tasks_app.protocol.convert import Dialect, stream_response_to_v1
+from tasks_app.protocol.convert import Dialect, stream_response_to_v1, with_artifact_flags
 from tasks_app.protocol.errors import (
     A2AError,
     InvalidAgentResponse,
@@ -409,13 +409,15 @@ def _single_answer(
 def _stream_event(endpoint: Endpoint, operation: Operation, name: str, data: str) -> dict[str, Any]:
     try:
         if endpoint.binding == "JSONRPC":
-            return jsonrpc.parse_jsonrpc_response(data, operation, endpoint.wire_version)
-        payload = json.loads(data)
-        if name == "error" or (isinstance(payload, dict) and "error" in payload):
-            raise error_from_rest(500, payload)
-        if endpoint.wire_version == "1.0":
-            return payload
-        return stream_response_to_v1(payload, Dialect.V03_REST)
+            event = jsonrpc.parse_jsonrpc_response(data, operation, endpoint.wire_version)
+        else:
+            payload = json.loads(data)
+            if name == "error" or (isinstance(payload, dict) and "error" in payload):
+                raise error_from_rest(500, payload)
+            if endpoint.wire_version != "1.0":
+                return stream_response_to_v1(payload, Dialect.V03_REST)
+            event = payload
+        return with_artifact_flags(event) if endpoint.wire_version == "1.0" else event
     except (ValueError, TypeError) as error:
         raise InvalidAgentResponse(
             f"agent {endpoint.agent_id!r} sent a stream event that is not A2A"

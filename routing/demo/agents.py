@@ -41,7 +41,7 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.server.tasks import InMemoryPushNotificationConfigStore, InMemoryTaskStore, TaskUpdater
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -428,16 +428,17 @@ def build_agent_card(
         capabilities=AgentCapabilities(streaming=spec.streaming, extensions=extensions),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
-        skills=[
-            AgentSkill(
-                id=skill.id,
-                name=skill.name,
-                description=skill.description,
-                tags=list(skill.tags),
-                examples=list(skill.examples),
-            )
-            for skill in spec.skills
-        ],
+        skills=[agent_skill(skill) for skill in spec.skills],
+    )
+
+
+def agent_skill(skill: Skill) -> AgentSkill:
+    return AgentSkill(
+        id=skill.id,
+        name=skill.name,
+        description=skill.description,
+        tags=list(skill.tags),
+        examples=list(skill.examples),
     )
 
 
@@ -515,6 +516,8 @@ def build_agent_app(
     advertised_url: str | None = None,
     card_routes: bool = True,
     extra_routes: Sequence[BaseRoute] = (),
+    push_configs: bool = False,
+    extended_skills: Sequence[Skill] = (),
 ) -> Starlette:
     """A Starlette app serving `spec` at `base_url` (see the module docstring for the layout).
 
@@ -522,11 +525,26 @@ def build_agent_app(
       agents whose card lies about where they are); its path must equal `base_url`'s.
     - `card_routes=False` leaves out the card, so a caller can serve another shape of it
       through `extra_routes` (routes matched before the A2A ones).
+    - `push_configs`: keeps push-notification configs (the SDK's in-memory store; nothing is
+      sent) and declares the capability.
+    - `extended_skills`: declares an extended card, the public one with these skills added.
     """
     prefix = path_of(base_url)
     card = build_agent_card(spec, base_url=advertised_url or base_url, versions=versions)
+    if push_configs:  # an optional field: set only when true, so other cards stay as they were
+        card.capabilities.push_notifications = True
+    extended = None
+    if extended_skills:
+        card.capabilities.extended_agent_card = True
+        extended = AgentCard()
+        extended.CopyFrom(card)
+        extended.skills.extend(agent_skill(skill) for skill in extended_skills)
     handler = DefaultRequestHandler(
-        agent_executor=spec.make_executor(), task_store=InMemoryTaskStore(), agent_card=card
+        agent_executor=spec.make_executor(),
+        task_store=InMemoryTaskStore(),
+        agent_card=card,
+        push_config_store=InMemoryPushNotificationConfigStore() if push_configs else None,
+        extended_agent_card=extended,
     )
     routes: list[BaseRoute] = list(extra_routes)
     if card_routes and "1.0" in versions:

@@ -10,6 +10,7 @@ same functions.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import time
@@ -19,11 +20,14 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.exceptions import DisallowedHost
+from django.core.handlers.asgi import ASGIRequest
 from django.db import connections
 from rest_framework import exceptions
 
 from registry.auth import REALM, REALM_INVALID_TOKEN, api_key_from_header, key_may_call
 from relay_project import ratelimit
+from relay_project.public_url import relay_base_url
 from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE
 from tasks_app import client_ids, delegation, gateway, relay_endpoint
 from tasks_app.gateway import ownership
@@ -143,6 +147,22 @@ class HttpCall:
     headers: Sequence[tuple[bytes, bytes]]
     body: bytes
     oversized: bool = False
+    scope: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The ASGI scope the call came in (for the relay's public URL), when there is one."""
+
+    def base_url(self) -> str:
+        """The public URL of the called target at the relay (the request's path without
+        ``rest``), as its card states it; empty without a scope."""
+        if self.scope is None:
+            return ""
+        path = self.scope.get("path", "")
+        base = (
+            path[: len(path) - len(self.rest)] if self.rest and path.endswith(self.rest) else path
+        )
+        try:
+            return relay_base_url(ASGIRequest(self.scope, io.BytesIO()), base)
+        except DisallowedHost as error:
+            raise InvalidRequest(f"the Host header names no host of this relay: {error}") from None
 
     @property
     def binding(self) -> str:
@@ -360,17 +380,18 @@ def error_reply(binding: str, version: str, error: A2AError, request_id: Any = N
         headers.append(("Retry-After", str(error.retry_after)))
     if binding == JSONRPC:
         body = jsonrpc_error_body(error, request_id, version)
-        # JSON-RPC errors travel with HTTP 200, except a wrong URL, authentication, rate
-        # limits and an unavailable relay, which HTTP clients and proxies must see.
-        transport_level = isinstance(
-            error, Unauthenticated | RateLimited | TargetNotFound | Unavailable
-        )
-        status = error.http_status if transport_level else 200
+        status = error.http_status if transport_level(error) else 200
         return Reply(status, body, "application/json", tuple(headers))
     status, body = rest_error_body(error, version)
     # Error bodies are google.rpc.Status in plain JSON (the spec's error mapping; the SDK
     # answers them so), results application/a2a+json.
     return Reply(status, body, "application/json", tuple(headers))
+
+
+def transport_level(error: A2AError) -> bool:
+    """JSON-RPC errors travel with HTTP 200, except a wrong URL, authentication, rate limits
+    and an unavailable relay, which HTTP clients and proxies must see."""
+    return isinstance(error, Unauthenticated | RateLimited | TargetNotFound | Unavailable)
 
 
 def failure_reply(binding: str, error: A2AError, call: Call | None) -> Reply:
@@ -421,9 +442,32 @@ def stream_frame(call: Call, event: dict[str, Any]) -> bytes:
 def stream_error_frame(call: Call, error: A2AError) -> bytes:
     if call.binding == JSONRPC:
         payload = jsonrpc_error_body(error, call.request_id, call.version)
+        if call.version == ProtocolVersion.V0_3:
+            # The 0.3 SDK server sends a stream's error as an ordinary frame: the JSON-RPC
+            # error response is one of the SendStreamingMessageResponse shapes.
+            return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
     else:
         payload = rest_error_body(error, str(call.version))[1]
     return b"event: error\ndata: " + json.dumps(payload).encode() + b"\n\n"
+
+
+def answered_in_stream(call: Call, error: A2AError) -> bool:
+    """Whether a streaming call refused before its first event gets its error as a stream
+    of that one frame rather than as a plain reply: so on 0.3 JSON-RPC, as the 0.3 SDK
+    server answers (its client reads any other reply to message/stream or
+    tasks/resubscribe as a broken stream, HTTP 400). Errors HTTP must see stay replies."""
+    return (
+        call.binding == JSONRPC
+        and call.version == ProtocolVersion.V0_3
+        and call.client_task_id is None
+        and not transport_level(error)
+    )
+
+
+async def _refused(error: A2AError):
+    """A stream that ends at once with ``error``."""
+    raise error
+    yield  # an async generator, so the error comes when the stream is read
 
 
 def context_for(call: Call, caller) -> gateway.CallContext:
@@ -625,13 +669,18 @@ async def answer(request: HttpCall) -> Reply | Stream:
                 events = await open_stream(
                     admitted.target, call, admitted.caller, opened=admitted.opened
                 )
-            except BaseException:
+            except BaseException as error:
                 ratelimit.stream_slot_give_back(admitted.caller)
+                if isinstance(error, A2AError) and answered_in_stream(call, error):
+                    return Stream(call, extension_headers(call, echo), _refused(error))
                 raise
             return Stream(
                 call, extension_headers(call, echo), _HoldingSlot(events, admitted.caller)
             )
-        result = await execute(admitted.target, call, admitted.caller, opened=admitted.opened)
+        base_url = request.base_url() if call.operation is Operation.EXTENDED_CARD else ""
+        result = await execute(
+            admitted.target, call, admitted.caller, opened=admitted.opened, base_url=base_url
+        )
         return result_reply(call, result, echo_extensions=echo)
     except A2AError as error:
         return failure_reply(request.binding, error, call)
@@ -654,11 +703,16 @@ def redis_unreachable(error: Exception, what: str) -> Unavailable:
 
 
 async def execute(
-    target: gateway.Target, call: Call, caller, *, opened: gateway.Opened | None = None
+    target: gateway.Target,
+    call: Call,
+    caller,
+    *,
+    opened: gateway.Opened | None = None,
+    base_url: str = "",
 ) -> Any:
     """Runs a non-streaming call and returns its canonical result. ``opened``: the task a
-    SendMessage opened in ``admit``."""
-    ctx = context_for(call, caller)
+    SendMessage opened in ``admit``; ``base_url``: the target's public URL, for a card."""
+    ctx = replace(context_for(call, caller), base_url=base_url)
     params = call.params
     match call.operation:
         case Operation.SEND:

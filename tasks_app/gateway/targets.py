@@ -18,13 +18,17 @@ from django.conf import settings
 from django.db import transaction
 
 from tasks_app import delegation, snapshots, streams, upstream
+from tasks_app.cards import agent_card_for_relay, card_for_reader
 from tasks_app.lifecycle import INTERRUPTED
 from tasks_app.models import Task
+from tasks_app.protocol.convert import agent_card_to_v1
 from tasks_app.protocol.errors import (
     A2AError,
     InvalidAgentResponse,
+    InvalidParams,
     UnsupportedOperation,
 )
+from tasks_app.protocol.versions import ProtocolVersion
 
 _INTERRUPTED = frozenset(state.value for state in INTERRUPTED)
 
@@ -44,6 +48,8 @@ class CallContext:
     delegation: tuple[str, ...] = ()
     parent_task_id: str | None = None
     upstream_context_id: str = ""
+    base_url: str = ""
+    """The target's public URL at the relay, for a card the call answers (empty: none)."""
 
 
 @dataclass(frozen=True)
@@ -420,15 +426,26 @@ class AgentTarget(Target):
         )
 
     async def extended_card(self, ctx):
+        """The agent's extended card as the relay serves it at ``ctx.base_url``, like its
+        public card: the relay's interfaces and security (no URL of the agent's survives);
+        the caller's version decides the shape it is sent in."""
         if not self.extended_card_declared:
             raise UnsupportedOperation(f"agent {self.id!r} declares no extended card")
-        return await upstream.call(
+        card = await upstream.call(
             self.endpoint,
             _op("EXTENDED_CARD"),
             {},
             extensions=ctx.extensions,
             extra_headers=_delegation_headers(ctx),
         )
+        try:
+            relayed = agent_card_for_relay(agent_card_to_v1(card), base_url=ctx.base_url)
+            # Canonical 1.0, as the card route gives a 1.0 reader; the call's version shapes it.
+            return card_for_reader(relayed, version=ProtocolVersion.V1_0)
+        except InvalidParams as error:
+            raise InvalidAgentResponse(
+                f"agent {self.id!r} answered an extended card that is not one: {error}"
+            ) from error
 
 
 def _as_changes(step: Step, task: Task) -> list[Step]:

@@ -837,8 +837,22 @@ def _artifact_update_from_v1(event: Mapping[str, Any], rest: bool) -> JsonDict:
     out: JsonDict = {} if rest else {"kind": "artifact-update"}
     _copy(event, out, "taskId", "contextId")
     out["artifact"] = _artifact_from_v1(event.get("artifact") or {}, rest)
+    # A flag the event has not got stays out (0.3 has it optional, and a 0.3 agent's
+    # omission reaches its 0.3 callers as it is); see with_artifact_flags for 1.0 agents'.
     _copy(event, out, "append", "lastChunk", "metadata")
     return out
+
+
+def with_artifact_flags(event: Mapping[str, Any]) -> JsonDict:
+    """A 1.0 agent's stream event with an artifact update's ``append`` and ``lastChunk``
+    written out, false ones too. Proto JSON leaves false out, but the SDKs that speak 1.0
+    (a2a-sdk's 0.3 compat layer, @a2a-js/sdk) send both flags to 0.3 callers; keeping them in
+    the stored event lets the relay do the same while a 0.3 agent's omission stays one."""
+    update = event.get("artifactUpdate")
+    if not isinstance(update, Mapping):
+        return dict(event)
+    flags = {"append": bool(update.get("append")), "lastChunk": bool(update.get("lastChunk"))}
+    return {**event, "artifactUpdate": {**update, **flags}}
 
 
 # The four payloads of a StreamResponse (and the first two of a SendMessageResponse):
@@ -1298,7 +1312,7 @@ def agent_card_to_v1(card: Mapping[str, Any]) -> JsonDict:
 
 def agent_card_to_v03(card: Mapping[str, Any]) -> JsonDict:
     """The 0.3 card for a 1.0 card, built from its first 0.3 interface (SDK
-    ``to_compat_agent_card``). Raises :class:`VersionNotSupported` without one."""
+    ``to_compat_agent_card``), ``protocolVersion`` in full (``"0.3.0"``). Raises :class:`VersionNotSupported` without one."""
     normalized = _card_v1(card)
     proto = ParseDict(normalized, pb2_v10.AgentCard(), ignore_unknown_fields=True)
     try:
@@ -1307,6 +1321,9 @@ def agent_card_to_v03(card: Mapping[str, Any]) -> JsonDict:
         raise VersionNotSupported("the agent card has no 0.3 interface") from None
     out = compat.model_dump(mode="json", by_alias=True, exclude_none=True)
     restore_json_fields(normalized, out)
+    if re.fullmatch(r"\d+\.\d+", out.get("protocolVersion", "")):
+        # 1.0 interfaces say Major.Minor; a 0.3 card says the full version, as 0.3 agents do.
+        out["protocolVersion"] += ".0"
     return out
 
 

@@ -208,10 +208,11 @@ def expect_error(
     JSON-RPC errors travel with HTTP 200 unless ``http_status`` says otherwise (401 and an
     unknown agent's 404 are HTTP-level)."""
     assert response.status_code != 500, response.text
-    body = response.json()
+    body = stream_refusal(response) if in_stream(binding, response) else response.json()
     if binding.jsonrpc:
         assert response.status_code == (http_status or 200), response.text
-        assert response.headers["content-type"].startswith("application/json")
+        if not in_stream(binding, response):
+            assert response.headers["content-type"].startswith("application/json")
         assert body["jsonrpc"] == "2.0" and "result" not in body, body
         if request_id is not ...:
             assert body["id"] == request_id, body
@@ -238,6 +239,21 @@ def expect_error(
     assert info["domain"] == expected.domain, body
     assert info["reason"] == expected.reason, body
     return info
+
+
+def in_stream(binding: Binding, response: httpx.Response) -> bool:
+    """A 0.3 JSON-RPC stream refused before its first event: the 0.3 SDK servers, and the
+    relay (issue 13), answer such an error as the stream's one frame."""
+    content_type = response.headers.get("content-type", "")
+    return binding.jsonrpc and binding.version == "0.3" and "text/event-stream" in content_type
+
+
+def stream_refusal(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC error response a refused stream holds: its only frame, a plain ``data:``
+    line (no ``event:`` line, as the 0.3 SDK server sends it)."""
+    frames = [frame for frame in response.text.split("\n\n") if frame.strip()]
+    assert len(frames) == 1 and frames[0].startswith("data: "), response.text
+    return json.loads(frames[0].removeprefix("data: "))
 
 
 def field_violations(binding: Binding, response: httpx.Response) -> list[dict[str, str]]:

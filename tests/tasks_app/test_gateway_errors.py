@@ -606,6 +606,27 @@ async def test_subscribing_to_a_finished_task_is_unsupported(binding, echo, key)
     )
 
 
+@pytest.mark.parametrize("binding", [JSONRPC_03, JSONRPC_1], ids=str)
+async def test_regression_a_0_3_resubscribe_to_a_finished_task_was_http_400_for_the_0_3_sdk(
+    binding, echo, key
+):
+    """Issue 13: a 0.3 ``tasks/resubscribe`` refused before its first event was answered as
+    an application/json reply, which a2a-sdk 0.3's client reads as a broken stream (HTTP 400)
+    where the agent's own answer gives it the JSON-RPC error. The 0.3 SDK server answers it
+    as a stream of one plain ``data:`` frame holding the error; 1.0 keeps the plain reply."""
+    task = await finished_task(echo.pk, key)
+    request = binding.subscribe(task["id"])
+    response = await send(binding, echo.pk, request, binding.headers(key))
+    assert response.status_code == 200, response.text
+    content_type = response.headers["content-type"]
+    if binding.version == "0.3":
+        assert content_type.startswith("text/event-stream"), content_type
+        assert response.text.startswith("data: {") and "event:" not in response.text
+    else:
+        assert content_type.startswith("application/json"), content_type
+    expect_error(binding, response, UNSUPPORTED_OPERATION, request_id=request.request_id)
+
+
 # --- ListTasks -----------------------------------------------------------------------------
 
 

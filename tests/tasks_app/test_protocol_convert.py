@@ -23,6 +23,7 @@ from tasks_app.protocol.convert import (
     result_to_v1,
     stream_response_from_v1,
     stream_response_to_v1,
+    with_artifact_flags,
 )
 from tasks_app.protocol.errors import (
     FieldViolation,
@@ -822,7 +823,7 @@ def test_a_10_card_becomes_a_03_card_from_its_03_interfaces():
     assert (legacy["url"], legacy["preferredTransport"], legacy["protocolVersion"]) == (
         "https://agents.example/echo/rpc",
         "JSONRPC",
-        "0.3",
+        "0.3.0",  # as 0.3 agents say it, not the interface's Major.Minor
     )
     assert legacy["additionalInterfaces"] == [
         {"url": "https://agents.example/echo/rest", "transport": "HTTP+JSON"}
@@ -907,3 +908,39 @@ def test_item1_a_03_rest_file_reaches_10_as_its_bytes_and_one_encoded_once_is_st
 
     assert sent(BINARY_03_REST) == {"raw": BINARY_RAW, "mediaType": "application/pdf"}
     assert sent(BINARY_RAW)["raw"] == BINARY_RAW  # a peer that follows the proto alone
+
+
+# --- artifact-update flags (issue 13) ---------------------------------------------------------
+
+
+def artifact_update_03() -> dict:
+    artifact = {"artifactId": "a", "parts": [{"kind": "text", "text": "x"}]}
+    return {"kind": "artifact-update", "taskId": "t", "contextId": "c", "artifact": artifact}
+
+
+def test_a_1_0_agents_artifact_update_reaches_0_3_callers_with_both_flags_as_its_sdk_sends():
+    """a2a-sdk's 0.3 compat layer and @a2a-js/sdk send ``append`` and ``lastChunk`` always,
+    false ones too, where 1.0 proto JSON leaves false out."""
+    from_agent = {
+        "artifactUpdate": {"taskId": "t", "artifact": {"artifactId": "a"}, "lastChunk": True}
+    }
+    stored = with_artifact_flags(from_agent)
+    assert stored["artifactUpdate"]["append"] is False
+    assert stored["artifactUpdate"]["lastChunk"] is True
+    legacy = stream_response_from_v1(stored, Dialect.V03_JSONRPC)
+    assert (legacy["append"], legacy["lastChunk"]) == (False, True)
+    assert with_artifact_flags({"statusUpdate": {"taskId": "t"}}) == {
+        "statusUpdate": {"taskId": "t"}
+    }
+
+
+def test_a_0_3_agents_omitted_append_stays_omitted_for_0_3_callers():
+    """a2a-sdk 0.3.26 leaves ``append`` out when unset; its 0.3 callers see it so through the
+    relay as they do directly."""
+    stored = stream_response_to_v1(artifact_update_03(), Dialect.V03_JSONRPC)
+    legacy = stream_response_from_v1(stored, Dialect.V03_JSONRPC)
+    assert "append" not in legacy and "lastChunk" not in legacy
+    explicit = stream_response_to_v1(
+        {**artifact_update_03(), "append": False, "lastChunk": True}, Dialect.V03_JSONRPC
+    )
+    assert stream_response_from_v1(explicit, Dialect.V03_JSONRPC)["append"] is False

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import pytest
 from asgiref.sync import sync_to_async
 from celery.exceptions import Retry
+from django.urls import reverse
 from starlette.applications import Starlette
 from starlette.requests import Request as StarletteRequest
 from starlette.responses import Response
@@ -157,10 +159,10 @@ def hook_config(webhook, name: str = "a", **fields) -> dict:
     }
 
 
-def assert_no_secrets(payload) -> None:
+def assert_no_credentials(payload) -> None:
+    """A2A answers give the token back as set (issue 13), never the credentials."""
     text = json.dumps(payload)
     assert CREDENTIALS not in text, text
-    assert TOKEN not in text, text
 
 
 # --- CRUD ------------------------------------------------------------------------------------
@@ -178,8 +180,8 @@ async def test_push_configs_round_trip_over_jsonrpc_1_0(asker, key, webhook):
     assert created["id"] == "cfg-1" and created["taskId"] == task_id
     assert created["url"] == f"{webhook.url}/hook/a"
     assert created["authentication"] == {"scheme": "Bearer"}
-    assert created["token"].endswith(TOKEN[-4:])
-    assert_no_secrets(created)
+    assert created["token"] == TOKEN
+    assert_no_credentials(created)
 
     fetched = await rpc(
         JSONRPC_1,
@@ -202,7 +204,7 @@ async def test_push_configs_round_trip_over_jsonrpc_1_0(asker, key, webhook):
     )
     assert [c["id"] for c in listed["configs"]] == ["cfg-1", task_id]
     assert listed["nextPageToken"] == ""
-    assert_no_secrets(listed)
+    assert_no_credentials(listed)
 
     for _ in range(2):  # idempotent
         deleted = await rpc(
@@ -258,7 +260,8 @@ async def test_push_configs_round_trip_over_jsonrpc_0_3(asker, key, webhook):
     inner = created["pushNotificationConfig"]
     assert inner["id"] == "legacy" and inner["url"] == config["url"]
     assert inner["authentication"] == {"schemes": ["Bearer"]}
-    assert_no_secrets(created)
+    assert inner["token"] == TOKEN
+    assert_no_credentials(created)
 
     fetched = await rpc(
         JSONRPC_03,
@@ -313,7 +316,8 @@ async def test_push_configs_round_trip_over_rest_1_0(asker, key, webhook):
     assert created.headers["content-type"].startswith("application/a2a+json")
     config = created.json()
     assert config["id"] == "r1" and config["taskId"] == task_id
-    assert_no_secrets(config)
+    assert config["token"] == TOKEN
+    assert_no_credentials(config)
 
     fetched = await send(asker.pk, Request("GET", f"{base}/r1"), headers)
     assert fetched.json() == config
@@ -352,7 +356,7 @@ async def test_push_configs_round_trip_over_rest_0_3(asker, key, webhook):
     created = await send(asker.pk, Request("POST", base, body), REST_03.headers(key))
     assert created.status_code == 200, created.text
     assert created.json()["name"] == f"tasks/{task_id}/pushNotificationConfigs/v03"
-    assert_no_secrets(created.json())
+    assert_no_credentials(created.json())
     listed = await send(asker.pk, Request("GET", base), REST_03.headers(key))
     assert [c["name"] for c in listed.json()["configs"]] == [created.json()["name"]]
     deleted = await send(asker.pk, Request("DELETE", f"{base}/v03"), REST_03.headers(key))
@@ -443,12 +447,75 @@ async def test_credentials_and_token_are_encrypted_at_rest(asker, key, webhook):
     assert secrets.decrypt(stored.token) == TOKEN
 
 
-def test_a_short_token_is_not_shown_at_all(transactional_db):
+def test_the_a2a_view_gives_the_token_as_set_and_only_the_scheme_of_the_credentials(
+    transactional_db,
+):
     config = PushNotificationConfig(
-        config_id="c", task_id="t", url="https://h.example/", token=secrets.encrypt("abc123")
+        config_id="c",
+        task_id="t",
+        url="https://h.example/",
+        token=secrets.encrypt("abc123"),
+        auth_scheme="Bearer",
+        auth_credentials=secrets.encrypt(CREDENTIALS),
     )
-    view = push.config_view(config)
-    assert "abc123" not in json.dumps(view) and "123" not in view["token"]
+    assert push.config_view(config) == {
+        "id": "c",
+        "taskId": "t",
+        "url": "https://h.example/",
+        "token": "abc123",
+        "authentication": {"scheme": "Bearer"},
+    }
+
+
+async def test_the_push_token_never_appears_in_logs_admin_pages_or_the_task_api(
+    writer, key, webhook, eager, caplog, admin_client
+):
+    """Issue 13: the token goes back to the task's own caller in A2A answers only."""
+    caplog.set_level(logging.DEBUG)
+    params = {
+        "message": JSONRPC_1.message("write this"),
+        "configuration": {"taskPushNotificationConfig": hook_config(webhook, id="inline")},
+    }
+    result = await rpc(JSONRPC_1, writer.pk, key, "SendMessage", params)
+    task_id = result["task"]["id"]
+    await rpc(
+        JSONRPC_1,
+        writer.pk,
+        key,
+        "CreateTaskPushNotificationConfig",
+        {"taskId": task_id, "id": "set", **hook_config(webhook)},
+    )
+    listed = await rpc(
+        JSONRPC_1, writer.pk, key, "ListTaskPushNotificationConfigs", {"taskId": task_id}
+    )
+    assert {c["token"] for c in listed["configs"]} == {TOKEN}  # the caller's own answer
+    assert webhook.received, "a notification was delivered"
+    assert any(r["headers"].get("x-a2a-notification-token") == TOKEN for r in webhook.received)
+
+    async with relay_client() as client:
+        task_api = await client.get(
+            f"/a2a/tasks/{task_id}", headers={"Authorization": f"Bearer {key}"}
+        )
+    assert task_api.status_code == 200, task_api.text
+    config = await sync_to_async(PushNotificationConfig.objects.get)(config_id="set")
+    delivery = await sync_to_async(PushDelivery.objects.first)()
+    pages = {"task API": task_api.text}
+    for name, url in {
+        "config list": reverse("admin:tasks_app_pushnotificationconfig_changelist"),
+        "config page": reverse("admin:tasks_app_pushnotificationconfig_change", args=[config.pk]),
+        "delivery list": reverse("admin:tasks_app_pushdelivery_changelist"),
+        "delivery page": reverse("admin:tasks_app_pushdelivery_change", args=[delivery.pk]),
+        "task page": reverse("admin:tasks_app_task_change", args=[task_id]),
+    }.items():
+        response = await sync_to_async(admin_client.get)(url)
+        assert response.status_code == 200, (name, response.status_code)
+        pages[name] = response.content.decode()
+    assert "/hook/a" in pages["config page"]  # the page shows the config, not its token
+    for name, text in pages.items():
+        assert TOKEN not in text and CREDENTIALS not in text, name
+    assert caplog.records, "the calls logged something"
+    logged = "\n".join(record.getMessage() for record in caplog.records) + caplog.text
+    assert TOKEN not in logged and CREDENTIALS not in logged
 
 
 # --- delivery --------------------------------------------------------------------------------

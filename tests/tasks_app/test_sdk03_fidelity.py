@@ -200,3 +200,27 @@ def test_item2_the_js_sdk_discovers_and_calls_through_the_relays_card(
     task = run.ops[0].result["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
     assert task["artifacts"][-1]["parts"][0]["text"] == "hello"
+
+
+def test_regression_a_03_resubscribe_to_a_finished_task_is_a_jsonrpc_error_not_http_400(
+    a2a_sdk_03, relay, file_echo
+):
+    """Issue 13: through the relay, a2a-sdk 0.3.26's ``resubscribe`` to a finished task got
+    A2AClientHTTPError 400 (the relay's plain JSON reply read as a broken stream); an agent
+    answers the JSON-RPC error inside the stream, and so does the relay now."""
+    answer = a2a_sdk_03.client(
+        {
+            "url": relay.agent_url("file-echo"),
+            "transport": "JSONRPC",
+            "token": relay.key,
+            "operations": [
+                {"op": "send", "message": file_message_03("resubscribe-regression")},
+                {"op": "subscribe", "id": {"$ref": "0.events.0.0.id"}},
+            ],
+        }
+    )
+    assert "error" not in answer, answer
+    sent, subscribed = answer["ops"]
+    assert sent["events"][-1][0]["status"]["state"] == "completed", sent
+    assert subscribed["error"]["type"] == "A2AClientJSONRPCError", subscribed
+    assert subscribed["error"]["code"] == -32004, subscribed  # UnsupportedOperationError
