@@ -541,7 +541,8 @@ class LiveRelay:
         """``manage.py run_grpc`` of this relay, on RELAY_GRPC_PORT of its environment (which
         its daphne lists on the cards). Yields its ``host:port`` once it accepts calls;
         stopped when the block ends."""
-        process = start_grpc(self.env, self.var_dir)
+        # As run_relay does: the extended cards it answers name daphne's address.
+        process = start_grpc({"RELAY_PUBLIC_URL": self.url, **self.env}, self.var_dir)
         try:
             yield f"127.0.0.1:{self.env['RELAY_GRPC_PORT']}"
         finally:

@@ -30,6 +30,7 @@ import grpc
 from a2a.types import a2a_pb2, a2a_pb2_grpc
 from a2a.utils.grpc_status import status_to_grpc
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from google.protobuf import empty_pb2
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from google.protobuf.message import Message
@@ -47,6 +48,7 @@ from tasks_app.protocol.errors import (
     A2AError,
     InternalError,
     InvalidAgentResponse,
+    UnsupportedOperation,
     VersionNotSupported,
 )
 from tasks_app.protocol.limits import check_params
@@ -207,6 +209,19 @@ async def announce_extensions(context, admitted: calls.Admitted) -> None:
         await context.send_initial_metadata((("a2a-extensions", ", ".join(echo)),))
 
 
+def http_base_url(target) -> str:
+    """The target's HTTP address at the relay (RELAY_PUBLIC_URL and its path), which the
+    extended card names beside the gRPC interface. A gRPC call has no HTTP request to read the
+    address from: without RELAY_PUBLIC_URL the card cannot be made."""
+    if not settings.RELAY_PUBLIC_URL:
+        raise UnsupportedOperation(
+            "the relay's gRPC server cannot name the relay's HTTP address in an extended card: "
+            "RELAY_PUBLIC_URL is not set for it"
+        )
+    path = {"agent": f"agents/{target.id}", "team": f"teams/{target.id}"}.get(target.kind, "relay")
+    return f"{settings.RELAY_PUBLIC_URL.rstrip('/')}/a2a/{path}/"
+
+
 # --- the service --------------------------------------------------------------------------
 
 
@@ -219,8 +234,13 @@ class RelayA2AService(a2a_pb2_grpc.A2AServiceServicer):
         try:
             admitted = await admitted_call(operation, request, context)
             await announce_extensions(context, admitted)
+            card = operation is Operation.EXTENDED_CARD
             result = await calls.execute(
-                admitted.target, admitted.call, admitted.caller, opened=admitted.opened
+                admitted.target,
+                admitted.call,
+                admitted.caller,
+                opened=admitted.opened,
+                base_url=http_base_url(admitted.target) if card else "",
             )
             answer = as_message(RESULT_TYPES[operation], result)
         except Exception as error:  # noqa: BLE001 - every failure is answered as a status

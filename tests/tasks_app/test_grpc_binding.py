@@ -32,7 +32,7 @@ from a2a.utils.errors import (
 )
 from google.rpc import error_details_pb2
 
-from routing.demo.agents import WRITER, app_factory
+from routing.demo.agents import ECHO, WRITER, Skill, app_factory, build_agent_app
 from tests.agents import chunked_streaming_agent, input_required_agent, v1_only_agent
 from tests.live import free_port, gated_agent, manage, new_gate, sdk_client
 from tests.tasks_app.test_gateway_protocol import (
@@ -52,6 +52,7 @@ from tests.tasks_app.test_gateway_protocol import (
 GRPC_PORT, METRICS_PORT = free_port(), free_port()
 RELAY_ENV = {"RELAY_GRPC_PORT": str(GRPC_PORT), "RELAY_GRPC_METRICS_PORT": str(METRICS_PORT)}
 GRPC = "GRPC"
+INSIDER_SKILL = Skill(id="insider", name="Insider", description="For known callers.", tags=("x",))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -63,6 +64,10 @@ def grpc_relay(relay):
     relay.serve_agent("asks", input_required_agent)
     relay.serve_agent("never", NEVER)
     relay.serve_agent("gated", gated_agent)
+    relay.serve_agent(
+        "insider",
+        lambda url: build_agent_app(ECHO, base_url=url, extended_skills=(INSIDER_SKILL,)),
+    )
     manage(
         relay.env,
         "shell",
@@ -128,6 +133,20 @@ def test_every_card_lists_the_grpc_interface_with_its_target_as_tenant(relay, gr
         ]
         # Still the HTTP bindings first: clients that prefer the card's order keep them.
         assert card["supportedInterfaces"][0]["protocolBinding"] == "JSONRPC"
+
+
+async def test_the_extended_card_over_grpc_is_the_relays_with_both_addresses(relay, grpc_relay):
+    """GetExtendedAgentCard over gRPC: the agent's extended card as the relay serves it, its
+    HTTP interfaces at daphne's address (RELAY_PUBLIC_URL of the gRPC process) and its gRPC
+    interface with the agent as tenant; no address of the agent's."""
+    async with grpc_client(relay, "insider", streaming=False) as client:
+        card = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
+    assert [skill.id for skill in card.skills][-1] == "insider"
+    interfaces = {(i.protocol_binding, i.url, i.tenant) for i in card.supported_interfaces}
+    http = f"{relay.url}/a2a/agents/insider/"
+    assert ("JSONRPC", http, "") in interfaces
+    assert (GRPC, grpc_relay, "agents/insider") in interfaces
+    assert relay.agents["insider"].rstrip("/") not in str(card)
 
 
 # --- messages, streams, tasks -------------------------------------------------------------

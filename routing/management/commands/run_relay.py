@@ -104,10 +104,15 @@ class Command(BaseCommand):
                 environment,
             )
             if grpc_port:
+                # The gRPC process has no HTTP request to read the relay's address from; the
+                # extended cards it answers name daphne's.
+                web_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+                web_host = f"[{web_host}]" if ":" in web_host else web_host
+                grpc_environment = {"RELAY_PUBLIC_URL": f"http://{web_host}:{port}", **environment}
                 children["grpc"] = self._start(
                     "grpc",
                     [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "run_grpc"],
-                    environment,
+                    grpc_environment,
                 )
             if not no_worker:
                 children["celery"] = self._start(
