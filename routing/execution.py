@@ -71,10 +71,11 @@ from routing.router import (
     prepare_message,
     prepare_reply,
 )
-from tasks_app import gateway, snapshots, upstream
+from tasks_app import gateway, snapshots, streams, upstream
+from tasks_app import selectors as task_selectors
 from tasks_app.lifecycle import ACTIVE, INTERRUPTED, TaskState, to_wire_v1
 from tasks_app.models import Task
-from tasks_app.protocol.errors import A2AError, TaskNotCancelable
+from tasks_app.protocol.errors import A2AError, TaskNotCancelable, UnsupportedOperation
 from tasks_app.services import snapshot_of, status_event
 
 Outcome = RoutingHop.Outcome
@@ -173,31 +174,84 @@ class TeamTarget(gateway.Target):
         if TaskState(task.state) in INTERRUPTED:  # the caller answered: the team works again
             yield await _recorded(task, status_event(task, TaskState.WORKING))
         hop = first_hop(self.view, message, parked_on=conversation.parked_on)
-        hops_done = 0
-        while isinstance(hop, Deliver):
-            outgoing, headers = prepare_message(
-                _for_member(message),
-                team=self.view,
-                target=hop.target,
-                sender=hop.sender,
-                handoffs=hop.handoffs,
-                routing_error=hop.routing_error,
+        steps = self._route(
+            task, ctx, hop, message, conversation, stream=stream, metadata=request.get("metadata")
+        )
+        async with contextlib.aclosing(steps):
+            async for step in steps:
+                yield step
+
+    async def resume(self, task, ctx):
+        """Takes over a team task whose relay process stopped while a member worked on it
+        (``selectors.hop_in_flight``): follows that member's task, which the process taking
+        it over resumes like any agent's (``_Followed``), forwarding its events; then records
+        the hop and routes on as ``run`` does. The members called from here stream; the
+        caller's request metadata and activated extensions are not known any more, nor the
+        handoffs the member was given. A task stopped with no member at work (before the first
+        call, between two hops) cannot be resumed: it ends failed saying so."""
+        found = await sync_to_async(selectors.hop_in_flight)(task=task)
+        if found is None:
+            raise UnsupportedOperation(
+                "the relay process that ran this team's task stopped while no member was at "
+                "work on it, so the conversation cannot be followed"
             )
+        conversation = await sync_to_async(selectors.conversation_of)(team_id=self.id, task=task)
+        hop = Deliver(
+            target=found.child.agent_id or found.child.target_id,
+            sender=found.sender,
+            routing_error=found.routing_error,
+        )
+        steps = self._route(
+            task, ctx, hop, found.message, conversation, stream=True, following=found
+        )
+        async with contextlib.aclosing(steps):
+            async for step in steps:
+                yield step
+
+    async def _route(
+        self,
+        task: Task,
+        ctx: gateway.CallContext,
+        hop,
+        message: dict[str, Any],
+        conversation: selectors.Conversation,
+        *,
+        stream: bool,
+        metadata: dict[str, Any] | None = None,
+        following: selectors.HopInFlight | None = None,
+    ):
+        """The hops from ``hop`` on, until the conversation ends or waits on the caller; the
+        first one the member task ``following`` (taken over) when given."""
+        hops_done = following.hops_done if following is not None else 0
+        while isinstance(hop, Deliver):
             started = time.perf_counter()
             order = conversation.hops_recorded + 1
-            call = await self._open(
-                task,
-                ctx,
-                hop.target,
-                outgoing,
-                conversation,
-                routing=bool(headers),
-                metadata=request.get("metadata"),
-                stream=stream,
-            )
+            if following is not None:
+                outgoing = following.message
+                call: gateway.Exchange | _Followed | MemberAnswer = _Followed(following.child)
+                following = None
+            else:
+                outgoing, headers = prepare_message(
+                    _for_member(message),
+                    team=self.view,
+                    target=hop.target,
+                    sender=hop.sender,
+                    handoffs=hop.handoffs,
+                    routing_error=hop.routing_error,
+                )
+                call = await self._open(
+                    task,
+                    ctx,
+                    hop.target,
+                    outgoing,
+                    conversation,
+                    routing=bool(headers),
+                    metadata=metadata,
+                    stream=stream,
+                )
             forwarded: set[str] = set()
             origin = {"member": hop.target, "hop": order}
-            if isinstance(call, gateway.Exchange):
+            if not isinstance(call, MemberAnswer):
                 try:
                     async for step in call.events():
                         events = _forwarded(step.event, task, origin=origin, whole=not stream)
@@ -218,7 +272,7 @@ class TeamTarget(gateway.Target):
             # The member's end, as the team task's: its last update when the conversation ends
             # here (with the artifacts not forwarded as they came), a `working` update with its
             # answer when the conversation goes on, or the team's failure (the hop limit).
-            end = call.end.event if isinstance(call, gateway.Exchange) and call.end else None
+            end = call.end.event if not isinstance(call, MemberAnswer) and call.end else None
             error = ""
             if isinstance(decision, Fail):
                 events = _member_end(task, answer, None, origin, forwarded, going_on=True)
@@ -381,6 +435,66 @@ class TeamTarget(gateway.Target):
         return task.target_kind == "team" and task.target_id == self.id
 
 
+class _Followed:
+    """A member's task another relay process carries (it took the task over from a process
+    that stopped), followed through the relay's own record of it, as a subscriber would,
+    until it ends or waits on its client: to the conversation, the same as the
+    ``gateway.Exchange`` the stopped process had. Its end is recorded by whoever drives it."""
+
+    end = None
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.answer: dict[str, Any] = {}
+
+    async def events(self):
+        child = self.task
+        async with streams.subscription(child.id, read=_stored_events(child.id)) as followed:
+            await sync_to_async(child.refresh_from_db)()
+            if child.state in DRIVEN_STATES:
+                async for item in followed.events(
+                    after=child.last_sequence, keepalive=FOLLOW_CHECK_SECONDS
+                ):
+                    if item is streams.KEEPALIVE:  # quiet: has it ended unseen?
+                        await sync_to_async(child.refresh_from_db)()
+                        if child.state in DRIVEN_STATES:
+                            continue
+                        break
+                    event, final = item
+                    if final:
+                        break
+                    yield gateway.Step(event)
+        await sync_to_async(child.refresh_from_db)()
+        self.answer = {"task": snapshot_of(child)}
+
+    def store_end(self) -> list[gateway.Published]:
+        return []
+
+    @property
+    def upstream_task_id(self) -> str:
+        return self.task.upstream_task_id
+
+    @property
+    def upstream_context_id(self) -> str:
+        return self.task.upstream_context_id
+
+
+FOLLOW_CHECK_SECONDS = 5.0
+"""How long a followed member task may stay quiet before its row is read again."""
+DRIVEN_STATES = {TaskState.SUBMITTED.value, TaskState.WORKING.value}
+
+
+def _stored_events(task_id: str):
+    """Reads a task's events stored after a sequence (recorded by another process)."""
+
+    async def read(sequence: int):
+        return await sync_to_async(task_selectors.events_after)(
+            task_id=task_id, sequence=sequence, final_states=gateway.FINAL_V1_STATES
+        )
+
+    return read
+
+
 def _load_team(team_id: str) -> LoadedTeam | None:
     loaded = selectors.team_with_members(team_id)
     if loaded is None:
@@ -456,7 +570,7 @@ def _ending(task: Task, hop, answer: MemberAnswer | None) -> tuple[dict[str, Any
     return _final_event(task, TaskState.FAILED, text=hop.message), hop.message  # Fail, Unavailable
 
 
-def _answer_of(call: gateway.Exchange | MemberAnswer, started: float) -> MemberAnswer:
+def _answer_of(call: gateway.Exchange | _Followed | MemberAnswer, started: float) -> MemberAnswer:
     """The member's answer once its exchange is over. A task that did not end (its exchange
     stopped early) counts as failed."""
     if isinstance(call, MemberAnswer):
@@ -466,7 +580,7 @@ def _answer_of(call: gateway.Exchange | MemberAnswer, started: float) -> MemberA
         answer.get("task", {}).get("status", {}).get("state"), TaskState.COMPLETED
     )
     if state in ACTIVE:
-        answer = _failed_task(answer["task"], f"agent {call.target.id!r} stopped answering")
+        answer = _failed_task(answer["task"], f"agent {call.task.target_id!r} stopped answering")
         state = TaskState.FAILED
     return MemberAnswer(
         answer,
