@@ -15,18 +15,20 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from a2a.types import Part
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from registry.extensions import CLIENT_ROUTING_URI as URI
 from registry.services import agent_register
 from registry.teams import team_create
+from routing.demo.agents import TaskExecutor, build_agent_app, text_message
 from routing.execution import team_target
 from routing.models import RoutingHop
 from tasks_app import gateway
 from tasks_app.gateway import driving, supervisor
 from tasks_app.models import RelayProcess, Task, TaskEvent
-from tests.agents import Script, scripted_agent
+from tests.agents import Script, scripted_agent, task_spec
 from tests.live import GATES, gated_agent, new_gate
 from tests.servers import running_many
 
@@ -39,9 +41,36 @@ LEAD = Script("lead")
 WAIT_SECONDS = 20.0
 
 
+class AskThenGate(TaskExecutor):
+    """Asks which gate (input-required); on the answer, works and streams one chunk of
+    artifact "story" per item the test puts in that gate, completed on None."""
+
+    async def work(self, context, updater) -> None:
+        if context.current_task is None:
+            await updater.requires_input(text_message(updater, "Which gate?"))
+            return
+        await updater.start_work()
+        gate, index = GATES[context.get_user_input().strip()], 0
+        while (chunk := await asyncio.to_thread(gate.get, True, WAIT_SECONDS)) is not None:
+            await updater.add_artifact(
+                [Part(text=chunk)], artifact_id="story", name="story", append=index > 0
+            )
+            index += 1
+        await updater.complete(text_message(updater, "Released."))
+
+
+ASKER = task_spec("asker", "Asker", "Asks which gate, then streams it.", AskThenGate)
+
+
 @pytest.fixture(scope="module")
 def agent_urls():
-    with running_many({"lead": scripted_agent(LEAD), "gated": gated_agent}) as urls:
+    with running_many(
+        {
+            "lead": scripted_agent(LEAD),
+            "gated": gated_agent,
+            "asker": lambda url: build_agent_app(ASKER, base_url=url),
+        }
+    ) as urls:
         yield urls
 
 
@@ -50,6 +79,7 @@ def crew(agent_urls):
     for agent_id, url in agent_urls.items():
         agent_register(url=url, agent_id=agent_id)
     team_create(team_id="crew", name="Crew", members=["lead", "gated"], default_agent="lead")
+    team_create(team_id="askers", name="Askers", members=["asker"], default_agent="asker")
 
 
 def request(text: str) -> dict[str, Any]:
@@ -82,6 +112,16 @@ def route(task_id: str) -> list[tuple[str, str, str, str]]:
     ]
 
 
+async def die(team_id: str, child_id: str, events) -> None:
+    """The process driving the team task "dies": its job stops where it is (the member's
+    stream with it), and the lease both tasks name is gone."""
+    await events.aclose()
+    driving.stop(team_id)
+    await asyncio.sleep(0.1)
+    dead = await sync_to_async(dead_process)()
+    await sync_to_async(Task.objects.filter(pk__in=[team_id, child_id]).update)(owner=dead)
+
+
 async def test_a_team_task_whose_process_died_follows_its_member_and_routes_on(crew):
     LEAD.load("gated", "user")
     gate_name, gate = new_gate()
@@ -101,13 +141,7 @@ async def test_a_team_task_whose_process_died_follows_its_member_and_routes_on(c
 
     child = await until(member_at_work, "the gated member's first chunk")
     await until(lambda: Task.objects.get(pk=team_id).artifacts, "the chunk on the team task")
-    # The process "dies": its job stops where it is (the member's stream with it), and its
-    # lease is gone.
-    await events.aclose()
-    driving.stop(team_id)
-    await asyncio.sleep(0.1)
-    dead = await sync_to_async(dead_process)()
-    await sync_to_async(Task.objects.filter(pk__in=[team_id, child.pk]).update)(owner=dead)
+    await die(team_id, child.pk, events)
     assert await sync_to_async(route)(team_id) == [("user", "lead", "routed", "gated")]
 
     assert await supervisor.take_over_orphans() == 2
@@ -144,6 +178,47 @@ async def test_a_team_task_whose_process_died_follows_its_member_and_routes_on(c
     } == {("gated", 2)}
     final = payloads[-1]["statusUpdate"]
     assert final["metadata"][URI] == {"member": "lead", "hop": 3}
+
+
+async def test_a_follow_up_turn_whose_process_died_is_followed_on_the_parked_members_task(
+    crew, api_key
+):
+    gate_name, gate = new_gate()
+    team = await sync_to_async(team_target)("askers")
+    ctx = gateway.CallContext(caller=api_key[0])
+    asked = [event async for event in await gateway.stream_message(team, ctx, request("hi"))]
+    team_id = asked[0]["task"]["id"]
+    assert asked[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    follow_up = request(gate_name)
+    follow_up["message"]["taskId"] = team_id
+    events = await gateway.stream_message(team, ctx, follow_up)
+    assert (await anext(events))["task"]["id"] == team_id  # the turn's job runs from here
+    gate.put("one ")
+    await until(lambda: Task.objects.get(pk=team_id).artifacts, "the chunk on the team task")
+    child = await sync_to_async(Task.objects.get)(parent_id=team_id)
+    await die(team_id, child.pk, events)
+
+    assert await supervisor.take_over_orphans() == 2
+    await asyncio.sleep(0.5)  # the member task resubscribed to its agent
+    gate.put("two ")
+    gate.put(None)
+    task = await until(
+        lambda: Task.objects.filter(pk=team_id, state="completed").first(),
+        "the team task completed",
+    )
+    assert await sync_to_async(route)(team_id) == [
+        ("user", "asker", "parked", "user"),
+        ("user", "asker", "replied", "user"),
+    ]
+    story = "".join(part["text"] for artifact in task.artifacts for part in artifact["parts"])
+    assert story == "one two "
+    assert task.status_message["parts"] == [{"text": "Released."}]
+    assert [message["parts"][0]["text"] for message in task.history] == [
+        "hi",
+        "Which gate?",
+        gate_name,
+        "Released.",
+    ]
 
 
 async def test_a_team_task_whose_process_died_between_hops_ends_failed_saying_why(crew):
