@@ -13,9 +13,8 @@ rounds of one of each (so the machine's slower and faster spells weigh on all al
 
 - team:     one blocking ``SendMessage`` to ``/a2a/teams/bench/`` with "left=k" (k hops);
 - direct k: the same k calls (a, b, a, ... with "left=k", "left=k-1", ...) made one after the
-            other straight to the agents, as ``SendStreamingMessage`` read to the end: that is
-            how the team calls a member that streams (so a cancel reaches the member while it
-            works), and an SSE answer costs the agent more than a plain one;
+            other straight to the agents, as blocking ``SendMessage``: that is how a team
+            called blocking calls its members (as an agent called blocking is called);
 - relay 1 and direct 1: a single call to agent a through the relay (``/a2a/agents/a/``) and
             directly: their p50 difference is the gateway's overhead for one hop.
 
@@ -127,23 +126,6 @@ async def call(client: httpx.AsyncClient, url: str, text: str, headers: dict) ->
     return body["result"]
 
 
-async def call_streaming(client: httpx.AsyncClient, url: str, text: str, headers: dict) -> int:
-    """Streams one message and reads the stream to its end; returns how many events came."""
-    events = 0
-    body = rpc(text, "SendStreamingMessage")
-    headers = {**headers, "Accept": "text/event-stream"}
-    async with client.stream("POST", url, content=body, headers=headers) as response:
-        response.raise_for_status()
-        async for line in response.aiter_lines():
-            if line.startswith("data:"):
-                if '"error"' in line:
-                    raise RuntimeError(f"{url} streamed an error: {line}")
-                events += 1
-    if not events:
-        raise RuntimeError(f"{url} streamed nothing")
-    return events
-
-
 async def timed_rounds(actions: dict[str, Any], runs: int, deadline: float) -> dict[str, float]:
     """The p50 of each action, in ms, measured in rounds (each action once per round, in
     turn), so that a slower or faster spell of the machine weighs on all of them alike."""
@@ -198,7 +180,7 @@ async def measure(relay_url: str, key: str, agents: dict[str, str], runs: int) -
             async def direct_k(hops=hops):
                 for left in range(hops, 0, -1):
                     agent = agents["a"] if (hops - left) % 2 == 0 else agents["b"]
-                    await call_streaming(client, agent, f"left={left}", direct_headers)
+                    await call(client, agent, f"left={left}", direct_headers)
 
             p50 = await timed_rounds(
                 {"team": team, "direct k": direct_k, "relay 1": relay_one, "direct 1": direct_one},

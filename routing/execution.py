@@ -4,14 +4,20 @@ with the pure router (``routing.router``), one member call per hop.
 Each member is called through the gateway, as a child task of the team task (same caller,
 ``parent`` = the team task), so every call is persisted, cancelable and visible like any other.
 A member keeps its own upstream context across the turns of one team conversation
-(``MemberContext``). Every hop is stored (``RoutingHop``) and published on the team task as a
-``working`` status update whose message is a one-line note ("triage -> researcher: matched
-words: research") with the hop in its ``metadata[URI].hop``, so a streaming caller sees the
-conversation as it happens (and the team task's history keeps it). Then:
+(``MemberContext``). Every hop is stored (``RoutingHop``: the task's trace).
 
-- Reply: the answer (without its routing data) is the team task's final status message, in the
-  answering member's terminal state (``completed`` for a Message). Every member's artifacts
-  became the team task's artifacts as they came.
+A team behaves, for its caller, exactly as its member would called directly (issue 12): the
+team task shows what the member sends, as it sends it, and nothing of the relay's own. A
+streaming caller's member streams, a blocking caller's member is called blocking (so the team
+task records, and pushes to its webhooks, what an agent's task would). Every member event is
+forwarded with ``metadata[URI] = {"member", "hop"}`` naming where it comes from, and the team
+task's history holds the caller's messages and the members' messages. Then:
+
+- Reply: the member's end is the team task's end (its state, its message without its routing
+  data; ``completed`` for a Message): its last status update, or its task when it answered a
+  blocking call with one. Every member's artifacts became the team task's artifacts as they came.
+- Deliver (the conversation goes on): the member's answer is forwarded as a ``working`` update
+  naming that member and hop, and the next member gets it.
 - Park: the team task waits in input-required (or auth-required) with the member's question;
   the caller's next message on it goes back to that member, on the member's own child task.
 - Fail (hop limit): the team task ends ``failed``, its message naming the limit.
@@ -21,16 +27,17 @@ conversation as it happens (and the team task's history keeps it). Then:
 
 Decisions where the spec is silent:
 
-- A member task that ends ``canceled`` ends the team task ``canceled``: it was canceled with the
-  team task, or by the caller on purpose (the caller owns the child tasks too).
+- A member task that ends ``canceled`` ends the team task ``canceled``, with the member's final
+  update as it is: it was canceled with the team task, or by the caller on purpose (the
+  caller owns the child tasks too).
 - A member call the gateway refuses (an A2A error, an unreachable agent) is a ``failed`` answer
   whose text says why, routed like any answer (rule 2): a worker's failure reaches the default
   agent, the default agent's reaches the caller (the team task then ends ``failed``).
-- Every member event is forwarded to the team task as it happens (a status update as a
-  ``working`` update with the member's message, an artifact update as it is), with
-  ``metadata[URI] = {"member", "hop"}`` saying where it comes from. A member's task that goes
-  on working after the call's answer is followed (the gateway follows the agent's task) until
-  it ends; then the conversation routes on.
+- A member's task snapshot (its stream's first event, a blocking call's answer) is merged into
+  the team task: a member's task that only opened (``submitted``) while the team task is past
+  that adds nothing. A member's task that goes on working after the call's answer is
+  followed (the gateway follows the agent's task) until it ends; then the conversation
+  routes on.
 - The next member receives the answer's message parts followed by the parts of the answering
   task's artifacts: the work itself, not only "done".
 - A member that declares no usable interface counts as unhealthy.
@@ -51,6 +58,7 @@ from registry.models import Agent
 from routing import breaker, selectors, services
 from routing.models import RoutingHop
 from routing.router import (
+    LEGACY_RECIPIENT_KEY,
     USER,
     Deliver,
     Fail,
@@ -63,11 +71,12 @@ from routing.router import (
     prepare_message,
     prepare_reply,
 )
-from tasks_app import gateway, upstream
+from tasks_app import gateway, snapshots, streams, upstream
+from tasks_app import selectors as task_selectors
 from tasks_app.lifecycle import ACTIVE, INTERRUPTED, TaskState, to_wire_v1
 from tasks_app.models import Task
-from tasks_app.protocol.errors import A2AError, TaskNotCancelable
-from tasks_app.services import status_event
+from tasks_app.protocol.errors import A2AError, TaskNotCancelable, UnsupportedOperation
+from tasks_app.services import snapshot_of, status_event
 
 Outcome = RoutingHop.Outcome
 WIRE_STATE = {state: to_wire_v1(state) for state in TaskState}
@@ -151,8 +160,9 @@ class TeamTarget(gateway.Target):
 
     async def run(self, task, request, ctx, *, stream):
         """The conversation, hop by hop. Every event is recorded here (``recorded`` steps):
-        each member event as it happens, forwarded as a team-task update naming its member and
-        hop, and each hop with the end of the member task that made it, in one transaction
+        each member event as it happens, forwarded to the team task naming its member and hop
+        (``_forwarded``), and each hop with the end of the member task that made it and what
+        that end means for the team task (``_member_end``), in one transaction
         (``services.hop_record``)."""
         message = request["message"]
         if message.get("taskId") or message.get("contextId"):
@@ -164,56 +174,121 @@ class TeamTarget(gateway.Target):
         if TaskState(task.state) in INTERRUPTED:  # the caller answered: the team works again
             yield await _recorded(task, status_event(task, TaskState.WORKING))
         hop = first_hop(self.view, message, parked_on=conversation.parked_on)
-        hops_done = 0
-        while isinstance(hop, Deliver):
-            outgoing, headers = prepare_message(
-                _for_member(message),
-                team=self.view,
-                target=hop.target,
-                sender=hop.sender,
-                handoffs=hop.handoffs,
-                routing_error=hop.routing_error,
+        steps = self._route(
+            task, ctx, hop, message, conversation, stream=stream, metadata=request.get("metadata")
+        )
+        async with contextlib.aclosing(steps):
+            async for step in steps:
+                yield step
+
+    async def resume(self, task, ctx):
+        """Takes over a team task whose relay process stopped while a member worked on it
+        (``selectors.hop_in_flight``): follows that member's task, which the process taking
+        it over resumes like any agent's (``_Followed``), forwarding its events; then records
+        the hop and routes on as ``run`` does. The members called from here stream; the
+        caller's request metadata and activated extensions are not known any more, nor the
+        handoffs the member was given. A task stopped with no member at work (before the first
+        call, between two hops) cannot be resumed: it ends failed saying so."""
+        found = await sync_to_async(selectors.hop_in_flight)(task=task)
+        if found is None:
+            raise UnsupportedOperation(
+                "the relay process that ran this team's task stopped while no member was at "
+                "work on it, so the conversation cannot be followed"
             )
+        conversation = await sync_to_async(selectors.conversation_of)(team_id=self.id, task=task)
+        hop = Deliver(
+            target=found.child.agent_id or found.child.target_id,
+            sender=found.sender,
+            routing_error=found.routing_error,
+        )
+        steps = self._route(
+            task, ctx, hop, found.message, conversation, stream=True, following=found
+        )
+        async with contextlib.aclosing(steps):
+            async for step in steps:
+                yield step
+
+    async def _route(
+        self,
+        task: Task,
+        ctx: gateway.CallContext,
+        hop,
+        message: dict[str, Any],
+        conversation: selectors.Conversation,
+        *,
+        stream: bool,
+        metadata: dict[str, Any] | None = None,
+        following: selectors.HopInFlight | None = None,
+    ):
+        """The hops from ``hop`` on, until the conversation ends or waits on the caller; the
+        first one the member task ``following`` (taken over) when given."""
+        hops_done = following.hops_done if following is not None else 0
+        while isinstance(hop, Deliver):
             started = time.perf_counter()
             order = conversation.hops_recorded + 1
-            call = await self._open(
-                task,
-                ctx,
-                hop.target,
-                outgoing,
-                conversation,
-                routing=bool(headers),
-                metadata=request.get("metadata"),
-            )
+            if following is not None:
+                outgoing = following.message
+                call: gateway.Exchange | _Followed | MemberAnswer = _Followed(following.child)
+                following = None
+            else:
+                outgoing, headers = prepare_message(
+                    _for_member(message),
+                    team=self.view,
+                    target=hop.target,
+                    sender=hop.sender,
+                    handoffs=hop.handoffs,
+                    routing_error=hop.routing_error,
+                )
+                call = await self._open(
+                    task,
+                    ctx,
+                    hop.target,
+                    outgoing,
+                    conversation,
+                    routing=bool(headers),
+                    metadata=metadata,
+                    stream=stream,
+                )
             forwarded: set[str] = set()
-            if isinstance(call, gateway.Exchange):
+            origin = {"member": hop.target, "hop": order}
+            if not isinstance(call, MemberAnswer):
                 try:
                     async for step in call.events():
-                        for event in _forwarded(step.event, task, member=hop.target, hop=order):
+                        events = _forwarded(step.event, task, origin=origin, whole=not stream)
+                        for event in events:
                             if "artifactUpdate" in event:
                                 forwarded.add(event["artifactUpdate"]["artifact"].get("artifactId"))
                             yield await _recorded(task, event, answered=step.answered)
+                        if step.answered and not events:  # the answer is the task as it stands
+                            yield gateway.Step(
+                                {"task": snapshot_of(task)}, recorded=True, answered=True
+                            )
                 except A2AError as error:
                     call = _failed_answer(f"agent {hop.target!r}: {error.message}", started)
             answer = _answer_of(call, started)
             hops_done += 1
             decision = self._decide(hop, answer, hops_done)
             recorded = self._hop(task, conversation, hop, outgoing, answer, decision)
-            # The hop, the artifacts it brought (those not forwarded as they came) and, when
-            # the conversation ends here, the team task's answer.
-            events = [_hop_event(task, recorded.hop)]
-            events += [
-                _artifact_event(task, artifact)
-                for artifact in answer.answer.get("task", {}).get("artifacts", [])
-                if artifact.get("artifactId") not in forwarded
-            ]
+            # The member's end, as the team task's: its last update when the conversation ends
+            # here (with the artifacts not forwarded as they came), a `working` update with its
+            # answer when the conversation goes on, or the team's failure (the hop limit).
+            end = call.end.event if not isinstance(call, MemberAnswer) and call.end else None
             error = ""
-            if decision is None:
-                text = f"the task of member '{hop.target}' was canceled"
-                events.append(_final_event(task, TaskState.CANCELED, text=text))
-            elif not isinstance(decision, Deliver):
-                ending, error = _ending(task, decision, answer)
-                events.append(ending)
+            if isinstance(decision, Fail):
+                events = _member_end(task, answer, None, origin, forwarded, going_on=True)
+                events.append(_final_event(task, TaskState.FAILED, text=decision.message))
+                error = decision.message
+            else:
+                events = _member_end(
+                    task,
+                    answer,
+                    end,
+                    origin,
+                    forwarded,
+                    going_on=isinstance(decision, Deliver),
+                    whole=not stream,
+                    routing_error=getattr(decision, "routing_error", None),
+                )
             exchange = call if isinstance(call, gateway.Exchange) else None
             published = await sync_to_async(services.hop_record)(
                 hop=recorded.hop,
@@ -317,6 +392,7 @@ class TeamTarget(gateway.Target):
         *,
         routing: bool,
         metadata: dict[str, Any] | None = None,
+        stream: bool = True,
     ) -> gateway.Exchange | MemberAnswer:
         """Opens the member's task, a child of the team task, and the exchange that drives it
         (the member streams when it can: its events are forwarded as they come). A member that
@@ -344,7 +420,7 @@ class TeamTarget(gateway.Target):
             opened = await sync_to_async(gateway.open_task)(member, child_ctx, request)
         except A2AError as error:
             return _failed_answer(f"agent {agent_id!r}: {error.message}", started)
-        steps = member.run(opened.task, request, child_ctx, stream=member.streaming)
+        steps = member.run(opened.task, request, child_ctx, stream=stream and member.streaming)
         return gateway.Exchange(member, opened.task, steps, fresh=opened.fresh)
 
     async def cancel_upstream(self, task, ctx):
@@ -357,6 +433,66 @@ class TeamTarget(gateway.Target):
 
     def owns(self, task) -> bool:
         return task.target_kind == "team" and task.target_id == self.id
+
+
+class _Followed:
+    """A member's task another relay process carries (it took the task over from a process
+    that stopped), followed through the relay's own record of it, as a subscriber would,
+    until it ends or waits on its client: to the conversation, the same as the
+    ``gateway.Exchange`` the stopped process had. Its end is recorded by whoever drives it."""
+
+    end = None
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.answer: dict[str, Any] = {}
+
+    async def events(self):
+        child = self.task
+        async with streams.subscription(child.id, read=_stored_events(child.id)) as followed:
+            await sync_to_async(child.refresh_from_db)()
+            if child.state in DRIVEN_STATES:
+                async for item in followed.events(
+                    after=child.last_sequence, keepalive=FOLLOW_CHECK_SECONDS
+                ):
+                    if item is streams.KEEPALIVE:  # quiet: has it ended unseen?
+                        await sync_to_async(child.refresh_from_db)()
+                        if child.state in DRIVEN_STATES:
+                            continue
+                        break
+                    event, final = item
+                    if final:
+                        break
+                    yield gateway.Step(event)
+        await sync_to_async(child.refresh_from_db)()
+        self.answer = {"task": snapshot_of(child)}
+
+    def store_end(self) -> list[gateway.Published]:
+        return []
+
+    @property
+    def upstream_task_id(self) -> str:
+        return self.task.upstream_task_id
+
+    @property
+    def upstream_context_id(self) -> str:
+        return self.task.upstream_context_id
+
+
+FOLLOW_CHECK_SECONDS = 5.0
+"""How long a followed member task may stay quiet before its row is read again."""
+DRIVEN_STATES = {TaskState.SUBMITTED.value, TaskState.WORKING.value}
+
+
+def _stored_events(task_id: str):
+    """Reads a task's events stored after a sequence (recorded by another process)."""
+
+    async def read(sequence: int):
+        return await sync_to_async(task_selectors.events_after)(
+            task_id=task_id, sequence=sequence, final_states=gateway.FINAL_V1_STATES
+        )
+
+    return read
 
 
 def _load_team(team_id: str) -> LoadedTeam | None:
@@ -434,7 +570,7 @@ def _ending(task: Task, hop, answer: MemberAnswer | None) -> tuple[dict[str, Any
     return _final_event(task, TaskState.FAILED, text=hop.message), hop.message  # Fail, Unavailable
 
 
-def _answer_of(call: gateway.Exchange | MemberAnswer, started: float) -> MemberAnswer:
+def _answer_of(call: gateway.Exchange | _Followed | MemberAnswer, started: float) -> MemberAnswer:
     """The member's answer once its exchange is over. A task that did not end (its exchange
     stopped early) counts as failed."""
     if isinstance(call, MemberAnswer):
@@ -444,7 +580,7 @@ def _answer_of(call: gateway.Exchange | MemberAnswer, started: float) -> MemberA
         answer.get("task", {}).get("status", {}).get("state"), TaskState.COMPLETED
     )
     if state in ACTIVE:
-        answer = _failed_task(answer["task"], f"agent {call.target.id!r} stopped answering")
+        answer = _failed_task(answer["task"], f"agent {call.task.target_id!r} stopped answering")
         state = TaskState.FAILED
     return MemberAnswer(
         answer,
@@ -461,39 +597,136 @@ async def _recorded(task: Task, event: dict[str, Any], *, answered: bool = False
     return gateway.Step(event, recorded=True, answered=answered)
 
 
-def _forwarded(event: dict[str, Any], task: Task, *, member: str, hop: int) -> list[dict[str, Any]]:
-    """A member's event (not its last) as the team task's events: a status update or task
-    as a ``working`` update with the member's status message, an artifact update as it is
-    (its id, ``append`` and ``lastChunk`` kept); each saying, in its ``metadata[URI]``, which
-    member and hop it comes from."""
-    ids = {"taskId": task.id, "contextId": task.context_id}
-    origin = {CLIENT_ROUTING_URI: {"member": member, "hop": hop}}
-    if "artifactUpdate" in event:
-        update = event["artifactUpdate"]
-        kept = {key: update[key] for key in ("append", "lastChunk") if key in update}
-        return [
-            {
-                "artifactUpdate": {
-                    **ids,
-                    "artifact": update.get("artifact") or {},
-                    **kept,
-                    "metadata": origin,
-                }
-            }
-        ]
-    body = event.get("statusUpdate") or event.get("task")
-    if not isinstance(body, dict):
+def _forwarded(
+    event: dict[str, Any], task: Task, *, origin: dict[str, Any], whole: bool
+) -> list[dict[str, Any]]:
+    """A member's event (not its last) as the team task's events, in the team task's ids and
+    each saying, in its ``metadata[URI]``, which member and hop (``origin``) it comes from.
+
+    A status or artifact update goes on as it is. A task (the member's first event, or the
+    answer of a blocking call it goes on working on) is the team task with the member's
+    status, artifacts and messages (``_merged``): as that task when ``whole`` (a blocking call,
+    as the agent's own answer would be), else as the updates that take the team task there
+    (a stream: none when the member only repeats the state the team task is in)."""
+    ids = snapshots.IdMap(task.id, task.context_id)
+    mapped = ids.to_relay(event)
+    for kind in ("artifactUpdate", "statusUpdate"):
+        if kind in mapped:
+            update = mapped[kind]
+            if _opening(update, task):
+                return []
+            return [{kind: {**update, "metadata": _tagged(update.get("metadata"), origin)}}]
+    if not isinstance(mapped.get("task"), dict):
         return []
-    status: dict[str, Any] = {"state": WIRE_STATE[TaskState.WORKING]}
-    message = (body.get("status") or {}).get("message")
-    if message:
-        status["message"] = dict(message, **ids)
-    events = [{"statusUpdate": {**ids, "status": status, "metadata": origin}}]
-    for artifact in (event.get("task") or {}).get("artifacts", []):
-        events.append(
-            {"artifactUpdate": {**ids, "artifact": artifact, "lastChunk": True, "metadata": origin}}
+    merged = _merged(task, mapped["task"], origin)
+    if whole:
+        return [{"task": merged}]
+    before = snapshot_of(task)
+    if _same_status(before["status"], merged["status"]):
+        merged["status"] = before["status"]
+    return [_tag(change, origin) for change in snapshots.changes_between(before, merged)]
+
+
+def _member_end(
+    task: Task,
+    answer: MemberAnswer,
+    end: dict[str, Any] | None,
+    origin: dict[str, Any],
+    forwarded: set[str],
+    *,
+    going_on: bool,
+    whole: bool = False,
+    routing_error: str | None = None,
+) -> list[dict[str, Any]]:
+    """The end of a member's task as the team task's events, naming ``origin``.
+
+    When the conversation ends here it is the team task's end as the member's was (its state,
+    its message without the member's routing data, ``routing_error`` added): the member's task
+    itself when ``whole`` and the member ended with one (a blocking call), else its artifacts
+    not ``forwarded`` yet and its last status update. When the conversation goes on
+    (``going_on``) it is a ``working`` update with the member's answer, after those artifacts.
+    """
+    reply = prepare_reply(answer.answer, routing_error=None if going_on else routing_error)
+    ids = snapshots.IdMap(task.id, task.context_id)
+    reply = ids.to_relay(reply)
+    if "message" in reply:
+        member_task: dict[str, Any] = {}
+        status = {"state": WIRE_STATE[TaskState.COMPLETED], "message": reply["message"]}
+    else:
+        member_task = reply.get("task") or {}
+        status = dict(member_task.get("status") or {})
+    if not going_on and whole and end is not None and "task" in end:
+        return [{"task": _merged(task, member_task, origin)}]
+    events = [
+        _tag(_artifact_event(task, artifact), origin)
+        for artifact in member_task.get("artifacts", [])
+        if artifact.get("artifactId") not in forwarded
+    ]
+    if going_on:
+        status = {"state": WIRE_STATE[TaskState.WORKING]} | (
+            {"message": status["message"]} if status.get("message") else {}
         )
+    own = ((end or {}).get("statusUpdate") or {}).get("metadata") if not going_on else None
+    update = {"taskId": task.id, "contextId": task.context_id, "status": status}
+    events.append({"statusUpdate": {**update, "metadata": _tagged(own, origin)}})
     return events
+
+
+def _merged(task: Task, member_task: dict[str, Any], origin: dict[str, Any]) -> dict[str, Any]:
+    """The team task as the member's task (team ids) leaves it: the member's status (unless it
+    only opened: ``_opening``), its artifacts over the team task's (by id), the team task's
+    history with the member's messages it does not hold yet (the messages the team sent the
+    member are not the caller's: left out), the member's metadata (without routing data) with
+    ``origin``."""
+    team = snapshot_of(task)
+    opening = _opening(member_task, task) or not (member_task.get("status") or {}).get("state")
+    merged = dict(team, status=team["status"] if opening else member_task["status"])
+    artifacts = {artifact.get("artifactId"): artifact for artifact in team.get("artifacts", [])}
+    for artifact in member_task.get("artifacts", []):
+        artifacts[artifact.get("artifactId")] = artifact
+    if artifacts:
+        merged["artifacts"] = list(artifacts.values())
+    history = team.get("history", [])
+    held = {message.get("messageId") for message in history}
+    added = [
+        message
+        for message in member_task.get("history", [])
+        if message.get("role") == "ROLE_AGENT" and message.get("messageId") not in held
+    ]
+    if history or added:
+        merged["history"] = [*history, *added]
+    merged["metadata"] = {
+        **team.get("metadata", {}),
+        **_tagged(member_task.get("metadata"), origin),
+    }
+    return merged
+
+
+def _opening(body: dict[str, Any], task: Task) -> bool:
+    """A member's task or status update that only says its task opened (``submitted``) while
+    the team task is past that: the team task has nothing to mirror."""
+    state = (body.get("status") or {}).get("state")
+    return state == WIRE_STATE[TaskState.SUBMITTED] and task.state != TaskState.SUBMITTED
+
+
+def _same_status(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """The same state and message (the timestamp aside)."""
+    return all(before.get(key) == after.get(key) for key in ("state", "message"))
+
+
+def _tagged(metadata: dict[str, Any] | None, origin: dict[str, Any]) -> dict[str, Any]:
+    """Metadata naming ``origin`` under the routing extension, instead of any routing data."""
+    kept = {
+        key: value
+        for key, value in (metadata or {}).items()
+        if key not in (CLIENT_ROUTING_URI, LEGACY_RECIPIENT_KEY)
+    }
+    return {**kept, CLIENT_ROUTING_URI: origin}
+
+
+def _tag(event: dict[str, Any], origin: dict[str, Any]) -> dict[str, Any]:
+    kind, body = next(iter(event.items()))
+    return {kind: {**body, "metadata": _tagged(body.get("metadata"), origin)}}
 
 
 def _as_team_message(message: dict[str, Any], task: Task) -> dict[str, Any]:
@@ -594,16 +827,6 @@ def _text_of(message: dict[str, Any] | None) -> str:
     return "\n".join(part["text"] for part in parts if isinstance(part.get("text"), str))
 
 
-def _hop_note(hop: RoutingHop) -> str:
-    """The one-line text of a hop update: "triage -> researcher: matched words: research"."""
-    note = f"{hop.from_id} -> {hop.to_id}"
-    if hop.reason:
-        note += f": {hop.reason}"
-    if hop.routing_error:
-        note += f" (routing error: {hop.routing_error})"
-    return note
-
-
 def _status_event(task: Task, state: TaskState, message: dict[str, Any] | None) -> dict[str, Any]:
     status: dict[str, Any] = {"state": WIRE_STATE[state]}
     if message is not None:
@@ -618,17 +841,6 @@ def _status_event(task: Task, state: TaskState, message: dict[str, Any] | None) 
 
 def _relay_message(message_id: str, text: str, **fields: Any) -> dict[str, Any]:
     return {"messageId": message_id, "role": "ROLE_AGENT", "parts": [{"text": text}], **fields}
-
-
-def _hop_event(task: Task, hop: RoutingHop) -> dict[str, Any]:
-    """The hop as a ``working`` update: its note as the status message, the hop itself in the
-    message's ``metadata[URI].hop`` (so the team task's history keeps every hop too)."""
-    note = _relay_message(
-        f"{task.id}-hop-{hop.order}",
-        _hop_note(hop),
-        metadata={CLIENT_ROUTING_URI: {"hop": services.hop_as_json(hop)}},
-    )
-    return _status_event(task, TaskState.WORKING, note)
 
 
 def _artifact_event(task: Task, artifact: dict[str, Any]) -> dict[str, Any]:

@@ -11,9 +11,11 @@ from django.db.models import Avg, Count, F, Prefetch, Q, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
+from registry.extensions import CLIENT_ROUTING_URI
 from registry.models import Agent, DeclaredExtension, Skill, Team, TeamMembership
 from routing import metrics
 from routing.models import HealthEvent, MemberContext, ProbeResult, RoutingHop
+from routing.router import USER
 from tasks_app import rows
 from tasks_app import selectors as task_selectors
 from tasks_app.lifecycle import INTERRUPTED, TaskState
@@ -104,6 +106,55 @@ def conversation_of(*, team_id: str, task: Task) -> Conversation:
             .first()
         )
     return Conversation(last.order, parked_on, parked_child_id, contexts)
+
+
+@dataclass(frozen=True)
+class HopInFlight:
+    """The hop of a team task its relay process was carrying when it stopped: the member's
+    task (``child``), who sent it its message (``sender``, USER or the member whose answer it
+    is), the routing error it got with it, the message itself, and how many hops the
+    caller's message had made before it (``hops_done``)."""
+
+    child: Task
+    sender: str
+    routing_error: str | None
+    message: dict
+    hops_done: int
+
+
+def hop_in_flight(*, task: Task) -> HopInFlight | None:
+    """The hop a team task was on when its relay process stopped, for the process that takes
+    the task over (three queries at most): its latest member task, when that was opened after
+    the last recorded hop (or is the parked member's task the caller answered) and its
+    member still works on it or ended it. None when there is none to follow: the process
+    stopped before it called a member, between two hops, or before the parked member took the
+    caller's answer."""
+    last = RoutingHop.objects.filter(task=task).order_by("-order").first()
+    child = Task.objects.filter(parent=task).order_by("-created_at").first()
+    if child is None or TaskState(child.state) in INTERRUPTED:
+        return None
+    if last is not None and last.outcome == RoutingHop.Outcome.PARKED:
+        if child.agent_id != last.to_id:
+            return None
+        sent = [message for message in child.history if message.get("role") == "ROLE_USER"]
+        sender, message = USER, (sent[-1] if sent else {})
+    elif last is None or child.created_at > last.created_at:
+        sender, message = (last.to_id if last else USER), (child.history or [{}])[0]
+    else:
+        return None
+    routing = (message.get("metadata") or {}).get(CLIENT_ROUTING_URI) or {}
+    if isinstance(routing.get("sender"), str) and routing["sender"]:
+        sender = routing["sender"]
+    hops_done = 0
+    if sender != USER and last is not None:
+        from_user = (
+            RoutingHop.objects.filter(task=task, from_id=USER)
+            .order_by("-order")
+            .values_list("order", flat=True)
+            .first()
+        )
+        hops_done = last.order - (from_user or 1) + 1
+    return HopInFlight(child, sender, routing.get("routingError") or None, message, hops_done)
 
 
 def open_children(*, parent_id: str) -> list[Task]:

@@ -98,8 +98,8 @@ def hop_record(
 ) -> list[gateway.Published]:
     """Records one hop in one transaction: the event that ended the member's task (held back
     by its exchange), the hop and the member's conversation (``hop_save``), and the team
-    task's ``events`` (the hop's update, its artifacts, the answer when the conversation ends
-    here; ``error`` the reason of a failure). Returns what to publish once it committed."""
+    task's ``events`` (the member's end as the team task's: its answer, its artifacts not
+    forwarded yet; ``error`` the reason of a failure). Returns what to publish once it committed."""
     with transaction.atomic():
         published = member_exchange.store_end() if member_exchange is not None else []
         hop_save(
@@ -138,7 +138,7 @@ def task_events_record(
 
 
 def hop_as_json(hop: RoutingHop) -> dict[str, Any]:
-    """A hop as the trace API and the team task's hop updates show it."""
+    """A hop as the trace API shows it."""
     return {
         "order": hop.order,
         "from": hop.from_id,

@@ -9,7 +9,8 @@ behaviour the first word of the message chooses (see ``Parity``). What a client 
 normalised the same way for both targets (ids numbered by first appearance, timestamps
 dropped). A team adds one thing to the events it forwards from its member: the
 ``metadata[client-routing URI]`` entry naming the member and the hop. Exactly that entry is
-stripped before comparing, and asserted separately.
+stripped before comparing, and asserted separately. Every case passes for both targets: the
+team adds no event, message or history entry of its own (its hops are in its trace).
 """
 
 from __future__ import annotations
@@ -244,35 +245,6 @@ protocols = pytest.mark.parametrize(("binding", "version"), PROTOCOLS, ids=PROTO
 TARGETS = ["agent", "team"]
 targets = pytest.mark.parametrize("target", TARGETS)
 
-EXTRA_STREAM_EVENTS = (
-    "a team's stream has two status updates the agent's has not: a `working` update (no "
-    "message) as its member's task opens, and a `working` update whose message is the hop "
-    "notice ('user -> parity', the hop record in the message's metadata) before the end"
-)
-
-
-CANCELED_WITH_EXTRAS = (
-    EXTRA_STREAM_EVENTS + ', and its `canceled` update has a message ("the task of member '
-    "'parity' was canceled\") where the agent's has none"
-)
-HOP_NOTICES_IN_HISTORY = (
-    "a team task's history has a hop notice (an agent message 'user -> parity', the hop record "
-    "in its metadata) before each of its member's turns: get returns [user 'ask', notice, "
-    "question, user 'Ada', notice, greeting] where the agent's has [user 'ask', question, "
-    "user 'Ada', greeting], and historyLength counts the notices"
-)
-HOP_NOTICE_ON_SUBSCRIBE = (
-    "a subscription to a team task has a `working` update whose message is the hop notice "
-    "('user -> parity') between the member's last artifact chunk and the end; the agent's has "
-    "none"
-)
-
-
-def team_differs(reason: str):
-    """``target`` parametrisation whose team case is a known difference of issue 12."""
-    team = pytest.param("team", marks=pytest.mark.xfail(strict=True, reason=f"issue 12: {reason}"))
-    return pytest.mark.parametrize("target", ["agent", team])
-
 
 @pytest.fixture
 def connect(relay, cards, target, binding, version):
@@ -450,7 +422,7 @@ async def test_return_immediately_answers_with_the_submitted_task(
 
 
 @protocols
-@team_differs(EXTRA_STREAM_EVENTS)
+@targets
 async def test_a_stream_carries_every_artifact_chunk_in_order(connect, target, binding, version):
     async with connect() as client:
         events = await observe(client, target, "chunks")
@@ -464,7 +436,7 @@ async def test_a_stream_carries_every_artifact_chunk_in_order(connect, target, b
 
 
 @protocols
-@team_differs(EXTRA_STREAM_EVENTS)
+@targets
 async def test_an_input_required_task_completes_on_its_follow_up(connect, target, binding, version):
     async with connect() as client:
         asked = await observe(client, target, "ask")
@@ -499,7 +471,7 @@ def state_of(event: dict[str, Any]) -> str:
 
 
 @protocols
-@team_differs(CANCELED_WITH_EXTRAS)
+@targets
 async def test_a_cancel_mid_stream_ends_the_stream_canceled(connect, target, binding, version):
     events: list[dict[str, Any]] = []
     canceled: list[dict[str, Any]] = []
@@ -554,7 +526,7 @@ async def test_errors_have_the_same_type(connect, target, binding, version):
 
 
 @protocols
-@team_differs(HOP_NOTICE_ON_SUBSCRIBE)
+@targets
 async def test_subscribe_streams_the_rest_of_a_running_task(connect, target, binding, version):
     events: list[dict[str, Any]] = []
     async with connect(streaming=False) as sender, connect() as client:
@@ -590,7 +562,7 @@ def history(task: dict[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
 
 
 @protocols
-@team_differs(HOP_NOTICES_IN_HISTORY)
+@targets
 async def test_get_honours_history_length(connect, target, binding, version):
     async with connect() as client:
         asked = await observe(client, target, "ask")
@@ -634,11 +606,7 @@ def pushed(body: dict[str, Any]) -> tuple[str, str]:
 
 
 @protocols
-@team_differs(
-    "for a blocking send, a team posts every event of its stream to the webhook (its member's "
-    "working updates, each artifact chunk, the hop notice, then the end as a status update); "
-    "the agent posts one body, the final task"
-)
+@targets
 async def test_a_blocking_send_pushes_the_final_task_to_the_webhook(
     connect, webhook, target, binding, version
 ):
@@ -660,23 +628,13 @@ async def test_a_blocking_send_pushes_the_final_task_to_the_webhook(
 # --- agent and team side by side ----------------------------------------------------------
 
 
-HISTORY_DIFFERS = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "issue 12: a team task answered at once holds in its history the hop notice (an agent "
-        "message 'user -> parity' with the hop record in its metadata) and the member's status "
-        "message; the agent's task answered at once holds the user's message only"
-    ),
-)
-
-
 @protocols
 @pytest.mark.parametrize(
     "text",
     [
-        pytest.param("echo hi", marks=HISTORY_DIFFERS),
+        "echo hi",
         "message hi",
-        pytest.param("later", marks=HISTORY_DIFFERS),
+        "later",
     ],
 )
 async def test_the_team_answers_a_send_exactly_as_the_agent(relay, cards, text, binding, version):
@@ -693,25 +651,18 @@ async def test_the_team_answers_a_send_exactly_as_the_agent(relay, cards, text, 
 
 
 @protocols
-async def test_a_team_stream_is_the_agents_with_only_the_two_hop_updates_added(
+async def test_a_team_stream_is_the_agents_with_each_forwarded_event_naming_its_member(
     relay, cards, binding, version
 ):
-    """What the expected failures above differ by, pinned: everything the member sends reaches
-    the team's stream as the agent's does, and the team adds exactly two `working` updates
-    (the member's task opening, and the hop notice before the end). When issue 12's parity
-    lands this test fails together with the expected failures turning into passes."""
+    """The whole stream, normalised, side by side: the team sends what its member sends, in
+    its order, and adds no event of its own; every event after the task names the member and
+    the hop it comes from."""
     seen = {}
     for target in TARGETS:
         async with sdk_client(cards[target], binding, version, headers=relay.auth()) as client:
             seen[target] = await collect(client.send_message(request("chunks")))
-    agent, team = (summary(strip_member(seen[target], target)) for target in TARGETS)
-    notice = ("statusUpdate", WORKING, "", False, False, (f"user -> {MEMBER}",))
-    opening = ("statusUpdate", WORKING, "", False, False, ())
-    assert team == [agent[0], opening, *agent[1:-1], notice, agent[-1]]
-    hop = seen["team"][-2]["statusUpdate"]["status"]["message"]["metadata"][URI]["hop"]
-    assert (hop["from"], hop["to"], hop["outcome"], hop["next"]) == (
-        "user",
-        MEMBER,
-        "replied",
-        "user",
+    assert observable(strip_member(seen["team"], "team")) == observable(
+        strip_member(seen["agent"], "agent")
     )
+    origins = [next(iter(event.values())).get("metadata", {}).get(URI) for event in seen["team"]]
+    assert origins[1:] == [{"member": MEMBER, "hop": 1}] * (len(seen["team"]) - 1)

@@ -315,14 +315,15 @@ async def test_a_team_of_0_3_and_1_0_members_activates_the_extension_in_each_spe
 
     assert answer_text(task) == "lead: old: lead: mixed"
     [old_call] = message_calls("old")
-    assert old_call.json()["method"] == "message/stream"
+    # A blocking call to the team is a blocking call to each member, as to an agent.
+    assert old_call.json()["method"] == "message/send"
     assert old_call.headers["x-a2a-extensions"] == URI
     assert "a2a-extensions" not in old_call.headers
     assert [card["id"] for card in sent_message(old_call)["metadata"][URI]["agentCards"]] == [
         "lead"
     ]
     lead_call = message_calls("lead")[0]
-    assert lead_call.json()["method"] == "SendStreamingMessage"
+    assert lead_call.json()["method"] == "SendMessage"
     assert lead_call.headers["a2a-extensions"] == URI
     assert "x-a2a-extensions" not in lead_call.headers
 
@@ -419,11 +420,6 @@ def sse_results(text: str) -> list[dict[str, Any]]:
     ]
 
 
-def hops_in(message: dict[str, Any] | None) -> list[int]:
-    hop = ((message or {}).get("metadata") or {}).get(URI, {}).get("hop")
-    return [hop["order"]] if hop else []
-
-
 async def test_a_streamed_conversation_shows_each_hop_in_order_then_the_answer(relay):
     await sync_to_async(make_team)("lead", "worker")
     LEAD.load("worker", "user")
@@ -441,27 +437,35 @@ async def test_a_streamed_conversation_shows_each_hop_in_order_then_the_answer(r
     assert response.headers["content-type"].startswith("text/event-stream")
     results = sse_results(response.text)
     assert list(results[0]) == ["task"]
-    # Hops already done when the stream's first event went out are in the task's history.
-    seen = [
-        order for message in results[0]["task"].get("history", []) for order in hops_in(message)
-    ]
-    states = []
+    # Every event after the task is a member's, naming the member and the hop it comes from.
+    origins, states = [], []
     for result in results[1:]:
-        status = result["statusUpdate"]["status"]
-        states.append(status["state"])
-        seen += hops_in(status.get("message"))
-    assert seen == [1, 2, 3]
+        kind, body = next(iter(result.items()))
+        origin = (body["metadata"][URI]["member"], body["metadata"][URI]["hop"])
+        if origin not in origins:
+            origins.append(origin)
+        if kind == "statusUpdate":
+            states.append(body["status"]["state"])
+    assert origins == [("lead", 1), ("worker", 2), ("lead", 3)]
     assert states[-1] == "TASK_STATE_COMPLETED"
     assert set(states[:-1]) <= {"TASK_STATE_WORKING"}
     assert (
         text_of(results[-1]["statusUpdate"]["status"]["message"]) == "lead: worker: lead: stream it"
     )
-    notes = [
-        text_of(message)
-        for message in (await Task.objects.aget(pk=results[0]["task"]["id"])).history
-        if hops_in(message)
+    # The team task's history holds the caller's message and the members' answers, no relay
+    # notes: the hops are in the trace.
+    stored = await Task.objects.aget(pk=results[0]["task"]["id"])
+    assert [(message["role"], text_of(message)) for message in stored.history] == [
+        ("ROLE_USER", "stream it"),
+        ("ROLE_AGENT", "lead: stream it"),
+        ("ROLE_AGENT", "worker: lead: stream it"),
+        ("ROLE_AGENT", "lead: worker: lead: stream it"),
     ]
-    assert notes == ["user -> lead", "lead -> worker: lead step 1", "worker -> lead"]
+    assert route(await trace(relay, stored.id)) == [
+        ("user", "lead", "routed", "worker"),
+        ("lead", "worker", "routed", "lead"),
+        ("worker", "lead", "replied", "user"),
+    ]
 
 
 # --- waiting on the caller, health ---------------------------------------------------

@@ -81,8 +81,10 @@ def user_message(text: str) -> dict[str, Any]:
     }
 
 
-def hop_of(message: dict[str, Any] | None) -> dict[str, Any] | None:
-    return ((message or {}).get("metadata") or {}).get(URI, {}).get("hop")
+def origin_of(update: dict[str, Any]) -> tuple[str, int]:
+    """(member, hop) a team's forwarded event names in its ``metadata[URI]``."""
+    origin = update["metadata"][URI]
+    return origin["member"], origin["hop"]
 
 
 async def test_a_streaming_caller_sees_each_hop_while_the_conversation_goes_on(relay):
@@ -96,29 +98,33 @@ async def test_a_streaming_caller_sees_each_hop_while_the_conversation_goes_on(r
     ):
         events = source.aiter_sse()
         first = json.loads((await anext(events)).data)["result"]
-        # The team's task comes first, as an agent's would, then each hop as it happens.
+        # The team's task comes first, as an agent's would, then each member's events as they
+        # happen, each naming the member and the hop.
         assert list(first) == ["task"]
         assert first["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
-        lead = json.loads((await anext(events)).data)["result"]["statusUpdate"]["status"]
-        # The lead answered; the gated member has not: the first hop is already here.
-        assert hop_of(lead["message"])["order"] == 1
-        assert lead["state"] == "TASK_STATE_WORKING"
+        lead = json.loads((await anext(events)).data)["result"]["statusUpdate"]
+        # The lead answered; the gated member has not: the first hop's answer is already here.
+        assert origin_of(lead) == ("lead", 1)
+        assert lead["status"]["state"] == "TASK_STATE_WORKING"
         GATE.put("go")
         updates = []
         async for event in events:
             if event.data:
-                updates.append(json.loads(event.data)["result"]["statusUpdate"]["status"])
-    hops = [hop_of(status.get("message")) for status in updates]
-    assert [(hop["order"], hop["from"], hop["to"]) for hop in hops if hop] == [
-        (2, "lead", "gated"),
-        (3, "gated", "lead"),
-    ]
-    assert [status["state"] for status in updates] == [
-        "TASK_STATE_WORKING",
+                updates.append(json.loads(event.data)["result"]["statusUpdate"])
+    assert [origin_of(update) for update in updates] == [("gated", 2), ("lead", 3)]
+    assert [update["status"]["state"] for update in updates] == [
         "TASK_STATE_WORKING",
         "TASK_STATE_COMPLETED",
     ]
-    assert updates[-1]["message"]["parts"] == [{"text": "lead: gated: lead: slowly"}]
+    assert updates[-1]["status"]["message"]["parts"] == [{"text": "lead: gated: lead: slowly"}]
+    async with httpx.AsyncClient(base_url=relay.url, timeout=CALL_SECONDS) as client:
+        trace = await client.get(f"/a2a/tasks/{first['task']['id']}/trace", headers=relay.auth())
+    trace = trace.json()["hops"]
+    assert [(hop["order"], hop["from"], hop["to"]) for hop in trace] == [
+        (1, "user", "lead"),
+        (2, "lead", "gated"),
+        (3, "gated", "lead"),
+    ]
 
 
 async def test_a_team_stream_gives_its_task_before_the_first_member_answers(relay):

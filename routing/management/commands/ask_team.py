@@ -1,5 +1,6 @@
 """Sends one message to a team at a running relay and prints the routed conversation as it
-happens (one line per hop), then the team's answer and its artifacts.
+happens (one line per hop, from the task's trace as each hop is done), then the team's
+answer and its artifacts.
 
     python manage.py ask_team demo "please research the weather and write a report" \\
         --url http://127.0.0.1:8000 --key <api key>
@@ -78,8 +79,9 @@ class AskError(Exception):
 async def ask_team(
     client: httpx.AsyncClient, *, team: str, text: str, key: str, write: Callable[[str], Any]
 ) -> dict[str, Any]:
-    """Streams one message to the team, writing a line per hop as each arrives, then the final
-    state, answer and artifacts. Returns the final task (its ``id`` and ``status``)."""
+    """Streams one message to the team, writing a line per hop as each is done (the team's
+    events name their hop; the trace has what it did), then the final state, answer and
+    artifacts. Returns the final task (its ``id`` and ``status``)."""
     body = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -118,34 +120,77 @@ async def ask_team(
             result = frame.get("result", {})
             if "task" in result:
                 task = result["task"]
-                for message in task.get("history", []):
-                    _write_hop(message, printed, write)
                 status = task["status"]
             elif "statusUpdate" in result:
                 status = result["statusUpdate"]["status"]
                 task["status"] = status
             elif "artifactUpdate" in result:
-                task.setdefault("artifacts", []).append(result["artifactUpdate"]["artifact"])
-                continue
+                _add_artifact(task, result["artifactUpdate"])
             else:
                 raise AskError("the team answered with a message, not a task")
-            if status["state"] not in FINAL_STATES:
-                _write_hop(status.get("message") or {}, printed, write)
+            # Each member event names its hop: one naming a later hop means the earlier are
+            # done, and the task's trace has them.
+            hop = _hop_of(next(iter(result.values())))
+            if hop and any(order not in printed for order in range(1, hop)):
+                await _write_hops(client, task["id"], headers, printed, write, before=hop)
+            if "artifactUpdate" in result or status["state"] not in FINAL_STATES:
                 continue
+            await _write_hops(client, task["id"], headers, printed, write)
             _write_answer(task, write)
             return task
     raise AskError("the stream ended before the conversation did")
 
 
-def _write_hop(message: dict[str, Any], printed: set[int], write) -> None:
-    hop = ((message.get("metadata") or {}).get(CLIENT_ROUTING_URI) or {}).get("hop")
-    if not hop or hop["order"] in printed:
+def _hop_of(body: dict[str, Any]) -> int | None:
+    """The hop a team's event comes from (its ``metadata[URI].hop``), when it says."""
+    hop = ((body.get("metadata") or {}).get(CLIENT_ROUTING_URI) or {}).get("hop")
+    return hop if isinstance(hop, int) else None
+
+
+def _add_artifact(task: dict[str, Any], update: dict[str, Any]) -> None:
+    """Folds an artifact update into the task: a chunk appended to its artifact, or a new one."""
+    artifact = update["artifact"]
+    artifacts = task.setdefault("artifacts", [])
+    for existing in artifacts:
+        if existing.get("artifactId") == artifact.get("artifactId"):
+            if update.get("append"):
+                existing["parts"] = [*existing.get("parts", []), *artifact.get("parts", [])]
+            else:
+                existing.clear()
+                existing.update(artifact)
+            return
+    artifacts.append(dict(artifact))
+
+
+async def _write_hops(
+    client: httpx.AsyncClient,
+    task_id: str,
+    headers: dict[str, str],
+    printed: set[int],
+    write,
+    *,
+    before: int | None = None,
+) -> None:
+    """Writes a line for each hop of the task's trace not written yet (those before hop
+    ``before`` only, when given)."""
+    response = await client.get(
+        f"/a2a/tasks/{task_id}/trace",
+        headers={"Authorization": headers["Authorization"]},
+    )
+    if response.status_code != 200:
         return
-    printed.add(hop["order"])
-    note = message["parts"][0]["text"]
-    then = f"{hop['outcome']} -> {hop['next']}" if hop["next"] else hop["outcome"]
-    latency = f"{hop['latencyMs']:.0f} ms" if hop.get("latencyMs") is not None else ""
-    write(f"  {hop['order']:>2}. {note:<58} [{then}, {latency}]")
+    for hop in response.json().get("hops", []):
+        if hop["order"] in printed or (before is not None and hop["order"] >= before):
+            continue
+        printed.add(hop["order"])
+        note = f"{hop['from']} -> {hop['to']}"
+        if hop.get("reason"):
+            note += f": {hop['reason']}"
+        if hop.get("routingError"):
+            note += f" (routing error: {hop['routingError']})"
+        then = f"{hop['outcome']} -> {hop['next']}" if hop["next"] else hop["outcome"]
+        latency = f"{hop['latencyMs']:.0f} ms" if hop.get("latencyMs") is not None else ""
+        write(f"  {hop['order']:>2}. {note:<58} [{then}, {latency}]")
 
 
 def _write_answer(task: dict[str, Any], write) -> None:
