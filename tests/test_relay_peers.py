@@ -5,13 +5,21 @@ B; when A follows B too, every agent stays listed once on each relay."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import uuid
 from contextlib import ExitStack
 
 import httpx
 import pytest
+from a2a.types import Message, Part, Role, SendMessageRequest
+from google.protobuf.json_format import MessageToDict
 from jwcrypto import jwk
 
+from tests.agents import v1_only_agent
+from tests.live import sdk_client
 from tests.registry.test_cards import card_v1
+from tests.servers import running
 from tests.test_profiles import agent_site, base_env, free_port, manage, process, wait_until
 
 
@@ -26,6 +34,9 @@ class Relay:
             RELAY_VAR_DIR=str(var),
             RELAY_PUBLIC_URL=self.url,
             RELAY_CATALOG_PUBLISHER=f"relay-{name}.test",
+            # Each relay its own name in delegation chains (by default it comes from
+            # SECRET_KEY, which two test relays share): a call B -> A is no loop.
+            RELAY_ID=f"relay-{name}",
             # Only the syncs this test runs: no health sweeps or beat in the way.
             **extra,
         )
@@ -156,3 +167,36 @@ def test_relay_b_imports_then_follows_relay_a_and_a_loop_keeps_one_of_each(relay
             e["identifier"]
             for e in httpx.get(f"{b.url}/.well-known/ai-catalog.json").json()["entries"]
         ] == ["urn:air:relay-b.test:agent:local"]
+
+
+async def send_text(card: dict, text: str, *, key: str) -> list[dict]:
+    """Sends one message with a2a-sdk's client (JSON-RPC 1.0, blocking) as a caller of the
+    relay whose card it is; returns the events as A2A 1.0 JSON."""
+    message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=text)])
+    headers = {"Authorization": f"Bearer {key}"}
+    async with sdk_client(card, "JSONRPC", "1.0", headers=headers, streaming=False) as client:
+        events = [e async for e in client.send_message(SendMessageRequest(message=message))]
+    return [MessageToDict(event) for event in events]
+
+
+def test_a_mirror_is_called_through_its_origin_relay(relays):
+    """B's mirror of an agent registered on A answers B's caller: B calls A's endpoint for the
+    agent with A's key, and A calls the agent."""
+    a, b = relays
+    with running(v1_only_agent) as agent_url:
+        created = a.call("POST", "/a2a/registry", json={"url": agent_url, "id": "talker"})
+        assert created.status_code == 201, created.text
+        b.manage("follow_relay", a.url, "--key", a.key, "--name", "relay-a", "--sync")
+        card = httpx.get(
+            f"{b.url}/a2a/agents/talker/.well-known/agent-card.json",
+            headers={"A2A-Version": "1.0"},
+        ).json()
+        assert card["supportedInterfaces"][0]["url"] == f"{b.url}/a2a/agents/talker/"
+        events = asyncio.run(send_text(card, "hello through two relays", key=b.key))
+    # The echo agent answers with a message of the text it got, through both relays.
+    assert [list(event) for event in events] == [["message"]], json.dumps(events)[:2000]
+    assert events[0]["message"]["parts"] == [{"text": "hello through two relays"}]
+    assert events[0]["message"]["role"] == "ROLE_AGENT"
+    mirrored = b.agents()["talker"]
+    assert mirrored["cardUrl"] == f"{a.url}/a2a/agents/talker/.well-known/agent-card.json"
+    assert mirrored["origin"]["relay"] == a.url
