@@ -89,6 +89,8 @@ def peer_follow(
     if mode not in PeerRelay.Mode.values:
         raise PeerError(f"mode must be one of {', '.join(PeerRelay.Mode.values)}")
     name = slugify(name or urlsplit(url).netloc.replace(":", "-"))[:100] or "peer"
+    if PeerRelay.objects.filter(name=name).exclude(url=url).exists():
+        raise PeerError(f"another peer relay is already named {name!r}; give another --name")
     peer, _ = PeerRelay.objects.update_or_create(
         url=url,
         defaults={

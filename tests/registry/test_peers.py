@@ -164,6 +164,8 @@ def test_follow_relay_stores_the_key_encrypted_and_refuses_private_addresses(pee
     assert "s3cret-key" not in relay.api_key
     assert secrets.decrypt(relay.api_key) == "s3cret-key"
     assert Agent.objects.get(pk="alpha").origin_peer == relay
+    with pytest.raises(CommandError, match="already named 'west'"):
+        call_command("follow_relay", "http://127.0.0.1:9", "--name", "west")
     settings.RELAY_ALLOW_PRIVATE_URLS = False
     with pytest.raises(CommandError, match="non-public address"):
         call_command("follow_relay", "http://10.0.0.1:8000")
@@ -235,3 +237,33 @@ def test_the_agent_page_shows_the_origin_and_signature_badges(peer, client):
     assert "read-only here" in page
     listing = client.get("/").text
     assert "chip-origin" in listing and "chip-signed" in listing
+    make_agent(agent_id="local")
+    mirrored_only = client.get("/?mirrored=true").text
+    assert "/agents/alpha/" in mirrored_only and "/agents/local/" not in mirrored_only
+    unsigned_only = client.get("/?signed=false").text
+    assert "/agents/local/" in unsigned_only and "/agents/alpha/" not in unsigned_only
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_badges_in_a_real_browser(peer, live_server, monkeypatch):
+    from tests.browser import CHROMIUM, chromium_page, screenshot
+
+    if not CHROMIUM.exists():
+        pytest.skip("Chromium from Debian's packages is not installed: apt-get install chromium")
+    peer.add("alpha")
+    peers.peer_sync(peer=follow(peer))
+    Agent.objects.filter(pk="alpha").update(
+        signature_status="verified",
+        signature_kid="k1",
+        require_signature=True,
+        card_refused_reason="invalid: the signature with key 'k1' does not match the card's content",
+    )
+    with chromium_page(monkeypatch) as page:
+        page.goto(f"{live_server.url}/agents/alpha/")
+        assert page.locator(".agent-state .chip-signed").inner_text() == "signed"
+        assert page.locator(".agent-state .chip-origin").inner_text() == "from peer"
+        assert "newer card refused" in page.locator(".agent-state").inner_text()
+        screenshot(page, "agent-mirrored-signed")
+        page.goto(f"{live_server.url}/")
+        assert page.locator(".chip-origin").count() == 1
+        screenshot(page, "registry-mirrored-signed")

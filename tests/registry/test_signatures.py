@@ -318,3 +318,49 @@ def test_without_a_signing_key_cards_are_unsigned_and_the_key_set_is_empty(clien
     settings.RELAY_CARD_SIGNING_KEY = ""
     assert "signatures" not in client.get("/.well-known/agent-card.json").json()
     assert client.get("/.well-known/jwks.json").json() == {"keys": []}
+
+
+def sdk_payload(document: dict) -> bytes:
+    """What a2a-sdk's signer signs: the card parsed to the 1.0 proto, without signatures and
+    empty values, canonicalised by the SDK's own RFC 8785 code."""
+    from a2a.client.card_resolver import parse_agent_card
+    from a2a.utils._jcs import canonicalize
+    from google.protobuf.json_format import MessageToDict
+
+    from registry.signing import _clean_empty
+
+    proto = MessageToDict(parse_agent_card(copy.deepcopy(document)))
+    proto.pop("signatures", None)
+    return canonicalize(_clean_empty(proto)).encode()
+
+
+def test_a_card_signed_over_its_proto_form_as_a2a_sdk_signs_verifies():
+    from tests.registry.test_cards import card_v03
+
+    key = ec_key("sdk-key")
+    document = card_v03(iconUrl="")  # a 0.3 card: its proto form differs from the document
+    with card_site({}) as (site, url):
+        token = jws.JWS(sdk_payload(document))
+        header = {"alg": "ES256", "kid": "sdk-key", "typ": "JOSE", "jku": f"{url}/keys.json"}
+        token.add_signature(key, None, protected=json.dumps(header))
+        protected, _payload, signature = token.serialize(compact=True).split(".")
+        assert sdk_payload(document) != rfc8785.dumps(document)
+        signed_document = {
+            **document,
+            "signatures": [{"protected": protected, "signature": signature}],
+        }
+        site.routes["/.well-known/agent-card.json"] = card_json(signed_document)
+        site.routes["/keys.json"] = card_json(jwks_of(key))
+        agent = register(url)
+    assert agent.signature_status == "verified", agent.signature_detail
+
+
+def test_an_rsa_signature_verifies():
+    key = jwk.JWK.generate(kty="RSA", size=2048, kid="rsa-key")
+    with card_site({}) as (site, url):
+        site.routes["/.well-known/agent-card.json"] = card_json(
+            signed(card_v1(), key, jku=f"{url}/keys.json", alg="RS256")
+        )
+        site.routes["/keys.json"] = card_json(jwks_of(key))
+        agent = register(url)
+    assert (agent.signature_status, agent.signature_kid) == ("verified", "rsa-key")
