@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -146,9 +148,32 @@ def _load(value: str) -> RelayKey:
     return RelayKey(key=key, kid=key.thumbprint(), alg=signing.algorithm_for(key))
 
 
+_SIGNED: OrderedDict[tuple[str, str, str], list[dict[str, str]]] = OrderedDict()
+_SIGNED_MAX = 1024
+_SIGNED_LOCK = threading.Lock()
+
+
 def sign_served_card(card: dict[str, Any], *, jku: str) -> dict[str, Any]:
-    """The card signed with the relay's key, or as it is when the relay has none."""
+    """The card signed with the relay's key, or as it is when the relay has none.
+
+    Signing costs milliseconds (the proto form is parsed for the second signature), and the
+    same card is served again and again, so the signatures of the last 1024 cards served are
+    kept in memory, keyed by the card's content, the key and the jku."""
     key = relay_key()
     if key is None:
         return card
-    return signing.sign_card(card, key=key.key, kid=key.kid, alg=key.alg, jku=jku)
+    unsigned = {name: value for name, value in card.items() if name != "signatures"}
+    text = json.dumps(unsigned, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    cache_key = (hashlib.sha256(text.encode()).hexdigest(), key.kid, jku)
+    with _SIGNED_LOCK:
+        signatures = _SIGNED.get(cache_key)
+        if signatures is not None:
+            _SIGNED.move_to_end(cache_key)
+    if signatures is None:
+        signed = signing.sign_card(unsigned, key=key.key, kid=key.kid, alg=key.alg, jku=jku)
+        signatures = signed["signatures"]
+        with _SIGNED_LOCK:
+            _SIGNED[cache_key] = signatures
+            while len(_SIGNED) > _SIGNED_MAX:
+                _SIGNED.popitem(last=False)
+    return {**unsigned, "signatures": [dict(signature) for signature in signatures]}

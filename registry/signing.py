@@ -6,7 +6,8 @@ A signature is a JWS in flattened parts, ``{"protected", "signature", "header"?}
 ``signatures``. The protected header names ``alg``, ``kid`` and ``typ: "JOSE"``, and may give a
 ``jku``: the URL of the JSON Web Key Set holding the key.
 
-Plain Python, no Django: the JWS work is joserfc's, the canonical form rfc8785's. Finding keys
+Plain Python, no Django: the JWS work is joserfc's, the canonical form rfc8785's, the 1.0
+proto form a2a-sdk's parser's. Finding keys
 is the caller's: :func:`verify_card` takes a ``key_set(jku_url)`` callable, which the registry
 backs with an SSRF-checked, size-bounded, cached fetch (``registry.jwks``).
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +35,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import rfc8785
+from a2a.client.card_resolver import parse_agent_card
+from google.protobuf.json_format import MessageToDict, ParseError
 from joserfc import jws
 from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, KeySet, OKPKey, RSAKey
@@ -186,13 +190,40 @@ def _verify_one(
 def sign_card(
     card: dict[str, Any], *, key: ECKey | RSAKey | OKPKey, kid: str, alg: str, jku: str
 ) -> dict[str, Any]:
-    """The card with one signature (replacing any it had) over its JCS form without
-    ``signatures``; ``jku`` says where the public key is published."""
+    """The card with its signatures (replacing any it had); ``jku`` says where the public key
+    is published. The first signs the JCS form of the card as served, without ``signatures``
+    (so the 0.3 fields of a hybrid card are covered too); when the card's 1.0 proto form (the
+    specification's payload: proto field presence, empty values dropped, as a2a-sdk's
+    verifier computes it) is another text, a second signature signs that."""
     unsigned = {name: value for name, value in card.items() if name != "signatures"}
     protected = {"alg": alg, "kid": kid, "typ": "JOSE", "jku": jku}
-    compact = jws.serialize_compact(protected, rfc8785.dumps(unsigned), key, algorithms=[alg])
-    protected_part, _payload, signature_part = compact.split(".")
-    return {**unsigned, "signatures": [{"protected": protected_part, "signature": signature_part}]}
+    payloads = [rfc8785.dumps(unsigned)]
+    proto = proto_payload(unsigned)
+    if proto is not None and proto not in payloads:
+        payloads.append(proto)
+    signatures = []
+    for payload in payloads:
+        compact = jws.serialize_compact(protected, payload, key, algorithms=[alg])
+        protected_part, _payload, signature_part = compact.split(".")
+        signatures.append({"protected": protected_part, "signature": signature_part})
+    return {**unsigned, "signatures": signatures}
+
+
+def proto_payload(card: dict[str, Any]) -> bytes | None:
+    """The JCS form of the card as the 1.0 proto reads it, without signatures and empty
+    values (what a2a-sdk signs and verifies); None when the card does not parse."""
+    try:
+        proto = MessageToDict(parse_agent_card(copy.deepcopy(card)))
+    except (ParseError, ValueError, TypeError, AttributeError):
+        return None
+    proto.pop("signatures", None)
+    cleaned = _clean_empty(proto)
+    if not isinstance(cleaned, dict):
+        return None
+    try:
+        return rfc8785.dumps(cleaned)
+    except (rfc8785.CanonicalizationError, TypeError, ValueError, RecursionError):
+        return None
 
 
 def algorithm_for(key: ECKey | RSAKey | OKPKey) -> str:

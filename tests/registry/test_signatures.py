@@ -302,6 +302,29 @@ def test_the_relays_own_card_and_agent_cards_verify_with_another_jws_library(
         verify_with_jwcrypto(tampered, key_set)
 
 
+def test_the_relays_cards_also_verify_over_their_proto_form_as_a2a_sdk_checks(
+    client, relay_signing_key
+):
+    """The specification's payload (the 1.0 proto form, canonicalised by a2a-sdk's own JCS
+    code) verifies for every card the relay serves, the hybrid 0.3 card included."""
+    key_set = jwk.JWKSet.from_json(json.dumps(client.get("/.well-known/jwks.json").json()))
+    for headers in ({}, {"HTTP_A2A_VERSION": "1.0"}):
+        card = client.get("/.well-known/agent-card.json", **headers).json()
+        payload = jws.base64url_encode(sdk_payload(card))
+        verified = 0
+        for signature in card["signatures"]:
+            token = jws.JWS()
+            token.deserialize(json.dumps({**signature, "payload": payload}))
+            try:
+                token.verify(
+                    key_set.get_key(json.loads(jws.base64url_decode(signature["protected"]))["kid"])
+                )
+            except jws.InvalidJWSSignature:
+                continue
+            verified += 1
+        assert verified == 1, headers
+
+
 def test_the_relays_signed_card_verifies_with_the_relays_own_checker(client, relay_signing_key):
     """What one relay serves, another relay accepts as verified."""
     from registry import signing
@@ -364,3 +387,16 @@ def test_an_rsa_signature_verifies():
         site.routes["/keys.json"] = card_json(jwks_of(key))
         agent = register(url)
     assert (agent.signature_status, agent.signature_kid) == ("verified", "rsa-key")
+
+
+def test_the_relay_signs_a_card_once_and_serves_the_same_signatures_again(relay_signing_key):
+    card = card_v1()
+    first = relay_jwks.sign_served_card(card, jku="http://testserver/.well-known/jwks.json")
+    again = relay_jwks.sign_served_card(card, jku="http://testserver/.well-known/jwks.json")
+    # ECDSA signatures differ at each signing: equal ones were kept, not made again.
+    assert again["signatures"] == first["signatures"]
+    changed = relay_jwks.sign_served_card(
+        dict(card, version="9"), jku="http://testserver/.well-known/jwks.json"
+    )
+    assert changed["signatures"][0] != first["signatures"][0]
+    assert "signatures" not in card
