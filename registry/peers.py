@@ -36,6 +36,7 @@ import httpx
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.utils.text import slugify
 
 from registry import secrets
@@ -46,6 +47,8 @@ logger = logging.getLogger(__name__)
 
 OVERLAP = timedelta(seconds=2)
 PAGE_SIZE = 100
+REMOVED_PAGE = 1000
+"""What the peer's removed list answers at most at once (registry.selectors.REMOVED_PAGE_SIZE)."""
 
 
 class PeerError(Exception):
@@ -121,6 +124,7 @@ def peer_headers(peer: PeerRelay) -> dict[str, str]:
 def peer_sync(*, peer: PeerRelay, client: httpx.Client | None = None) -> SyncReport:
     """Mirrors what changed at ``peer`` since its last sync (see the module's docstring). A
     peer that cannot be read keeps its watermark and records the error; raises PeerError."""
+    peer.refresh_from_db()  # the watermark as the last sync left it
     owns = client is None
     client = client or outbound.client()
     try:
@@ -143,12 +147,7 @@ def _sync(peer: PeerRelay, client: httpx.Client) -> SyncReport:
     since = peer.synced_until - OVERLAP if peer.synced_until else None
     started: datetime | None = None
     if since is not None:
-        removed, started = _get(
-            client, f"{peer.url}/a2a/registry/removed", headers, {"since": _iso(since)}
-        )
-        gone_ids = [row.get("id") for row in removed.get("removed") or [] if isinstance(row, dict)]
-        for agent in Agent.objects.filter(origin_peer=peer, origin_id__in=gone_ids):
-            _remove(agent, report)
+        started = _mirror_removals(peer, client, headers, since, report)
     seen: set[str] = set()
     cursor = None
     limit = settings.RELAY_CATALOG_MAX_ENTRIES
@@ -187,6 +186,28 @@ def _sync(peer: PeerRelay, client: httpx.Client) -> SyncReport:
         last_report=report.as_dict(),
     )
     return report
+
+
+def _mirror_removals(
+    peer: PeerRelay, client: httpx.Client, headers: dict[str, str], since: datetime, report
+) -> datetime | None:
+    """Deletes the mirrors of agents the peer deleted at or after ``since``, page after page
+    (the peer answers at most a thousand at a time); returns the time of the peer's first
+    answer."""
+    started = None
+    while True:
+        answer, answered_at = _get(
+            client, f"{peer.url}/a2a/registry/removed", headers, {"since": _iso(since)}
+        )
+        started = started or answered_at
+        rows = [row for row in answer.get("removed") or [] if isinstance(row, dict)]
+        gone = [str(row.get("id")) for row in rows]
+        for agent in Agent.objects.filter(origin_peer=peer, origin_id__in=gone):
+            _remove(agent, report)
+        last = parse_datetime(str(rows[-1].get("at"))) if rows else None
+        if len(rows) < REMOVED_PAGE or last is None or last <= since:
+            return started
+        since = last
 
 
 def _get(

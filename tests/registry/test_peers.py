@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from starlette.responses import JSONResponse
 
 from registry import peers, secrets
@@ -24,7 +26,8 @@ class FakePeer:
     def __init__(self, site, url: str) -> None:
         self.site, self.url = site, url
         self.agents: list[dict] = []
-        self.removed: list[str] = []
+        self.removed: list = []
+        self.removed_page_size = 1000
         self.queries: list[dict] = []
         site.routes["/a2a/registry"] = self.page
         site.routes["/a2a/registry/removed"] = self.removed_page
@@ -56,9 +59,17 @@ class FakePeer:
         return JSONResponse({"agents": page, "nextCursor": page[-1]["id"] if more else None})
 
     def removed_page(self, request):
+        """Removed ids at or after ``since``, oldest first, ``removed_page_size`` at most;
+        ``removed`` holds ids (removed now) or (id, time) pairs."""
         self.queries.append({"path": "removed", **dict(request.query_params)})
-        rows = [{"id": i, "at": "2026-01-01T00:00:00Z"} for i in self.removed]
-        return JSONResponse({"removed": rows})
+        since = parse_datetime(request.query_params["since"])
+        rows = []
+        for entry in self.removed:
+            agent_id, at = entry if isinstance(entry, tuple) else (entry, timezone.now())
+            if at >= since:
+                rows.append({"id": agent_id, "at": at.isoformat()})
+        rows.sort(key=lambda row: row["at"])
+        return JSONResponse({"removed": rows[: self.removed_page_size]})
 
 
 def _auth(request) -> dict:
@@ -117,6 +128,25 @@ def test_a_later_sync_asks_for_changes_only_and_follows_them(peer):
     assert not Agent.objects.filter(pk="alpha").exists()
     mirrored = Agent.objects.get(pk="beta")
     assert (mirrored.description, mirrored.status) == ("Changed at the origin", "deprecated")
+
+
+def test_removals_are_read_page_after_page(peer, monkeypatch):
+    from datetime import timedelta
+
+    monkeypatch.setattr(peers, "REMOVED_PAGE", 2)
+    peer.removed_page_size = 2
+    for agent_id in ("a1", "a2", "a3", "a4", "a5"):
+        peer.add(agent_id)
+    relay = follow(peer)
+    peers.peer_sync(peer=relay)
+    soon = timezone.now() + timedelta(seconds=1)
+    peer.removed = [(f"a{n}", soon + timedelta(milliseconds=n)) for n in range(1, 6)]
+    peer.agents.clear()
+    report = peers.peer_sync(peer=relay)
+    assert sorted(report.removed) == ["a1", "a2", "a3", "a4", "a5"]
+    # Each page starts at the last time of the one before ("at or after"), so pages overlap
+    # by one: nothing deleted in the same microsecond as a page's last entry is missed.
+    assert [q["path"] for q in peer.queries].count("removed") == 5
 
 
 def test_a_first_sync_removes_mirrors_the_peer_no_longer_has(peer):

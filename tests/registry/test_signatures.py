@@ -400,3 +400,16 @@ def test_the_relay_signs_a_card_once_and_serves_the_same_signatures_again(relay_
     )
     assert changed["signatures"][0] != first["signatures"][0]
     assert "signatures" not in card
+
+
+def test_a_signing_key_that_cannot_be_used_is_a_startup_error(settings, tmp_path):
+    from registry.checks import check_card_signing_key
+
+    settings.RELAY_CARD_SIGNING_KEY = str(tmp_path / "missing.pem")
+    relay_jwks._load.cache_clear()
+    [error] = check_card_signing_key(None)
+    assert error.id == "relay.E010"
+    assert "neither a PEM key nor a readable file" in error.msg
+    (tmp_path / "public.pem").write_bytes(ec_key("k").export_to_pem())
+    settings.RELAY_CARD_SIGNING_KEY = str(tmp_path / "public.pem")
+    assert check_card_signing_key(None)[0].id == "relay.E010"
