@@ -227,31 +227,64 @@ class ImportReport:
         )
 
 
-def catalog_url_for(url: str) -> str:
-    """A host's catalog URL: ``url`` itself when it names a .json document, else the host's
-    ``/.well-known/ai-catalog.json``."""
+WELL_KNOWN_PATHS = ("/.well-known/ard.json", "/.well-known/ai-catalog.json")
+"""Where a host publishes its catalog: ARD's path first, then the AI Catalog's (which ARD
+consumers may also read)."""
+
+
+def catalog_urls_for(url: str) -> list[str]:
+    """Where to look for a host's catalog: ``url`` itself when it names a .json document, else
+    the host's well-known paths (under the given path)."""
     parts = urlsplit(url.strip())
     if parts.path.endswith(".json"):
-        return url.strip()
-    return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}/.well-known/ai-catalog.json"
+        return [url.strip()]
+    base = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+    return [base + path for path in WELL_KNOWN_PATHS]
 
 
 def fetch_catalog(
     url: str, *, client: httpx.Client | None = None, headers: dict[str, str] | None = None
 ) -> tuple[str, dict[str, Any]]:
-    """Downloads and checks the catalog at ``url`` (or the host's well-known one). Returns
-    (the URL it was read from, the document). Raises CatalogError saying why not."""
+    """Downloads and checks the catalog at ``url`` (or the host's well-known one: a 404 at
+    ARD's path tries the AI Catalog's). Returns (the URL it was read from, the document).
+    Raises CatalogError saying why not."""
     try:
         outbound.check_url_shape(url)
     except outbound.UnsafeURLError as error:
         raise CatalogError("unsafe_url", str(error), status=400) from error
-    target = catalog_url_for(url)
     owns = client is None
     client = client or outbound.client()
     try:
+        candidates = catalog_urls_for(url)
+        for index, target in enumerate(candidates):
+            try:
+                return _fetch_one(client, target, headers or {})
+            except _NotFound as missing:
+                if index == len(candidates) - 1:
+                    raise CatalogError(
+                        "upstream_error",
+                        " and ".join(candidates) + f" answered HTTP {missing.status}",
+                    ) from None
+        raise AssertionError("unreachable")
+    finally:
+        if owns:
+            client.close()
+
+
+class _NotFound(Exception):
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+
+def _fetch_one(
+    client: httpx.Client, target: str, headers: dict[str, str]
+) -> tuple[str, dict[str, Any]]:
+    try:
         with client.stream(
-            "GET", target, headers={"Accept": f"{MEDIA_TYPE}, application/json", **(headers or {})}
+            "GET", target, headers={"Accept": f"{MEDIA_TYPE}, application/json", **headers}
         ) as response:
+            if response.status_code in (404, 410):
+                raise _NotFound(response.status_code)
             if response.status_code >= 400:
                 raise CatalogError(
                     "upstream_error", f"{target} answered HTTP {response.status_code}"
@@ -268,9 +301,6 @@ def fetch_catalog(
         raise CatalogError(
             "unreachable", f"cannot reach {target}: {error or type(error).__name__}"
         ) from error
-    finally:
-        if owns:
-            client.close()
     try:
         document = json.loads(body)
     except (UnicodeDecodeError, ValueError) as error:

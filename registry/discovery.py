@@ -32,8 +32,11 @@ def key_set(request: HttpRequest) -> JsonResponse:
 
 
 def catalog_link_header(request: HttpRequest) -> str:
-    """The ``Link`` header value pointing at the relay's catalog."""
-    return f'<{relay_base_url(request, "/.well-known/ai-catalog.json")}>; rel="ai-catalog"'
+    """The ``Link`` header value pointing at the relay's catalog (at both well-known paths)."""
+    return (
+        f'<{relay_base_url(request, "/.well-known/ai-catalog.json")}>; rel="ai-catalog", '
+        f'<{relay_base_url(request, "/.well-known/ard.json")}>; rel="ard"'
+    )
 
 
 class AiCatalogView(APIView):
@@ -57,3 +60,16 @@ class AiCatalogView(APIView):
         response["Cache-Control"] = catalog.CACHE_CONTROL
         response["Link"] = catalog_link_header(request)
         return response
+
+
+class ArdCatalogView(AiCatalogView):
+    @extend_schema(
+        operation_id="ard_catalog",
+        summary="The relay's catalog at ARD's path",
+        description="The same document as /.well-known/ai-catalog.json, where Agentic Resource "
+        "Discovery consumers look first.",
+        responses={200: OpenApiResponse(OpenApiTypes.OBJECT), **errors(401, 429)},
+        examples=[example("A catalog", AI_CATALOG)],
+    )
+    def get(self, request: Request) -> Response:
+        return super().get(request)

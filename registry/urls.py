@@ -11,4 +11,6 @@ urlpatterns = [
     path("skills/", views.skills_page, name="skills-page"),
     path(".well-known/jwks.json", discovery.key_set, name="relay-jwks"),
     path(".well-known/ai-catalog.json", discovery.AiCatalogView.as_view(), name="ai-catalog"),
+    # The same catalog where Agentic Resource Discovery (ARD) looks first.
+    path(".well-known/ard.json", discovery.ArdCatalogView.as_view(), name="ard-catalog"),
 ]

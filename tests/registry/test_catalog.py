@@ -125,8 +125,13 @@ def test_pages_and_cards_link_to_the_catalog(client):
     assert 'rel="ai-catalog"' in page["Link"]
     assert re.search(r'<link rel="ai-catalog"[^>]*href="/.well-known/ai-catalog.json"', page.text)
     agent_card = client.get("/a2a/agents/weather/.well-known/agent-card.json")
-    assert agent_card["Link"] == '<http://testserver/.well-known/ai-catalog.json>; rel="ai-catalog"'
-    assert client.get("/.well-known/agent-card.json")["Link"].endswith('rel="ai-catalog"')
+    assert agent_card["Link"] == (
+        '<http://testserver/.well-known/ai-catalog.json>; rel="ai-catalog", '
+        '<http://testserver/.well-known/ard.json>; rel="ard"'
+    )
+    assert 'rel="ai-catalog"' in client.get("/.well-known/agent-card.json")["Link"]
+    assert re.search(r'<link rel="ard"[^>]*href="/.well-known/ard.json"', page.text)
+    assert published(client) == json.loads(client.get("/.well-known/ard.json").content)
 
 
 def test_the_catalog_follows_the_registrys_read_rule(client, settings, api):
@@ -192,7 +197,9 @@ def codes(report) -> dict[str, str]:
 def test_importing_a_catalog_registers_its_a2a_agents_and_says_why_it_refused_others(host):
     _site, url = host
     report = catalog.catalog_import(url=url, actor="system")
+    # ARD's path first; this host has only the AI Catalog's.
     assert report.catalog_url == f"{url}/.well-known/ai-catalog.json"
+    assert _site.hits[:2] == ["/.well-known/ard.json", "/.well-known/ai-catalog.json"]
     assert [row["agentId"] for row in report.added] == ["alpha", "beta"]
     assert codes(report) == {
         "tools": "not_a2a",
