@@ -265,6 +265,7 @@ class AgentChangeForm(forms.ModelForm):
             "description",
             "status",
             "invocation_url",
+            "require_signature",
             *services.PROBE_FIELDS,
             *services.STREAM_FIELDS,
         ]
@@ -356,6 +357,8 @@ class AgentAdmin(admin.ModelAdmin):
         "card_protocol_version",
         DeclaredExtensionFilter,
         "streaming",
+        "signature_status",
+        ("origin_peer", admin.RelatedOnlyFieldListFilter),
     )
     search_fields = ("id", "name", "description", "card_url")
     ordering = ("id",)
@@ -407,6 +410,10 @@ class AgentAdmin(admin.ModelAdmin):
                 ),
             },
         ),
+        (
+            "Signature and origin",
+            {"fields": ("signature_summary", "require_signature", "origin_summary")},
+        ),
         ("Probes", {"fields": services.PROBE_FIELDS}),
         ("Streams", {"fields": services.STREAM_FIELDS}),
         ("Current card", {"fields": ("current_card",)}),
@@ -439,6 +446,8 @@ class AgentAdmin(admin.ModelAdmin):
         "created_by",
         "created_at",
         "updated_at",
+        "signature_summary",
+        "origin_summary",
     )
     register_fieldsets = (
         (None, {"fields": ("url", "agent_id", "invocation_url")}),
@@ -525,6 +534,49 @@ class AgentAdmin(admin.ModelAdmin):
         if agent.credential_kind == Agent.CredentialKind.HEADER:
             return format_html("<code>{}</code> is set ({})", agent.auth_header_name, shown)
         return format_html("{} is set ({})", agent.get_auth_kind_display(), shown)
+
+    @admin.display(description="Signature")
+    def signature_summary(self, agent: Agent) -> str:
+        line = format_html(
+            "<strong>{}</strong>{}",
+            agent.get_signature_status_display(),
+            format_html(" (key <code>{}</code>)", agent.signature_kid)
+            if agent.signature_kid
+            else "",
+        )
+        if agent.signature_detail:
+            line = format_html("{}: {}", line, agent.signature_detail)
+        if agent.card_refused_reason:
+            line = format_html(
+                "{}<br>A newer card was refused at {} and the one before kept: {}",
+                line,
+                agent.card_refused_at,
+                agent.card_refused_reason,
+            )
+        return line
+
+    @admin.display(description="Origin")
+    def origin_summary(self, agent: Agent) -> str:
+        if agent.origin_peer_id is None:
+            return "registered here"
+        return format_html(
+            "mirrored from the peer relay <strong>{}</strong> ({}), id <code>{}</code>; "
+            "read-only here",
+            agent.origin_peer.name,
+            agent.origin_peer.url,
+            agent.origin_id,
+        )
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        # A mirror of a peer relay's agent changes at its origin only.
+        if obj is not None and obj.origin_peer_id is not None:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        if obj is not None and obj.origin_peer_id is not None:
+            return False
+        return super().has_delete_permission(request, obj)
 
     @admin.display(description="Card as fetched")
     def current_card(self, agent: Agent) -> str:
@@ -835,3 +887,7 @@ class AuditEntryAdmin(ReadOnlyAdmin):
 
     class Media:
         css = RELAY_CSS
+
+
+# The peer relays this relay follows (their admin lives beside the peer sync).
+from registry import admin_peers  # noqa: E402, F401

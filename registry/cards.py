@@ -234,7 +234,9 @@ def parse_card(document: Any, *, legacy_path: bool = False) -> ParsedCard:
         documentation_url=card.documentation_url,
         icon_url=card.icon_url,
         normalized=normalized,
-        content_hash=content_hash(document),
+        # Signatures are left out: a card signed again (ECDSA signatures differ each time)
+        # is the same card.
+        content_hash=content_hash({k: v for k, v in document.items() if k != "signatures"}),
     )
 
 

@@ -2,7 +2,7 @@
 the first request."""
 
 from django.conf import settings
-from django.core.checks import Warning, register
+from django.core.checks import Error, Warning, register
 
 from relay_project.settings import DEVELOPMENT_SECRET_KEY
 
@@ -41,3 +41,27 @@ def check_production_secrets(app_configs, **kwargs):
             )
         )
     return problems
+
+
+@register("security")
+def check_card_signing_key(app_configs, **kwargs):
+    """RELAY_CARD_SIGNING_KEY, when set, must hold a usable private key: otherwise every card
+    request would fail."""
+    if not settings.RELAY_CARD_SIGNING_KEY:
+        return []
+    from registry.jwks import SigningKeyError, _load
+
+    try:
+        _load(settings.RELAY_CARD_SIGNING_KEY)
+    except SigningKeyError as error:
+        return [
+            Error(
+                str(error),
+                hint="Give the path of a PEM file (or the PEM text) of an unencrypted EC, RSA "
+                "or Ed25519 private key, e.g. made with 'openssl ecparam -name prime256v1 "
+                "-genkey -noout | openssl pkcs8 -topk8 -nocrypt', or leave it empty to serve "
+                "cards unsigned.",
+                id="relay.E010",
+            )
+        ]
+    return []

@@ -122,6 +122,14 @@ class AgentFilterSet(django_filters.FilterSet):
     )
     status = _choice(Agent.Status.choices)
     health = _choice(Agent.Health.choices)
+    signed = StrictBooleanFilter(
+        method="filter_signed",
+        help_text="true: agents whose card carries a signature that verified; false: the others",
+    )
+    mirrored = StrictBooleanFilter(
+        method="filter_mirrored",
+        help_text="true: agents mirrored from a peer relay; false: agents registered here",
+    )
     updatedSince = ZonedDateTimeFilter(
         field_name="updated_at",
         lookup_expr="gte",
@@ -132,6 +140,19 @@ class AgentFilterSet(django_filters.FilterSet):
     class Meta:
         model = Agent
         fields: list[str] = []
+
+    def filter_signed(self, queryset, name, value):
+        if value is None:
+            return queryset
+        verified = Agent.SignatureStatus.VERIFIED
+        if value:
+            return queryset.filter(signature_status=verified)
+        return queryset.exclude(signature_status=verified)
+
+    def filter_mirrored(self, queryset, name, value):
+        if value is None:
+            return queryset
+        return queryset.filter(origin_peer__isnull=not value)
 
     def filter_words(self, queryset, name, value):
         for word in words(value):

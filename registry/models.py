@@ -11,7 +11,7 @@ from django.utils import timezone
 class AgentQuerySet(models.QuerySet):
     def with_card(self) -> AgentQuerySet:
         """Agents with their skills and extensions loaded in two queries, whatever the count."""
-        return self.prefetch_related(
+        return self.select_related("origin_peer").prefetch_related(
             models.Prefetch("skills", queryset=Skill.objects.order_by("position")),
             models.Prefetch("extensions", queryset=DeclaredExtension.objects.order_by("uri")),
         )
@@ -69,6 +69,11 @@ class Agent(models.Model):
     class ScaleToZeroProbes(models.TextChoices):
         CARD = "card", "card level only"
         NONE = "none", "not probed"
+
+    class SignatureStatus(models.TextChoices):
+        UNSIGNED = "unsigned"
+        VERIFIED = "verified"
+        INVALID = "invalid"
 
     class Breaker(models.TextChoices):
         CLOSED = "closed"
@@ -143,6 +148,39 @@ class Agent(models.Model):
     input_mode_facets = models.TextField(blank=True, editable=False)
     output_mode_facets = models.TextField(blank=True, editable=False)
 
+    # The signatures of the stored card, checked when it was fetched (registry.signing).
+    signature_status = models.CharField(
+        max_length=8,
+        choices=SignatureStatus.choices,
+        default=SignatureStatus.UNSIGNED,
+        editable=False,
+        db_index=True,
+    )
+    signature_kid = models.CharField(max_length=200, blank=True, editable=False)
+    signature_jku = models.URLField(max_length=2048, blank=True, editable=False)
+    signature_detail = models.CharField(max_length=500, blank=True, editable=False)
+    signature_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    require_signature = models.BooleanField(
+        default=False,
+        help_text="Refuse a card whose signature does not verify: a refresh keeps the card "
+        "stored before and records why.",
+    )
+    card_refused_at = models.DateTimeField(null=True, blank=True, editable=False)
+    card_refused_reason = models.CharField(max_length=500, blank=True, editable=False)
+
+    # Agents mirrored from a peer relay (registry.peers) are read-only here.
+    origin_peer = models.ForeignKey(
+        "PeerRelay",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="mirrored_agents",
+        editable=False,
+    )
+    origin_id = models.CharField(
+        max_length=64, blank=True, editable=False, help_text="The agent's id at its origin."
+    )
+
     current_snapshot = models.ForeignKey(
         "CardSnapshot", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -170,6 +208,10 @@ class Agent(models.Model):
         from registry.cards import CLIENT_ROUTING_URI
 
         return f"|{CLIENT_ROUTING_URI}|" in self.extension_facets
+
+    @property
+    def is_mirror(self) -> bool:
+        return self.origin_peer_id is not None
 
     @property
     def has_credentials(self) -> bool:
@@ -409,3 +451,40 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} {self.object_type} {self.object_id}"
+
+
+class PeerRelay(models.Model):
+    """Another Brass Relay whose registry this one mirrors (registry.peers): its agents appear
+    here, read-only, marked with their origin; what the peer removes is removed here."""
+
+    class Mode(models.TextChoices):
+        VIA_ORIGIN = "via_origin", "through the origin relay"
+        DIRECT = "direct", "directly at the agent"
+
+    name = models.CharField(max_length=100, unique=True)
+    url = models.URLField(max_length=2048, unique=True, help_text="The peer relay's base URL.")
+    api_key = models.TextField(
+        blank=True, editable=False, help_text="The peer's API key, encrypted at rest."
+    )
+    mode = models.CharField(
+        max_length=10,
+        choices=Mode.choices,
+        default=Mode.VIA_ORIGIN,
+        help_text="How mirrored agents are called: through the peer relay (with its API key) "
+        "or directly at the agent's own card URL.",
+    )
+    enabled = models.BooleanField(default=True)
+    synced_until = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="Changes up to here are mirrored."
+    )
+    last_synced_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_error = models.CharField(max_length=500, blank=True, editable=False)
+    last_report = models.JSONField(default=dict, blank=True, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "peer relay"
+
+    def __str__(self) -> str:
+        return self.name

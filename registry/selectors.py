@@ -185,3 +185,21 @@ def team_list(*, limit: int = DEFAULT_PAGE_SIZE, cursor: str | None = None) -> P
 
 def team_get(*, team_id: str) -> Team | None:
     return teams_with_members(Team.objects.filter(pk=team_id)).first()
+
+
+REMOVED_PAGE_SIZE = 1000
+
+
+def agents_removed(*, since) -> list[dict]:
+    """Agents deleted at or after ``since`` (from the audit log), oldest first: ``{"id",
+    "at"}``, at most REMOVED_PAGE_SIZE; a follower asks again from the last ``at``."""
+    from registry.models import AuditEntry
+
+    rows = (
+        AuditEntry.objects.filter(
+            object_type="agent", action=AuditEntry.Action.DELETE, at__gte=since
+        )
+        .order_by("at", "id")
+        .values("object_id", "at")[:REMOVED_PAGE_SIZE]
+    )
+    return [{"id": row["object_id"], "at": row["at"]} for row in rows]

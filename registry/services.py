@@ -25,6 +25,7 @@ from registry.models import (
     AuditEntry,
     CardSnapshot,
     DeclaredExtension,
+    PeerRelay,
     Skill,
     Team,
 )
@@ -169,13 +170,18 @@ def agent_register(
     client: httpx.Client | None = None,
     actor: str | None = None,
     own: OwnAddresses | None = None,
+    require_signature: bool = False,
+    origin_peer: PeerRelay | None = None,
+    origin_id: str = "",
 ) -> Agent:
     """Fetches the card behind ``url`` and registers the agent. ``actor`` (for the audit log)
     defaults to ``created_by``'s name, else system.
 
     Raises RegistryError (and stores nothing) when the card cannot be had, is not a valid card,
     the URL is already registered, ``agent_id`` is taken, or ``url``, the card's final URL or
-    ``invocation_url`` is the relay itself (one of ``own``).
+    ``invocation_url`` is the relay itself (one of ``own``). The card's signatures are checked
+    (``signature_required``, 422, when ``require_signature`` and none verifies). ``origin_peer``
+    and ``origin_id`` mark an agent mirrored from a peer relay.
     """
     refuse_own_address(url, own)
     refuse_own_address(invocation_url, own, field="invocationUrl")
@@ -189,6 +195,14 @@ def agent_register(
     except CardFetchError as error:
         raise RegistryError.from_fetch(error) from error
     refuse_own_address(fetched.url, own, field="the card's address")
+    signature = card_signature_check(fetched, client=client)
+    if require_signature and not signature.verified:
+        raise RegistryError(
+            "signature_required",
+            f"the card at {fetched.url} has no valid signature ({signature.detail}) and a "
+            "valid signature was required",
+            status=422,
+        )
     existing = Agent.objects.filter(card_url=fetched.url).values_list("pk", flat=True).first()
     if existing:
         raise RegistryError(
@@ -203,7 +217,11 @@ def agent_register(
                 card_url=fetched.url,
                 invocation_url=invocation_url,
                 created_by=created_by,
+                require_signature=require_signature,
+                origin_peer=origin_peer,
+                origin_id=origin_id,
             )
+            _store_signature(agent, signature)
             if credentials:
                 _store_credentials(agent, credentials)
             _apply_card(agent, fetched, created=True)
@@ -236,23 +254,78 @@ def agent_card_refresh(*, agent: Agent, client: httpx.Client | None = None) -> b
         fetched = fetch_card(agent.card_url, client=client, headers=upstream_auth_headers(agent))
     except CardFetchError as error:
         raise RegistryError.from_fetch(error) from error
-    return agent_card_store(agent=agent, fetched=fetched)
+    signature = card_signature_check(fetched, client=client)
+    if _refuse_unsigned(agent, signature):
+        raise RegistryError(
+            "signature_required",
+            f"the card of {agent.pk!r} was refused and the stored card kept: "
+            f"{agent.card_refused_reason}",
+            status=422,
+        )
+    return agent_card_store(agent=agent, fetched=fetched, signature=signature)
 
 
-def agent_card_store(*, agent: Agent, fetched: FetchedCard) -> bool:
+def card_signature_check(fetched: FetchedCard, *, client: httpx.Client | None = None):
+    """The signature check of a fetched card (registry.jwks; fetches key sets, so it runs
+    outside any transaction)."""
+    from registry.jwks import check_card_signature
+
+    return check_card_signature(fetched, client=client)
+
+
+def agent_card_store(*, agent: Agent, fetched: FetchedCard, signature=None) -> bool:
     """Stores a card fetched for ``agent`` (by a refresh or a health probe): a new snapshot,
     with the agent's fields, skills and extensions, when its content changed. Returns True
-    then; otherwise only notes the time of the fetch."""
+    then; otherwise only notes the time of the fetch (and the signature check). An agent that
+    requires a signature keeps its stored card when this one's does not verify, and records
+    why; False then."""
+    if signature is None:
+        signature = card_signature_check(fetched)
+    if _refuse_unsigned(agent, signature):
+        return False
     with transaction.atomic():
         current = (
             CardSnapshot.objects.filter(agent=agent).values_list("content_hash", flat=True).first()
         )
+        _store_signature(agent, signature)
+        agent.card_refused_at, agent.card_refused_reason = None, ""
         if current == fetched.card.content_hash:
             now = timezone.now()
-            Agent.objects.filter(pk=agent.pk).update(card_fetched_at=now)
             agent.card_fetched_at = now
+            agent.save(update_fields=["card_fetched_at", *_SIGNATURE_FIELDS])
             return False
         _apply_card(agent, fetched, created=False)
+    return True
+
+
+_SIGNATURE_FIELDS = (
+    "signature_status",
+    "signature_kid",
+    "signature_jku",
+    "signature_detail",
+    "signature_checked_at",
+    "card_refused_at",
+    "card_refused_reason",
+)
+
+
+def _store_signature(agent: Agent, signature) -> None:
+    agent.signature_status = signature.status
+    agent.signature_kid = signature.kid[:200]
+    agent.signature_jku = signature.jku[:2048]
+    agent.signature_detail = signature.detail[:500]
+    agent.signature_checked_at = timezone.now()
+
+
+def _refuse_unsigned(agent: Agent, signature) -> bool:
+    """Records the refusal of a card whose signature does not verify, for an agent that
+    requires one; returns whether it was refused. The stored card and its status stay."""
+    if not agent.require_signature or signature.verified:
+        return False
+    now = timezone.now()
+    reason = f"{signature.status}: {signature.detail}"[:500]
+    Agent.objects.filter(pk=agent.pk).update(card_refused_at=now, card_refused_reason=reason)
+    agent.card_refused_at, agent.card_refused_reason = now, reason
     return True
 
 
@@ -280,7 +353,15 @@ def agent_update(
     changed (credentials by their kind only). An invocation URL that is the relay itself (one
     of ``own``) is refused."""
     refuse_own_address(fields.get("invocation_url", ""), own, field="invocationUrl")
-    editable = {"name", "description", "invocation_url", "status", *PROBE_FIELDS, *STREAM_FIELDS}
+    editable = {
+        "name",
+        "description",
+        "invocation_url",
+        "status",
+        "require_signature",
+        *PROBE_FIELDS,
+        *STREAM_FIELDS,
+    }
     unknown = set(fields) - editable - {"credentials"}
     if unknown:
         raise RegistryError("not_editable", f"cannot change {', '.join(sorted(unknown))}")
@@ -316,7 +397,7 @@ def agent_update(
     return agent
 
 
-_CAMEL = {"invocation_url": "invocationUrl"}
+_CAMEL = {"invocation_url": "invocationUrl", "require_signature": "requireSignature"}
 
 
 def agent_delete(*, agent: Agent, actor: str = SYSTEM) -> None:

@@ -33,3 +33,11 @@ def refresh_all_cards() -> int:
     for agent_id in agent_ids:
         refresh_card.delay(agent_id)
     return len(agent_ids)
+
+
+@shared_task(name="registry.sync_peers", ignore_result=True)
+def sync_peers() -> dict[str, str]:
+    """Mirrors the registry of every enabled peer relay (registry.peers)."""
+    from registry.peers import peers_sync_all
+
+    return peers_sync_all()

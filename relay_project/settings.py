@@ -57,6 +57,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "registry.middleware.CatalogLinkMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -283,6 +284,23 @@ RELAY_ENCRYPTION_KEY = env.str("RELAY_ENCRYPTION_KEY", default="")
 RELAY_DEFAULT_TARGET = env.str("RELAY_DEFAULT_TARGET", default="")
 # The public base URL of this relay, used in the cards it serves. Empty: taken from the request.
 RELAY_PUBLIC_URL = env.str("RELAY_PUBLIC_URL", default="")
+
+# --- Card signatures, the AI Catalog and peer relays ----------------------------------------
+# The relay signs the cards it serves with this private key (PEM text, or the path of a PEM
+# file; EC, RSA or Ed25519) and publishes its public half at /.well-known/jwks.json. Empty:
+# cards are served unsigned.
+RELAY_CARD_SIGNING_KEY = env.str("RELAY_CARD_SIGNING_KEY", default="")
+# How long a fetched key set (the jku of a signed card) is trusted before it is fetched again.
+RELAY_JWKS_CACHE_SECONDS = env.float("RELAY_JWKS_CACHE_SECONDS", default=300.0)
+RELAY_JWKS_MAX_BYTES = env.int("RELAY_JWKS_MAX_BYTES", default=64 * 1024)
+# The domain in the urn:air identifiers of /.well-known/ai-catalog.json. Empty: the host of
+# RELAY_PUBLIC_URL, else of the request.
+RELAY_CATALOG_PUBLISHER = env.str("RELAY_CATALOG_PUBLISHER", default="")
+# What an imported catalog (or a peer's registry page) may hold.
+RELAY_CATALOG_MAX_BYTES = env.int("RELAY_CATALOG_MAX_BYTES", default=2 * 1024 * 1024)
+RELAY_CATALOG_MAX_ENTRIES = env.int("RELAY_CATALOG_MAX_ENTRIES", default=500)
+# How often the relay mirrors the registries of the peer relays it follows.
+RELAY_PEER_SYNC_SECONDS = env.int("RELAY_PEER_SYNC_SECONDS", default=300)
 
 # --- Execution: who drives each exchange with an agent, and how long agents may be silent ---
 # Every task the relay is working on with an agent is owned by one relay process, which holds

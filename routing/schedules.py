@@ -46,6 +46,12 @@ def schedules() -> list[Schedule]:
             settings.RELAY_CARD_SYNC_SECONDS,
             "Fetches every agent's card again; a changed card becomes a new snapshot.",
         ),
+        Schedule(
+            PREFIX + "peer relay sync",
+            "registry.sync_peers",
+            settings.RELAY_PEER_SYNC_SECONDS,
+            "Mirrors what changed in the registries of the peer relays this relay follows.",
+        ),
     ]
 
 

@@ -32,6 +32,8 @@ PUBLIC = {
     "agent-relay-card": "an agent's card at the relay, public like every Agent Card; it "
     "declares the bearer scheme callers need",
     "team-relay-card": "a team's card, public like every Agent Card",
+    "relay-jwks": "the public key that verifies the relay's card signatures, public like the "
+    "cards it verifies",
     "api-schema": "the OpenAPI schema describes the API, not its data",
     "api-docs": "the interactive docs page for the same schema",
 }

@@ -231,6 +231,17 @@ AGENT = {
     "hasCredentials": True,
     "credentialKind": "bearer",
     "supportsClientRouting": False,
+    "signature": {
+        "status": "verified",
+        "keyId": "weather-2026",
+        "keySetUrl": "https://weather.example.com/.well-known/jwks.json",
+        "detail": "signed with key 'weather-2026'",
+        "checkedAt": "2026-01-05T09:00:00Z",
+        "required": False,
+        "refusedAt": None,
+        "refusedReason": "",
+    },
+    "origin": None,
     "cardFetchedAt": "2026-01-05T09:00:00Z",
     "createdAt": "2026-01-05T09:00:00Z",
     "updatedAt": "2026-01-05T09:00:00Z",
@@ -357,3 +368,45 @@ def example(name: str, value, *, request: bool = False, status: int = 200) -> Op
     if request:
         return OpenApiExample(name, value=value, request_only=True)
     return OpenApiExample(name, value=value, response_only=True, status_codes=[str(status)])
+
+
+AI_CATALOG = {
+    "specVersion": "1.0",
+    "host": {
+        "displayName": "Brass Relay",
+        "identifier": "relay.example.com",
+        "documentationUrl": "https://relay.example.com/api/docs",
+    },
+    "entries": [
+        {
+            "identifier": "urn:air:relay.example.com:agent:weather",
+            "displayName": "Weather",
+            "type": "application/a2a-agent-card+json",
+            "url": "https://relay.example.com/a2a/agents/weather/.well-known/agent-card.json",
+            "description": "Forecasts for any city.",
+            "tags": ["weather", "forecast"],
+            "capabilities": ["forecast"],
+            "representativeQueries": ["Will it rain in Oslo tomorrow?"],
+            "version": "2.1.0",
+            "updatedAt": "2026-01-01T12:00:00Z",
+            "extensions": {
+                "brassRelay": {"kind": "agent", "id": "weather", "signature": "verified"}
+            },
+        }
+    ],
+}
+CATALOG_IMPORT = {"url": "https://agents.example.com"}
+CATALOG_IMPORT_REPORT = {
+    "catalogUrl": "https://agents.example.com/.well-known/ai-catalog.json",
+    "added": [{"identifier": "urn:air:agents.example.com:agent:alpha", "agentId": "alpha"}],
+    "updated": [],
+    "unchanged": [{"identifier": "urn:air:agents.example.com:agent:beta", "agentId": "beta"}],
+    "refused": [
+        {
+            "identifier": "urn:air:agents.example.com:mcp:tools",
+            "code": "not_a2a",
+            "reason": "type application/mcp-server-card+json is not an A2A agent card",
+        }
+    ],
+}
+REMOVED = {"removed": [{"id": "weather", "at": "2026-01-01T12:00:00Z"}]}

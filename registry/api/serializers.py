@@ -6,6 +6,7 @@ import difflib
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from registry.models import (
@@ -66,6 +67,35 @@ class ProviderSerializer(serializers.Serializer):
     url = serializers.CharField(source="provider_url")
 
 
+class SignatureSerializer(serializers.Serializer):
+    """What the relay found about the signatures of the agent's stored card."""
+
+    status = serializers.CharField(
+        source="signature_status", help_text="verified, unsigned or invalid"
+    )
+    keyId = serializers.CharField(source="signature_kid", help_text="The kid that signed it.")
+    keySetUrl = serializers.CharField(source="signature_jku", help_text="The key set's URL.")
+    detail = serializers.CharField(source="signature_detail")
+    checkedAt = serializers.DateTimeField(source="signature_checked_at", allow_null=True)
+    required = serializers.BooleanField(
+        source="require_signature",
+        help_text="Whether a card without a valid signature is refused (the stored one kept).",
+    )
+    refusedAt = serializers.DateTimeField(source="card_refused_at", allow_null=True)
+    refusedReason = serializers.CharField(
+        source="card_refused_reason", help_text="Why the last fetched card was refused."
+    )
+
+
+class OriginSerializer(serializers.Serializer):
+    """Where a mirrored agent comes from: the peer relay and the agent's id there."""
+
+    relay = serializers.CharField(source="origin_peer.url")
+    relayName = serializers.CharField(source="origin_peer.name")
+    id = serializers.CharField(source="origin_id")
+    mode = serializers.CharField(source="origin_peer.mode")
+
+
 class AgentSerializer(serializers.ModelSerializer):
     """An agent as the registry shows it. Credentials are never returned, only whether set."""
 
@@ -88,6 +118,11 @@ class AgentSerializer(serializers.ModelSerializer):
         help_text="bearer, header or basic; null without credentials (never the value).",
     )
     supportsClientRouting = serializers.BooleanField(source="supports_client_routing")
+    signature = SignatureSerializer(source="*")
+    origin = serializers.SerializerMethodField(
+        help_text="null for agents registered here; for agents mirrored from a peer relay, "
+        "{relay, relayName, id, mode} (read-only here)."
+    )
     cardFetchedAt = serializers.DateTimeField(source="card_fetched_at")
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
@@ -117,10 +152,28 @@ class AgentSerializer(serializers.ModelSerializer):
             "hasCredentials",
             "credentialKind",
             "supportsClientRouting",
+            "signature",
+            "origin",
             "cardFetchedAt",
             "createdAt",
             "updatedAt",
         ]
+
+    @extend_schema_field(
+        {
+            "type": "object",
+            "nullable": True,
+            "properties": {
+                "relay": {"type": "string", "description": "The peer relay's base URL."},
+                "relayName": {"type": "string"},
+                "id": {"type": "string", "description": "The agent's id at the peer."},
+                "mode": {"type": "string", "enum": ["via_origin", "direct"]},
+            },
+            "required": ["relay", "relayName", "id", "mode"],
+        }
+    )
+    def get_origin(self, agent: Agent) -> dict | None:
+        return OriginSerializer(agent).data if agent.origin_peer_id else None
 
 
 class WriteSerializer(serializers.Serializer):
@@ -258,6 +311,11 @@ class AgentRegisterSerializer(WriteSerializer):
         required=False,
         help_text="Sent on card fetches, probes and calls; stored encrypted, never returned.",
     )
+    requireSignature = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Refuse the card unless one of its signatures verifies.",
+    )
 
 
 class AgentUpdateSerializer(WriteSerializer):
@@ -272,6 +330,12 @@ class AgentUpdateSerializer(WriteSerializer):
     )
     status = serializers.ChoiceField(choices=Agent.Status.choices, required=False)
     credentials = CredentialsSerializer(required=False, allow_null=True)
+    requireSignature = serializers.BooleanField(
+        required=False,
+        source="require_signature",
+        help_text="Refuse a fetched card whose signature does not verify (the stored card is "
+        "kept and the refusal recorded).",
+    )
 
 
 class SnapshotSerializer(serializers.ModelSerializer):
@@ -407,3 +471,43 @@ class TeamUpdateSerializer(WriteSerializer):
     )
     maxRoutingHops = serializers.IntegerField(source="max_routing_hops", required=False)
     enabled = serializers.BooleanField(required=False)
+
+
+class CatalogImportSerializer(WriteSerializer):
+    url = HttpUrlField(
+        max_length=2048,
+        help_text="The catalog's URL, or a host whose /.well-known/ai-catalog.json is read.",
+    )
+    credentials = CredentialsSerializer(
+        required=False,
+        help_text="Sent for the catalog and stored for the agents it adds (e.g. the API key of "
+        "the relay that publishes the catalog).",
+    )
+
+
+class ImportedEntrySerializer(serializers.Serializer):
+    identifier = serializers.CharField()
+    agentId = serializers.CharField()
+
+
+class RefusedEntrySerializer(serializers.Serializer):
+    identifier = serializers.CharField()
+    code = serializers.CharField()
+    reason = serializers.CharField()
+
+
+class CatalogImportReportSerializer(serializers.Serializer):
+    catalogUrl = serializers.CharField()
+    added = ImportedEntrySerializer(many=True)
+    updated = ImportedEntrySerializer(many=True)
+    unchanged = ImportedEntrySerializer(many=True)
+    refused = RefusedEntrySerializer(many=True)
+
+
+class RemovedAgentSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    at = serializers.DateTimeField()
+
+
+class RemovedAgentsSerializer(serializers.Serializer):
+    removed = RemovedAgentSerializer(many=True)

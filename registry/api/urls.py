@@ -4,6 +4,9 @@ from registry.api import views
 
 urlpatterns = [
     path("registry", views.RegistryView.as_view(), name="registry"),
+    # Before registry/<id>: "import" and "removed" are not agent ids.
+    path("registry/import", views.CatalogImportView.as_view(), name="registry-import"),
+    path("registry/removed", views.RemovedAgentsView.as_view(), name="registry-removed"),
     path("registry/<slug:agent_id>", views.AgentDetailView.as_view(), name="registry-agent"),
     # registry/<id>/card is tasks_app's (the relay's version of a card is built there).
     path(

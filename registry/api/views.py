@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import (
     OpenApiExample,
@@ -17,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from registry import selectors, services, teams
+from registry import catalog, selectors, services, teams
 from registry.api import schema, serializers
 from registry.api.pagination import AgentPagination, TeamPagination
 from registry.api.schema import AGENT_ID, TEAM_ID, errors, example
@@ -28,7 +29,7 @@ from registry.auth import (
     caller_key,
 )
 from registry.cards import card_diff
-from registry.filters import AgentFilterSet, check_valid
+from registry.filters import AgentFilterSet, ZonedDateTimeFilter, check_valid
 from registry.models import Agent, Team
 from relay_project.own_address import own_addresses
 
@@ -74,7 +75,15 @@ def _actor(request: Request) -> str:
 
 
 def _check_may_change(request: Request, agent: Agent) -> None:
-    """Staff users and admin keys may change any agent; other keys only those they registered."""
+    """Staff users and admin keys may change any agent; other keys only those they registered.
+    Nobody changes a mirror of a peer relay's agent here (409 ``mirrored``)."""
+    if agent.origin_peer_id is not None:
+        raise services.RegistryError(
+            "mirrored",
+            f"agent {agent.pk!r} is mirrored from the peer relay {agent.origin_peer.url} "
+            f"(id {agent.origin_id!r}) and is read-only here: change it there",
+            status=409,
+        )
     key = caller_key(request)
     if key is None or key.is_admin or agent.created_by_id == key.pk:
         return
@@ -130,12 +139,84 @@ class RegistryView(ListAPIView):
             agent_id=body.validated_data.get("id"),
             invocation_url=body.validated_data["invocationUrl"],
             credentials=body.validated_data.get("credentials"),
+            require_signature=body.validated_data["requireSignature"],
             created_by=caller_key(request),
             actor=_actor(request),
             own=own_addresses(request),
         )
         agent = selectors.agent_get(agent_id=agent.pk)
         return Response(serializers.AgentSerializer(agent).data, status=status.HTTP_201_CREATED)
+
+
+class CatalogImportView(APIView):
+    permission_classes = [RegistryPermission]
+    registers_agents = True
+
+    @extend_schema(
+        operation_id="registry_import",
+        summary="Import another host's AI Catalog",
+        description="Reads the AI Catalog at `url` (or the host's "
+        "/.well-known/ai-catalog.json; SSRF-checked, at most RELAY_CATALOG_MAX_BYTES and "
+        "RELAY_CATALOG_MAX_ENTRIES entries) and registers every A2A agent in it by its card "
+        "URL; an agent already registered from that URL is refreshed. Running it again "
+        "changes nothing but what changed. The answer lists each entry as added, updated, "
+        "unchanged or refused, with why. A catalog that cannot be had is a 422 (400 for an "
+        "unsafe URL).",
+        request=serializers.CatalogImportSerializer,
+        responses={
+            200: serializers.CatalogImportReportSerializer,
+            **errors(400, 401, 403, 422, 429),
+        },
+        examples=[
+            example("A host", schema.CATALOG_IMPORT, request=True),
+            example("Imported", schema.CATALOG_IMPORT_REPORT),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        body = serializers.CatalogImportSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            report = catalog.catalog_import(
+                url=body.validated_data["url"],
+                credentials=body.validated_data.get("credentials"),
+                actor=_actor(request),
+                created_by=caller_key(request),
+                own=own_addresses(request),
+            )
+        except catalog.CatalogError as error:
+            raise services.RegistryError(error.code, error.message, status=error.status) from error
+        return Response(report.as_dict())
+
+
+class RemovedAgentsView(APIView):
+    permission_classes = [RegistryReadPermission]
+
+    @extend_schema(
+        operation_id="registry_removed",
+        summary="Agents removed since a time",
+        description="The ids of agents deleted at or after `since`, oldest first, at most "
+        f"{selectors.REMOVED_PAGE_SIZE}: with `updatedSince` on the agent list, what a relay "
+        "that mirrors this registry needs to follow it incrementally.",
+        parameters=[
+            OpenApiParameter(
+                "since",
+                description="ISO 8601 time with a zone, e.g. 2026-01-01T00:00:00Z",
+                required=True,
+            )
+        ],
+        responses={200: serializers.RemovedAgentsSerializer, **errors(400, 401, 429)},
+        examples=[example("One removed", schema.REMOVED)],
+    )
+    def get(self, request: Request) -> Response:
+        raw = request.query_params.get("since", "")
+        try:
+            since = ZonedDateTimeFilter.field_class().to_python(raw)
+        except ValidationError as error:
+            raise selectors.InvalidQueryError(f"since {error.messages[0]}") from error
+        if since is None:
+            raise selectors.InvalidQueryError("since is required (an ISO 8601 time with a zone)")
+        removed = selectors.agents_removed(since=since)
+        return Response({"removed": serializers.RemovedAgentSerializer(removed, many=True).data})
 
 
 class AgentDetailView(APIView):

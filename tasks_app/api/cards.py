@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 from registry import selectors
 from registry.api.schema import AGENT_ID, CARD, errors
 from registry.auth import RegistryReadPermission
+from registry.jwks import sign_served_card
 from registry.models import Agent, Team, TeamMembership
 from relay_project.public_url import relay_base_url
 from tasks_app import cards
@@ -34,7 +35,10 @@ def reader_version(request: HttpRequest) -> ProtocolVersion:
 
 def card_response(request: HttpRequest, card: dict) -> HttpResponse:
     """The card as JSON, or 304 when the client's ETag still matches. The card depends on
-    ``A2A-Version`` (see ``cards.card_for_reader``), so caches are told to vary on it."""
+    ``A2A-Version`` (see ``cards.card_for_reader``), so caches are told to vary on it. With
+    RELAY_CARD_SIGNING_KEY set, the card is signed (registry.jwks), its key at
+    ``/.well-known/jwks.json``."""
+    card = sign_served_card(card, jku=relay_base_url(request, "/.well-known/jwks.json"))
     etag = cards.card_etag(card)
     if etag in [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]:
         response = HttpResponseNotModified()
