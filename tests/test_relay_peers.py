@@ -17,10 +17,10 @@ from google.protobuf.json_format import MessageToDict
 from jwcrypto import jwk
 
 from tests.agents import v1_only_agent
-from tests.live import sdk_client
+from tests.live import free_port, manage, relay_env, sdk_client
 from tests.registry.test_cards import card_v1
 from tests.servers import running
-from tests.test_profiles import agent_site, base_env, free_port, manage, process, wait_until
+from tests.test_profiles import agent_site, process, wait_until
 
 
 class Relay:
@@ -30,8 +30,8 @@ class Relay:
         self.url = f"http://127.0.0.1:{self.port}"
         var = tmp_path / name
         var.mkdir()
-        self.env = base_env(
-            RELAY_VAR_DIR=str(var),
+        self.env = relay_env(
+            var,
             RELAY_PUBLIC_URL=self.url,
             RELAY_CATALOG_PUBLISHER=f"relay-{name}.test",
             # Each relay its own name in delegation chains (by default it comes from
