@@ -225,6 +225,12 @@ class Skill(models.Model):
     tag_facets = models.TextField(blank=True, editable=False)
     input_mode_facets = models.TextField(blank=True, editable=False)
     output_mode_facets = models.TextField(blank=True, editable=False)
+    # The sentence embedding of the skill (registry.embeddings: little-endian float32), the
+    # model that made it, and when; empty while the model was unavailable. Search by meaning
+    # keeps these in memory per process (registry.semantic) and reloads when they change.
+    embedding = models.BinaryField(null=True, blank=True, editable=False)
+    embedding_model = models.CharField(max_length=64, blank=True, editable=False)
+    embedded_at = models.DateTimeField(null=True, blank=True, editable=False, db_index=True)
 
     class Meta:
         ordering = ["agent_id", "position"]

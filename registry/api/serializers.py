@@ -300,6 +300,24 @@ class SkillMatchSerializer(serializers.Serializer):
     tags = serializers.JSONField(source="skill.tags")
     score = serializers.FloatField()
     health = serializers.CharField(source="skill.agent.health")
+    meaning = serializers.FloatField(
+        help_text="Cosine similarity of the question and the skill, 0 to 1 (0 in word search)"
+    )
+    words = serializers.FloatField(help_text="Share of the question's words the skill contains")
+    latencyMs = serializers.FloatField(
+        source="skill.agent.health_latency_ms",
+        allow_null=True,
+        help_text="The agent's latest measured latency",
+    )
+
+
+class SearchModeSerializer(serializers.Serializer):
+    mode = serializers.ChoiceField(
+        choices=["semantic", "lexical", "filters"],
+        help_text="semantic: by meaning and words; lexical: by words only (the reason says "
+        "why); filters: no question was asked",
+    )
+    reason = serializers.CharField(required=False)
 
 
 class SnapshotHistorySerializer(serializers.Serializer):
@@ -312,6 +330,7 @@ class SkillMatchPageSerializer(serializers.Serializer):
     """The shape of ``GET /a2a/skills`` (for the schema)."""
 
     matches = SkillMatchSerializer(many=True)
+    search = SearchModeSerializer()
 
 
 # --- Teams ----------------------------------------------------------------------------------
