@@ -123,9 +123,9 @@ class SkillQuery:
     """A search: the question and the filters a skill must pass."""
 
     text: str = ""
-    tag: str = ""
-    input_mode: str = ""
-    output_mode: str = ""
+    tags: tuple[str, ...] = ()  # the skill carries every one
+    input_modes: tuple[str, ...] = ()  # the skill accepts every one
+    output_modes: tuple[str, ...] = ()  # the skill produces every one
     extension: str = ""
     agent_ids: frozenset[str] | None = None  # only these agents (a team's members)
     healthy_only: bool = False
@@ -133,11 +133,19 @@ class SkillQuery:
     @property
     def has_filters(self) -> bool:
         return bool(
-            self.tag
-            or self.input_mode
-            or self.output_mode
+            self.tags
+            or self.input_modes
+            or self.output_modes
             or self.extension
             or self.agent_ids is not None
+        )
+
+    def admits(self, skill: Skill) -> bool:
+        """Whether ``skill`` passes the tag and mode filters (checked in Python)."""
+        return (
+            all(facet(tag) in skill.tag_facets for tag in self.tags)
+            and all(facet(mode) in skill.input_mode_facets for mode in self.input_modes)
+            and all(facet(mode) in skill.output_mode_facets for mode in self.output_modes)
         )
 
 
@@ -277,12 +285,12 @@ def _allowed_pks(query: SkillQuery) -> np.ndarray | None:
     if not query.has_filters:
         return None
     queryset = Skill.objects.all()
-    if query.tag:
-        queryset = queryset.filter(tag_facets__contains=facet(query.tag))
-    if query.input_mode:
-        queryset = queryset.filter(input_mode_facets__contains=facet(query.input_mode))
-    if query.output_mode:
-        queryset = queryset.filter(output_mode_facets__contains=facet(query.output_mode))
+    for tag in query.tags:
+        queryset = queryset.filter(tag_facets__contains=facet(tag))
+    for mode in query.input_modes:
+        queryset = queryset.filter(input_mode_facets__contains=facet(mode))
+    for mode in query.output_modes:
+        queryset = queryset.filter(output_mode_facets__contains=facet(mode))
     if query.extension:
         queryset = queryset.filter(agent__extension_facets__contains=f"|{query.extension}|")
     if query.agent_ids is not None:
@@ -376,9 +384,9 @@ def skill_find(query: SkillQuery, *, limit: int = 20) -> tuple[list[SkillMatch],
     found = selectors.skill_search(
         filters=selectors.SkillFilters(
             q=query.text,
-            tag=query.tag,
-            input_mode=query.input_mode,
-            output_mode=query.output_mode,
+            tag=query.tags[0] if query.tags else "",
+            input_mode=query.input_modes[0] if query.input_modes else "",
+            output_mode=query.output_modes[0] if query.output_modes else "",
             extension=query.extension,
         ),
         limit=limit,
@@ -393,7 +401,8 @@ def skill_find(query: SkillQuery, *, limit: int = 20) -> tuple[list[SkillMatch],
             latency=latency_factor(skill.agent.health_latency_ms),
         )
         for skill, score in found
-        if not (query.healthy_only and skill.agent.health == Agent.Health.UNHEALTHY)
+        if query.admits(skill)
+        and not (query.healthy_only and skill.agent.health == Agent.Health.UNHEALTHY)
     ]
     if not query.text.strip():
         return matches, SearchMode("filters")

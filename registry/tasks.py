@@ -6,6 +6,7 @@ import logging
 
 from celery import shared_task
 
+from registry import embeddings, semantic
 from registry.models import Agent
 from registry.services import RegistryError, agent_card_refresh
 
@@ -33,3 +34,15 @@ def refresh_all_cards() -> int:
     for agent_id in agent_ids:
         refresh_card.delay(agent_id)
     return len(agent_ids)
+
+
+@shared_task(name="registry.reindex_skill_embeddings", ignore_result=True)
+def reindex_skill_embeddings(everything: bool = False) -> int:
+    """Computes the skill embeddings that are missing or were made by another model (all of
+    them with ``everything``). Returns how many were written; -1 when the model is
+    unavailable (logged)."""
+    try:
+        return semantic.skill_embeddings_refresh(everything=everything)
+    except embeddings.EmbeddingsUnavailable as error:
+        logger.warning("skill embeddings not computed: %s", error)
+        return -1

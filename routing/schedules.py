@@ -46,6 +46,13 @@ def schedules() -> list[Schedule]:
             settings.RELAY_CARD_SYNC_SECONDS,
             "Fetches every agent's card again; a changed card becomes a new snapshot.",
         ),
+        Schedule(
+            PREFIX + "skill embeddings",
+            "registry.reindex_skill_embeddings",
+            settings.RELAY_EMBEDDING_REINDEX_SECONDS,
+            "Computes the skill embeddings search by meaning lacks (cards stored while the "
+            "model was unavailable, or made by another model).",
+        ),
     ]
 
 

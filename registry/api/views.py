@@ -286,9 +286,9 @@ class SkillSearchView(APIView):
         matches, mode = semantic.skill_find(
             semantic.SkillQuery(
                 text=params.get("q", ""),
-                tag=params.get("tag", ""),
-                input_mode=params.get("inputMode", ""),
-                output_mode=params.get("outputMode", ""),
+                tags=tuple(filter(None, [params.get("tag", "")])),
+                input_modes=tuple(filter(None, [params.get("inputMode", "")])),
+                output_modes=tuple(filter(None, [params.get("outputMode", "")])),
                 extension=params.get("extension", ""),
             ),
             limit=limit,

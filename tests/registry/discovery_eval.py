@@ -709,3 +709,29 @@ def reciprocal_rank(ranked: list[str], expected: frozenset[str]) -> float:
         if agent in expected:
             return 1 / position
     return 0.0
+
+
+def register_all(documents: dict[str, dict] | None = None) -> None:
+    """Registers every agent of the set through ``services.agent_register`` (cards served by
+    an ``httpx.MockTransport``), as production stores them: skills, facets and embeddings."""
+    from registry import services
+    from tests.factories import card_client
+
+    for agent, document in (documents or cards()).items():
+        with card_client(document) as client:
+            services.agent_register(url=f"http://agent.test/{agent}", agent_id=agent, client=client)
+
+
+def ranked_agents(matches: list[dict]) -> list[str]:
+    """Agent ids in order of their best skill in a ``GET /a2a/skills`` answer."""
+    return list(dict.fromkeys(match["agentId"] for match in matches))
+
+
+def evaluate(search) -> tuple[float, float]:
+    """Mean recall@5 and MRR over every question; ``search(text)`` returns ranked agent ids."""
+    recalls, ranks = [], []
+    for query in queries():
+        ranked = search(query.text)
+        recalls.append(recall_at(ranked, query.expected))
+        ranks.append(reciprocal_rank(ranked, query.expected))
+    return sum(recalls) / len(recalls), sum(ranks) / len(ranks)
