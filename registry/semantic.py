@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
-from django.db.models import Count, Max
+from django.db.models import Max
 from django.utils import timezone
 
 from registry import embeddings
@@ -38,7 +38,7 @@ WEIGHT_WORDS = 0.18
 WEIGHT_HEALTH = 0.08
 WEIGHT_LATENCY = 0.04
 # Below this relevance (meaning and words) a skill is not a match at all.
-MIN_RELEVANCE = 0.18
+MIN_RELEVANCE = 0.10
 HEALTH_FACTOR = {
     Agent.Health.HEALTHY: 1.0,
     Agent.Health.UNKNOWN: 0.7,
@@ -214,12 +214,30 @@ class SkillIndex:
     matrix: np.ndarray = field(
         default_factory=lambda: np.zeros((0, embeddings.DIMENSION), dtype=np.float32)
     )
-    texts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=str))
+    # Word -> positions of the skills whose search text has it (word matching without a
+    # scan of every text).
+    postings: dict[str, np.ndarray] = field(default_factory=dict)
     embedded: int = 0
+    stale: bool = False
 
     @property
     def size(self) -> int:
         return len(self.pks)
+
+    def word_scores(self, words: list[str]) -> np.ndarray:
+        """The share of ``words`` each skill's text has (a word matches a text's word that
+        starts with it, so "flight" finds "flights"; "flights" also finds "flight")."""
+        found = np.zeros(self.size, dtype=np.float32)
+        if not words or not self.size:
+            return found
+        for word in words:
+            stem = word[:-1] if len(word) > 3 and word.endswith("s") else word
+            hits = [
+                positions for token, positions in self.postings.items() if token.startswith(stem)
+            ]
+            if hits:
+                found[np.unique(np.concatenate(hits))] += 1
+        return found / len(words)
 
 
 _index_lock = threading.Lock()
@@ -227,10 +245,11 @@ _index: SkillIndex | None = None
 
 
 def _stored_version() -> tuple:
-    aggregate = Skill.objects.aggregate(
-        highest=Max("pk"), count=Count("pk"), latest=Max("embedded_at")
-    )
-    return (aggregate["highest"], aggregate["count"], aggregate["latest"])
+    # Two index lookups, whatever the number of skills: a stored card adds skills (a higher
+    # id) and an embedding job stamps embedded_at. A deleted skill changes neither; the search
+    # skips it, and marks the index stale so the next search rebuilds it.
+    aggregate = Skill.objects.aggregate(highest=Max("pk"), latest=Max("embedded_at"))
+    return (aggregate["highest"], aggregate["latest"])
 
 
 def skill_index() -> SkillIndex:
@@ -239,10 +258,10 @@ def skill_index() -> SkillIndex:
     global _index
     version = _stored_version()
     index = _index
-    if index is not None and index.version == version:
+    if index is not None and index.version == version and not index.stale:
         return index
     with _index_lock:
-        if _index is None or _index.version != version:
+        if _index is None or _index.version != version or _index.stale:
             _index = _build_index(version)
         return _index
 
@@ -269,11 +288,15 @@ def _build_index(version: tuple) -> SkillIndex:
             if vector.shape == (dimension,):
                 matrix[position] = vector
                 embedded += 1
+    postings: dict[str, list[int]] = {}
+    for position, (_pk, text, _blob, _model) in enumerate(rows):
+        for token in set(_WORD.findall(text or "")):
+            postings.setdefault(token, []).append(position)
     return SkillIndex(
         version=version,
         pks=np.array([row[0] for row in rows], dtype=np.int64),
         matrix=matrix,
-        texts=np.array([row[1] for row in rows], dtype=str),
+        postings={token: np.array(p, dtype=np.int64) for token, p in postings.items()},
         embedded=embedded,
     )
 
@@ -298,15 +321,6 @@ def _allowed_pks(query: SkillQuery) -> np.ndarray | None:
     return np.array(list(queryset.values_list("pk", flat=True)), dtype=np.int64)
 
 
-def _word_scores(texts: np.ndarray, words: list[str]) -> np.ndarray:
-    if not words or not len(texts):
-        return np.zeros(len(texts), dtype=np.float32)
-    found = np.zeros(len(texts), dtype=np.float32)
-    for word in words:
-        found += np.char.find(texts, word) >= 0
-    return found / len(words)
-
-
 def latency_factor(latency_ms: float | None) -> float:
     """1 for an instant agent, 0.5 at one second; 0.5 when never measured."""
     if latency_ms is None:
@@ -324,7 +338,7 @@ def semantic_search(query: SkillQuery, *, limit: int) -> list[SkillMatch]:
         return []
     vector = model.encode([query.text])[0]
     meaning = np.clip(index.matrix @ vector, 0.0, 1.0)
-    words = _word_scores(index.texts, query_words(query.text))
+    words = index.word_scores(query_words(query.text))
     relevance = (WEIGHT_MEANING * meaning + WEIGHT_WORDS * words) / (WEIGHT_MEANING + WEIGHT_WORDS)
     allowed = _allowed_pks(query)
     if allowed is not None:
@@ -335,12 +349,11 @@ def semantic_search(query: SkillQuery, *, limit: int) -> list[SkillMatch]:
     wanted = min(index.size, max(limit * 4, 40))
     top = np.argpartition(-relevance, wanted - 1)[:wanted]
     top = top[relevance[top] >= 0]
-    by_pk = {
-        skill.pk: skill
-        for skill in Skill.objects.select_related("agent")
-        .filter(pk__in=[int(pk) for pk in index.pks[top]])
-        .exclude(agent__status=Agent.Status.DISABLED)
-    }
+    candidates = [int(pk) for pk in index.pks[top]]
+    found = list(Skill.objects.select_related("agent").filter(pk__in=candidates))
+    if len(found) < len(candidates):
+        index.stale = True  # skills deleted since the index was built: rebuild next time
+    by_pk = {skill.pk: skill for skill in found if skill.agent.status != Agent.Status.DISABLED}
     matches = []
     for position in top:
         skill = by_pk.get(int(index.pks[position]))

@@ -173,7 +173,10 @@ def test_select_filters_by_team_tags_modes_and_health(api, eval_agents):
     assert "no team with id 'nope'" in unknown.json()["error"]["message"]
     picked = api.post(
         "/a2a/select",
-        {"message": message("somewhere to sleep in Kyoto"), "filters": {"tags": ["flights"]}},
+        {
+            "message": message("a trip to Kyoto next week"),
+            "filters": {"tags": ["travel", "flights"]},
+        },
         format="json",
     ).json()["candidates"]
     assert picked and all(c["agentId"].startswith("flights-") for c in picked)
@@ -235,9 +238,17 @@ def test_a_custom_selector_named_in_the_settings_chooses(api, eval_agents, setti
     assert [c["agentId"] for c in answer["candidates"]] == ["utility-9", "utility-8"]
 
 
-def test_the_index_is_rebuilt_only_when_embeddings_change(eval_agents):
+def test_the_index_is_rebuilt_only_when_embeddings_change(anonymous, eval_agents):
     first = semantic.skill_index()
     assert semantic.skill_index() is first
-    Skill.objects.filter(agent_id="weather-1").update(embedded_at=None)
-    Skill.objects.filter(agent_id="weather-2").delete()
-    assert semantic.skill_index() is not first
+    Agent.objects.filter(pk="weather-1").update(health="healthy")
+    assert semantic.skill_index() is first
+    tasks.reindex_skill_embeddings(everything=True)
+    second = semantic.skill_index()
+    assert second is not first
+    # A deleted agent's skills are skipped, and the search that meets them has the index
+    # rebuilt.
+    Agent.objects.filter(pk__in=["weather-1", "weather-2", "weather-3"]).delete()
+    found = anonymous.get("/a2a/skills", {"q": "weather forecast"}).json()["matches"]
+    assert not any(m["agentId"].startswith("weather-") for m in found)
+    assert semantic.skill_index() is not second
