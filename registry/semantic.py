@@ -328,6 +328,21 @@ def latency_factor(latency_ms: float | None) -> float:
     return 1.0 / (1.0 + max(latency_ms, 0.0) / 1000.0)
 
 
+# Columns a search never shows: not read for its candidates.
+_NOT_SHOWN = (
+    "embedding",
+    "search_text",
+    "agent__search_text",
+    "agent__skill_facets",
+    "agent__tag_facets",
+    "agent__input_mode_facets",
+    "agent__output_mode_facets",
+    "agent__interfaces",
+    "agent__auth_header_value",
+    "agent__readiness_message",
+)
+
+
 def semantic_search(query: SkillQuery, *, limit: int) -> list[SkillMatch]:
     """Skills of agents that are not disabled, best first. Raises EmbeddingsUnavailable."""
     model = embeddings.embedder()
@@ -337,7 +352,9 @@ def semantic_search(query: SkillQuery, *, limit: int) -> list[SkillMatch]:
     if not index.size:
         return []
     vector = model.encode([query.text])[0]
-    meaning = np.clip(index.matrix @ vector, 0.0, 1.0)
+    # einsum rather than the BLAS product: one thread, so its time does not balloon when
+    # the CPUs are busy with other requests (the threaded BLAS product did, 3 to 7 times).
+    meaning = np.clip(np.einsum("ij,j->i", index.matrix, vector), 0.0, 1.0)
     words = index.word_scores(query_words(query.text))
     relevance = (WEIGHT_MEANING * meaning + WEIGHT_WORDS * words) / (WEIGHT_MEANING + WEIGHT_WORDS)
     allowed = _allowed_pks(query)
@@ -346,11 +363,11 @@ def semantic_search(query: SkillQuery, *, limit: int) -> list[SkillMatch]:
     relevance = np.where(relevance >= MIN_RELEVANCE, relevance, -1.0)
     # Candidates: more than asked for, since disabled or unhealthy agents may drop out and
     # health reorders them.
-    wanted = min(index.size, max(limit * 4, 40))
+    wanted = min(index.size, limit + 20)
     top = np.argpartition(-relevance, wanted - 1)[:wanted]
     top = top[relevance[top] >= 0]
     candidates = [int(pk) for pk in index.pks[top]]
-    found = list(Skill.objects.select_related("agent").filter(pk__in=candidates))
+    found = list(Skill.objects.select_related("agent").defer(*_NOT_SHOWN).filter(pk__in=candidates))
     if len(found) < len(candidates):
         index.stale = True  # skills deleted since the index was built: rebuild next time
     by_pk = {skill.pk: skill for skill in found if skill.agent.status != Agent.Status.DISABLED}

@@ -267,9 +267,7 @@ RELAY_CARD_MAX_BYTES = env.int("RELAY_CARD_MAX_BYTES", default=1024 * 1024)
 RELAY_EMBEDDINGS = env.bool("RELAY_EMBEDDINGS", default=True)
 # The callable behind POST /a2a/select and skill-named sends: (*, request) -> list of
 # registry.selection.Selection, best first (see registry.selection).
-RELAY_AGENT_SELECTOR = env(
-    "RELAY_AGENT_SELECTOR", default="registry.selection.rank_by_meaning"
-)
+RELAY_AGENT_SELECTOR = env("RELAY_AGENT_SELECTOR", default="registry.selection.rank_by_meaning")
 # Seconds between runs of the job that fills in missing skill embeddings.
 RELAY_EMBEDDING_REINDEX_SECONDS = env.int("RELAY_EMBEDDING_REINDEX_SECONDS", default=3600)
 RELAY_FETCH_TIMEOUT = env.float("RELAY_FETCH_TIMEOUT", default=10.0)
