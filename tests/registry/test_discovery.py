@@ -252,3 +252,28 @@ def test_the_index_is_rebuilt_only_when_embeddings_change(anonymous, eval_agents
     found = anonymous.get("/a2a/skills", {"q": "weather forecast"}).json()["matches"]
     assert not any(m["agentId"].startswith("weather-") for m in found)
     assert semantic.skill_index() is not second
+
+
+def test_the_skills_page_finds_by_meaning_and_says_when_it_cannot(client, eval_agents, settings):
+    page = client.get("/skills/", {"q": "will I need an umbrella in Lyon tomorrow"})
+    html = page.content.decode()
+    assert page.status_code == 200
+    first = html.index('id="skill-')
+    assert html[first:].startswith('id="skill-weather-')
+    assert 'id="search-mode"' not in html
+    settings.RELAY_EMBEDDINGS = False
+    embeddings.reset()
+    try:
+        words = client.get("/skills/", {"q": "translation"}).content.decode()
+    finally:
+        embeddings.reset()
+    assert "Searched by words only" in words
+    assert words.count('class="skill-card"') == 3
+
+
+def test_select_is_described_in_the_api_schema(anonymous):
+    schema = anonymous.get("/api/schema", HTTP_ACCEPT="application/json").json()
+    operation = schema["paths"]["/a2a/select"]["post"]
+    assert operation["operationId"] == "agents_select"
+    assert "requestBody" in operation
+    assert {"200", "400", "401"} <= set(operation["responses"])
