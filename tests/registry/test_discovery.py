@@ -277,3 +277,19 @@ def test_select_is_described_in_the_api_schema(anonymous):
     assert operation["operationId"] == "agents_select"
     assert "requestBody" in operation
     assert {"200", "400", "401"} <= set(operation["responses"])
+
+
+def test_the_agent_list_narrows_to_agents_able_to_answer_a_question(anonymous, client, eval_agents):
+    body = anonymous.get(
+        "/a2a/registry", {"ask": "turn this paragraph from German into Spanish", "limit": 100}
+    ).json()
+    found = [agent["id"] for agent in body["agents"]]
+    assert {"translate-1", "translate-2", "translate-3"} <= set(found)
+    assert found == sorted(found)
+    assert len(found) < 100
+    page = client.get("/", {"ask": "turn this paragraph from German into Spanish"})
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert 'value="turn this paragraph from German into Spanish"' in html
+    shown = sorted(a for a in evaluation.cards() if f'id="agent-{a}"' in html)
+    assert shown == found[: len(shown)] and shown
