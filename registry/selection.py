@@ -151,6 +151,21 @@ def _closest_examples(text: str, skills: list[Skill]) -> dict[int, str]:
     return {pk: example for pk, (_value, example) in closest.items()}
 
 
+def callable_agent_ids(api_key) -> frozenset[str] | None:
+    """The agents ``api_key`` may call (``registry.auth.key_may_call``), or None when it may
+    call any: a key scoped to teams reaches their members through them."""
+    if api_key is None:
+        return None
+    if not api_key.can_call:
+        return frozenset()
+    agents = frozenset(api_key.agents.values_list("pk", flat=True))
+    teams = frozenset(api_key.teams.values_list("pk", flat=True))
+    if not agents and not teams:
+        return None
+    members = TeamMembership.objects.filter(team_id__in=teams).values_list("agent_id", flat=True)
+    return agents | frozenset(members)
+
+
 def selector_name() -> str:
     return settings.RELAY_AGENT_SELECTOR
 

@@ -12,7 +12,6 @@ from registry import selection
 from registry.api.schema import errors, example
 from registry.auth import HasApiKey, caller_key
 from registry.filters import InvalidQueryError
-from registry.models import TeamMembership
 
 MAX_LIMIT = 50
 
@@ -126,22 +125,6 @@ SELECT_RESPONSE = {
 }
 
 
-def _scope(request: Request) -> frozenset[str] | None:
-    """The agents the caller's key may call, or None when it may call any."""
-    key = caller_key(request)
-    if key is None:
-        return None
-    if not key.can_call:
-        return frozenset()
-    agents = frozenset(key.agents.values_list("pk", flat=True))
-    teams = frozenset(key.teams.values_list("pk", flat=True))
-    if not agents and not teams:
-        return None
-    # A key scoped to a team may reach its members through the team.
-    members = TeamMembership.objects.filter(team_id__in=teams).values_list("agent_id", flat=True)
-    return agents | frozenset(members)
-
-
 class SelectView(APIView):
     permission_classes = [HasApiKey]
 
@@ -186,7 +169,7 @@ class SelectView(APIView):
                 output_modes=tuple(filters.get("outputModes", ())),
                 healthy_only=filters.get("healthyOnly", False),
                 limit=body.validated_data["limit"],
-                agent_ids=_scope(request),
+                agent_ids=selection.callable_agent_ids(caller_key(request)),
             )
         )
         candidates = CandidateSerializer(chosen.selections, many=True).data
