@@ -3,6 +3,8 @@ the relay sends to the best healthy match and records its choice on the task."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -127,3 +129,22 @@ async def test_a_skill_with_another_target_is_refused(agents, relay):
     )
     assert response.status_code == 400
     assert "skill" in response.text
+
+
+async def test_send_subscribe_may_name_a_skill(agents, relay):
+    response = await relay.post(
+        "/a2a/tasks/sendSubscribe",
+        json={"skill": "compose a short written document", "message": message("an essay")},
+    )
+    assert response.status_code == 200, response.text
+    events = [
+        json.loads(line[len("data: ") :])
+        for line in response.text.splitlines()
+        if line.startswith("data: ")
+    ]
+    assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    task_id = (
+        events[0]["task"]["id"] if "task" in events[0] else events[-1]["statusUpdate"]["taskId"]
+    )
+    fetched = (await relay.get(f"/a2a/tasks/{task_id}")).json()
+    assert fetched["metadata"]["relaySelection"]["agentId"] == "writer"
