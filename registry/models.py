@@ -356,6 +356,19 @@ class Team(models.Model):
         default=10,
         help_text="At most this many agent calls per caller message (1 to 10).",
     )
+
+    class NoRecipient(models.TextChoices):
+        DEFAULT_AGENT = "default_agent", "the default agent"
+        SELECT = "select", "the member whose skills match it best"
+
+    no_recipient = models.CharField(
+        max_length=16,
+        choices=NoRecipient.choices,
+        default=NoRecipient.DEFAULT_AGENT,
+        help_text="Who gets a caller's message that names no member: the default agent, or the "
+        "healthy member whose skills best match it (the agent selector; the default agent when "
+        "none matches).",
+    )
     enabled = models.BooleanField(default=True)
     members = models.ManyToManyField(Agent, through="TeamMembership", related_name="teams")
     created_at = models.DateTimeField(default=timezone.now, editable=False)

@@ -320,6 +320,7 @@ TEAM = {
     "description": "A writer with a weather expert.",
     "defaultAgent": "writer",
     "maxRoutingHops": 10,
+    "noRecipient": "default_agent",
     "enabled": True,
     "members": [
         {

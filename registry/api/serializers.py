@@ -358,6 +358,12 @@ class TeamSerializer(serializers.ModelSerializer):
 
     defaultAgent = serializers.CharField(source="default_agent_id")
     maxRoutingHops = serializers.IntegerField(source="max_routing_hops")
+    noRecipient = serializers.ChoiceField(
+        source="no_recipient",
+        choices=Team.NoRecipient.choices,
+        help_text="Who gets a caller's message that names no member: default_agent, or "
+        "select (the healthy member whose skills best match it)",
+    )
     members = TeamMemberSerializer(source="memberships", many=True)
     a2aUrl = serializers.SerializerMethodField(
         method_name="get_a2a_url", help_text="The team's A2A endpoint."
@@ -376,6 +382,7 @@ class TeamSerializer(serializers.ModelSerializer):
             "description",
             "defaultAgent",
             "maxRoutingHops",
+            "noRecipient",
             "enabled",
             "members",
             "a2aUrl",
@@ -414,6 +421,12 @@ class TeamCreateSerializer(WriteSerializer):
     maxRoutingHops = serializers.IntegerField(
         source="max_routing_hops", default=10, help_text="1 to 10."
     )
+    noRecipient = serializers.CharField(
+        source="no_recipient",
+        default="default_agent",
+        help_text="default_agent, or select: the healthy member whose skills best match a "
+        "message that names no member",
+    )
     enabled = serializers.BooleanField(default=True)
 
 
@@ -425,4 +438,5 @@ class TeamUpdateSerializer(WriteSerializer):
         source="default_agent", required=False, allow_null=True, allow_blank=True
     )
     maxRoutingHops = serializers.IntegerField(source="max_routing_hops", required=False)
+    noRecipient = serializers.CharField(source="no_recipient", required=False)
     enabled = serializers.BooleanField(required=False)
