@@ -109,3 +109,26 @@ async def test_a_team_with_a_default_agent_still_sends_there(crew, relay):
     await Team.objects.filter(pk="crew").aupdate(no_recipient=Team.NoRecipient.DEFAULT_AGENT)
     hop = await first_member(relay, "compose a short written document about rain")
     assert hop.to_id == "echo"
+
+
+@pytest.mark.django_db
+def test_the_team_api_sets_and_shows_no_recipient(allow_private_urls):
+    from rest_framework.test import APIClient
+
+    from registry.services import api_key_create
+    from tests.factories import make_agent
+
+    make_agent(agent_id="echo")
+    make_agent(agent_id="writer")
+    teams.team_create(team_id="crew", name="Crew", members=["echo", "writer"], default_agent="echo")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key_create(name='a', is_admin=True)[1]}")
+    assert client.get("/a2a/teams/crew").json()["noRecipient"] == "default_agent"
+    changed = client.patch("/a2a/teams/crew", {"noRecipient": "select"}, format="json")
+    assert changed.status_code == 200, changed.content
+    assert changed.json()["noRecipient"] == "select"
+    assert Team.objects.get(pk="crew").no_recipient == "select"
+    refused = client.patch("/a2a/teams/crew", {"noRecipient": "guess"}, format="json")
+    assert refused.status_code == 400
+    assert "noRecipient must be one of default_agent, select" in refused.json()["error"]["message"]
+    assert Team.objects.get(pk="crew").no_recipient == "select"
