@@ -15,6 +15,7 @@ When the model cannot load, :func:`skill_find` answers with the word search of
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -25,7 +26,7 @@ import numpy as np
 from django.db.models import Max
 from django.utils import timezone
 
-from registry import embeddings
+from registry import embeddings, selectors
 from registry.filters import facet
 from registry.models import Agent, Skill
 
@@ -155,6 +156,13 @@ def query_words(text: str) -> list[str]:
 
 
 # --- Writes ---------------------------------------------------------------------------------
+
+
+def model_warm() -> None:
+    """Loads the model now if it is not loaded yet (about 0.3 s, once per process), so a write
+    does not load it while it holds a transaction open. Never raises."""
+    with contextlib.suppress(embeddings.EmbeddingsUnavailable):
+        embeddings.embedder()
 
 
 def embed_skills(skills: Iterable[Skill]) -> bool:
@@ -403,8 +411,6 @@ def skill_find(query: SkillQuery, *, limit: int = 20) -> tuple[list[SkillMatch],
     """Skills that match ``query``, best first, and how they were found: by meaning when the
     model is there, otherwise (and for a question with no words) by words as
     ``registry.selectors.skill_search`` does."""
-    from registry import selectors
-
     lexical_reason = ""
     if query.text.strip():
         try:

@@ -196,6 +196,7 @@ def agent_register(
             f"the card at {fetched.url} is already registered as {existing!r}",
             status=409,
         )
+    semantic.model_warm()  # loads the model, if it is not yet, before the transaction
     try:
         with transaction.atomic():
             agent = Agent(
@@ -243,6 +244,7 @@ def agent_card_store(*, agent: Agent, fetched: FetchedCard) -> bool:
     """Stores a card fetched for ``agent`` (by a refresh or a health probe): a new snapshot,
     with the agent's fields, skills and extensions, when its content changed. Returns True
     then; otherwise only notes the time of the fetch."""
+    semantic.model_warm()  # loads the model, if it is not yet, before the transaction
     with transaction.atomic():
         current = (
             CardSnapshot.objects.filter(agent=agent).values_list("content_hash", flat=True).first()
