@@ -103,6 +103,12 @@ class AgentFilterSet(django_filters.FilterSet):
         help_text="Words to find in name, description, skill names, descriptions and tags "
         "(every word must occur)",
     )
+    ask = django_filters.CharFilter(
+        method="filter_ask",
+        help_text="A question in plain words: only agents with one of the 100 skills closest "
+        "to it in meaning (every word must occur when the embedding model is unavailable). "
+        "The list stays ordered by id; GET /a2a/skills?q= and POST /a2a/select rank.",
+    )
     skill = FacetFilter(field_name="skill_facets", help_text="A skill id")
     tag = FacetFilter(field_name="tag_facets", help_text="A skill tag")
     extension = FacetFilter(
@@ -153,6 +159,15 @@ class AgentFilterSet(django_filters.FilterSet):
         if value is None:
             return queryset
         return queryset.filter(origin_peer__isnull=not value)
+
+    def filter_ask(self, queryset, name, value):
+        # Imported here: registry.semantic uses this module's helpers.
+        from registry import semantic
+
+        if not value.strip():
+            return queryset
+        matches, _search = semantic.skill_find(semantic.SkillQuery(text=value), limit=100)
+        return queryset.filter(id__in=semantic.agents_of(matches))
 
     def filter_words(self, queryset, name, value):
         for word in words(value):

@@ -267,6 +267,12 @@ class Skill(models.Model):
     tag_facets = models.TextField(blank=True, editable=False)
     input_mode_facets = models.TextField(blank=True, editable=False)
     output_mode_facets = models.TextField(blank=True, editable=False)
+    # The sentence embedding of the skill (registry.embeddings: little-endian float32), the
+    # model that made it, and when; empty while the model was unavailable. Search by meaning
+    # keeps these in memory per process (registry.semantic) and reloads when they change.
+    embedding = models.BinaryField(null=True, blank=True, editable=False)
+    embedding_model = models.CharField(max_length=64, blank=True, editable=False)
+    embedded_at = models.DateTimeField(null=True, blank=True, editable=False, db_index=True)
 
     class Meta:
         ordering = ["agent_id", "position"]
@@ -391,6 +397,19 @@ class Team(models.Model):
     max_routing_hops = models.PositiveSmallIntegerField(
         default=10,
         help_text="At most this many agent calls per caller message (1 to 10).",
+    )
+
+    class NoRecipient(models.TextChoices):
+        DEFAULT_AGENT = "default_agent", "the default agent"
+        SELECT = "select", "the member whose skills match it best"
+
+    no_recipient = models.CharField(
+        max_length=16,
+        choices=NoRecipient.choices,
+        default=NoRecipient.DEFAULT_AGENT,
+        help_text="Who gets a caller's message that names no member: the default agent, or the "
+        "healthy member whose skills best match it (the agent selector; the default agent when "
+        "none matches).",
     )
     enabled = models.BooleanField(default=True)
     members = models.ManyToManyField(Agent, through="TeamMembership", related_name="teams")

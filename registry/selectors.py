@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from django.db.models import Case, IntegerField, Prefetch, QuerySet, Value, When
@@ -113,13 +113,16 @@ _HEALTH_ORDER = Case(
 )
 
 
-def skill_search(*, filters: SkillFilters, limit: int = 20) -> list[tuple[Skill, float]]:
+def skill_search(
+    *, filters: SkillFilters, limit: int = 20, agent_ids: Iterable[str] | None = None
+) -> list[tuple[Skill, float]]:
     """Skills that match, best first, with a relevance score in (0, 1].
 
     Every query word must occur somewhere in the skill (name, id, description or tags); the score
     weighs where each word was found (tag or name 3, id 2, description 1) against the best
     possible. Ties go to healthier agents, then by agent and skill id. Disabled agents are left
-    out. Scoring and ordering run in the database, so the cost does not grow with the result.
+    out, and so are agents not in ``agent_ids`` when given. Scoring and ordering run in the
+    database, so the cost does not grow with the result.
     """
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise InvalidQueryError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
@@ -135,6 +138,8 @@ def skill_search(*, filters: SkillFilters, limit: int = 20) -> list[tuple[Skill,
         queryset = queryset.filter(output_mode_facets__contains=facet(filters.output_mode))
     if filters.extension:
         queryset = queryset.filter(agent__extension_facets__contains=f"|{filters.extension}|")
+    if agent_ids is not None:
+        queryset = queryset.filter(agent_id__in=list(agent_ids))
     if query_words:
         points = Value(0)
         for word in query_words:

@@ -15,7 +15,7 @@ from django.db.models import ProtectedError
 from django.utils import timezone
 from django.utils.text import slugify
 
-from registry import secrets
+from registry import secrets, semantic
 from registry.auth import api_key_forget
 from registry.cards import ParsedCard
 from registry.fetching import CardFetchError, FetchedCard, fetch_card
@@ -210,6 +210,7 @@ def agent_register(
             f"the card at {fetched.url} is already registered as {existing!r}",
             status=409,
         )
+    semantic.model_warm()  # loads the model, if it is not yet, before the transaction
     try:
         with transaction.atomic():
             agent = Agent(
@@ -283,6 +284,7 @@ def agent_card_store(*, agent: Agent, fetched: FetchedCard, signature=None) -> b
         signature = card_signature_check(fetched)
     if _refuse_unsigned(agent, signature):
         return False
+    semantic.model_warm()  # loads the model, if it is not yet, before the transaction
     with transaction.atomic():
         current = (
             CardSnapshot.objects.filter(agent=agent).values_list("content_hash", flat=True).first()
@@ -567,30 +569,32 @@ def _apply_card(agent: Agent, fetched: FetchedCard, *, created: bool) -> None:
     if not created:
         agent.skills.all().delete()
         agent.extensions.all().delete()
-    Skill.objects.bulk_create(
-        [
-            Skill(
-                agent=agent,
-                skill_id=skill.id,
-                name=skill.name,
-                description=skill.description,
-                tags=list(skill.tags),
-                examples=list(skill.examples),
-                input_modes=list(skill.input_modes),
-                output_modes=list(skill.output_modes),
-                position=position,
-                search_text=_skill_search_text(skill),
-                tag_facets=_facet(t.lower() for t in skill.tags),
-                input_mode_facets=_facet(
-                    m.lower() for m in skill.input_modes or card.default_input_modes
-                ),
-                output_mode_facets=_facet(
-                    m.lower() for m in skill.output_modes or card.default_output_modes
-                ),
-            )
-            for position, skill in enumerate(_unique_skills(card))
-        ]
-    )
+    skills = [
+        Skill(
+            agent=agent,
+            skill_id=skill.id,
+            name=skill.name,
+            description=skill.description,
+            tags=list(skill.tags),
+            examples=list(skill.examples),
+            input_modes=list(skill.input_modes),
+            output_modes=list(skill.output_modes),
+            position=position,
+            search_text=_skill_search_text(skill),
+            tag_facets=_facet(t.lower() for t in skill.tags),
+            input_mode_facets=_facet(
+                m.lower() for m in skill.input_modes or card.default_input_modes
+            ),
+            output_mode_facets=_facet(
+                m.lower() for m in skill.output_modes or card.default_output_modes
+            ),
+        )
+        for position, skill in enumerate(_unique_skills(card))
+    ]
+    # Embeddings for search by meaning; without the model they stay empty and the
+    # registry.reindex_skill_embeddings job fills them in later.
+    semantic.embed_skills(skills)
+    Skill.objects.bulk_create(skills)
     DeclaredExtension.objects.bulk_create(
         [
             DeclaredExtension(

@@ -6,6 +6,7 @@ import logging
 
 from celery import shared_task
 
+from registry import embeddings, semantic
 from registry.models import Agent
 from registry.services import RegistryError, agent_card_refresh
 
@@ -41,3 +42,15 @@ def sync_peers() -> dict[str, str]:
     from registry.peers import peers_sync_all
 
     return peers_sync_all()
+
+
+@shared_task(name="registry.reindex_skill_embeddings", ignore_result=True)
+def reindex_skill_embeddings(everything: bool = False) -> int:
+    """Computes the skill embeddings that are missing or were made by another model (all of
+    them with ``everything``). Returns how many were written; -1 when the model is
+    unavailable (logged)."""
+    try:
+        return semantic.skill_embeddings_refresh(everything=everything)
+    except embeddings.EmbeddingsUnavailable as error:
+        logger.warning("skill embeddings not computed: %s", error)
+        return -1

@@ -125,6 +125,7 @@ def team_create(
     default_agent: str,
     max_routing_hops: int = MAX_ROUTING_HOPS,
     enabled: bool = True,
+    no_recipient: str = Team.NoRecipient.DEFAULT_AGENT,
     actor: str = SYSTEM,
 ) -> Team:
     """Creates the team with its members in list order (an agent id alone is an enabled
@@ -150,6 +151,7 @@ def team_create(
                 default_agent_id=default_agent,
                 max_routing_hops=max_routing_hops,
                 enabled=enabled,
+                no_recipient=_no_recipient(no_recipient),
                 created_at=now,
                 updated_at=now,
             )
@@ -177,7 +179,24 @@ def team_create(
     return team
 
 
-_EDITABLE = {"name", "description", "members", "default_agent", "max_routing_hops", "enabled"}
+_EDITABLE = {
+    "name",
+    "description",
+    "members",
+    "default_agent",
+    "max_routing_hops",
+    "enabled",
+    "no_recipient",
+}
+
+
+def _no_recipient(value: Any) -> str:
+    if value not in Team.NoRecipient.values:
+        raise RegistryError(
+            "invalid_team",
+            f"noRecipient must be one of {', '.join(Team.NoRecipient.values)}, not {value!r}",
+        )
+    return value
 
 
 def team_update(*, team: Team, fields: dict[str, Any], actor: str = SYSTEM) -> Team:
@@ -205,8 +224,9 @@ def team_update(*, team: Team, fields: dict[str, Any], actor: str = SYSTEM) -> T
             specs = [MemberSpec(m.agent_id, m.enabled) for m in current.values()]
         values = {
             name: fields.get(name, getattr(team, name))
-            for name in ("name", "description", "max_routing_hops", "enabled")
+            for name in ("name", "description", "max_routing_hops", "enabled", "no_recipient")
         }
+        values["no_recipient"] = _no_recipient(values["no_recipient"])
         default_agent_id = fields.get("default_agent", team.default_agent_id)
         team_validate(
             team_id=team.pk,
@@ -252,7 +272,7 @@ def team_update(*, team: Team, fields: dict[str, Any], actor: str = SYSTEM) -> T
     return team
 
 
-_TEAM_CAMEL = {"max_routing_hops": "maxRoutingHops"}
+_TEAM_CAMEL = {"max_routing_hops": "maxRoutingHops", "no_recipient": "noRecipient"}
 
 
 def team_delete(*, team: Team, actor: str = SYSTEM) -> None:

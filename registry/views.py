@@ -18,7 +18,7 @@ from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.shortcuts import render
 
-from registry import selectors
+from registry import selectors, semantic
 from registry.cards import card_diff
 from registry.models import CardSnapshot
 
@@ -110,10 +110,15 @@ SKILLS_SHOWN = 50
 @registry_read
 def skills_page(request):
     """``/skills/?q=&tag=``: which agent can do this. The best matching skills of agents that
-    are not disabled, with each agent's health (one query); every skill when nothing is asked."""
+    are not disabled, by meaning (``registry.semantic``; by words when the model is
+    unavailable, and the page says so), with each agent's health; every skill when nothing is
+    asked."""
     filters = selectors.SkillFilters(
         q=request.GET.get("q", "").strip(), tag=request.GET.get("tag", "").strip()
     )
-    matches = selectors.skill_search(filters=filters, limit=SKILLS_SHOWN)
-    context = {"filters": filters, "matches": matches, "limit": SKILLS_SHOWN}
+    matches, search = semantic.skill_find(
+        semantic.SkillQuery(text=filters.q, tags=tuple(filter(None, [filters.tag]))),
+        limit=SKILLS_SHOWN,
+    )
+    context = {"filters": filters, "matches": matches, "search": search, "limit": SKILLS_SHOWN}
     return render(request, "registry/skill_list.html", context)

@@ -263,6 +263,14 @@ RELAY_ALLOW_PRIVATE_URLS = env("RELAY_ALLOW_PRIVATE_URLS")
 # Registry reads (API and web pages) are public unless this is off.
 RELAY_REGISTRY_PUBLIC = env("RELAY_REGISTRY_PUBLIC")
 RELAY_CARD_MAX_BYTES = env.int("RELAY_CARD_MAX_BYTES", default=1024 * 1024)
+# Search by meaning (registry.semantic): a sentence-embedding model run in the process. Off,
+# skill search and agent selection use words only and say so.
+RELAY_EMBEDDINGS = env.bool("RELAY_EMBEDDINGS", default=True)
+# The callable behind POST /a2a/select and skill-named sends: (*, request) -> list of
+# registry.selection.Selection, best first (see registry.selection).
+RELAY_AGENT_SELECTOR = env("RELAY_AGENT_SELECTOR", default="registry.selection.rank_by_meaning")
+# Seconds between runs of the job that fills in missing skill embeddings.
+RELAY_EMBEDDING_REINDEX_SECONDS = env.int("RELAY_EMBEDDING_REINDEX_SECONDS", default=3600)
 RELAY_FETCH_TIMEOUT = env.float("RELAY_FETCH_TIMEOUT", default=10.0)
 RELAY_MAX_REDIRECTS = env.int("RELAY_MAX_REDIRECTS", default=3)
 # How long a blocking call to an upstream agent may take before the task fails.

@@ -51,7 +51,15 @@ def _health_badge(agent: Agent) -> str:
 class TeamForm(forms.ModelForm):
     class Meta:
         model = Team
-        fields = ["id", "name", "description", "default_agent", "max_routing_hops", "enabled"]
+        fields = [
+            "id",
+            "name",
+            "description",
+            "default_agent",
+            "no_recipient",
+            "max_routing_hops",
+            "enabled",
+        ]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -68,6 +76,17 @@ class TeamForm(forms.ModelForm):
             )
         elif default_agent is not None:
             default_agent.help_text = "Must be one of the enabled members below."
+        no_recipient = self.fields.get("no_recipient")
+        if no_recipient is not None:
+            # Left out of a form (an older page, a script), the team keeps what it had.
+            no_recipient.required = False
+
+    def clean_no_recipient(self):
+        return (
+            self.cleaned_data.get("no_recipient")
+            or self.instance.no_recipient
+            or Team.NoRecipient.DEFAULT_AGENT
+        )
 
     def clean_max_routing_hops(self):
         # Checked here too so the message sits on the field; it is team_validate's own rule.
@@ -181,7 +200,17 @@ class TeamAdmin(admin.ModelAdmin):
     autocomplete_fields = ("default_agent",)
     team_fieldset = (
         None,
-        {"fields": ("id", "name", "description", "default_agent", "max_routing_hops", "enabled")},
+        {
+            "fields": (
+                "id",
+                "name",
+                "description",
+                "default_agent",
+                "no_recipient",
+                "max_routing_hops",
+                "enabled",
+            )
+        },
     )
 
     class Media:
@@ -348,7 +377,7 @@ class TeamAdmin(admin.ModelAdmin):
         ).members()
         values = {
             name: form.cleaned_data[name]
-            for name in ("name", "description", "max_routing_hops", "enabled")
+            for name in ("name", "description", "max_routing_hops", "enabled", "no_recipient")
         }
         default_agent = form.cleaned_data["default_agent"].pk
         if change:

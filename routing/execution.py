@@ -53,8 +53,10 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
+from registry import selection
 from registry.extensions import CLIENT_ROUTING_URI
-from registry.models import Agent
+from registry.filters import InvalidQueryError
+from registry.models import Agent, Team
 from routing import breaker, selectors, services
 from routing.models import RoutingHop
 from routing.router import (
@@ -68,6 +70,7 @@ from routing.router import (
     TeamView,
     first_hop,
     next_hop,
+    parse_recipient,
     prepare_message,
     prepare_reply,
 )
@@ -119,6 +122,7 @@ class LoadedTeam:
     max_hops: int
     agents: dict[str, gateway.AgentTarget]
     members: tuple[Member, ...]
+    no_recipient: str = Team.NoRecipient.DEFAULT_AGENT
 
 
 class TeamTarget(gateway.Target):
@@ -157,6 +161,7 @@ class TeamTarget(gateway.Target):
             default_agent=team.default_agent,
             max_hops=team.max_hops,
         )
+        self.no_recipient = team.no_recipient
 
     async def run(self, task, request, ctx, *, stream):
         """The conversation, hop by hop. Every event is recorded here (``recorded`` steps):
@@ -173,7 +178,14 @@ class TeamTarget(gateway.Target):
             conversation = selectors.Conversation()
         if TaskState(task.state) in INTERRUPTED:  # the caller answered: the team works again
             yield await _recorded(task, status_event(task, TaskState.WORKING))
-        hop = first_hop(self.view, message, parked_on=conversation.parked_on)
+        selected = None
+        if (
+            self.no_recipient == Team.NoRecipient.SELECT
+            and not conversation.parked_on
+            and parse_recipient(message.get("metadata")).recipient is None
+        ):
+            selected = await sync_to_async(_select_member)(self.view, message)
+        hop = first_hop(self.view, message, parked_on=conversation.parked_on, selected=selected)
         steps = self._route(
             task, ctx, hop, message, conversation, stream=stream, metadata=request.get("metadata")
         )
@@ -511,7 +523,27 @@ def _load_team(team_id: str) -> LoadedTeam | None:
         max_hops=team.max_routing_hops,
         agents=targets,
         members=tuple(_member(agent, targets.get(agent.pk)) for agent in agents),
+        no_recipient=team.no_recipient,
     )
+
+
+def _select_member(view: TeamView, message: dict[str, Any]) -> tuple[str, str] | None:
+    """The healthy member the agent selector (``registry.selection``) ranks first for the
+    message's text, and why; None when none matches or the message has no text."""
+    try:
+        text = selection.message_text(message)
+    except InvalidQueryError:
+        return None
+    healthy = frozenset(member.id for member in view.members if member.healthy)
+    chosen = selection.select(
+        request=selection.SelectRequest(
+            text=text, team_id=view.id, limit=3, healthy_only=True, agent_ids=healthy
+        )
+    )
+    for candidate in chosen.selections:
+        if candidate.agent_id in healthy:
+            return candidate.agent_id, f"chosen by the agent selector: {candidate.why}"
+    return None
 
 
 _teams = gateway.TargetCache(_load_team, gateway.target_cache_seconds)

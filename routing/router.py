@@ -247,14 +247,21 @@ def interrupted_state(answer: Any) -> str | None:
 # Deciding --------------------------------------------------------------------------------------
 
 
-def first_hop(team: TeamView, caller_message: Any, parked_on: str | None = None) -> Hop:
+def first_hop(
+    team: TeamView,
+    caller_message: Any,
+    parked_on: str | None = None,
+    selected: tuple[str, str] | None = None,
+) -> Hop:
     """Where a message from the team's caller goes (rules 1, 3 and 5). Returns Deliver with
     sender USER, or Unavailable when the message would reach an unavailable default agent.
 
     A parked task resumes at ``parked_on``, the agent that asked for input, whatever the message
-    names. Otherwise the member named by ``metadata[URI].recipient`` gets it, else the default
-    agent. Never raises for a bad recipient: a non-member, an unhealthy member, "user" or
-    "sender" falls back to the default agent with a routingError saying why.
+    names. Otherwise the member named by ``metadata[URI].recipient`` gets it, else
+    ``selected`` (the member a team that selects chose for the message, and why, as
+    ``(agent id, reason)``) when it is an available member, else the default agent. Never
+    raises for a bad recipient: a non-member, an unhealthy member, "user" or "sender" falls
+    back to the default agent with a routingError saying why.
     """
     metadata = caller_message.get("metadata") if isinstance(caller_message, dict) else None
     decision = parse_recipient(metadata)
@@ -264,6 +271,8 @@ def first_hop(team: TeamView, caller_message: Any, parked_on: str | None = None)
         refusal = _refusal(team, parked_on, label=f"agent '{parked_on}', which asked for input,")
     elif decision.recipient is None:
         wanted, refusal = team.default_agent, None
+        if selected is not None and _refusal(team, selected[0]) is None:
+            wanted, reason = selected
     elif decision.recipient in (USER, SENDER):
         wanted = team.default_agent
         refusal = f"the caller can only name a team member, not '{decision.recipient}'"

@@ -52,6 +52,13 @@ def schedules() -> list[Schedule]:
             settings.RELAY_PEER_SYNC_SECONDS,
             "Mirrors what changed in the registries of the peer relays this relay follows.",
         ),
+        Schedule(
+            PREFIX + "skill embeddings",
+            "registry.reindex_skill_embeddings",
+            settings.RELAY_EMBEDDING_REINDEX_SECONDS,
+            "Computes the skill embeddings search by meaning lacks (cards stored while the "
+            "model was unavailable, or made by another model).",
+        ),
     ]
 
 

@@ -50,6 +50,9 @@ class Task(models.Model):
     history = models.JSONField(default=list, blank=True)
     artifacts = models.JSONField(default=list, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
+    # For a send that named a skill (tasks_app.skill_targets): which agent the relay chose and
+    # why. Shown to the caller as metadata.relaySelection, whatever the agent's own metadata.
+    selection = models.JSONField(null=True, blank=True, editable=False)
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
     )

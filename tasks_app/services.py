@@ -51,7 +51,11 @@ def snapshot_of(task: Task) -> dict[str, Any]:
         timestamp=iso(task.status_timestamp),
         history=task.history,
         artifacts=task.artifacts,
-        metadata=task.metadata,
+        metadata=(
+            {**(task.metadata or {}), "relaySelection": task.selection}
+            if task.selection
+            else task.metadata
+        ),
     )
 
 

@@ -26,6 +26,7 @@ ORDER = [
     "agent_history",
     "agent_card",
     "skills_search",
+    "agents_select",
     "agent_metrics",
     "teams_create",
     "teams_list",

@@ -315,10 +315,14 @@ SKILL_MATCHES = {
             "name": "Forecast",
             "description": "Forecasts for a city.",
             "tags": ["weather", "forecast"],
-            "score": 1.0,
+            "score": 0.82,
             "health": "healthy",
+            "meaning": 0.71,
+            "words": 1.0,
+            "latencyMs": 42.0,
         },
-    ]
+    ],
+    "search": {"mode": "semantic"},
 }
 
 TEAM = {
@@ -327,6 +331,7 @@ TEAM = {
     "description": "A writer with a weather expert.",
     "defaultAgent": "writer",
     "maxRoutingHops": 10,
+    "noRecipient": "default_agent",
     "enabled": True,
     "members": [
         {

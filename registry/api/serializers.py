@@ -364,6 +364,24 @@ class SkillMatchSerializer(serializers.Serializer):
     tags = serializers.JSONField(source="skill.tags")
     score = serializers.FloatField()
     health = serializers.CharField(source="skill.agent.health")
+    meaning = serializers.FloatField(
+        help_text="Cosine similarity of the question and the skill, 0 to 1 (0 in word search)"
+    )
+    words = serializers.FloatField(help_text="Share of the question's words the skill contains")
+    latencyMs = serializers.FloatField(
+        source="skill.agent.health_latency_ms",
+        allow_null=True,
+        help_text="The agent's latest measured latency",
+    )
+
+
+class SearchModeSerializer(serializers.Serializer):
+    mode = serializers.ChoiceField(
+        choices=["semantic", "lexical", "filters"],
+        help_text="semantic: by meaning and words; lexical: by words only (the reason says "
+        "why); filters: no question was asked",
+    )
+    reason = serializers.CharField(required=False)
 
 
 class SnapshotHistorySerializer(serializers.Serializer):
@@ -376,6 +394,7 @@ class SkillMatchPageSerializer(serializers.Serializer):
     """The shape of ``GET /a2a/skills`` (for the schema)."""
 
     matches = SkillMatchSerializer(many=True)
+    search = SearchModeSerializer()
 
 
 # --- Teams ----------------------------------------------------------------------------------
@@ -403,6 +422,12 @@ class TeamSerializer(serializers.ModelSerializer):
 
     defaultAgent = serializers.CharField(source="default_agent_id")
     maxRoutingHops = serializers.IntegerField(source="max_routing_hops")
+    noRecipient = serializers.ChoiceField(
+        source="no_recipient",
+        choices=Team.NoRecipient.choices,
+        help_text="Who gets a caller's message that names no member: default_agent, or "
+        "select (the healthy member whose skills best match it)",
+    )
     members = TeamMemberSerializer(source="memberships", many=True)
     a2aUrl = serializers.SerializerMethodField(
         method_name="get_a2a_url", help_text="The team's A2A endpoint."
@@ -421,6 +446,7 @@ class TeamSerializer(serializers.ModelSerializer):
             "description",
             "defaultAgent",
             "maxRoutingHops",
+            "noRecipient",
             "enabled",
             "members",
             "a2aUrl",
@@ -459,6 +485,12 @@ class TeamCreateSerializer(WriteSerializer):
     maxRoutingHops = serializers.IntegerField(
         source="max_routing_hops", default=10, help_text="1 to 10."
     )
+    noRecipient = serializers.CharField(
+        source="no_recipient",
+        default="default_agent",
+        help_text="default_agent, or select: the healthy member whose skills best match a "
+        "message that names no member",
+    )
     enabled = serializers.BooleanField(default=True)
 
 
@@ -470,6 +502,7 @@ class TeamUpdateSerializer(WriteSerializer):
         source="default_agent", required=False, allow_null=True, allow_blank=True
     )
     maxRoutingHops = serializers.IntegerField(source="max_routing_hops", required=False)
+    noRecipient = serializers.CharField(source="no_recipient", required=False)
     enabled = serializers.BooleanField(required=False)
 
 

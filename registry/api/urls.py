@@ -1,6 +1,6 @@
 from django.urls import path
 
-from registry.api import views
+from registry.api import select, views
 
 urlpatterns = [
     path("registry", views.RegistryView.as_view(), name="registry"),
@@ -20,6 +20,7 @@ urlpatterns = [
         name="registry-history",
     ),
     path("skills", views.SkillSearchView.as_view(), name="skills"),
+    path("select", select.SelectView.as_view(), name="select"),
     # No trailing slash: /a2a/teams/{id}/ is the team's A2A endpoint (tasks_app).
     path("teams", views.TeamListView.as_view(), name="teams"),
     path("teams/<slug:team_id>", views.TeamDetailView.as_view(), name="team"),

@@ -18,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from registry import catalog, selectors, services, teams
+from registry import catalog, selectors, semantic, services, teams
 from registry.api import schema, serializers
 from registry.api.pagination import AgentPagination, TeamPagination
 from registry.api.schema import AGENT_ID, TEAM_ID, errors, example
@@ -333,13 +333,20 @@ class SkillSearchView(APIView):
         operation_id="skills_search",
         summary="Find skills",
         description="Skills of agents that are not disabled, best match first, with a score "
-        "in (0, 1]: every word of `q` must occur in the skill; a word found in a tag or the "
-        "name weighs 3, in the id 2, in the description 1. Ties go to healthier agents.",
+        "in (0, 1]. `q` is a question in plain words: skills are ranked by what they mean "
+        "(a sentence-embedding model run by the relay), the words they share with it, and "
+        "their agent's health and measured latency; `search.mode` is `semantic`. When the "
+        "model is unavailable, `search.mode` is `lexical` with the reason, and every word of "
+        "`q` must occur in the skill (a word in a tag or the name weighs 3, in the id 2, in "
+        "the description 1; ties go to healthier agents).",
         parameters=[
             OpenApiParameter(
                 "q",
-                description="Words to find (all must occur)",
-                examples=[OpenApiExample("forecast", value="forecast")],
+                description="What the skill should do, in plain words",
+                examples=[
+                    OpenApiExample("forecast", value="forecast"),
+                    OpenApiExample("a question", value="will I need an umbrella tomorrow"),
+                ],
             ),
             OpenApiParameter("tag", description="A skill tag"),
             OpenApiParameter("inputMode", description="A media type the skill accepts"),
@@ -352,20 +359,23 @@ class SkillSearchView(APIView):
     )
     def get(self, request: Request) -> Response:
         params = request.query_params
-        matches = selectors.skill_search(
-            filters=selectors.SkillFilters(
-                q=params.get("q", ""),
-                tag=params.get("tag", ""),
-                input_mode=params.get("inputMode", ""),
-                output_mode=params.get("outputMode", ""),
+        limit = _int_param(params, "limit", 20)
+        if not 1 <= limit <= selectors.MAX_PAGE_SIZE:
+            raise selectors.InvalidQueryError(
+                f"limit must be between 1 and {selectors.MAX_PAGE_SIZE}"
+            )
+        matches, mode = semantic.skill_find(
+            semantic.SkillQuery(
+                text=params.get("q", ""),
+                tags=tuple(filter(None, [params.get("tag", "")])),
+                input_modes=tuple(filter(None, [params.get("inputMode", "")])),
+                output_modes=tuple(filter(None, [params.get("outputMode", "")])),
                 extension=params.get("extension", ""),
             ),
-            limit=_int_param(params, "limit", 20),
+            limit=limit,
         )
-        data = serializers.SkillMatchSerializer(
-            [{"skill": skill, "score": score} for skill, score in matches], many=True
-        ).data
-        return Response({"matches": data})
+        data = serializers.SkillMatchSerializer(matches, many=True).data
+        return Response({"matches": data, "search": mode.as_dict()})
 
 
 # --- Teams ----------------------------------------------------------------------------------

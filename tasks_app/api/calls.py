@@ -29,7 +29,7 @@ from registry.auth import REALM, REALM_INVALID_TOKEN, api_key_from_header, key_m
 from relay_project import ratelimit
 from relay_project.public_url import relay_base_url
 from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE
-from tasks_app import client_ids, delegation, gateway, relay_endpoint
+from tasks_app import client_ids, delegation, gateway, relay_endpoint, skill_targets
 from tasks_app.gateway import ownership
 from tasks_app.protocol import early, jsonrpc, rest
 from tasks_app.protocol.convert import parse_request_v1
@@ -72,7 +72,7 @@ STREAMING = {Operation.STREAM, Operation.SUBSCRIBE}
 OPENS_TASK = {Operation.SEND, Operation.STREAM}
 TASK_API = "task-api"
 """The kind of ``POST /a2a/tasks/sendSubscribe``, whose body names the target."""
-TARGET_KEYS = {"agentId": "agent", "teamId": "team"}
+TARGET_KEYS = {"agentId": "agent", "teamId": "team", "skill": skill_targets.SKILL}
 DEFAULT_TARGET = ("relay", "default")
 """The task API's target when the body names none: the relay's default target."""
 REST_VERBS = {"GET", "POST", "DELETE", "HEAD"}
@@ -261,7 +261,7 @@ def task_api_send(
         if len(named) > 1:
             raise InvalidParams(
                 field_violations=[
-                    FieldViolation("teamId", "name one target: agentId or teamId, not both")
+                    FieldViolation(named[1], "name one target: agentId, teamId or skill, not two")
                 ]
             )
         if named and not isinstance(payload[named[0]], str):
@@ -529,6 +529,13 @@ def callable_target(caller, kind: str, target_id: str) -> gateway.Target:
     otherwise, with the same words either way: a key learns nothing of agents and teams
     outside its scope. (For the relay's own endpoint the scope applies to the agent or team
     it forwards to.)"""
+    if kind == skill_targets.SKILL:
+        target = skill_targets.skill_target(caller, target_id)
+        if target is None:
+            raise TargetNotFound(
+                f"no healthy agent at this relay has a skill like {target_id[:80]!r}"
+            )
+        return target
     target = gateway.resolve_target(kind, target_id)
     if target is None or not key_may_call(caller, target.kind, target.id):
         raise TargetNotFound(f"no {kind} {target_id!r} at this relay")
@@ -572,10 +579,13 @@ def open_message_task(
         return None, call
     ctx, stream = context_for(call, caller), call.operation is Operation.STREAM
     if call.client_task_id is None:
-        return gateway.open_task(target, ctx, call.params, stream=stream), call
+        opened = gateway.open_task(target, ctx, call.params, stream=stream)
+        skill_targets.record_selection(target, opened)
+        return opened, call
     opened = client_ids.client_task_open(
         target=target, ctx=ctx, request=call.params, client_id=call.client_task_id, stream=stream
     )
+    skill_targets.record_selection(target, opened)
     if not opened.fresh:
         message = dict(call.params["message"], taskId=opened.task.id)
         call = replace(call, params=dict(call.params, message=message))

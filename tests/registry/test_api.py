@@ -463,8 +463,31 @@ def test_registry_reads_can_be_made_private(anonymous, api, catalogue, settings)
     assert ids(api.get("/a2a/registry"))[:1] == ["alpha"]
 
 
-def test_skill_search_ranks_matches_and_reports_health(anonymous, catalogue):
-    matches = anonymous.get("/a2a/skills", {"q": "text"}).json()["matches"]
+def test_skill_search_ranks_matches_by_meaning_and_reports_health(anonymous, catalogue):
+    body = anonymous.get("/a2a/skills", {"q": "text"}).json()
+    assert body["search"] == {"mode": "semantic"}
+    found = [(m["agentId"], m["skillId"]) for m in body["matches"]]
+    assert set(found[:2]) == {("alpha", "summarize"), ("alpha", "translate")}
+    assert all(m["words"] == 1.0 for m in body["matches"][:2])
+    assert all(m["score"] < body["matches"][1]["score"] for m in body["matches"][2:])
+    web = anonymous.get("/a2a/skills", {"q": "web"}).json()["matches"][0]
+    assert (web["agentId"], web["skillId"], web["health"]) == ("gamma", "search", "healthy")
+    asked = anonymous.get("/a2a/skills", {"q": "look things up on the internet"}).json()
+    assert (asked["matches"][0]["agentId"], asked["matches"][0]["skillId"]) == ("gamma", "search")
+
+
+def test_skill_search_by_words_when_the_model_is_off(anonymous, catalogue, settings):
+    from registry import embeddings
+
+    settings.RELAY_EMBEDDINGS = False
+    embeddings.reset()
+    try:
+        body = anonymous.get("/a2a/skills", {"q": "text"}).json()
+    finally:
+        embeddings.reset()
+    assert body["search"]["mode"] == "lexical"
+    assert "RELAY_EMBEDDINGS" in body["search"]["reason"]
+    matches = body["matches"]
     assert [(m["agentId"], m["skillId"]) for m in matches] == [
         ("alpha", "summarize"),
         ("alpha", "translate"),
@@ -473,8 +496,6 @@ def test_skill_search_ranks_matches_and_reports_health(anonymous, catalogue):
         ("alpha", "summarize"),
     ]
     assert all(m["score"] == 1.0 for m in matches)
-    web = anonymous.get("/a2a/skills", {"q": "web"}).json()["matches"][0]
-    assert (web["agentId"], web["skillId"], web["health"]) == ("gamma", "search", "healthy")
 
 
 def test_skill_search_scores_a_name_match_above_a_description_match(anonymous, api, served):
@@ -513,7 +534,8 @@ def test_skill_search_filters(anonymous, catalogue, query, expected):
 
 def test_disabled_agents_offer_no_skills(anonymous, api, catalogue):
     api.patch("/a2a/registry/gamma", {"status": "disabled"}, format="json")
-    assert anonymous.get("/a2a/skills", {"q": "web"}).json()["matches"] == []
+    matches = anonymous.get("/a2a/skills", {"q": "web"}).json()["matches"]
+    assert "gamma" not in {m["agentId"] for m in matches}
 
 
 def _list_queries(client, **query) -> int:

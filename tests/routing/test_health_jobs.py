@@ -32,6 +32,11 @@ def test_migrate_creates_the_beat_schedules_from_the_settings(settings):
         "registry.sync_peers",
         settings.RELAY_PEER_SYNC_SECONDS,
     )
+    embeddings = rows["Brass Relay: skill embeddings"]
+    assert (embeddings.task, embeddings.interval.every) == (
+        "registry.reindex_skill_embeddings",
+        settings.RELAY_EMBEDDING_REINDEX_SECONDS,
+    )
 
 
 def test_ensuring_the_schedules_again_keeps_what_an_admin_changed():
@@ -39,7 +44,7 @@ def test_ensuring_the_schedules_again_keeps_what_an_admin_changed():
     PeriodicTask.objects.filter(name="Brass Relay: card re-sync").delete()
     assert schedules.beat_schedules_ensure() == ["Brass Relay: card re-sync"]
     assert PeriodicTask.objects.get(name="Brass Relay: health sweep").enabled is False
-    assert PeriodicTask.objects.filter(name__startswith="Brass Relay: ").count() == 4
+    assert PeriodicTask.objects.filter(name__startswith="Brass Relay: ").count() == 5
 
 
 def test_the_sweep_job_probes_the_agents_that_are_due(allow_private_urls):

@@ -352,11 +352,27 @@ def test_skills_page_lists_every_skill_without_a_query(client, crew):
     assert 'Offered by <a href="/agents/writer/">Writer</a>' in text_of(response)
 
 
-def test_skills_page_finds_skills_by_words_and_tag(client, crew):
-    by_words = client.get(reverse("skills-page"), {"q": "reports"})
+def test_skills_page_finds_skills_by_meaning_and_tag(client, crew):
+    by_meaning = client.get(reverse("skills-page"), {"q": "put together a written summary"})
     by_tag = client.get(reverse("skills-page"), {"tag": "plans"})
-    nothing = client.get(reverse("skills-page"), {"q": "juggling"})
 
+    assert skill_ids(by_meaning)[0] == "writer-write"
+    assert 'id="search-mode"' not in text_of(by_meaning)
+    assert skill_ids(by_tag) == ["lead-plan"]
+
+
+def test_skills_page_finds_skills_by_words_without_the_model(client, crew, settings):
+    from registry import embeddings
+
+    settings.RELAY_EMBEDDINGS = False
+    embeddings.reset()
+    try:
+        by_words = client.get(reverse("skills-page"), {"q": "reports"})
+        nothing = client.get(reverse("skills-page"), {"q": "juggling"})
+        by_tag = client.get(reverse("skills-page"), {"tag": "plans"})
+    finally:
+        embeddings.reset()
+    assert "Searched by words only" in text_of(by_words)
     assert skill_ids(by_words) == ["writer-write"]
     assert "score 1.00" in text_of(by_words)
     assert skill_ids(by_tag) == ["lead-plan"]
@@ -373,7 +389,9 @@ def test_skills_page_leaves_out_disabled_agents(client, crew):
         skills=[skill("write", name="Write reports")],
     )
 
-    assert skill_ids(client.get(reverse("skills-page"), {"q": "write"})) == ["writer-write"]
+    found = skill_ids(client.get(reverse("skills-page"), {"q": "write"}))
+    assert found[0] == "writer-write"
+    assert not any(found_id.startswith("off-agent") for found_id in found)
 
 
 def test_skills_page_escapes_skills_and_the_query(client, crew):
