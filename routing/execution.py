@@ -68,7 +68,9 @@ from routing.router import (
     Park,
     Reply,
     TeamView,
+    decision_from_answer,
     first_hop,
+    interrupted_state,
     next_hop,
     parse_recipient,
     prepare_message,
@@ -235,6 +237,7 @@ class TeamTarget(gateway.Target):
         """The hops from ``hop`` on, until the conversation ends or waits on the caller; the
         first one the member task ``following`` (taken over) when given."""
         hops_done = following.hops_done if following is not None else 0
+        called: set[str] = set()  # the members called for this message (a selection skips them)
         while isinstance(hop, Deliver):
             started = time.perf_counter()
             order = conversation.hops_recorded + 1
@@ -279,7 +282,9 @@ class TeamTarget(gateway.Target):
                     call = _failed_answer(f"agent {hop.target!r}: {error.message}", started)
             answer = _answer_of(call, started)
             hops_done += 1
-            decision = self._decide(hop, answer, hops_done)
+            called.add(hop.target)
+            selected = await self._selection_for(hop, answer, called)
+            decision = self._decide(hop, answer, hops_done, selected)
             recorded = self._hop(task, conversation, hop, outgoing, answer, decision)
             # The member's end, as the team task's: its last update when the conversation ends
             # here (with the artifacts not forwarded as they came), a `working` update with its
@@ -343,7 +348,30 @@ class TeamTarget(gateway.Target):
                 await each.send()
                 yield gateway.Step(each.event, recorded=True)
 
-    def _decide(self, hop: Deliver, answer: MemberAnswer, hops_done: int):
+    async def _selection_for(
+        self, hop: Deliver, answer: MemberAnswer, called: set[str]
+    ) -> tuple[str, str] | None:
+        """For a team that selects, the member the selector ranks first for an answer that
+        names no recipient (of a member other than the default agent, whose answer ends the
+        turn), among the healthy members not yet called for this message, and why."""
+        if (
+            self.no_recipient != Team.NoRecipient.SELECT
+            or hop.target == self.view.default_agent
+            or answer.state == TaskState.CANCELED
+            or interrupted_state(answer.answer) is not None
+            or decision_from_answer(answer.answer).recipient is not None
+        ):
+            return None
+        message = _as_next_message(answer.answer, answerer=hop.target, message_id="selection")
+        return await sync_to_async(_select_member)(self.view, message, skip=frozenset(called))
+
+    def _decide(
+        self,
+        hop: Deliver,
+        answer: MemberAnswer,
+        hops_done: int,
+        selected: tuple[str, str] | None = None,
+    ):
         """Where the member's answer goes next; None when its task was canceled (the team task
         then ends canceled too)."""
         if answer.state == TaskState.CANCELED:
@@ -355,6 +383,7 @@ class TeamTarget(gateway.Target):
             handoffs=hop.handoffs,
             answer=answer.answer,
             hops_done=hops_done,
+            selected=selected,
         )
 
     def _hop(
@@ -527,14 +556,19 @@ def _load_team(team_id: str) -> LoadedTeam | None:
     )
 
 
-def _select_member(view: TeamView, message: dict[str, Any]) -> tuple[str, str] | None:
-    """The healthy member the agent selector (``registry.selection``) ranks first for the
-    message's text, and why; None when none matches or the message has no text."""
+def _select_member(
+    view: TeamView, message: dict[str, Any], *, skip: frozenset[str] = frozenset()
+) -> tuple[str, str] | None:
+    """The healthy member (not in ``skip``) the agent selector (``registry.selection``) ranks
+    first for the message's text, and why; None when none matches or the message has no
+    text."""
     try:
         text = selection.message_text(message)
     except InvalidQueryError:
         return None
-    healthy = frozenset(member.id for member in view.members if member.healthy)
+    healthy = frozenset(m.id for m in view.members if m.healthy and m.id not in skip)
+    if not healthy:
+        return None
     chosen = selection.select(
         request=selection.SelectRequest(
             text=text, team_id=view.id, limit=3, healthy_only=True, agent_ids=healthy

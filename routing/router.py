@@ -297,6 +297,7 @@ def next_hop(
     answer: Any,
     hops_done: int,
     handoffs: tuple[str, ...] | None = None,
+    selected: tuple[str, str] | None = None,
 ) -> Hop:
     """Where ``answerer``'s answer goes (rules 2-5).
 
@@ -311,13 +312,19 @@ def next_hop(
     one outside ``handoffs`` sends the answer to the default agent with a routingError saying
     why, or to the caller with that note when the default agent is the answerer or unavailable.
     A delivery once ``hops_done`` reached the team's limit returns Fail instead.
+
+    ``selected`` (a team that selects: the member the selector chose for an answer that names
+    no recipient, and why) takes the place of the default agent for such an answer of a member
+    other than the default agent, when it is an available member other than the answerer.
     """
     decision = decision_from_answer(answer)
     state = interrupted_state(answer)
     if state is not None:
         return Park(agent=answerer, state=state, reason=decision.reason)
 
-    def deliver(target: str, routing_error: str | None = None) -> Deliver | Fail:
+    def deliver(
+        target: str, routing_error: str | None = None, reason: str | None = None
+    ) -> Deliver | Fail:
         if hops_done >= team.max_hops:
             return Fail(f"routing stopped after {team.max_hops} hops (the team's limit)")
         return Deliver(
@@ -325,13 +332,17 @@ def next_hop(
             sender=answerer,
             routing_error=routing_error,
             handoffs=decision.handoffs,
-            reason=decision.reason,
+            reason=reason or decision.reason,
         )
 
     default = team.default_agent
     recipient = sent_by if decision.recipient == SENDER else decision.recipient
     if recipient == USER or (recipient is None and answerer == default):
         return Reply(reason=decision.reason)
+    if recipient is None and selected is not None:
+        chosen, why = selected
+        if chosen != answerer and _refusal(team, chosen, answerer=answerer) is None:
+            return deliver(chosen, reason=why)
     refusal = None
     if recipient is not None:
         refusal = _refusal(team, recipient, answerer=answerer) or _handoff_refusal(

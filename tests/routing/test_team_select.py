@@ -10,9 +10,9 @@ import pytest
 from registry import teams
 from registry.models import Agent, Team
 from registry.services import agent_register
-from routing.demo.agents import ECHO, WRITER, app_factory
+from routing.demo.agents import ECHO, RESEARCHER, WRITER, app_factory
 from routing.models import RoutingHop
-from routing.router import Deliver, Member, TeamView, first_hop
+from routing.router import Deliver, Member, Reply, TeamView, first_hop, next_hop
 from tests.servers import running
 
 VIEW = TeamView(
@@ -22,6 +22,13 @@ VIEW = TeamView(
         Member(id="writer", supports_routing=False, healthy=True),
         Member(id="sick", supports_routing=False, healthy=False),
     ),
+    default_agent="echo",
+)
+
+
+DESK = TeamView(
+    id="desk",
+    members=(*VIEW.members, Member(id="researcher", supports_routing=False, healthy=True)),
     default_agent="echo",
 )
 
@@ -48,6 +55,49 @@ def test_a_named_member_wins_over_the_selection():
 def test_an_unavailable_selection_falls_back_to_the_default_agent():
     assert first_hop(VIEW, caller("a memo"), selected=("sick", "why")).target == "echo"
     assert first_hop(VIEW, caller("a memo"), selected=("stranger", "why")).target == "echo"
+
+
+def answer(text: str, recipient: str | None = None) -> dict:
+    message = caller(text, recipient)
+    message["role"] = "ROLE_AGENT"
+    return {"message": message}
+
+
+def test_a_members_answer_naming_no_one_goes_to_the_selected_member():
+    hop = next_hop(
+        DESK,
+        answerer="writer",
+        sent_by="user",
+        answer=answer("a draft"),
+        hops_done=1,
+        selected=("researcher", "chosen: Research"),
+    )
+    assert hop == Deliver(target="researcher", sender="writer", reason="chosen: Research")
+
+
+def test_a_member_named_in_the_answer_wins_over_the_selection():
+    hop = next_hop(
+        DESK,
+        answerer="writer",
+        sent_by="user",
+        answer=answer("a draft", recipient="user"),
+        hops_done=1,
+        selected=("researcher", "why"),
+    )
+    assert isinstance(hop, Reply)
+
+
+def test_a_selection_of_the_answerer_or_an_unavailable_member_falls_back_to_the_default():
+    for chosen in ("writer", "sick", "stranger"):
+        hop = next_hop(
+            DESK,
+            answerer="writer",
+            sent_by="user",
+            answer=answer("a draft"),
+            hops_done=1,
+            selected=(chosen, "why"),
+        )
+        assert hop.target == "echo", chosen
 
 
 @pytest.fixture
@@ -109,6 +159,55 @@ async def test_a_team_with_a_default_agent_still_sends_there(crew, relay):
     await Team.objects.filter(pk="crew").aupdate(no_recipient=Team.NoRecipient.DEFAULT_AGENT)
     hop = await first_member(relay, "compose a short written document about rain")
     assert hop.to_id == "echo"
+
+
+@pytest.fixture
+def desk(allow_private_urls):
+    """A selecting team of three: the default agent echoes; the researcher's notes name no
+    one, nor does the writer's draft."""
+    with (
+        running(app_factory(ECHO)) as echo_url,
+        running(app_factory(RESEARCHER)) as researcher_url,
+        running(app_factory(WRITER)) as writer_url,
+    ):
+        agent_register(url=echo_url, agent_id="echo")
+        agent_register(url=researcher_url, agent_id="researcher")
+        agent_register(url=writer_url, agent_id="writer")
+        teams.team_create(
+            team_id="desk",
+            name="Desk",
+            members=["echo", "researcher", "writer"],
+            default_agent="echo",
+            no_recipient=Team.NoRecipient.SELECT,
+        )
+        yield
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_members_answer_naming_no_one_goes_to_the_member_selected_for_it(desk, relay):
+    """The researcher's notes name no recipient: a team that selects sends them to the member
+    whose skills fit them (the writer, who turns notes into drafts), never back to a member
+    already called; the writer's draft then goes to the one member left, and that member (the
+    default agent) answers the caller."""
+    response = await relay.post(
+        "/a2a/tasks/send",
+        json={
+            "teamId": "desk",
+            "message": {
+                "messageId": "m-desk",
+                "role": "ROLE_USER",
+                "parts": [{"text": "research the facts about ocean tides"}],
+            },
+        },
+    )
+    assert response.status_code == 200, response.text
+    hops = [hop async for hop in RoutingHop.objects.order_by("order")]
+    assert [(hop.from_id, hop.to_id) for hop in hops] == [
+        ("user", "researcher"),
+        ("researcher", "writer"),
+        ("writer", "echo"),
+    ]
+    assert "agent selector" in hops[1].reason
 
 
 @pytest.mark.django_db
