@@ -232,7 +232,7 @@ REST_FRAMEWORK = {
     # Every view names its own permission; this default refuses anything that forgets to.
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["tasks_app.api.parsers.BoundedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["relay_project.parsers.BoundedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "registry.api.errors.exception_handler",
     # Calls per minute per API key (RELAY_RATE_LIMIT_PER_KEY), shared with the A2A endpoints.
