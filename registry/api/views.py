@@ -202,6 +202,7 @@ class RemovedAgentsView(APIView):
                 "since",
                 description="ISO 8601 time with a zone, e.g. 2026-01-01T00:00:00Z",
                 required=True,
+                examples=[OpenApiExample("Since New Year", value="2026-01-01T00:00:00Z")],
             )
         ],
         responses={200: serializers.RemovedAgentsSerializer, **errors(400, 401, 429)},
