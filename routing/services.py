@@ -176,5 +176,6 @@ def hop_as_json(hop: RoutingHop) -> dict[str, Any]:
         "next": hop.next_id,
         "upstreamTaskId": hop.upstream_task_id,
         "upstreamContextId": hop.upstream_context_id,
+        "handoffs": hop.handoffs,
         "at": hop.created_at.isoformat(),
     }

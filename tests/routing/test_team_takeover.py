@@ -26,6 +26,7 @@ from django.utils import timezone
 from registry.extensions import CLIENT_ROUTING_URI as URI
 from registry.services import agent_register
 from registry.teams import team_create
+from routing import services
 from routing.demo.agents import TaskExecutor, build_agent_app, text_message
 from routing.execution import team_target
 from routing.models import RoutingHop
@@ -386,6 +387,9 @@ async def test_after_a_takeover_the_handoffs_the_member_was_given_still_hold(cre
         ("router", "lead", "replied", "user"),
     ]
     assert HELPER.received == []
+    # The lead's hop keeps the handoffs its answer gave (the trace shows them).
+    hops = await sync_to_async(list)(RoutingHop.objects.filter(task_id=team_id).order_by("order"))
+    assert [services.hop_as_json(hop)["handoffs"] for hop in hops] == [[], None, None]
     refused = LEAD.received[1][1]["routingError"]
     assert "not among the handoffs 'router' was given" in refused
     # The chunk forwarded before the takeover is not sent again when the member's task ends.
