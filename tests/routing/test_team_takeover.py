@@ -304,7 +304,9 @@ def chunks_of(task_id: str) -> list[tuple[str, list]]:
 
 async def test_after_a_takeover_later_members_get_the_callers_context_called_blocking(crew):
     """The caller called the team blocking, with request metadata and an extension: the
-    member called after the takeover gets them, and a blocking call, as it would have."""
+    member called after the takeover gets them, and a blocking call, as it would have. (The
+    gated member, called blocking, had not named its task when the process died: its task
+    ends failed on the takeover, and that failure goes on to the default agent, the lead.)"""
     LEAD.load("gated", None)
     LEAD_CALLS.requests.clear()
     gate_name, gate = new_gate()
