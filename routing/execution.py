@@ -188,6 +188,13 @@ class TeamTarget(gateway.Target):
         ):
             selected = await sync_to_async(_select_member)(self.view, message)
         hop = first_hop(self.view, message, parked_on=conversation.parked_on, selected=selected)
+        # Kept for a process that may take the task over: the members it calls get the same.
+        await sync_to_async(services.team_call_save)(
+            task_id=task.id,
+            metadata=request.get("metadata"),
+            extensions=ctx.extensions,
+            streaming=stream,
+        )
         steps = self._route(
             task, ctx, hop, message, conversation, stream=stream, metadata=request.get("metadata")
         )
@@ -199,10 +206,16 @@ class TeamTarget(gateway.Target):
         """Takes over a team task whose relay process stopped while a member worked on it
         (``selectors.hop_in_flight``): follows that member's task, which the process taking
         it over resumes like any agent's (``_Followed``), forwarding its events; then records
-        the hop and routes on as ``run`` does. The members called from here stream; the
-        caller's request metadata and activated extensions are not known any more, nor the
-        handoffs the member was given. A task stopped with no member at work (before the first
-        call, between two hops) cannot be resumed: it ends failed saying so."""
+        the hop and routes on as ``run`` does, as the stopped process would have: the members
+        after it are called as the caller called the team for that message (streaming or
+        blocking, with its request metadata and activated extensions, as stored when the
+        message's routing started: ``TeamCall``), and the member's answer is routed under the
+        handoffs it was given (stored with the hop that gave them). The member's artifacts
+        the team task already holds as they are (forwarded before the process stopped) are
+        not sent again when its task ends. A task stopped with no member at work (before the
+        first call, between two hops) cannot be resumed: it ends failed saying so. A task
+        whose call was not stored (begun before the relay kept it) goes on streaming, with
+        no metadata or extensions."""
         found = await sync_to_async(selectors.hop_in_flight)(task=task)
         if found is None:
             raise UnsupportedOperation(
@@ -210,13 +223,25 @@ class TeamTarget(gateway.Target):
                 "work on it, so the conversation cannot be followed"
             )
         conversation = await sync_to_async(selectors.conversation_of)(team_id=self.id, task=task)
+        stream, metadata = True, None
+        if found.call is not None:
+            ctx = dataclasses.replace(ctx, extensions=tuple(found.call.extensions))
+            stream, metadata = found.call.streaming, found.call.metadata
         hop = Deliver(
             target=found.child.agent_id or found.child.target_id,
             sender=found.sender,
             routing_error=found.routing_error,
+            handoffs=found.handoffs,
         )
         steps = self._route(
-            task, ctx, hop, found.message, conversation, stream=True, following=found
+            task,
+            ctx,
+            hop,
+            found.message,
+            conversation,
+            stream=stream,
+            metadata=metadata,
+            following=found,
         )
         async with contextlib.aclosing(steps):
             async for step in steps:
@@ -241,6 +266,7 @@ class TeamTarget(gateway.Target):
         while isinstance(hop, Deliver):
             started = time.perf_counter()
             order = conversation.hops_recorded + 1
+            followed = following is not None
             if following is not None:
                 outgoing = following.message
                 call: gateway.Exchange | _Followed | MemberAnswer = _Followed(following.child)
@@ -281,6 +307,8 @@ class TeamTarget(gateway.Target):
                 except A2AError as error:
                     call = _failed_answer(f"agent {hop.target!r}: {error.message}", started)
             answer = _answer_of(call, started)
+            if followed:  # what the stopped process forwarded is not sent again
+                forwarded |= _held(task, answer)
             hops_done += 1
             called.add(hop.target)
             selected = await self._selection_for(hop, answer, called)
@@ -412,6 +440,7 @@ class TeamTarget(gateway.Target):
             next_id=_next_id(decision),
             upstream_task_id=answer.upstream_task_id,
             upstream_context_id=answer.upstream_context_id,
+            handoffs=decision.handoffs if isinstance(decision, Deliver) else None,
         )
         known = conversation.contexts.get(hop.target, ("", ""))  # before it moves on below
         conversation.hops_recorded = row.order
@@ -661,6 +690,16 @@ async def _recorded(task: Task, event: dict[str, Any], *, answered: bool = False
     """Records and publishes one event of the team task; the step that tells the driver."""
     await gateway.record(task, gateway.Step(event))
     return gateway.Step(event, recorded=True, answered=answered)
+
+
+def _held(task: Task, answer: MemberAnswer) -> set[str]:
+    """The ids of the member's artifacts the team task already holds as they are."""
+    held = {artifact.get("artifactId"): artifact for artifact in task.artifacts or []}
+    return {
+        artifact.get("artifactId")
+        for artifact in answer.answer.get("task", {}).get("artifacts", [])
+        if artifact.get("artifactId") in held and held[artifact.get("artifactId")] == artifact
+    }
 
 
 def _forwarded(

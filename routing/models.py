@@ -60,6 +60,12 @@ class RoutingHop(models.Model):
     next_id = models.CharField(max_length=64, blank=True, help_text="Who the answer went to next.")
     upstream_task_id = models.CharField(max_length=200, blank=True)
     upstream_context_id = models.CharField(max_length=200, blank=True)
+    handoffs = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The handoffs this hop's answer gave the member it went to next (null: none "
+        "named; an empty list: that member may route to no other member).",
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -70,6 +76,24 @@ class RoutingHop(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_id}#{self.order} {self.from_id}->{self.to_id}"
+
+
+class TeamCall(models.Model):
+    """How the caller called a team for the latest message on a team task, as every member
+    called for that message gets it: the request's metadata, the extensions the caller
+    activated, and whether it streams or blocks. Stored when the message's routing starts, so
+    a relay process that takes the task over calls the members after it the same way."""
+
+    task = models.OneToOneField(
+        "tasks_app.Task", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    metadata = models.JSONField(default=dict, blank=True)
+    extensions = models.JSONField(default=list, blank=True)
+    streaming = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.task_id} ({'streaming' if self.streaming else 'blocking'})"
 
 
 class ProbeResult(models.Model):

@@ -14,7 +14,7 @@ from django.utils import timezone
 from registry.extensions import CLIENT_ROUTING_URI
 from registry.models import Agent, DeclaredExtension, Skill, Team, TeamMembership
 from routing import metrics
-from routing.models import HealthEvent, MemberContext, ProbeResult, RoutingHop
+from routing.models import HealthEvent, MemberContext, ProbeResult, RoutingHop, TeamCall
 from routing.router import USER
 from tasks_app import rows
 from tasks_app import selectors as task_selectors
@@ -112,19 +112,23 @@ def conversation_of(*, team_id: str, task: Task) -> Conversation:
 class HopInFlight:
     """The hop of a team task its relay process was carrying when it stopped: the member's
     task (``child``), who sent it its message (``sender``, USER or the member whose answer it
-    is), the routing error it got with it, the message itself, and how many hops the
-    caller's message had made before it (``hops_done``)."""
+    is), the routing error it got with it, the message itself, how many hops the caller's
+    message had made before it (``hops_done``), the handoffs it was given (None: none), and
+    how the caller called the team for that message (``call``; None for a task whose call was
+    not stored)."""
 
     child: Task
     sender: str
     routing_error: str | None
     message: dict
     hops_done: int
+    handoffs: tuple[str, ...] | None = None
+    call: TeamCall | None = None
 
 
 def hop_in_flight(*, task: Task) -> HopInFlight | None:
     """The hop a team task was on when its relay process stopped, for the process that takes
-    the task over (three queries at most): its latest member task, when that was opened after
+    the task over (four queries at most): its latest member task, when that was opened after
     the last recorded hop (or is the parked member's task the caller answered) and its
     member still works on it or ended it. None when there is none to follow: the process
     stopped before it called a member, between two hops, or before the parked member took the
@@ -145,8 +149,10 @@ def hop_in_flight(*, task: Task) -> HopInFlight | None:
     routing = (message.get("metadata") or {}).get(CLIENT_ROUTING_URI) or {}
     if isinstance(routing.get("sender"), str) and routing["sender"]:
         sender = routing["sender"]
-    hops_done = 0
+    hops_done, handoffs = 0, None
     if sender != USER and last is not None:
+        if last.next_id == (child.agent_id or child.target_id) and last.handoffs is not None:
+            handoffs = tuple(last.handoffs)  # what the answer it was given named
         from_user = (
             RoutingHop.objects.filter(task=task, from_id=USER)
             .order_by("-order")
@@ -154,7 +160,10 @@ def hop_in_flight(*, task: Task) -> HopInFlight | None:
             .first()
         )
         hops_done = last.order - (from_user or 1) + 1
-    return HopInFlight(child, sender, routing.get("routingError") or None, message, hops_done)
+    call = TeamCall.objects.filter(task=task).first()
+    return HopInFlight(
+        child, sender, routing.get("routingError") or None, message, hops_done, handoffs, call
+    )
 
 
 def open_children(*, parent_id: str) -> list[Task]:

@@ -7,7 +7,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from routing.models import MemberContext, RoutingHop
+from routing.models import MemberContext, RoutingHop, TeamCall
 from tasks_app import gateway, rows
 from tasks_app import services as task_services
 from tasks_app.models import Task
@@ -31,10 +31,11 @@ def hop_new(
     latency_ms: float | None = None,
     upstream_task_id: str = "",
     upstream_context_id: str = "",
+    handoffs: tuple[str, ...] | None = None,
 ) -> RoutingHop:
     """One hop of a team task, not yet stored (``hop_save`` stores it), with the upstream ids
     of the member task it opened or continued (none when the call failed before the gateway
-    opened one)."""
+    opened one) and the handoffs its answer gave the next member (None: none named)."""
     return RoutingHop(
         task_id=task_id,
         order=order,
@@ -49,6 +50,29 @@ def hop_new(
         next_id=next_id,
         upstream_task_id=upstream_task_id,
         upstream_context_id=upstream_context_id,
+        handoffs=list(handoffs) if handoffs is not None else None,
+    )
+
+
+def team_call_save(
+    *, task_id: str, metadata: dict[str, Any] | None, extensions: tuple[str, ...], streaming: bool
+) -> None:
+    """Stores how the caller called the team for a message on its task (one statement; the
+    previous message's call is replaced): what a process taking the task over needs to call
+    the members after it as this one would have."""
+    TeamCall.objects.bulk_create(
+        [
+            TeamCall(
+                task_id=task_id,
+                metadata=metadata or {},
+                extensions=list(extensions),
+                streaming=streaming,
+                updated_at=timezone.now(),
+            )
+        ],
+        update_conflicts=True,
+        unique_fields=["task"],
+        update_fields=["metadata", "extensions", "streaming", "updated_at"],
     )
 
 
@@ -152,5 +176,6 @@ def hop_as_json(hop: RoutingHop) -> dict[str, Any]:
         "next": hop.next_id,
         "upstreamTaskId": hop.upstream_task_id,
         "upstreamContextId": hop.upstream_context_id,
+        "handoffs": hop.handoffs,
         "at": hop.created_at.isoformat(),
     }
