@@ -66,9 +66,15 @@ PLAN: dict[str, str | tuple[str, str]] = {
     ".venv/bin/daphne -b 127.0.0.1 -p 8002 relay_project.asgi:application": SERVER,
     ".venv/bin/celery -A relay_project worker --loglevel=INFO": SERVER,
     ".venv/bin/celery -A relay_project beat --loglevel=INFO": SERVER,
+    "RELAY_GRPC_PORT=8101 .venv/bin/python manage.py run_grpc": SERVER,
 }
 
-PRODUCTION = (".venv/bin/python manage.py migrate", ".venv/bin/daphne", ".venv/bin/celery")
+PRODUCTION = (
+    ".venv/bin/python manage.py migrate",
+    ".venv/bin/daphne",
+    ".venv/bin/celery",
+    "RELAY_GRPC_PORT=",
+)
 """The production profile's block: run against PostgreSQL and Redis."""
 
 COMMAND_START = re.compile(r"^(\.venv/bin/|make |python3? |curl |daphne |celery )")
@@ -241,9 +247,9 @@ def test_every_command_the_readme_and_make_up_print_works(tmp_path, checkout_ven
 
 def test_the_production_profile_commands_work(tmp_path, checkout_venv):
     """On a fresh PostgreSQL database and a private Redis: migrate exits 0, each daphne answers
-    on its port, the worker and beat say they started; Ctrl-C stops each."""
+    on its port, the worker, beat and the gRPC server say they started; Ctrl-C stops each."""
     commands = [command for command in PLAN if command.startswith(PRODUCTION)]
-    assert len(commands) == 5
+    assert len(commands) == 6
     with ExitStack() as stack:
         try:
             _, database_url = stack.enter_context(postgres_database("relay_readme"))
@@ -262,6 +268,7 @@ def test_the_production_profile_commands_work(tmp_path, checkout_venv):
         for command in commands[1:]:
             port = re.search(r"-p (\d+)", command)
             line = command.replace(port.group(), f"-p {free_port()}") if port else command
+            line = line.replace("RELAY_GRPC_PORT=8101", f"RELAY_GRPC_PORT={free_port()}")
             runs.append((line, stack.enter_context(ConsoleRun(line, env=env))))
         for line, run in runs:
             if "daphne" in line:
@@ -275,6 +282,8 @@ def test_the_production_profile_commands_work(tmp_path, checkout_venv):
                 assert answers(url), (line, run.output[-2000:])
             elif " worker " in line:
                 run.wait_for(r"celery@\S+ ready\.")
+            elif "run_grpc" in line:
+                run.wait_for(r"gRPC A2A server on \S+")
             else:
                 run.wait_for(r"beat: Starting\.\.\.")
         for _, run in runs:
