@@ -78,6 +78,7 @@ from routing.router import (
 )
 from tasks_app import gateway, snapshots, streams, upstream
 from tasks_app import selectors as task_selectors
+from tasks_app.gateway import ownership
 from tasks_app.lifecycle import ACTIVE, INTERRUPTED, TaskState, to_wire_v1
 from tasks_app.models import Task
 from tasks_app.protocol.errors import A2AError, TaskNotCancelable, UnsupportedOperation
@@ -521,13 +522,13 @@ class _Followed:
         child = self.task
         async with streams.subscription(child.id, read=_stored_events(child.id)) as followed:
             await sync_to_async(child.refresh_from_db)()
-            if child.state in DRIVEN_STATES:
+            if ownership.being_driven(child):
                 async for item in followed.events(
                     after=child.last_sequence, keepalive=FOLLOW_CHECK_SECONDS
                 ):
                     if item is streams.KEEPALIVE:  # quiet: has it ended unseen?
                         await sync_to_async(child.refresh_from_db)()
-                        if child.state in DRIVEN_STATES:
+                        if ownership.being_driven(child):
                             continue
                         break
                     event, final = item
@@ -551,7 +552,6 @@ class _Followed:
 
 FOLLOW_CHECK_SECONDS = 5.0
 """How long a followed member task may stay quiet before its row is read again."""
-DRIVEN_STATES = {TaskState.SUBMITTED.value, TaskState.WORKING.value}
 
 
 def _stored_events(task_id: str):

@@ -112,6 +112,8 @@ def start(
 async def _job(target, task, steps, answered, *, fresh, raise_errors) -> None:
     try:
         outcome = await _drive(target, task, steps, fresh=fresh, answered=answered)
+        if not fresh:  # a task taken over, or a follow-up: left waiting, it has no owner
+            await sync_to_async(ownership.release_if_not_driven)(task.pk)
         _answer(answered, outcome)
     except A2AError as error:
         if raise_errors and not answered.done():

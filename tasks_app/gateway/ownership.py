@@ -33,6 +33,18 @@ from tasks_app.models import RelayProcess, Task
 DRIVEN_STATES = (TaskState.SUBMITTED.value, TaskState.WORKING.value)
 """The states of a task someone works on with the agent (the others ended, or wait on the
 client)."""
+INTERRUPTED_STATES = (TaskState.INPUT_REQUIRED.value, TaskState.AUTH_REQUIRED.value)
+_DRIVEN = Q(state__in=DRIVEN_STATES) | (Q(state__in=INTERRUPTED_STATES) & ~Q(owner=""))
+"""Tasks someone drives: those the agent works on, and interrupted ones whose client's answer
+is on its way to the agent (a task that waits on its client has no owner; the answer's process
+owns it until the agent's first event makes it work again)."""
+
+
+def being_driven(task: Task) -> bool:
+    """Whether a relay process drives the task (as ``_DRIVEN`` selects them), from its row."""
+    return task.state in DRIVEN_STATES or (task.state in INTERRUPTED_STATES and bool(task.owner))
+
+
 FORGET_DEAD_AFTER = timedelta(days=1)
 
 
@@ -139,7 +151,8 @@ def known_process_id() -> str:
 
 
 def claim_orphans(*, limit: int = 50) -> list[Task]:
-    """Claims for this process the open tasks whose owner's lease ran out (or whose owner is
+    """Claims for this process the driven tasks (``_DRIVEN``: an interrupted task whose
+    client's answer was on its way counts) whose owner's lease ran out (or whose owner is
     unknown), at most ``limit``: a compare-and-set on the owner each, so of two claimants one
     wins. Returns the tasks claimed (with their caller loaded, and the dead owner as
     ``previous_owner``)."""
@@ -147,7 +160,7 @@ def claim_orphans(*, limit: int = 50) -> list[Task]:
     now = timezone.now()
     live = RelayProcess.objects.filter(lease_expires_at__gt=now).values("pk")
     orphans = list(
-        Task.objects.filter(state__in=DRIVEN_STATES)
+        Task.objects.filter(_DRIVEN)
         .exclude(owner="")
         .exclude(owner=me)
         .exclude(owner__in=live)
@@ -155,7 +168,7 @@ def claim_orphans(*, limit: int = 50) -> list[Task]:
     )
     claimed = {}
     for pk, owner in orphans:
-        if Task.objects.filter(pk=pk, owner=owner, state__in=DRIVEN_STATES).update(owner=me):
+        if Task.objects.filter(_DRIVEN, pk=pk, owner=owner).update(owner=me):
             claimed[pk] = owner
     tasks = list(Task.objects.filter(pk__in=claimed, owner=me).select_related("caller"))
     for task in tasks:
@@ -171,3 +184,12 @@ def forget_dead() -> int:
         Q(lease_expires_at__lt=before) & ~Q(pk__in=owning)
     ).delete()
     return deleted
+
+
+def release_if_not_driven(task_id: str) -> None:
+    """Gives up this process's hold on a task it drove that neither works nor is worked on
+    now: a task taken over whose agent turned out still to wait on the client (the client's
+    answer never reached it) keeps no owner, like any task that waits on its client."""
+    Task.objects.filter(pk=task_id, owner=process_id()).exclude(state__in=DRIVEN_STATES).update(
+        owner=""
+    )

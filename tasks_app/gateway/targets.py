@@ -230,6 +230,12 @@ class AgentTarget(Target):
                 "the relay process that carried this exchange stopped before the "
                 f"agent {self.id!r} named its task, so the task cannot be followed",
             )
+        if task.state in _INTERRUPTED:
+            # The client's answer was on its way: if the agent never got it, its task still
+            # waits as recorded, and so does the relay's (the client may send it again).
+            current = await self.refresh(task, ctx)
+            if current is not None and _waits_as_recorded(task, current.event["task"]):
+                return
         ids = _ids(task)
         async with contextlib.aclosing(
             self._guarded(self._follow(task, ids, ctx, subscribe=True))
@@ -446,6 +452,18 @@ class AgentTarget(Target):
             raise InvalidAgentResponse(
                 f"agent {self.id!r} answered an extended card that is not one: {error}"
             ) from error
+
+
+def _waits_as_recorded(task: Task, agent_task: dict[str, Any]) -> bool:
+    """Whether the agent's task waits on the client in the very turn the relay recorded: the
+    same interrupted state, with the same status message (the time is the relay's own)."""
+    from tasks_app.services import snapshot_of
+
+    def turn(status: dict[str, Any]) -> tuple:
+        message = status.get("message") or {}
+        return status.get("state"), message.get("messageId")
+
+    return turn(agent_task.get("status") or {}) == turn(snapshot_of(task).get("status") or {})
 
 
 def _as_changes(step: Step, task: Task) -> list[Step]:

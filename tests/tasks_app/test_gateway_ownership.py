@@ -15,6 +15,7 @@ import json
 import threading
 from datetime import timedelta
 
+import httpx
 import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
@@ -28,6 +29,7 @@ from tasks_app import gateway, services, streams
 from tasks_app.gateway import driving, ownership, supervisor
 from tasks_app.lifecycle import TaskState
 from tasks_app.models import RelayProcess, Task
+from tests.agents import ASKS_FOR_INPUT, input_required_agent
 from tests.factories import make_task
 from tests.live import gated_agent, new_gate
 from tests.servers import running
@@ -219,8 +221,10 @@ def test_orphans_are_the_open_tasks_of_dead_processes_and_are_claimed_once(echo)
     )
     orphan = make_task(agent, state="working")
     Task.objects.filter(pk=orphan.pk).update(owner=dead)
-    waiting = make_task(agent, state="input-required")
-    Task.objects.filter(pk=waiting.pk).update(owner=dead)  # waits on the client: not driven
+    waiting = make_task(agent, state="input-required")  # waits on the client: no owner
+    answered = make_task(agent, state="input-required")
+    # The client's answer was on its way to the agent when the owner died: driven.
+    Task.objects.filter(pk=answered.pk).update(owner=dead)
     ended = make_task(agent, state="completed")
     Task.objects.filter(pk=ended.pk).update(owner=dead)
     kept = make_task(agent, state="working")
@@ -228,8 +232,9 @@ def test_orphans_are_the_open_tasks_of_dead_processes_and_are_claimed_once(echo)
 
     claimed = ownership.claim_orphans()
 
-    assert [task.pk for task in claimed] == [orphan.pk]
+    assert sorted(task.pk for task in claimed) == sorted([orphan.pk, answered.pk])
     assert Task.objects.get(pk=orphan.pk).owner == ownership.process_id()
+    assert Task.objects.get(pk=waiting.pk).owner == ""
     assert Task.objects.get(pk=kept.pk).owner == live.pk
     assert ownership.claim_orphans() == []  # nothing left: a second claimant gets nothing
 
@@ -282,6 +287,84 @@ async def test_a_task_whose_process_died_is_resumed_over_subscribe_and_ends_as_t
     texts = "".join(part["text"] for artifact in task.artifacts for part in artifact["parts"])
     assert texts == "one two "
     assert task.owner == ""
+
+
+async def input_required_task(url: str) -> tuple[Task, str]:
+    """A task through the relay, left input-required by an agent that asks for a name; and
+    the agent's own id of it."""
+    agent = await sync_to_async(register)(url, ASKS_FOR_INPUT)
+    target = await sync_to_async(gateway.agent_target)(agent.pk)
+    answer = await gateway.send_message(target, context(), request("hello"))
+    task = await sync_to_async(Task.objects.get)(pk=answer["task"]["id"])
+    assert task.state == "input-required" and task.owner == ""
+    return task, task.upstream_task_id
+
+
+def answer_in_flight(task: Task, owner: str) -> None:
+    """What a process does with the client's answer before it calls the agent (the history,
+    and the task owned by that process), the process then dying."""
+    services.task_add_message(
+        task=task,
+        message={"messageId": "m-ada", "role": "ROLE_USER", "parts": [{"text": "Ada"}]},
+        owner=owner,
+    )
+
+
+async def test_a_clients_answer_in_flight_when_its_process_died_is_followed_to_its_end():
+    """The process that took the client's answer to an input-required task died after the
+    agent got it: another process claims the task, still input-required in the relay's
+    record, and follows the agent's task to the end the agent gave it."""
+    with running(input_required_agent) as url:
+        task, upstream_id = await input_required_task(url)
+        # The answer reached the agent (sent here directly, as the dead process did).
+        async with httpx.AsyncClient(base_url=url, timeout=10) as agent:
+            sent = await agent.post(
+                "/",
+                headers={"A2A-Version": "1.0"},
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "SendMessage",
+                    "params": {
+                        "message": {
+                            "messageId": "m-ada",
+                            "role": "ROLE_USER",
+                            "taskId": upstream_id,
+                            "contextId": task.upstream_context_id,
+                            "parts": [{"text": "Ada"}],
+                        }
+                    },
+                },
+            )
+        assert sent.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        dead = await sync_to_async(dead_process)()
+        await sync_to_async(answer_in_flight)(task, dead)
+
+        assert await supervisor.take_over_orphans() == 1
+        done = await until(
+            lambda: Task.objects.filter(pk=task.pk, state="completed").first(),
+            "the answered task completed",
+        )
+    assert done.owner == ""
+    assert "Ada" in json.dumps(done.status_message)
+
+
+async def test_a_clients_answer_that_never_reached_the_agent_leaves_the_task_waiting():
+    """The process died before the agent got the answer: the agent's task still waits, so
+    the relay's does too (the client may send its answer again), and nobody owns it."""
+    with running(input_required_agent) as url:
+        task, _ = await input_required_task(url)
+        sequence = task.last_sequence
+        dead = await sync_to_async(dead_process)()
+        await sync_to_async(answer_in_flight)(task, dead)
+
+        assert await supervisor.take_over_orphans() == 1
+        released = await until(
+            lambda: Task.objects.filter(pk=task.pk, owner="").first(), "the task released"
+        )
+    assert released.state == "input-required"
+    assert released.last_sequence == sequence  # no event made up
+    assert await sync_to_async(ownership.claim_orphans)() == []
 
 
 async def test_a_taken_over_task_whose_agent_never_named_it_ends_failed_saying_why():
