@@ -81,5 +81,19 @@ def grpc_agent(
             yield GrpcAgent(base_url=base_url, address=f"127.0.0.1:{port}")
     finally:
         asyncio.run_coroutine_threadsafe(server.stop(1), loop).result(STOP_SECONDS)
+        # Work still running (a task never finished, a stream left open) ends here, on its
+        # own loop: left pending, its coroutines would be closed by the garbage collector
+        # later, on no loop, where a2a-sdk's queues wait for ever.
+        asyncio.run_coroutine_threadsafe(_cancel_pending(), loop).result(STOP_SECONDS)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(STOP_SECONDS)
+        loop.close()
+
+
+async def _cancel_pending() -> None:
+    current = asyncio.current_task()
+    pending = [task for task in asyncio.all_tasks() if task is not current]
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending, timeout=STOP_SECONDS)
