@@ -1,10 +1,11 @@
 """A team whose only member is an agent behaves, for an A2A client, exactly as that agent at the
 relay (issue 12). The same cases run against both targets, over JSON-RPC and HTTP+JSON in 1.0
-and 0.3, through the official a2a-sdk client built from the target's own card: the relay's card
-of the agent, or the team's card.
+and 0.3 and over gRPC (1.0), through the official a2a-sdk client built from the target's own
+card: the relay's card of the agent, or the team's card (over gRPC, the tenant ``agents/<id>``
+or ``teams/<id>`` its GRPC interface names).
 
-One live relay (daphne, its own SQLite file, Celery jobs run eagerly so that push
-notifications are posted at once) and one in-process a2a-sdk agent on 127.0.0.1 whose
+One live relay (daphne and ``manage.py run_grpc``, its own SQLite file, Celery jobs run eagerly
+so that push notifications are posted at once) and one in-process a2a-sdk agent on 127.0.0.1 whose
 behaviour the first word of the message chooses (see ``Parity``). What a client observes is
 normalised the same way for both targets (ids numbered by first appearance, timestamps
 dropped). A team adds one thing to the events it forwards from its member: the
@@ -54,11 +55,13 @@ from routing.demo.agents import TaskExecutor, build_agent_app, text_message
 from tests.agents import CHUNKS, task_spec
 from tests.jsinterop import observable, sdk_events
 from tests.live import (
+    ALL_PROTOCOL_IDS,
+    ALL_PROTOCOLS,
     CALL_SECONDS,
     GATE_SECONDS,
-    PROTOCOL_IDS,
-    PROTOCOLS,
+    GRPC_PROTOCOL,
     eventually,
+    free_port,
     live_relay,
     manage,
     sdk_client,
@@ -212,6 +215,7 @@ def relay(tmp_path_factory):
         tmp_path_factory.mktemp("parity"),
         CELERY_TASK_ALWAYS_EAGER="true",
         RELAY_RATE_LIMIT_PER_KEY="100000",
+        RELAY_GRPC_PORT=str(free_port()),
     ) as live:
         live.serve_agent(MEMBER, parity_agent)
         manage(
@@ -221,7 +225,8 @@ def relay(tmp_path_factory):
             f"from registry.teams import team_create; team_create(team_id='{TEAM}', "
             f"name='Parity team', members=['{MEMBER}'], default_agent='{MEMBER}')",
         )
-        yield live
+        with live.grpc_server():
+            yield live
 
 
 @pytest.fixture(scope="module")
@@ -241,7 +246,7 @@ def webhook():
         yield hook
 
 
-protocols = pytest.mark.parametrize(("binding", "version"), PROTOCOLS, ids=PROTOCOL_IDS)
+protocols = pytest.mark.parametrize(("binding", "version"), ALL_PROTOCOLS, ids=ALL_PROTOCOL_IDS)
 TARGETS = ["agent", "team"]
 targets = pytest.mark.parametrize("target", TARGETS)
 
@@ -582,7 +587,11 @@ async def test_get_honours_history_length(connect, target, binding, version):
     assert whole["status"]["state"] == COMPLETED
 
 
-@pytest.mark.parametrize(("binding", "version"), PROTOCOLS[:2], ids=PROTOCOL_IDS[:2])
+@pytest.mark.parametrize(
+    ("binding", "version"),
+    [*ALL_PROTOCOLS[:2], GRPC_PROTOCOL],
+    ids=[*ALL_PROTOCOL_IDS[:2], ALL_PROTOCOL_IDS[-1]],
+)
 @targets
 async def test_list_shows_the_callers_task_of_a_context(connect, target, binding, version):
     async with connect(streaming=False) as client:
