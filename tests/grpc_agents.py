@@ -27,11 +27,11 @@ class GrpcAgent:
 
 @contextmanager
 def grpc_agent(
-    spec: AgentSpec, *, tenant: str = "", extended_skill: str = ""
+    spec: AgentSpec, *, tenant: str = "", extended_skill: str = "", task_store=None
 ) -> Iterator[GrpcAgent]:
     """Serves ``spec`` over gRPC (and its card over HTTP) for the duration of the block. With
     ``extended_skill`` the card declares an extended card, which has one more skill of that
-    id."""
+    id; ``task_store`` is the agent's (a new InMemoryTaskStore when not given)."""
     import grpc
     from a2a.server.request_handlers import DefaultRequestHandler, GrpcHandler
     from a2a.server.routes import create_agent_card_routes
@@ -66,7 +66,7 @@ def grpc_agent(
             )
         handler = DefaultRequestHandler(
             agent_executor=spec.make_executor(),
-            task_store=InMemoryTaskStore(),
+            task_store=task_store or InMemoryTaskStore(),
             agent_card=card,
             extended_agent_card=extended,
         )
