@@ -22,9 +22,13 @@ during the timed rounds (`INFO stats` total_connections_received before and afte
 turns) and, from `CLIENT LIST`, the connections each process holds after the level.
 
 gRPC: the production relay's gRPC server (`manage.py run_grpc` on the same database and Redis)
-gets the same SendMessage as A2A 1.0 over gRPC (a2a-sdk's generated stub on one HTTP/2 channel,
-the tenant naming the echo agent), as one more row per level (`grpc`), for information: no
-verdict judges it.
+gets the same SendMessage as A2A 1.0 over gRPC (a2a-sdk's generated stub on one HTTP/2 channel),
+in two rows per level: `grpc` (the tenant naming the echo agent, which the relay calls over
+JSON-RPC) and `grpc-relay` (the tenant naming the echo agent served over gRPC by a2a-sdk, which
+the relay calls over gRPC). Their baseline is `grpc-agent`: that same gRPC echo agent (its own
+`grpc.aio` server, a process of its own) called directly with the same workload. Per level the
+relay's gRPC rows are printed as ratios to it (throughput, p50, p99, latency added), for
+information: no verdict judges them.
 
 Streams, one at a time: 50 chunks as fast as the agent makes them (time to last event; the
 per-event overhead is (relay - proxy) / 50), and 50 chunks paced at 2 ms each (time to last
@@ -93,7 +97,15 @@ MESSAGE_TEXT = "hello through the gateway bench"
 DIRECT, PROXY, EMBEDDED, PRODUCTION = "direct", "proxy", "embedded", "production"
 GRPC = "grpc"
 """The production relay's gRPC server (``manage.py run_grpc``, same database and Redis): the
-same SendMessage as A2A 1.0 over gRPC, for information (no verdict)."""
+same SendMessage as A2A 1.0 over gRPC, to the echo agent it calls over JSON-RPC, for
+information (no verdict)."""
+GRPC_AGENT = "grpc-agent"
+"""The echo agent served over gRPC by a2a-sdk (its own ``grpc.aio`` server), called directly:
+the baseline of the relay's gRPC rows."""
+GRPC_RELAY = "grpc-relay"
+"""The production relay's gRPC server in front of ``GRPC_AGENT`` (tenant ``agents/echo-grpc``,
+which the relay calls over gRPC): the same workload as ``GRPC_AGENT``, through the relay."""
+GRPC_ROWS = (GRPC, GRPC_RELAY)
 BASELINES = (DIRECT, PROXY)
 PROFILES = (EMBEDDED, PRODUCTION)
 FAST, PACED = "fast", "paced"
@@ -159,6 +171,44 @@ def serve_agent(slug: str, port: int) -> None:
     }
     app = build_agent_app(specs[slug], base_url=f"http://127.0.0.1:{port}")
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+def serve_grpc_agent(port: int, card_port: int) -> None:
+    """The echo agent served over gRPC by a2a-sdk (``GrpcHandler`` over its
+    ``DefaultRequestHandler`` on a ``grpc.aio`` server on `port`), and its card, whose one
+    interface is that gRPC address, over HTTP on `card_port` (where the relay fetches it)."""
+    import grpc
+    import uvicorn
+    from a2a.server.request_handlers import DefaultRequestHandler, GrpcHandler
+    from a2a.server.routes import create_agent_card_routes
+    from a2a.server.tasks import InMemoryTaskStore
+    from a2a.types import AgentInterface, a2a_pb2_grpc
+    from starlette.applications import Starlette
+
+    from routing.demo.agents import CARD_PATH, ECHO, build_agent_card
+
+    card = build_agent_card(ECHO, base_url=f"http://127.0.0.1:{card_port}/")
+    del card.supported_interfaces[:]
+    card.supported_interfaces.append(
+        AgentInterface(url=f"127.0.0.1:{port}", protocol_binding="GRPC", protocol_version="1.0")
+    )
+
+    async def serve() -> None:
+        server = grpc.aio.server()
+        handler = DefaultRequestHandler(
+            agent_executor=ECHO.make_executor(), task_store=InMemoryTaskStore(), agent_card=card
+        )
+        a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler), server)
+        server.add_insecure_port(f"127.0.0.1:{port}")
+        await server.start()
+        app = Starlette(routes=create_agent_card_routes(card, card_url=CARD_PATH))
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=card_port, log_level="warning", access_log=False
+        )
+        await uvicorn.Server(config).serve()
+        await server.stop(1)
+
+    asyncio.run(serve())
 
 
 def serve_proxy(port: int, upstreams: dict[str, str]) -> None:
@@ -264,7 +314,11 @@ class Target:
     backing: Callable[[], CpuSnapshot] | None = None
     """CPU of the services the server leans on (production: PostgreSQL backends and Redis)."""
     grpc_address: str = ""
-    """Set for the gRPC target: its ``host:port``; calls go through a2a-sdk's generated stub."""
+    """Set for the gRPC targets: its ``host:port``; calls go through a2a-sdk's generated stub."""
+    grpc_tenant: str = ""
+    """The ``tenant`` of a gRPC target's requests (the relay's target; none for an agent)."""
+    agent: Process | None = None
+    """The agent process the target ends at, when not the echo agent served over HTTP."""
 
 
 class RedisWatch:
@@ -336,12 +390,12 @@ class Run:
         return len(self.latencies_ms) + self.errors
 
 
-def grpc_request():
-    """The gRPC target's SendMessage (the same message as the HTTP body's, A2A 1.0)."""
+def grpc_request(tenant: str):
+    """A gRPC target's SendMessage (the same message as the HTTP body's, A2A 1.0)."""
     from a2a.types import Message, Part, Role, SendMessageRequest
 
     return SendMessageRequest(
-        tenant="agents/echo",
+        tenant=tenant,
         message=Message(
             message_id="gateway-bench", role=Role.ROLE_USER, parts=[Part(text=MESSAGE_TEXT)]
         ),
@@ -373,7 +427,7 @@ async def send_many(
     errors = 0
     first_error = ""
     issued = 0
-    grpc_body = grpc_request() if target.grpc_address else None
+    grpc_body = grpc_request(target.grpc_tenant) if target.grpc_address else None
 
     async def worker() -> None:
         nonlocal errors, first_error, issued
@@ -453,7 +507,8 @@ async def measure_level(
             share = count // ROUNDS + (round_number < count % ROUNDS)
             for name in rotated(list(targets), round_number):
                 target, run = targets[name], runs[name]
-                server_before, agent_before = target.server.cpu_snapshot(), agent.cpu_snapshot()
+                called = target.agent or agent
+                server_before, agent_before = target.server.cpu_snapshot(), called.cpu_snapshot()
                 if target.backing is not None:
                     backing_before = target.backing()
                     connections_before = redis.connections_received()
@@ -471,7 +526,7 @@ async def measure_level(
                     run.redis_opened += redis.connections_received() - connections_before
                     run.backing_cpu += cpu_spent(backing_before, target.backing())
                 run.server_cpu += cpu_spent(server_before, target.server.cpu_snapshot())
-                run.agent_cpu += cpu_spent(agent_before, agent.cpu_snapshot())
+                run.agent_cpu += cpu_spent(agent_before, called.cpu_snapshot())
                 run.latencies_ms += latencies
                 run.errors += errors
                 run.first_error = run.first_error or first_error
@@ -627,6 +682,27 @@ def ratio(value: float, baseline: float) -> float:
     if not (baseline > 0 and math.isfinite(baseline)) or not math.isfinite(value):
         return math.nan
     return value / baseline
+
+
+def grpc_versus_agent(figures: dict[str, LoadFigures]) -> dict[str, dict[str, float]]:
+    """The relay's gRPC rows against the gRPC agent called directly, at one level: throughput,
+    p50, p99 and CPU per request as ratios, and the latency the relay adds (ms). Empty when
+    the level has no gRPC baseline."""
+    base = figures.get(GRPC_AGENT)
+    if base is None:
+        return {}
+    return {
+        name: {
+            "throughput_ratio": ratio(mine.per_second, base.per_second),
+            "p50_ratio": ratio(mine.p50_ms, base.p50_ms),
+            "p99_ratio": ratio(mine.p99_ms, base.p99_ms),
+            "added_p50_ms": mine.p50_ms - base.p50_ms,
+            "added_p99_ms": mine.p99_ms - base.p99_ms,
+            "cpu_ratio": ratio(mine.cpu_ms, base.cpu_ms),
+        }
+        for name, mine in figures.items()
+        if name in GRPC_ROWS
+    }
 
 
 def per_event_overhead_ms(streams: dict[str, StreamFigures], target: str) -> float:
@@ -828,6 +904,21 @@ def print_level(level: int, figures: dict[str, LoadFigures]) -> None:
         held = ", ".join(f"{name} {count}" for name, count in sorted(clients.items()))
         print(f"  Redis connections held after the level, by process: {held}")
     print("  (ratios against the proxy at this level; added = over the direct agent)")
+    versus = grpc_versus_agent(figures)
+    if versus:
+        base = figures[GRPC_AGENT]
+        print(
+            f"  gRPC against the agent's own gRPC server ({GRPC_AGENT}: {base.per_second:.0f} "
+            f"req/s, p50 {base.p50_ms:.2f} ms, p99 {base.p99_ms:.2f} ms, CPU/req "
+            f"{base.cpu_ms:.2f} ms), for information, no verdict:"
+        )
+        for name, row in versus.items():
+            print(
+                f"    {name:<10} req/s {times(row['throughput_ratio']):>7}  "
+                f"p50 {times(row['p50_ratio']):>7} (+{row['added_p50_ms']:.2f} ms)  "
+                f"p99 {times(row['p99_ratio']):>7} (+{row['added_p99_ms']:.2f} ms)  "
+                f"CPU/req {times(row['cpu_ratio']):>7}"
+            )
     print_verdicts(judge_level(level, figures))
     sys.stdout.flush()
 
@@ -981,6 +1072,9 @@ def write_json(
             str(level): {name: asdict(mine) for name, mine in figures.items()}
             for level, figures in levels.items()
         },
+        "grpc_versus_agent": {
+            str(level): grpc_versus_agent(figures) for level, figures in levels.items()
+        },
         "streams": {
             kind: {
                 name: {
@@ -1006,6 +1100,8 @@ def main() -> None:
         role, *rest = args.serve
         if role == "agent":
             serve_agent(rest[0], int(rest[1]))
+        elif role == "grpc-agent":
+            serve_grpc_agent(int(rest[0]), int(rest[1]))
         else:
             serve_proxy(int(rest[0]), dict(item.split("=", 1) for item in rest[1:]))
         return
@@ -1015,7 +1111,10 @@ def main() -> None:
     embedded_dir, production_dir = var_dir / "embedded", var_dir / "production"
     script = str(Path(__file__).resolve())
     python = sys.executable
-    ports = {name: free_port() for name in ("echo", "chunks", "proxy", EMBEDDED, PRODUCTION, GRPC)}
+    ports = {
+        name: free_port()
+        for name in ("echo", "chunks", "proxy", EMBEDDED, PRODUCTION, GRPC, GRPC_AGENT, "grpc-card")
+    }
     urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
 
     with ExitStack() as stack:
@@ -1047,6 +1146,18 @@ def main() -> None:
             [python, script, "--serve", "agent", "chunks", str(ports["chunks"])],
             envs[EMBEDDED],
         )
+        grpc_agent = start(
+            GRPC_AGENT,
+            [
+                python,
+                script,
+                "--serve",
+                "grpc-agent",
+                str(ports[GRPC_AGENT]),
+                str(ports["grpc-card"]),
+            ],
+            envs[EMBEDDED],
+        )
         proxy = start(
             "proxy",
             [
@@ -1069,10 +1180,13 @@ def main() -> None:
         wait_until_answers(agent, f"{urls['echo']}/.well-known/agent-card.json")
         wait_until_answers(streamer, f"{urls['chunks']}/.well-known/agent-card.json")
         wait_until_answers(proxy, f"{urls['proxy']}/")
+        wait_until_answers(grpc_agent, f"{urls['grpc-card']}/.well-known/agent-card.json")
+        wait_until_grpc_answers(grpc_agent, f"127.0.0.1:{ports[GRPC_AGENT]}")
         for name, relay in relays.items():
             wait_until_answers(relay, f"{urls[name]}/a2a/registry")
             register(urls[name], keys[name], "echo", urls["echo"])
             register(urls[name], keys[name], "chunks", urls["chunks"])
+        register(urls[PRODUCTION], keys[PRODUCTION], "echo-grpc", urls["grpc-card"])
         redis = RedisWatch(redis_url, redis_process, database)
         stack.callback(redis.close)
         print(
@@ -1081,7 +1195,7 @@ def main() -> None:
             f"{args.streams} streams per target per kind\n"
             f"pids: echo {agent.pid}, chunks {streamer.pid}, proxy {proxy.pid}, "
             f"embedded {relays[EMBEDDED].pid}, production {relays[PRODUCTION].pid}, "
-            f"grpc {grpc_server.pid}, "
+            f"grpc {grpc_server.pid}, grpc agent {grpc_agent.pid}, "
             f"redis {redis_process.pid}; database {database}; logs in {var_dir}; "
             f"{load_average()}",
             flush=True,
@@ -1115,6 +1229,23 @@ def main() -> None:
                 grpc_server,
                 {"Authorization": f"Bearer {keys[PRODUCTION]}"},
                 grpc_address=f"127.0.0.1:{ports[GRPC]}",
+                grpc_tenant="agents/echo",
+            ),
+            GRPC_RELAY: Target(
+                GRPC_RELAY,
+                f"127.0.0.1:{ports[GRPC]}",
+                grpc_server,
+                {"Authorization": f"Bearer {keys[PRODUCTION]}"},
+                grpc_address=f"127.0.0.1:{ports[GRPC]}",
+                grpc_tenant="agents/echo-grpc",
+                agent=grpc_agent,
+            ),
+            GRPC_AGENT: Target(
+                GRPC_AGENT,
+                f"127.0.0.1:{ports[GRPC_AGENT]}",
+                grpc_agent,
+                grpc_address=f"127.0.0.1:{ports[GRPC_AGENT]}",
+                agent=grpc_agent,
             ),
         }
         streaming = {

@@ -33,6 +33,7 @@ from a2a.server.agent_execution import RequestContext
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Part
+from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -158,6 +159,23 @@ class NeverFinishes(TaskExecutor):
         await asyncio.Event().wait()
 
 
+class Mirrors(TaskExecutor):
+    """Completes a task with artifact "mirror": the parts of the message it received, with the
+    message's metadata as the artifact's (numbers and all, as the agent's SDK read them)."""
+
+    async def work(self, context: RequestContext, updater: TaskUpdater) -> None:
+        message = context.message
+        metadata = MessageToDict(message).get("metadata") if message is not None else None
+        await updater.add_artifact(
+            list(message.parts) if message is not None else [],
+            artifact_id="mirror",
+            name="mirror",
+            metadata=metadata,
+            last_chunk=True,
+        )
+        await updater.complete()
+
+
 def task_spec(
     slug: str, name: str, description: str, make_executor: Callable[[], Any]
 ) -> AgentSpec:
@@ -179,6 +197,7 @@ ASKS_FOR_INPUT = task_spec(
 NEVER_FINISHES = task_spec(
     "never-finishes", "Never Finishes", "Works until cancelled.", NeverFinishes
 )
+MIRROR = task_spec("mirror", "Mirror", "Answers with the parts and metadata it received.", Mirrors)
 
 
 def chunked_streaming_agent(base_url: str) -> Starlette:

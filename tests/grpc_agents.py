@@ -27,11 +27,11 @@ class GrpcAgent:
 
 @contextmanager
 def grpc_agent(
-    spec: AgentSpec, *, tenant: str = "", extended_skill: str = ""
+    spec: AgentSpec, *, tenant: str = "", extended_skill: str = "", task_store=None
 ) -> Iterator[GrpcAgent]:
     """Serves ``spec`` over gRPC (and its card over HTTP) for the duration of the block. With
     ``extended_skill`` the card declares an extended card, which has one more skill of that
-    id."""
+    id; ``task_store`` is the agent's (a new InMemoryTaskStore when not given)."""
     import grpc
     from a2a.server.request_handlers import DefaultRequestHandler, GrpcHandler
     from a2a.server.routes import create_agent_card_routes
@@ -66,7 +66,7 @@ def grpc_agent(
             )
         handler = DefaultRequestHandler(
             agent_executor=spec.make_executor(),
-            task_store=InMemoryTaskStore(),
+            task_store=task_store or InMemoryTaskStore(),
             agent_card=card,
             extended_agent_card=extended,
         )
@@ -81,5 +81,19 @@ def grpc_agent(
             yield GrpcAgent(base_url=base_url, address=f"127.0.0.1:{port}")
     finally:
         asyncio.run_coroutine_threadsafe(server.stop(1), loop).result(STOP_SECONDS)
+        # Work still running (a task never finished, a stream left open) ends here, on its
+        # own loop: left pending, its coroutines would be closed by the garbage collector
+        # later, on no loop, where a2a-sdk's queues wait for ever.
+        asyncio.run_coroutine_threadsafe(_cancel_pending(), loop).result(STOP_SECONDS)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(STOP_SECONDS)
+        loop.close()
+
+
+async def _cancel_pending() -> None:
+    current = asyncio.current_task()
+    pending = [task for task in asyncio.all_tasks() if task is not current]
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending, timeout=STOP_SECONDS)

@@ -47,6 +47,12 @@ PROTOCOLS = [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3"), ("HTT
 
 PROTOCOL_IDS = [f"{binding}-{version}" for binding, version in PROTOCOLS]
 
+GRPC_PROTOCOL = ("GRPC", "1.0")
+"""The gRPC binding: a relay serves it with RELAY_GRPC_PORT set and ``LiveRelay.grpc_server``
+running."""
+ALL_PROTOCOLS = [*PROTOCOLS, GRPC_PROTOCOL]
+ALL_PROTOCOL_IDS = [f"{binding}-{version}" for binding, version in ALL_PROTOCOLS]
+
 
 class RelayFailedError(RuntimeError):
     """A relay process would not start, or a management command failed."""
@@ -264,14 +270,19 @@ def _gated_executor():
     return GatedStreamer()
 
 
+def gated_spec():
+    """The spec of ``gated_agent`` (to serve it otherwise, e.g. over gRPC)."""
+    from tests.agents import task_spec
+
+    return task_spec("gated", "Gated Streamer", "Streams when the test says so.", _gated_executor)
+
+
 def gated_agent(base_url: str):
     """An a2a-sdk agent (both versions, streaming) that moves only when the test says so:
     send it the name of a gate from ``new_gate`` as the message text."""
     from routing.demo.agents import build_agent_app
-    from tests.agents import task_spec
 
-    spec = task_spec("gated", "Gated Streamer", "Streams when the test says so.", _gated_executor)
-    return build_agent_app(spec, base_url=base_url)
+    return build_agent_app(gated_spec(), base_url=base_url)
 
 
 def new_gate() -> tuple[str, queue.Queue]:

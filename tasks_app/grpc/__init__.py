@@ -6,5 +6,7 @@ agent and team and for the relay's own endpoint.
   interface the relay's cards list;
 - ``service``: the servicer, which runs every call through the same admission and gateway
   operations as the JSON-RPC and HTTP+JSON endpoints (``tasks_app.api.calls``);
-- ``server``: the server itself.
+- ``server``: the server itself;
+- ``upstream``: calling agents that speak gRPC;
+- ``values``: protobuf messages as JSON dicts, integral Struct numbers back to ints.
 """

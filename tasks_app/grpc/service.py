@@ -5,8 +5,9 @@ request limits, then the gateway's operations (tasks persisted, the state machin
 out to every binding's subscribers).
 
 A request's protobuf message becomes the canonical 1.0 ProtoJSON dict the gateway takes
-(``MessageToDict``, then the same validation as the other bindings: ``parse_request_v1``), and
-canonical results become the response messages (``ParseDict``). Its ``tenant`` names the target
+(``MessageToDict``, integral Struct numbers back to ints: ``tasks_app.grpc.values``; then
+the same validation as the other bindings: ``parse_request_v1``), and canonical results
+become the response messages (``ParseDict``). Its ``tenant`` names the target
 (``tasks_app.grpc.targets``). Metadata read: ``authorization`` (``Bearer <key>``),
 ``a2a-version`` (absent or 1.x: this service is the 1.0 one), ``a2a-extensions`` (the
 extensions the caller activates; those the target supports are named back in the response's
@@ -32,7 +33,7 @@ from a2a.utils.grpc_status import status_to_grpc
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from google.protobuf import empty_pb2
-from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
+from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2  # noqa: F401  (registers the detail types)
 from prometheus_client import Counter, Histogram
@@ -43,6 +44,7 @@ from relay_project.request_metrics import REGISTRY
 from tasks_app import delegation, streams
 from tasks_app.api import calls
 from tasks_app.grpc.targets import target_of_tenant
+from tasks_app.grpc.values import message_to_json
 from tasks_app.protocol.convert import parse_request_v1
 from tasks_app.protocol.errors import (
     A2AError,
@@ -125,7 +127,7 @@ def grpc_version(pairs: list[tuple[str, str]]) -> ProtocolVersion:
 def parse_call(operation: Operation, request: Message, pairs: list[tuple[str, str]]):
     """(kind, target id, Call) of a gRPC request; raises A2AError for a bad one."""
     version = grpc_version(pairs)
-    raw = MessageToDict(request)
+    raw = message_to_json(request)
     tenant = raw.pop("tenant", "")
     kind, target_id = target_of_tenant(tenant)
     params = parse_request_v1(operation, raw)

@@ -5,9 +5,10 @@ interface of a version as good).
 The interface URL is the channel target as a2a-sdk's client takes it (``host:port``; a
 ``grpcs://`` or ``https://`` URL asks for TLS, ``grpc://`` and ``http://`` for plaintext), the
 interface's ``tenant`` goes into every request. Canonical 1.0 params become the request message
-(``ParseDict``) and answers the canonical dicts (``MessageToDict``). Metadata: ``a2a-version:
-1.0``, the activated extensions, the agent's stored credentials and the relay's own headers
-(delegation), names lowercased as gRPC wants them.
+(``ParseDict``) and answers the canonical dicts (``MessageToDict``, integral Struct numbers
+back to ints: ``tasks_app.grpc.values``). Metadata: ``a2a-version: 1.0``, the activated
+extensions, the agent's stored credentials and the relay's own headers (delegation), names
+lowercased as gRPC wants them.
 
 The SSRF guard applies as for HTTP: the host is resolved here and every address checked
 (``relay_project.outbound``), and the channel connects to the checked address, the host name
@@ -36,6 +37,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from google.protobuf.message import Message
 
 from relay_project import outbound
+from tasks_app.grpc.values import message_to_json
 from tasks_app.protocol.errors import A2AError, InvalidAgentResponse, InvalidParams, error_from_rest
 from tasks_app.protocol.versions import Operation
 
@@ -171,7 +173,7 @@ def request_message(operation: Operation, params: Mapping[str, Any], tenant: str
 def answer_dict(message: Message) -> Any:
     if isinstance(message, empty_pb2.Empty):
         return None
-    return MessageToDict(message)
+    return message_to_json(message)
 
 
 def error_of(error: grpc.aio.AioRpcError, agent_id: str) -> Exception:

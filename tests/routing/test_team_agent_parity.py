@@ -1,10 +1,13 @@
 """A team whose only member is an agent behaves, for an A2A client, exactly as that agent at the
 relay (issue 12). The same cases run against both targets, over JSON-RPC and HTTP+JSON in 1.0
-and 0.3, through the official a2a-sdk client built from the target's own card: the relay's card
-of the agent, or the team's card.
+and 0.3 and over gRPC (1.0), through the official a2a-sdk client built from the target's own
+card: the relay's card of the agent, or the team's card (over gRPC, the tenant ``agents/<id>``
+or ``teams/<id>`` its GRPC interface names). The same agent also runs served over gRPC only, as
+a second member in a team of its own (targets ``grpc-agent`` and ``grpc-team``), which every
+case calls over JSON-RPC 1.0 and over gRPC.
 
-One live relay (daphne, its own SQLite file, Celery jobs run eagerly so that push
-notifications are posted at once) and one in-process a2a-sdk agent on 127.0.0.1 whose
+One live relay (daphne and ``manage.py run_grpc``, its own SQLite file, Celery jobs run eagerly
+so that push notifications are posted at once) and one in-process a2a-sdk agent on 127.0.0.1 whose
 behaviour the first word of the message chooses (see ``Parity``). What a client observes is
 normalised the same way for both targets (ids numbered by first appearance, timestamps
 dropped). A team adds one thing to the events it forwards from its member: the
@@ -52,13 +55,16 @@ from registry.extensions import CLIENT_ROUTING_URI as URI
 from routing.demo import agents as demo_agents
 from routing.demo.agents import TaskExecutor, build_agent_app, text_message
 from tests.agents import CHUNKS, task_spec
+from tests.grpc_agents import grpc_agent
 from tests.jsinterop import observable, sdk_events
 from tests.live import (
+    ALL_PROTOCOL_IDS,
+    ALL_PROTOCOLS,
     CALL_SECONDS,
     GATE_SECONDS,
-    PROTOCOL_IDS,
-    PROTOCOLS,
+    GRPC_PROTOCOL,
     eventually,
+    free_port,
     live_relay,
     manage,
     sdk_client,
@@ -67,6 +73,9 @@ from tests.servers import running
 
 MEMBER = "parity"
 TEAM = "parity-team"
+GRPC_MEMBER = "parity-grpc"
+"""The same agent served over gRPC only (``tests.grpc_agents``)."""
+GRPC_TEAM = "parity-grpc-team"
 LATER_SECONDS = 1.5
 QUESTION = "What name should I greet?"
 TOKEN = "parity-push-token-0123456789"
@@ -75,6 +84,8 @@ TOKEN = "parity-push-token-0123456789"
 
 STORE = InMemoryTaskStore()
 """The agent's task store, reachable from the test so a task left working can end later."""
+GRPC_STORE = InMemoryTaskStore()
+"""The gRPC agent's (it runs on an event loop of its own)."""
 GATES: dict[str, queue.Queue] = {}
 
 
@@ -91,6 +102,9 @@ class Parity(TaskExecutor):
     - ``gate <name>``: working, then one chunk of artifact "story" per item the test puts in
       gate ``<name>`` (see ``new_gate``), completed on None.
     """
+
+    def __init__(self, store: InMemoryTaskStore = STORE) -> None:
+        self.store = store
 
     async def execute(self, context: RequestContext, event_queue) -> None:
         word, _, rest = context.get_user_input().strip().partition(" ")
@@ -133,7 +147,8 @@ class Parity(TaskExecutor):
         elif word == "later":
             await updater.start_work(text_message(updater, "Started; come back later."))
             call = context.call_context
-            asyncio.get_running_loop().create_task(_finish_later(updater.task_id, call))
+            loop = asyncio.get_running_loop()
+            loop.create_task(_finish_later(updater.task_id, call, self.store))
         elif word == "ask":
             await updater.requires_input(text_message(updater, QUESTION))
         elif word == "gate":
@@ -149,16 +164,19 @@ class Parity(TaskExecutor):
             await updater.failed(text_message(updater, f"unknown behaviour {word!r}"))
 
 
-async def _finish_later(task_id: str, call) -> None:
+async def _finish_later(task_id: str, call, store: InMemoryTaskStore) -> None:
     await asyncio.sleep(LATER_SECONDS)
     done = Task()
-    done.CopyFrom(await STORE.get(task_id, call))
+    done.CopyFrom(await store.get(task_id, call))
     done.status.state = TaskState.TASK_STATE_COMPLETED
     done.artifacts.append(Artifact(artifact_id="report", parts=[Part(text="the report")]))
-    await STORE.save(done, call)
+    await store.save(done, call)
 
 
 PARITY = task_spec(MEMBER, "Parity", "Behaves as the message's first word says.", Parity)
+GRPC_PARITY = task_spec(
+    GRPC_MEMBER, "Parity", "Behaves as the message's first word says.", lambda: Parity(GRPC_STORE)
+)
 
 
 def parity_agent(base_url: str):
@@ -212,25 +230,41 @@ def relay(tmp_path_factory):
         tmp_path_factory.mktemp("parity"),
         CELERY_TASK_ALWAYS_EAGER="true",
         RELAY_RATE_LIMIT_PER_KEY="100000",
+        RELAY_GRPC_PORT=str(free_port()),
     ) as live:
         live.serve_agent(MEMBER, parity_agent)
-        manage(
-            live.env,
-            "shell",
-            "-c",
-            f"from registry.teams import team_create; team_create(team_id='{TEAM}', "
-            f"name='Parity team', members=['{MEMBER}'], default_agent='{MEMBER}')",
-        )
-        yield live
+        with grpc_agent(GRPC_PARITY, task_store=GRPC_STORE) as served:
+            live.register(served.base_url, GRPC_MEMBER)
+            manage(
+                live.env,
+                "shell",
+                "-c",
+                "from registry.teams import team_create; "
+                + "; ".join(
+                    f"team_create(team_id='{team}', name='Parity team', members=['{member}'], "
+                    f"default_agent='{member}')"
+                    for team, member in ((TEAM, MEMBER), (GRPC_TEAM, GRPC_MEMBER))
+                ),
+            )
+            with live.grpc_server():
+                yield live
 
 
 @pytest.fixture(scope="module")
 def cards(relay) -> dict[str, dict[str, Any]]:
-    team = httpx.get(
-        f"{relay.url}/a2a/teams/{TEAM}/.well-known/agent-card.json", timeout=CALL_SECONDS
-    )
-    team.raise_for_status()
-    return {"agent": relay.card(MEMBER), "team": team.json()}
+    def team_card(team_id: str) -> dict[str, Any]:
+        answer = httpx.get(
+            f"{relay.url}/a2a/teams/{team_id}/.well-known/agent-card.json", timeout=CALL_SECONDS
+        )
+        answer.raise_for_status()
+        return answer.json()
+
+    return {
+        "agent": relay.card(MEMBER),
+        "team": team_card(TEAM),
+        "grpc-agent": relay.card(GRPC_MEMBER),
+        "grpc-team": team_card(GRPC_TEAM),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -241,9 +275,29 @@ def webhook():
         yield hook
 
 
-protocols = pytest.mark.parametrize(("binding", "version"), PROTOCOLS, ids=PROTOCOL_IDS)
+protocols = pytest.mark.parametrize(("binding", "version"), ALL_PROTOCOLS, ids=ALL_PROTOCOL_IDS)
 TARGETS = ["agent", "team"]
 targets = pytest.mark.parametrize("target", TARGETS)
+GRPC_TARGETS = ["grpc-agent", "grpc-team"]
+"""The agent served over gRPC, alone and as a team's member."""
+cases = pytest.mark.parametrize(
+    ("binding", "version", "target"),
+    [
+        pytest.param(binding, version, target, id=f"{target}-{binding}-{version}")
+        for targets_of_case, protocols_of_case in (
+            (TARGETS, ALL_PROTOCOLS),
+            (GRPC_TARGETS, [("JSONRPC", "1.0"), GRPC_PROTOCOL]),
+        )
+        for binding, version in protocols_of_case
+        for target in targets_of_case
+    ],
+)
+"""Every protocol in front of the agent served over JSON-RPC and its team; JSON-RPC 1.0 and
+gRPC in front of the agent served over gRPC and its team."""
+
+
+def member_of(target: str) -> str:
+    return GRPC_MEMBER if target in GRPC_TARGETS else MEMBER
 
 
 @pytest.fixture
@@ -283,10 +337,11 @@ def strip_member(
         kind, body = next(iter(event.items()))
         metadata = dict(body.get("metadata") or {})
         entry = metadata.pop(URI, None)
-        if target == "team" and (entry is not None or kind == "artifactUpdate"):
+        if target.endswith("team") and (entry is not None or kind == "artifactUpdate"):
             hops = range(1, hop + 1) if kind == "task" else (hop,)
             assert entry is not None, f"event {index} of {events}"
-            assert entry["member"] == MEMBER and entry["hop"] in hops, f"event {index} of {events}"
+            assert entry["member"] == member_of(target), f"event {index} of {events}"
+            assert entry["hop"] in hops, f"event {index} of {events}"
         else:
             assert entry is None, f"event {index} of {events}"
         body = {key: value for key, value in body.items() if key != "metadata"}
@@ -369,8 +424,7 @@ async def observe(
 # --- the cases --------------------------------------------------------------------------------
 
 
-@protocols
-@targets
+@cases
 async def test_a_send_answers_with_the_completed_task(connect, target, binding, version):
     async with connect(streaming=False) as client:
         answer = await observe(client, target, "echo hi")
@@ -378,8 +432,7 @@ async def test_a_send_answers_with_the_completed_task(connect, target, binding, 
     assert [artifact["parts"] for artifact in answer[0]["task"]["artifacts"]] == [[{"text": "hi"}]]
 
 
-@protocols
-@targets
+@cases
 async def test_a_message_answer_stays_a_message(connect, target, binding, version):
     async with connect(streaming=False) as client:
         answer = await observe(client, target, "message hi")
@@ -387,8 +440,7 @@ async def test_a_message_answer_stays_a_message(connect, target, binding, versio
     assert answer[0]["message"]["role"] == "ROLE_AGENT"
 
 
-@protocols
-@targets
+@cases
 async def test_a_blocking_send_answers_at_once_with_a_task_left_working(
     connect, target, binding, version
 ):
@@ -405,8 +457,7 @@ async def test_a_blocking_send_answers_at_once_with_a_task_left_working(
     assert [artifact["artifactId"] for artifact in done["artifacts"]] == ["report"]
 
 
-@protocols
-@targets
+@cases
 async def test_return_immediately_answers_with_the_submitted_task(
     connect, target, binding, version
 ):
@@ -421,8 +472,7 @@ async def test_return_immediately_answers_with_the_submitted_task(
     assert [artifact["parts"] for artifact in done["artifacts"]] == [[{"text": "only chunk"}]]
 
 
-@protocols
-@targets
+@cases
 async def test_a_stream_carries_every_artifact_chunk_in_order(connect, target, binding, version):
     async with connect() as client:
         events = await observe(client, target, "chunks")
@@ -435,8 +485,7 @@ async def test_a_stream_carries_every_artifact_chunk_in_order(connect, target, b
     assert {task_id_of(event) for event in events} == {task_id_of(events[0])}
 
 
-@protocols
-@targets
+@cases
 async def test_an_input_required_task_completes_on_its_follow_up(connect, target, binding, version):
     async with connect() as client:
         asked = await observe(client, target, "ask")
@@ -470,8 +519,7 @@ def state_of(event: dict[str, Any]) -> str:
     return (next(iter(event.values())).get("status") or {}).get("state", "")
 
 
-@protocols
-@targets
+@cases
 async def test_a_cancel_mid_stream_ends_the_stream_canceled(connect, target, binding, version):
     events: list[dict[str, Any]] = []
     canceled: list[dict[str, Any]] = []
@@ -511,8 +559,7 @@ V0_3_REST_ERRORS = ("A2AClientError", "MethodNotFoundError", "MethodNotFoundErro
 as they do) answer on the 0.3 routes, so it falls back on the HTTP status (409, 404)."""
 
 
-@protocols
-@targets
+@cases
 async def test_errors_have_the_same_type(connect, target, binding, version):
     async with connect(streaming=False) as client:
         done = await observe(client, target, "echo finished")
@@ -525,8 +572,7 @@ async def test_errors_have_the_same_type(connect, target, binding, version):
     assert names == (V0_3_REST_ERRORS if rest_0_3 else EXPECTED_ERRORS)
 
 
-@protocols
-@targets
+@cases
 async def test_subscribe_streams_the_rest_of_a_running_task(connect, target, binding, version):
     events: list[dict[str, Any]] = []
     async with connect(streaming=False) as sender, connect() as client:
@@ -561,8 +607,7 @@ def history(task: dict[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
     ]
 
 
-@protocols
-@targets
+@cases
 async def test_get_honours_history_length(connect, target, binding, version):
     async with connect() as client:
         asked = await observe(client, target, "ask")
@@ -582,7 +627,11 @@ async def test_get_honours_history_length(connect, target, binding, version):
     assert whole["status"]["state"] == COMPLETED
 
 
-@pytest.mark.parametrize(("binding", "version"), PROTOCOLS[:2], ids=PROTOCOL_IDS[:2])
+@pytest.mark.parametrize(
+    ("binding", "version"),
+    [*ALL_PROTOCOLS[:2], GRPC_PROTOCOL],
+    ids=[*ALL_PROTOCOL_IDS[:2], ALL_PROTOCOL_IDS[-1]],
+)
 @targets
 async def test_list_shows_the_callers_task_of_a_context(connect, target, binding, version):
     async with connect(streaming=False) as client:
@@ -605,8 +654,7 @@ def pushed(body: dict[str, Any]) -> tuple[str, str]:
     return next(iter(body)), state_of(body)
 
 
-@protocols
-@targets
+@cases
 async def test_a_blocking_send_pushes_the_final_task_to_the_webhook(
     connect, webhook, target, binding, version
 ):

@@ -1,5 +1,10 @@
-"""The gateway end to end: a relay of real processes (daphne), real a2a-sdk agents behind it,
-and the official a2a-sdk client in front, over JSON-RPC and HTTP+JSON in A2A 1.0 and 0.3.
+"""The gateway end to end: a relay of real processes (daphne and ``manage.py run_grpc``), real
+a2a-sdk agents behind it, and the official a2a-sdk client in front, over JSON-RPC and HTTP+JSON
+in A2A 1.0 and 0.3, and over gRPC (1.0).
+
+Two axes: the client's binding and version, and the agent's: every case runs in front of
+a2a-sdk agents served over JSON-RPC (and HTTP+JSON), and its 1.0 cases also in front of the same
+agents served over gRPC only (``tests.grpc_agents``; ids ending ``-grpc-agent``).
 """
 
 from __future__ import annotations
@@ -7,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import uuid
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,21 +43,67 @@ from a2a.utils.errors import (
 
 from routing.demo.agents import WRITER, app_factory, build_agent_app
 from tests.agents import (
+    ASKS_FOR_INPUT,
     CHUNKED_STREAMER,
     CHUNKS,
+    NeverFinishes,
     chunked_streaming_agent,
+    echo_variant,
     input_required_agent,
     never_finishing_agent,
+    task_spec,
     v0_3_only_agent,
     v1_only_agent,
 )
-from tests.live import PROTOCOL_IDS, PROTOCOLS, Recording, eventually, gated_agent, new_gate
+from tests.grpc_agents import grpc_agent
+from tests.live import (
+    GRPC_PROTOCOL,
+    PROTOCOLS,
+    Recording,
+    eventually,
+    free_port,
+    gated_agent,
+    gated_spec,
+    new_gate,
+)
 
+RELAY_ENV = {"RELAY_GRPC_PORT": str(free_port())}
 STREAM_SECONDS = 15.0
 V1_PROTOCOLS = [p for p in PROTOCOLS if p[1] == "1.0"]
 V1_PROTOCOL_IDS = [f"{binding}-{version}" for binding, version in V1_PROTOCOLS]
 
-protocols = pytest.mark.parametrize(("binding", "version"), PROTOCOLS, ids=PROTOCOL_IDS)
+JSONRPC_AGENT, GRPC_AGENT = "jsonrpc-agent", "grpc-agent"
+"""The agent axis: the a2a-sdk agent behind the relay served over JSON-RPC (and HTTP+JSON, 1.0
+and 0.3), or the same agent served over gRPC only (registered as ``grpc-<name>``)."""
+
+
+def cases(client_protocols: list[tuple[str, str]], *agents: str) -> list[Any]:
+    """(binding, version, upstream[, agent]) for every client protocol of ``client_protocols``
+    and gRPC, in front of the JSON-RPC agents (ids as before the gRPC axes: ``JSONRPC-1.0``),
+    and for every 1.0 one in front of the gRPC agents (``JSONRPC-1.0-grpc-agent``). ``agents``
+    (when given) are more agents in front of the JSON-RPC ones: the first alone has a gRPC
+    twin."""
+    rows = []
+    clients = [*client_protocols, GRPC_PROTOCOL]
+    for upstream in (JSONRPC_AGENT, GRPC_AGENT):
+        for binding, version in clients:
+            if upstream == GRPC_AGENT and version != "1.0":
+                continue
+            suffix = "" if upstream == JSONRPC_AGENT else f"-{GRPC_AGENT}"
+            for agent in agents[: 1 if upstream == GRPC_AGENT else None] or [None]:
+                values = (binding, version, upstream) + ((agent,) if agent else ())
+                prefix = f"{agent}-" if agent else ""
+                rows.append(pytest.param(*values, id=f"{prefix}{binding}-{version}{suffix}"))
+    return rows
+
+
+protocols = pytest.mark.parametrize(("binding", "version", "upstream"), cases(PROTOCOLS))
+v1_protocols = pytest.mark.parametrize(("binding", "version", "upstream"), cases(V1_PROTOCOLS))
+
+
+def at(agent: str, upstream: str) -> str:
+    """The id of ``agent`` served over the upstream binding of the case."""
+    return agent if upstream == JSONRPC_AGENT else f"grpc-{agent}"
 
 
 def saw_cancel(agent: Recording) -> bool:
@@ -62,6 +114,18 @@ def saw_cancel(agent: Recording) -> bool:
 
 
 NEVER = Recording(never_finishing_agent)
+GRPC_CANCELED: list[str] = []
+"""The tasks the gRPC ``never`` agent was told to cancel."""
+
+
+class RecordedNever(NeverFinishes):
+    async def cancel(self, context, event_queue) -> None:
+        GRPC_CANCELED.append(context.task_id or "")
+        await super().cancel(context, event_queue)
+
+
+def told_cancel(upstream: str) -> bool:
+    return saw_cancel(NEVER) if upstream == JSONRPC_AGENT else bool(GRPC_CANCELED)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -77,6 +141,20 @@ def agents(relay):
     relay.serve_agent("never", NEVER)
     relay.serve_agent("writer", app_factory(WRITER))
     relay.serve_agent("gated", gated_agent)
+    never = task_spec("never-finishes", "Never Finishes", "Works until cancelled.", RecordedNever)
+    specs = {
+        "echo-v1": echo_variant("echo-v1", "Echo 1.0 Agent"),
+        "chunked": CHUNKED_STREAMER,
+        "asks": ASKS_FOR_INPUT,
+        "never": never,
+        "writer": WRITER,
+        "gated": gated_spec(),
+    }
+    with ExitStack() as stack:
+        for name, spec in specs.items():
+            relay.register(stack.enter_context(grpc_agent(spec)).base_url, at(name, GRPC_AGENT))
+        stack.enter_context(relay.grpc_server())
+        yield
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -181,10 +259,14 @@ async def wait_for_state(client, task_id: str, state: int) -> Any:
 # --- messages across versions ------------------------------------------------------------
 
 
-@protocols
-@pytest.mark.parametrize("agent", ["echo-v1", "echo-v03"])
+@pytest.mark.parametrize(
+    ("binding", "version", "upstream", "agent"), cases(PROTOCOLS, "echo-v1", "echo-v03")
+)
 @pytest.mark.parametrize("streaming", [False, True], ids=["send", "stream"])
-async def test_a_message_reply_crosses_protocol_versions(relay, binding, version, agent, streaming):
+async def test_a_message_reply_crosses_protocol_versions(
+    relay, binding, version, upstream, agent, streaming
+):
+    agent = at(agent, upstream)
     async with relay.client(agent, binding, version, streaming=streaming) as client:
         reply = await only(
             client.send_message(send_request(f"hi {agent}", context_id="conversation-7"))
@@ -196,8 +278,8 @@ async def test_a_message_reply_crosses_protocol_versions(relay, binding, version
 
 
 @protocols
-async def test_blocking_send_returns_the_finished_task(relay, binding, version):
-    async with relay.client("writer", binding, version, streaming=False) as client:
+async def test_blocking_send_returns_the_finished_task(relay, binding, version, upstream):
+    async with relay.client(at("writer", upstream), binding, version, streaming=False) as client:
         event = await only(client.send_message(send_request("notes on tides")))
     task = event.task
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
@@ -209,9 +291,11 @@ async def test_blocking_send_returns_the_finished_task(relay, binding, version):
 
 
 @protocols
-async def test_return_immediately_answers_before_the_work_is_done(relay, binding, version):
+async def test_return_immediately_answers_before_the_work_is_done(
+    relay, binding, version, upstream
+):
     gate_name, gate = new_gate()
-    async with relay.client("gated", binding, version, streaming=False) as client:
+    async with relay.client(at("gated", upstream), binding, version, streaming=False) as client:
         event = await only(client.send_message(send_request(gate_name, return_immediately=True)))
         assert kind(event) == "task"
         assert event.task.status.state == TaskState.TASK_STATE_SUBMITTED
@@ -227,12 +311,13 @@ async def test_return_immediately_answers_before_the_work_is_done(relay, binding
 # --- streaming ---------------------------------------------------------------------------
 
 
-@protocols
-@pytest.mark.parametrize("agent", ["chunked", "chunked-v03"])
+@pytest.mark.parametrize(
+    ("binding", "version", "upstream", "agent"), cases(PROTOCOLS, "chunked", "chunked-v03")
+)
 async def test_a_stream_starts_with_the_task_and_carries_the_chunks_in_order(
-    relay, binding, version, agent
+    relay, binding, version, upstream, agent
 ):
-    async with relay.client(agent, binding, version) as client:
+    async with relay.client(at(agent, upstream), binding, version) as client:
         events = await collect(client.send_message(send_request("tell me a story")))
     assert kind(events[0]) == "task"
     task_id = events[0].task.id
@@ -252,9 +337,9 @@ async def test_a_stream_starts_with_the_task_and_carries_the_chunks_in_order(
 
 @protocols
 async def test_input_required_closes_the_stream_and_the_answer_streams_to_completion(
-    relay, binding, version
+    relay, binding, version, upstream
 ):
-    async with relay.client("asks", binding, version) as client:
+    async with relay.client(at("asks", upstream), binding, version) as client:
         events = await collect(client.send_message(send_request("greet someone")))
         assert kind(events[0]) == "task"
         asked = fold(events)
@@ -276,9 +361,9 @@ async def test_input_required_closes_the_stream_and_the_answer_streams_to_comple
 
 @protocols
 async def test_blocking_send_returns_at_input_required_and_resumes_the_same_task(
-    relay, binding, version
+    relay, binding, version, upstream
 ):
-    async with relay.client("asks", binding, version, streaming=False) as client:
+    async with relay.client(at("asks", upstream), binding, version, streaming=False) as client:
         first = (await only(client.send_message(send_request("greet someone")))).task
         assert first.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         second = (await only(client.send_message(send_request("Grace", task_id=first.id)))).task
@@ -296,8 +381,8 @@ async def test_blocking_send_returns_at_input_required_and_resumes_the_same_task
 
 
 @protocols
-async def test_get_task_applies_history_length(relay, binding, version):
-    async with relay.client("asks", binding, version, streaming=False) as client:
+async def test_get_task_applies_history_length(relay, binding, version, upstream):
+    async with relay.client(at("asks", upstream), binding, version, streaming=False) as client:
         first = (await only(client.send_message(send_request("greet someone")))).task
         await only(client.send_message(send_request("Lin", task_id=first.id)))
         full = await client.get_task(GetTaskRequest(id=first.id))
@@ -316,10 +401,10 @@ async def test_get_task_applies_history_length(relay, binding, version):
 
 
 @protocols
-async def test_another_key_cannot_see_a_task(relay, other_key, binding, version):
-    async with relay.client("writer", binding, version, streaming=False) as client:
+async def test_another_key_cannot_see_a_task(relay, other_key, binding, version, upstream):
+    async with relay.client(at("writer", upstream), binding, version, streaming=False) as client:
         task = (await only(client.send_message(send_request("mine")))).task
-    async with relay.client("writer", binding, version, key=other_key) as stranger:
+    async with relay.client(at("writer", upstream), binding, version, key=other_key) as stranger:
         with refused(TaskNotFoundError, binding, version, 404):
             await stranger.get_task(GetTaskRequest(id=task.id))
         with refused(TaskNotFoundError, binding, version, 404):
@@ -334,8 +419,10 @@ async def test_another_key_cannot_see_a_task(relay, other_key, binding, version)
 
 
 @protocols
-async def test_cancel_mid_flight_cancels_upstream_and_ends_the_open_stream(relay, binding, version):
-    async with relay.client("never", binding, version) as client:
+async def test_cancel_mid_flight_cancels_upstream_and_ends_the_open_stream(
+    relay, binding, version, upstream
+):
+    async with relay.client(at("never", upstream), binding, version) as client:
         stream = client.send_message(send_request("work forever"))
         first = await next_event(stream)
         task_id = task_id_of(first)
@@ -352,27 +439,31 @@ async def test_cancel_mid_flight_cancels_upstream_and_ends_the_open_stream(relay
         # 409 on the 0.3 REST surface, as the 0.3 SDK server answers; 400 in 1.0.
         with refused(TaskNotCancelableError, binding, version, 409 if version == "0.3" else 400):
             await client.cancel_task(CancelTaskRequest(id=task_id))
-    assert saw_cancel(NEVER)
+    assert told_cancel(upstream)
 
 
 # --- SubscribeToTask / tasks/resubscribe --------------------------------------------------
 
 
-async def start_gated(relay, binding: str, version: str) -> tuple[str, queue.Queue]:
+async def start_gated(
+    relay, binding: str, version: str, upstream: str = JSONRPC_AGENT
+) -> tuple[str, queue.Queue]:
     """A gated task, started with returnImmediately and seen working; returns its id and
     its gate."""
     gate_name, gate = new_gate()
-    async with relay.client("gated", binding, version, streaming=False) as client:
+    async with relay.client(at("gated", upstream), binding, version, streaming=False) as client:
         started = await only(client.send_message(send_request(gate_name, return_immediately=True)))
         await wait_for_state(client, started.task.id, TaskState.TASK_STATE_WORKING)
     return started.task.id, gate
 
 
 @protocols
-async def test_a_late_subscriber_gets_the_current_task_then_live_events(relay, binding, version):
-    task_id, gate = await start_gated(relay, binding, version)
+async def test_a_late_subscriber_gets_the_current_task_then_live_events(
+    relay, binding, version, upstream
+):
+    task_id, gate = await start_gated(relay, binding, version, upstream)
     gate.put("early ")
-    async with relay.client("gated", binding, version) as client:
+    async with relay.client(at("gated", upstream), binding, version) as client:
 
         async def has_early_chunk():
             task = await client.get_task(GetTaskRequest(id=task_id))
@@ -395,12 +486,15 @@ async def test_a_late_subscriber_gets_the_current_task_then_live_events(relay, b
 
 
 @protocols
-async def test_two_subscribers_get_the_same_events_in_the_same_order(relay, binding, version):
-    task_id, gate = await start_gated(relay, binding, version)
+async def test_two_subscribers_get_the_same_events_in_the_same_order(
+    relay, binding, version, upstream
+):
+    task_id, gate = await start_gated(relay, binding, version, upstream)
+    gated = at("gated", upstream)
     async with (
-        relay.client("gated", binding, version) as one,
-        relay.client("gated", binding, version) as two,
-        relay.client("gated", binding, version) as three,
+        relay.client(gated, binding, version) as one,
+        relay.client(gated, binding, version) as two,
+        relay.client(gated, binding, version) as three,
     ):
         first = one.subscribe(SubscribeToTaskRequest(id=task_id))
         second = two.subscribe(SubscribeToTaskRequest(id=task_id))
@@ -420,24 +514,26 @@ async def test_two_subscribers_get_the_same_events_in_the_same_order(relay, bind
 
 
 @protocols
-async def test_subscribing_to_a_finished_task_is_unsupported(relay, binding, version):
-    async with relay.client("writer", binding, version, streaming=False) as client:
+async def test_subscribing_to_a_finished_task_is_unsupported(relay, binding, version, upstream):
+    async with relay.client(at("writer", upstream), binding, version, streaming=False) as client:
         task = (await only(client.send_message(send_request("done soon")))).task
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
-    async with relay.client("writer", binding, version) as client:
+    async with relay.client(at("writer", upstream), binding, version) as client:
         with refused(UnsupportedOperationError, binding, version, 400):
             await collect(client.subscribe(SubscribeToTaskRequest(id=task.id)))
 
 
 @protocols
-async def test_a_client_leaving_mid_stream_does_not_stop_the_task(relay, binding, version):
+async def test_a_client_leaving_mid_stream_does_not_stop_the_task(
+    relay, binding, version, upstream
+):
     gate_name, gate = new_gate()
-    async with relay.client("gated", binding, version) as client:
+    async with relay.client(at("gated", upstream), binding, version) as client:
         stream = client.send_message(send_request(gate_name))
         task_id = task_id_of(await next_event(stream))
         await stream.aclose()
     # A new connection: the first one is gone with its client.
-    async with relay.client("gated", binding, version) as client:
+    async with relay.client(at("gated", upstream), binding, version) as client:
         await wait_for_state(client, task_id, TaskState.TASK_STATE_WORKING)
         gate.put("still here")
         gate.put(None)
@@ -455,13 +551,14 @@ def other_key(relay):
 
 @pytest.fixture(scope="module")
 def lister(relay):
-    """A key of its own with four tasks, oldest first: three completed writer tasks (the
-    first two in one context) and one input-required task."""
+    """A key of its own with, per upstream binding, four tasks, oldest first: three completed
+    writer tasks (the first two in one context) and one input-required task."""
     key = relay.keys[2]
 
-    async def make() -> list[Any]:
+    async def make(upstream: str) -> list[Any]:
         tasks = []
-        async with relay.client("writer", "JSONRPC", "1.0", key=key, streaming=False) as client:
+        writer, asks = at("writer", upstream), at("asks", upstream)
+        async with relay.client(writer, "JSONRPC", "1.0", key=key, streaming=False) as client:
             for text, context in (
                 ("one", "ctx-list-a"),
                 ("two", "ctx-list-a"),
@@ -470,19 +567,21 @@ def lister(relay):
                 tasks.append(
                     (await only(client.send_message(send_request(text, context_id=context)))).task
                 )
-        async with relay.client("asks", "JSONRPC", "1.0", key=key, streaming=False) as client:
+        async with relay.client(asks, "JSONRPC", "1.0", key=key, streaming=False) as client:
             tasks.append((await only(client.send_message(send_request("greet")))).task)
         return tasks
 
-    return key, asyncio.run(make())
+    return key, {upstream: asyncio.run(make(upstream)) for upstream in (JSONRPC_AGENT, GRPC_AGENT)}
 
 
-@pytest.mark.parametrize(("binding", "version"), V1_PROTOCOLS, ids=V1_PROTOCOL_IDS)
-async def test_list_tasks_pages_the_callers_tasks_newest_first(relay, lister, binding, version):
-    key, tasks = lister
+@v1_protocols
+async def test_list_tasks_pages_the_callers_tasks_newest_first(
+    relay, lister, binding, version, upstream
+):
+    key, tasks = lister[0], lister[1][upstream]
     # Listed through an agent's URL: that agent's tasks (the writer's three).
     newest_first = [task.id for task in reversed(tasks[:3])]
-    async with relay.client("writer", binding, version, key=key) as client:
+    async with relay.client(at("writer", upstream), binding, version, key=key) as client:
         everything = await client.list_tasks(ListTasksRequest())
         page_one = await client.list_tasks(ListTasksRequest(page_size=2))
         page_two = await client.list_tasks(
@@ -499,10 +598,12 @@ async def test_list_tasks_pages_the_callers_tasks_newest_first(relay, lister, bi
     assert page_two.next_page_token == ""
 
 
-@pytest.mark.parametrize(("binding", "version"), V1_PROTOCOLS, ids=V1_PROTOCOL_IDS)
-async def test_list_tasks_filters_and_omits_artifacts_unless_asked(relay, lister, binding, version):
-    key, tasks = lister
-    async with relay.client("writer", binding, version, key=key) as client:
+@v1_protocols
+async def test_list_tasks_filters_and_omits_artifacts_unless_asked(
+    relay, lister, binding, version, upstream
+):
+    key, tasks = lister[0], lister[1][upstream]
+    async with relay.client(at("writer", upstream), binding, version, key=key) as client:
         in_context = await client.list_tasks(ListTasksRequest(context_id="ctx-list-a"))
         completed = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_COMPLETED))
         with_artifacts = await client.list_tasks(ListTasksRequest(include_artifacts=True))
@@ -511,7 +612,7 @@ async def test_list_tasks_filters_and_omits_artifacts_unless_asked(relay, lister
     assert len(completed.tasks) == 3
     assert all(not t.artifacts for t in in_context.tasks)
     assert all(t.artifacts[0].name == "draft" for t in with_artifacts.tasks)
-    async with relay.client("asks", binding, version, key=key) as client:
+    async with relay.client(at("asks", upstream), binding, version, key=key) as client:
         waiting = await client.list_tasks(
             ListTasksRequest(status=TaskState.TASK_STATE_INPUT_REQUIRED)
         )
@@ -520,17 +621,21 @@ async def test_list_tasks_filters_and_omits_artifacts_unless_asked(relay, lister
     assert list(done.tasks) == []
 
 
-@pytest.mark.parametrize(("binding", "version"), V1_PROTOCOLS, ids=V1_PROTOCOL_IDS)
+@v1_protocols
 @pytest.mark.parametrize("page_size", [101, -1])
-async def test_list_tasks_refuses_a_page_size_out_of_range(relay, binding, version, page_size):
-    async with relay.client("writer", binding, version) as client:
+async def test_list_tasks_refuses_a_page_size_out_of_range(
+    relay, binding, version, upstream, page_size
+):
+    async with relay.client(at("writer", upstream), binding, version) as client:
         with pytest.raises(InvalidParamsError):
             await client.list_tasks(ListTasksRequest(page_size=page_size))
 
 
-@pytest.mark.parametrize(("binding", "version"), V1_PROTOCOLS, ids=V1_PROTOCOL_IDS)
-async def test_list_tasks_shows_another_key_nothing(relay, lister, other_key, binding, version):
-    async with relay.client("writer", binding, version, key=other_key) as client:
+@v1_protocols
+async def test_list_tasks_shows_another_key_nothing(
+    relay, lister, other_key, binding, version, upstream
+):
+    async with relay.client(at("writer", upstream), binding, version, key=other_key) as client:
         listed = await client.list_tasks(ListTasksRequest(context_id="ctx-list-a"))
     assert list(listed.tasks) == []
     assert listed.total_size == 0
@@ -548,7 +653,9 @@ def test_the_agent_card_points_at_the_relay_and_can_be_cached(relay):
     interfaces = {
         (i["protocolBinding"], i["protocolVersion"]): i["url"] for i in card["supportedInterfaces"]
     }
-    assert set(interfaces) == set(PROTOCOLS)
+    assert set(interfaces) == {*PROTOCOLS, GRPC_PROTOCOL}
+    grpc_address = interfaces.pop(GRPC_PROTOCOL)
+    assert grpc_address == f"127.0.0.1:{RELAY_ENV['RELAY_GRPC_PORT']}"
     assert all(u.rstrip("/") == relay.agent_url("chunked").rstrip("/") for u in interfaces.values())
     assert card["url"].rstrip("/") == relay.agent_url("chunked").rstrip("/")
     assert card["capabilities"]["streaming"] is True

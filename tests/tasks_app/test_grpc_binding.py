@@ -33,8 +33,8 @@ from a2a.utils.errors import (
 from google.rpc import error_details_pb2
 
 from routing.demo.agents import ECHO, WRITER, Skill, app_factory, build_agent_app
-from tests.agents import chunked_streaming_agent, input_required_agent, v1_only_agent
-from tests.live import free_port, gated_agent, manage, new_gate, sdk_client
+from tests.agents import MIRROR, chunked_streaming_agent, input_required_agent, v1_only_agent
+from tests.live import Recording, free_port, gated_agent, manage, new_gate, sdk_client
 from tests.tasks_app.test_gateway_protocol import (
     NEVER,
     collect,
@@ -52,6 +52,7 @@ from tests.tasks_app.test_gateway_protocol import (
 GRPC_PORT, METRICS_PORT = free_port(), free_port()
 RELAY_ENV = {"RELAY_GRPC_PORT": str(GRPC_PORT), "RELAY_GRPC_METRICS_PORT": str(METRICS_PORT)}
 GRPC = "GRPC"
+MIRRORED = Recording(lambda url: build_agent_app(MIRROR, base_url=url, versions=("1.0",)))
 INSIDER_SKILL = Skill(id="insider", name="Insider", description="For known callers.", tags=("x",))
 
 
@@ -64,6 +65,7 @@ def grpc_relay(relay):
     relay.serve_agent("asks", input_required_agent)
     relay.serve_agent("never", NEVER)
     relay.serve_agent("gated", gated_agent)
+    relay.serve_agent("mirror", MIRRORED)
     relay.serve_agent(
         "insider",
         lambda url: build_agent_app(ECHO, base_url=url, extended_skills=(INSIDER_SKILL,)),
@@ -327,6 +329,48 @@ async def test_push_configs_are_created_read_listed_and_deleted(relay):
 
 
 # --- a team --------------------------------------------------------------------------------
+
+
+NUMBERS = {"level": 2, "items": [1, -3, 2.5], "edge": 2**53, "nested": {"count": 0}}
+
+
+def ints_kept(value) -> bool:
+    """``value`` is NUMBERS exactly, every integer an int (not a float equal to it)."""
+    return (
+        value == NUMBERS
+        and type(value["level"]) is int
+        and [type(item) for item in value["items"]] == [int, int, float]
+        and type(value["edge"]) is int
+        and type(value["nested"]["count"]) is int
+    )
+
+
+async def test_integers_sent_over_grpc_reach_a_json_rpc_agent_as_integers(relay):
+    """Struct holds every number as a double; the relay gives the JSON agent back its ints."""
+    from a2a.types import Part
+    from google.protobuf.struct_pb2 import Struct, Value
+
+    data = Value()
+    data.struct_value.update(NUMBERS)
+    metadata = Struct()
+    metadata.update(NUMBERS)
+    request = send_request("numbers")
+    request.message.parts.append(Part(data=data))
+    request.message.metadata.CopyFrom(metadata)
+    request.metadata.CopyFrom(metadata)
+    async with grpc_client(relay, "mirror", streaming=False) as client:
+        task = (await only(client.send_message(request))).task
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    sent = [r.json() for r in MIRRORED.posts() if b"numbers" in r.body]
+    assert len(sent) == 1, sent
+    params = sent[0]["params"]
+    assert ints_kept(params["message"]["metadata"]), params
+    assert ints_kept(params["message"]["parts"][1]["data"]), params
+    assert ints_kept(params["metadata"]), params
+    # Stored so too: the history a JSON-RPC caller reads.
+    stored = relay.call("mirror", "GetTask", {"id": task.id}).json()["result"]
+    assert ints_kept(stored["history"][0]["metadata"])
+    assert ints_kept(stored["history"][0]["parts"][1]["data"])
 
 
 async def test_a_team_is_called_over_grpc_by_its_tenant(relay):

@@ -255,3 +255,64 @@ async def test_the_ssrf_guard_refuses_private_addresses(settings):
         await grpc_upstream.channel_for("10.0.0.8:50051")
     settings.RELAY_ALLOW_PRIVATE_URLS = True
     assert await grpc_upstream.checked_address("127.0.0.1", 50051) == "127.0.0.1"
+
+
+# --- numbers out of protobuf Structs ----------------------------------------------------------
+
+
+def test_struct_numbers_come_back_as_ints_where_a_double_holds_them_exactly():
+    from google.protobuf.json_format import ParseDict
+
+    from tasks_app.grpc.values import integral_numbers, message_to_json
+
+    sent = {
+        "messageId": "m-1",
+        "role": "ROLE_USER",
+        "parts": [{"data": {"level": 2, "items": [1, -3, 2.5], "big": 2**53, "neg": -(2**53)}}],
+        "metadata": {"level": 2, "ratio": 0.5, "nested": {"count": 0}, "flag": True},
+    }
+    message = ParseDict(sent, a2a_pb2.Message())
+    back = message_to_json(message)
+    assert back == sent
+    data = back["parts"][0]["data"]
+    assert type(data["level"]) is int and type(data["items"][0]) is int
+    assert type(data["items"][2]) is float
+    assert type(data["big"]) is int and type(back["metadata"]["nested"]["count"]) is int
+    assert back["metadata"]["flag"] is True
+    # Beyond 2**53 a double holds no exact integer: what arrived stays the double it is.
+    beyond = integral_numbers({"n": float(2**53 + 2)})
+    assert beyond == {"n": float(2**53 + 2)} and type(beyond["n"]) is float
+    assert integral_numbers([1.0, "1.0", None]) == [1, "1.0", None]
+
+
+def test_a_grpc_request_reaches_the_gateway_with_its_integers():
+    from google.protobuf.json_format import ParseDict
+
+    request = ParseDict(
+        {
+            "tenant": "agents/echo",
+            "message": {
+                "messageId": "m-2",
+                "role": "ROLE_USER",
+                "parts": [{"data": {"level": 2}}],
+                "metadata": {"level": 2},
+            },
+            "metadata": {"retries": 3},
+        },
+        a2a_pb2.SendMessageRequest(),
+    )
+    _, _, call = service.parse_call(Operation.SEND, request, [])
+    message = call.params["message"]
+    assert type(message["metadata"]["level"]) is int
+    assert type(message["parts"][0]["data"]["level"]) is int
+    assert type(call.params["metadata"]["retries"]) is int
+
+
+def test_a_grpc_agents_answer_becomes_json_with_its_integers():
+    from google.protobuf.json_format import ParseDict
+
+    answer = ParseDict(
+        {"message": {"messageId": "a", "role": "ROLE_AGENT", "parts": [{"data": {"n": 7}}]}},
+        a2a_pb2.SendMessageResponse(),
+    )
+    assert type(grpc_upstream.answer_dict(answer)["message"]["parts"][0]["data"]["n"]) is int

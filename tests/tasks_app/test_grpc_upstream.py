@@ -10,7 +10,7 @@ import pytest
 from a2a.types import CancelTaskRequest, GetExtendedAgentCardRequest, GetTaskRequest, TaskState
 
 from routing.demo.agents import WRITER
-from tests.agents import CHUNKED_STREAMER, CHUNKS, NEVER_FINISHES
+from tests.agents import CHUNKED_STREAMER, CHUNKS, MIRROR, NEVER_FINISHES
 from tests.grpc_agents import grpc_agent
 from tests.live import free_port, manage
 from tests.tasks_app.test_gateway_protocol import (
@@ -24,6 +24,7 @@ from tests.tasks_app.test_gateway_protocol import (
     text_of,
     wait_for_state,
 )
+from tests.tasks_app.test_grpc_binding import NUMBERS, ints_kept
 
 RELAY_ENV = {"RELAY_GRPC_PORT": str(free_port())}
 BINDINGS = ["JSONRPC", "HTTP+JSON", "GRPC"]
@@ -39,6 +40,7 @@ def grpc_agents(relay):
             "g-chunked": stack.enter_context(grpc_agent(CHUNKED_STREAMER)),
             "g-never": stack.enter_context(grpc_agent(NEVER_FINISHES)),
             "g-extended": stack.enter_context(grpc_agent(WRITER, extended_skill="secret")),
+            "g-mirror": stack.enter_context(grpc_agent(MIRROR)),
         }
         for agent_id, agent in served.items():
             relay.register(agent.base_url, agent_id)
@@ -105,6 +107,27 @@ async def test_a_grpc_agents_extended_card_reaches_the_caller(relay, binding):
     async with relay.client("g-writer", binding, "1.0") as client:
         plain = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
     assert "secret" not in [skill.id for skill in plain.skills]
+
+
+def test_integers_from_a_grpc_agent_reach_a_json_rpc_caller_as_integers(relay):
+    """The agent's Struct holds every number as a double (its metadata and data part carry
+    the ones the relay sent it); the JSON-RPC caller gets its ints back."""
+    message = {
+        "messageId": "m-numbers",
+        "role": "ROLE_USER",
+        "parts": [{"text": "numbers"}, {"data": NUMBERS}],
+        "metadata": NUMBERS,
+    }
+    response = relay.call("g-mirror", "SendMessage", {"message": message})
+    assert response.status_code == 200, response.text
+    task = response.json()["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    (artifact,) = task["artifacts"]
+    assert ints_kept(artifact["metadata"]), artifact
+    assert ints_kept(artifact["parts"][1]["data"]), artifact
+    stored = relay.call("g-mirror", "GetTask", {"id": task["id"]}).json()["result"]
+    assert ints_kept(stored["artifacts"][0]["parts"][1]["data"])
+    assert ints_kept(stored["artifacts"][0]["metadata"])
 
 
 def test_health_probes_reach_grpc_agents(relay):
