@@ -1,6 +1,7 @@
 """The REST APIs' JSON parser (every DRF view of the project: registry, teams, tasks), named
-by the REST_FRAMEWORK setting: DRF's, behind a bound on how deep the body nests. Here, below
-every app, since every app's API uses it."""
+by the REST_FRAMEWORK setting: DRF's, behind a bound on how deep the body nests (counted as
+the A2A request limits count it). Here, with the settings that name it, since every app's API
+uses it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from relay_project.json_depth import raw_depth
+from tasks_app.protocol.limits import raw_depth
 
 
 class BoundedJSONParser(JSONParser):

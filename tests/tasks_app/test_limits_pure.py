@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from relay_project.json_depth import raw_depth
 from tasks_app.protocol import delegation
 from tasks_app.protocol.errors import InvalidParams, InvalidRequest
 from tasks_app.protocol.limits import (
@@ -15,6 +14,7 @@ from tasks_app.protocol.limits import (
     capped_history_length,
     check_body,
     check_params,
+    raw_depth,
     value_depth,
 )
 
