@@ -22,6 +22,7 @@ from django.core.management.base import BaseCommand, CommandError
 from httpx_sse import aconnect_sse
 
 from registry.extensions import CLIENT_ROUTING_URI
+from tasks_app import snapshots
 
 FINAL_STATES = {
     "TASK_STATE_COMPLETED",
@@ -118,16 +119,10 @@ async def ask_team(
             if "error" in frame:
                 raise AskError(f"the relay answered an error: {frame['error'].get('message')}")
             result = frame.get("result", {})
-            if "task" in result:
-                task = result["task"]
-                status = task["status"]
-            elif "statusUpdate" in result:
-                status = result["statusUpdate"]["status"]
-                task["status"] = status
-            elif "artifactUpdate" in result:
-                _add_artifact(task, result["artifactUpdate"])
-            else:
+            if not {"task", "statusUpdate", "artifactUpdate"} & result.keys():
                 raise AskError("the team answered with a message, not a task")
+            task = snapshots.apply_event(task, result)
+            status = task["status"]
             # Each member event names its hop: one naming a later hop means the earlier are
             # done, and the task's trace has them.
             hop = _hop_of(next(iter(result.values())))
@@ -145,21 +140,6 @@ def _hop_of(body: dict[str, Any]) -> int | None:
     """The hop a team's event comes from (its ``metadata[URI].hop``), when it says."""
     hop = ((body.get("metadata") or {}).get(CLIENT_ROUTING_URI) or {}).get("hop")
     return hop if isinstance(hop, int) else None
-
-
-def _add_artifact(task: dict[str, Any], update: dict[str, Any]) -> None:
-    """Folds an artifact update into the task: a chunk appended to its artifact, or a new one."""
-    artifact = update["artifact"]
-    artifacts = task.setdefault("artifacts", [])
-    for existing in artifacts:
-        if existing.get("artifactId") == artifact.get("artifactId"):
-            if update.get("append"):
-                existing["parts"] = [*existing.get("parts", []), *artifact.get("parts", [])]
-            else:
-                existing.clear()
-                existing.update(artifact)
-            return
-    artifacts.append(dict(artifact))
 
 
 async def _write_hops(
