@@ -12,7 +12,8 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
 from registry.models import ApiKey
-from registry.secrets import hash_api_key
+from registry.secrets import api_key_prefix, hash_api_key
+from relay_project import ratelimit
 
 # last_used_at is written at most this often per key, so a busy key does not write on every call.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -33,17 +34,33 @@ def api_key_from_header(header: str | None) -> ApiKey | None:
     Usable keys are kept in Django's cache for RELAY_API_KEY_CACHE_SECONDS (``api_key_revoke``
     replaces the entry at once); expiry is checked on every call.
     """
+    return _resolved(header, count=False)[0]
+
+
+def api_key_counted(header: str | None) -> tuple[ApiKey | None, ratelimit.Refusal | None]:
+    """``api_key_from_header``, with the call counted against the key's rate limit
+    (``ratelimit.hit_key``): the key and the Refusal when the call is over the limit. For a
+    key in the lookup cache, the lookup and the count are one round trip to Redis."""
+    return _resolved(header, count=True)
+
+
+def _resolved(header: str | None, *, count: bool) -> tuple[ApiKey | None, ratelimit.Refusal | None]:
     if not header:
-        return None
+        return None, None
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "bearer":
-        return None
+        return None, None
     key = key.strip()
     if not key:
         raise exceptions.AuthenticationFailed("empty bearer token")
     key_hash = hash_api_key(key)
     cache_key = _cache_key(key_hash)
-    api_key = cache.get(cache_key)
+    counted = None
+    if count:
+        # A cached key was cached under its own hash, so its prefix is this key's.
+        api_key, counted = ratelimit.cached_and_counted(cache_key, "key", api_key_prefix(key))
+    else:
+        api_key = cache.get(cache_key)
     if api_key is None:
         api_key = _stored_key(key_hash)
         if api_key is not None and api_key.is_usable and _cache_seconds():
@@ -56,7 +73,11 @@ def api_key_from_header(header: str | None) -> ApiKey | None:
         api_key.last_used_at = now
         # The next call reads the row again (and caches it with its new last_used_at).
         cache.delete(cache_key)
-    return api_key
+    if not count:
+        return api_key, None
+    if counted is None:
+        return api_key, ratelimit.hit_key(api_key)
+    return api_key, counted.refusal(ratelimit.key_limit(api_key))
 
 
 def api_key_forget(api_key: ApiKey) -> None:

@@ -59,7 +59,12 @@ def mask(secret: str) -> str:
 def new_api_key() -> tuple[str, str, str]:
     """Returns (key, prefix, sha256 hex). The key is shown once and never stored."""
     key = API_KEY_PREFIX + secrets.token_urlsafe(32)
-    return key, key[: len(API_KEY_PREFIX) + 8], hash_api_key(key)
+    return key, api_key_prefix(key), hash_api_key(key)
+
+
+def api_key_prefix(key: str) -> str:
+    """The public first characters of a key, which name it in lists, logs and rate limits."""
+    return key[: len(API_KEY_PREFIX) + 8]
 
 
 def hash_api_key(key: str) -> str:

@@ -7,6 +7,10 @@ Rate limits use fixed one-minute windows: a counter per (scope, identity, window
 limit is still counted, so a client that keeps hammering stays refused until the window ends;
 the answer says how long that is.
 
+On Redis an A2A call's API-key lookup and its count are one round trip
+(``cached_and_counted``), and so is taking a stream slot: Lua scripts of the cache client
+(``relay_project.redis_clients``), atomic as the commands they replace.
+
 Stream slots are counted per API key and per relay process: a process takes a slot when a
 stream opens and gives it back when it ends, and a key's open streams are the sum over the
 processes that are alive (the tasks app plugs in who this process is and which processes
@@ -21,6 +25,7 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
@@ -43,18 +48,67 @@ def hit(scope: str, identity: str, limit: int, *, now: float | None = None) -> R
     counts nothing and refuses nothing."""
     if limit <= 0:
         return None
-    now = time.time() if now is None else now
-    window = int(now // WINDOW_SECONDS)
-    counter = f"{_PREFIX}:{scope}:{identity}:{window}"
-    # A little longer than the window, so the counter outlives every call counted in it.
-    count = _count(counter, WINDOW_SECONDS + 5)
-    if count <= limit:
-        return None
-    retry_after = max(1, math.ceil((window + 1) * WINDOW_SECONDS - now))
-    return Refusal(
-        f"rate limit exceeded: {limit} calls per minute for this {scope}; retry in {retry_after} s",
-        retry_after,
-    )
+    counter = _Counter.current(scope, identity, now)
+    return counter.counted(_count(counter.name, COUNTER_SECONDS)).refusal(limit)
+
+
+def cached_and_counted(
+    cache_key: str, scope: str, identity: str, *, now: float | None = None
+) -> tuple[Any, Counted | None]:
+    """The value cached under ``cache_key`` (None when there is none) and, only when there
+    is one, one call of ``identity`` counted in ``scope`` as ``hit`` counts it, whatever the
+    limit (the caller judges the count with ``Counted.refusal``). On Redis both are one round
+    trip: an API call's key lookup and its rate limit."""
+    counter = _Counter.current(scope, identity, now)
+    both = getattr(cache, "get_and_count", None)
+    if both is not None:
+        value, count = both(cache_key, counter.name, COUNTER_SECONDS)
+    else:
+        value = cache.get(cache_key)
+        count = None if value is None else _count(counter.name, COUNTER_SECONDS)
+    return value, None if count is None else counter.counted(count)
+
+
+COUNTER_SECONDS = WINDOW_SECONDS + 5
+"""How long a window's counter lives: a little longer than the window, so the counter outlives
+every call counted in it."""
+
+
+@dataclass(frozen=True)
+class _Counter:
+    scope: str
+    window: int
+    name: str
+    now: float
+
+    @classmethod
+    def current(cls, scope: str, identity: str, now: float | None) -> _Counter:
+        now = time.time() if now is None else now
+        window = int(now // WINDOW_SECONDS)
+        return cls(scope, window, f"{_PREFIX}:{scope}:{identity}:{window}", now)
+
+    def counted(self, count: int) -> Counted:
+        return Counted(self, count)
+
+
+@dataclass(frozen=True)
+class Counted:
+    """A call counted in its window: ``count`` calls so far, this one included."""
+
+    counter: _Counter
+    count: int
+
+    def refusal(self, limit: int) -> Refusal | None:
+        """A Refusal when the count is over ``limit`` (0 or less: no limit), else None."""
+        if limit <= 0 or self.count <= limit:
+            return None
+        counter = self.counter
+        retry_after = max(1, math.ceil((counter.window + 1) * WINDOW_SECONDS - counter.now))
+        return Refusal(
+            f"rate limit exceeded: {limit} calls per minute for this {counter.scope}; "
+            f"retry in {retry_after} s",
+            retry_after,
+        )
 
 
 def key_identity(api_key) -> str:
@@ -109,10 +163,20 @@ def stream_slot_take(api_key) -> Refusal | None:
         return None
     counter = _streams_counter(api_key, _current_holder())
     lifetime = settings.RELAY_STREAM_SLOT_SECONDS
-    _count(counter, lifetime)
-    cache.touch(counter, lifetime)
-    if streams_open(api_key) > limit:
-        _decrement(counter)
+    take = getattr(cache, "take_slot", None)
+    if take is not None:
+        others = [
+            _streams_counter(api_key, holder)
+            for holder in set(_live_holders()) - {_current_holder()}
+        ]
+        taken = take(counter, others, lifetime, limit)
+    else:
+        _count(counter, lifetime)
+        cache.touch(counter, lifetime)
+        taken = streams_open(api_key) <= limit
+        if not taken:
+            _decrement(counter)
+    if not taken:
         return Refusal(
             f"this key already has {limit} streams open, the most it may; close one first"
         )

@@ -91,6 +91,35 @@ def forget_pools() -> None:
         _cache_clients.clear()
 
 
+_GET_AND_COUNT = """
+local value = redis.call('GET', KEYS[1])
+if not value then
+  return false
+end
+local count = redis.call('INCR', KEYS[2])
+if count == 1 then
+  redis.call('EXPIRE', KEYS[2], ARGV[1])
+end
+return {value, count}
+"""
+
+_TAKE_SLOT = """
+redis.call('INCR', KEYS[1])
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+local open = 0
+for _, key in ipairs(KEYS) do
+  local count = tonumber(redis.call('GET', key) or '0') or 0
+  if count > 0 then
+    open = open + count
+  end
+end
+if open > tonumber(ARGV[2]) then
+  redis.call('DECR', KEYS[1])
+  return 0
+end
+return 1
+"""
+
 _INCR_EXISTING = """
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return redis.call('INCRBY', KEYS[1], ARGV[1])
@@ -107,11 +136,19 @@ class SharedPoolRedisCacheClient(RedisCacheClient):
     ``incr`` is one round trip (Django's asks EXISTS, then INCRBY: two, on every
     rate-limited call)."""
 
-    _incr_existing = None
-
     def __init__(self, servers, **options):
         super().__init__(servers, **options)
         self._redis_clients: dict[int, Any] = {}
+        self._scripts: dict[str, Any] = {}
+
+    def _run(self, script: str, *, keys: list, args: list):
+        """Runs a Lua script (registered at first use, then sent by its SHA) on the write
+        client: one round trip."""
+        client = self.get_client(keys[0], write=True)
+        registered = self._scripts.get(script)
+        if registered is None:
+            registered = self._scripts[script] = client.register_script(script)
+        return registered(keys=keys, args=args, client=client)
 
     def _get_connection_pool(self, write):
         index = self._get_connection_pool_index(write)
@@ -125,11 +162,22 @@ class SharedPoolRedisCacheClient(RedisCacheClient):
             client = self._redis_clients.setdefault(index, self._client(connection_pool=pool))
         return client
 
+    def get_and_count(self, key, counter, lifetime):
+        """The value under ``key`` (None when missing) and, when it is there, ``counter``
+        incremented (made to live ``lifetime`` seconds when new), in one round trip."""
+        found = self._run(_GET_AND_COUNT, keys=[key, counter], args=[int(lifetime)])
+        if found is None:
+            return None, None
+        value, count = found
+        return self._serializer.loads(value), count
+
+    def take_slot(self, counter, others, lifetime, limit):
+        """Adds one to ``counter`` (living ``lifetime`` seconds from now) unless that makes
+        it and ``others`` sum to more than ``limit``; returns whether it did. One round trip."""
+        return self._run(_TAKE_SLOT, keys=[counter, *others], args=[int(lifetime), limit]) == 1
+
     def incr(self, key, delta):
-        client = self.get_client(key, write=True)
-        if self._incr_existing is None:
-            self._incr_existing = client.register_script(_INCR_EXISTING)
-        value = self._incr_existing(keys=[key], args=[delta], client=client)
+        value = self._run(_INCR_EXISTING, keys=[key], args=[delta])
         if value is None:
             raise ValueError(f"Key '{key}' not found.")
         return value
@@ -165,3 +213,21 @@ class SharedPoolRedisCache(RedisCache):
                     client = self._class(self._servers, **self._options)
                     _cache_clients[key] = client
         return client
+
+    def get_and_count(self, key, counter, lifetime):
+        """``get(key)`` and, when the key is there, ``counter`` incremented (as
+        ``ratelimit`` counts, living ``lifetime`` seconds from its first call), in one round
+        trip."""
+        return self._cache.get_and_count(
+            self.make_and_validate_key(key), self.make_and_validate_key(counter), lifetime
+        )
+
+    def take_slot(self, counter, others, lifetime, limit):
+        """A stream slot in ``counter`` unless the open ones (``counter`` and ``others``)
+        would exceed ``limit``: ``ratelimit.stream_slot_take`` in one round trip."""
+        return self._cache.take_slot(
+            self.make_and_validate_key(counter),
+            [self.make_and_validate_key(other) for other in others],
+            lifetime,
+            limit,
+        )

@@ -107,6 +107,57 @@ def test_concurrent_calls_are_counted_exactly(cache):
     assert refused.count(False) == 25 and refused.count(True) == 25
 
 
+def test_a_cached_value_and_the_count_come_together_and_share_the_limit_with_hit(cache):
+    identity, cache_key = uuid.uuid4().hex, f"cached-{uuid.uuid4().hex}"
+    assert ratelimit.cached_and_counted(cache_key, "key", identity) == (None, None)
+    assert ratelimit.hit("key", identity, 2, now=WINDOW_START) is None  # nothing counted above
+    cache.set(cache_key, {"a": "value"})
+    value, counted = ratelimit.cached_and_counted(cache_key, "key", identity, now=WINDOW_START)
+    assert value == {"a": "value"} and counted.count == 2 and counted.refusal(2) is None
+    _, counted = ratelimit.cached_and_counted(cache_key, "key", identity, now=WINDOW_START + 30)
+    refusal = counted.refusal(2)
+    assert refusal.retry_after == 30 and "2 calls per minute for this key" in refusal.message
+    assert counted.refusal(0) is None
+    assert ratelimit.hit("key", identity, 3, now=WINDOW_START + 59) is not None
+    _, counted = ratelimit.cached_and_counted(cache_key, "key", identity, now=WINDOW_START + 60)
+    assert counted.count == 1
+
+
+@pytest.mark.parametrize("cache", ["redis"], indirect=True)
+def test_on_redis_the_lookup_and_the_count_are_one_round_trip(cache, monkeypatch):
+    cache_key = f"cached-{uuid.uuid4().hex}"
+    cache.set(cache_key, "value")
+    client = cache._cache.get_client(write=True)
+    sent = []
+    execute = client.execute_command
+    monkeypatch.setattr(
+        client, "execute_command", lambda *args, **kw: sent.append(args[0]) or execute(*args, **kw)
+    )
+    value, counted = ratelimit.cached_and_counted(cache_key, "key", uuid.uuid4().hex)
+    assert (value, counted.count) == ("value", 1)
+    assert sent == ["EVALSHA"]
+
+
+@pytest.mark.parametrize("cache", ["redis"], indirect=True)
+def test_on_redis_a_stream_slot_is_taken_or_refused_in_one_round_trip(cache, settings, monkeypatch):
+    settings.RELAY_MAX_STREAMS_PER_KEY = 2
+    processes.alive = ["this", "other"]
+    key = fresh_key()
+    processes.current = "other"
+    assert ratelimit.stream_slot_take(key) is None
+    processes.current = "this"
+    client = cache._cache.get_client(write=True)
+    sent = []
+    execute = client.execute_command
+    monkeypatch.setattr(
+        client, "execute_command", lambda *args, **kw: sent.append(args[0]) or execute(*args, **kw)
+    )
+    assert ratelimit.stream_slot_take(key) is None
+    assert ratelimit.stream_slot_take(key) is not None  # one here and one in "other"
+    assert sent == ["EVALSHA", "EVALSHA"]
+    assert ratelimit.streams_open(key) == 2
+
+
 def test_stream_slots_are_taken_refused_and_given_back(cache, settings):
     settings.RELAY_MAX_STREAMS_PER_KEY = 2
     key = fresh_key()

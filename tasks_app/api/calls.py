@@ -25,7 +25,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.db import connections
 from rest_framework import exceptions
 
-from registry.auth import REALM, REALM_INVALID_TOKEN, api_key_from_header, key_may_call
+from registry.auth import REALM, REALM_INVALID_TOKEN, api_key_counted, key_may_call
 from relay_project import ratelimit
 from relay_project.public_url import relay_base_url
 from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE
@@ -484,22 +484,15 @@ def echoed(call: Call, target: gateway.Target) -> tuple[str, ...]:
     return tuple(uri for uri in call.extensions if uri in target.declared_extensions)
 
 
-def authenticate(authorization: str | None):
-    """The caller's usable API key; raises Unauthenticated for none, or a bad one."""
-    try:
-        key = api_key_from_header(authorization)
-    except exceptions.AuthenticationFailed as error:
-        raise InvalidApiKey(str(error.detail)) from error
-    if key is None:
-        raise Unauthenticated(NO_KEY)
-    return key
-
-
 def admit_caller(authorization: str | None):
     """The caller's usable API key, with this call counted against the key's rate limit.
-    Raises Unauthenticated, or RateLimited over the limit."""
-    caller = authenticate(authorization)
-    refusal = ratelimit.hit_key(caller)
+    Raises Unauthenticated for no key or a bad one, or RateLimited over the limit."""
+    try:
+        caller, refusal = api_key_counted(authorization)
+    except exceptions.AuthenticationFailed as error:
+        raise InvalidApiKey(str(error.detail)) from error
+    if caller is None:
+        raise Unauthenticated(NO_KEY)
     if refusal is not None:
         raise RateLimited(refusal.message, retry_after=refusal.retry_after)
     return caller
@@ -592,7 +585,7 @@ def open_message_task(
     return opened, call
 
 
-class _HoldingSlot:
+class HoldingSlot:
     """A stream's events that give the caller's stream slot back once, when the stream ends,
     fails or is closed (also when it is closed before its first event)."""
 
@@ -631,7 +624,7 @@ A connection that breaks within that second (the database restarted) fails one c
 closed at the next call's first hop, as after any database error."""
 
 
-def _first_hop(function, *args):
+def first_hop(function, *args):
     """Runs a call's first database work, in the thread every later hop of the call uses.
     Like Django's request_started, it first closes connections past CONN_MAX_AGE or broken
     by an error, and health-checks (CONN_HEALTH_CHECKS) a connection left idle for
@@ -663,10 +656,10 @@ async def answer(request: HttpCall) -> Reply | Stream:
         try:
             kind, target_id, call = parse_http_call(request)
         except A2AError:
-            await sync_to_async(_first_hop)(admit_caller, request.authorization)
+            await sync_to_async(first_hop)(admit_caller, request.authorization)
             raise
         try:
-            admitted = await sync_to_async(_first_hop)(
+            admitted = await sync_to_async(first_hop)(
                 admit, request.authorization, kind, target_id, call
             )
         except Unauthenticated:
@@ -684,9 +677,7 @@ async def answer(request: HttpCall) -> Reply | Stream:
                 if isinstance(error, A2AError) and answered_in_stream(call, error):
                     return Stream(call, extension_headers(call, echo), _refused(error))
                 raise
-            return Stream(
-                call, extension_headers(call, echo), _HoldingSlot(events, admitted.caller)
-            )
+            return Stream(call, extension_headers(call, echo), HoldingSlot(events, admitted.caller))
         base_url = request.base_url() if call.operation is Operation.EXTENDED_CARD else ""
         result = await execute(
             admitted.target, call, admitted.caller, opened=admitted.opened, base_url=base_url

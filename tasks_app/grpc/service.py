@@ -200,9 +200,9 @@ async def admitted_call(operation: Operation, request: Message, context) -> call
     try:
         kind, target_id, call = parse_call(operation, request, pairs)
     except A2AError:
-        await sync_to_async(calls._first_hop)(calls.admit_caller, authorization)
+        await sync_to_async(calls.first_hop)(calls.admit_caller, authorization)
         raise
-    return await sync_to_async(calls._first_hop)(calls.admit, authorization, kind, target_id, call)
+    return await sync_to_async(calls.first_hop)(calls.admit, authorization, kind, target_id, call)
 
 
 async def announce_extensions(context, admitted: calls.Admitted) -> None:
@@ -271,7 +271,7 @@ class RelayA2AService(a2a_pb2_grpc.A2AServiceServicer):
             except BaseException:
                 ratelimit.stream_slot_give_back(admitted.caller)
                 raise
-            events = calls._HoldingSlot(opened, admitted.caller)
+            events = calls.HoldingSlot(opened, admitted.caller)
         except Exception as error:  # noqa: BLE001
             refused = failure(error, f"a gRPC {method}")
         DURATION.labels(method).observe(time.monotonic() - began)
