@@ -75,29 +75,32 @@ def update_then_insert(
     *,
     where: dict[str, Any],
     values: dict[str, Any],
-    instance: Model,
+    instances: Sequence[Model],
     notify: tuple[str, str] | None = None,
 ) -> bool:
     """PostgreSQL only: ``update`` (a compare-and-set with the expected state in ``where``)
-    and, only when it changed a row, the insert of ``instance`` (its automatic key left
-    unread) and a NOTIFY on ``notify`` (channel, payload), as one statement: atomic on its
-    own and one round trip, where a transaction of the three costs five (BEGIN and COMMIT
-    included). Returns whether the row was changed."""
+    and, only when it changed a row, the inserts of ``instances`` (one model; automatic keys
+    left unread) and a NOTIFY on ``notify`` (channel, payload), as one statement: atomic on
+    its own and one round trip, where a transaction of them costs four or more (BEGIN and
+    COMMIT included). Returns whether the row was changed."""
+    inserted_model = type(instances[0])
     sql, written, compared, inserted = _update_then_insert_statement(
-        model, tuple(values), tuple(where), type(instance), notify is not None
+        model, tuple(values), tuple(where), inserted_model, len(instances), notify is not None
     )
     params = _update_params(written, compared, values, where)
-    params += [
-        field.get_db_prep_save(field.pre_save(instance, True), connection) for field in inserted
-    ]
+    for instance in instances:
+        params += [
+            field.get_db_prep_save(field.pre_save(instance, True), connection) for field in inserted
+        ]
     if notify is not None:
         params += list(notify)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         changed = cursor.fetchone() is not None
     if changed:
-        instance._state.adding = False
-        instance._state.db = connection.alias
+        for instance in instances:
+            instance._state.adding = False
+            instance._state.db = connection.alias
     return changed
 
 
@@ -107,20 +110,23 @@ def _update_then_insert_statement(
     written: tuple[str, ...],
     compared: tuple[str, ...],
     inserted_model: type[Model],
+    count: int,
     notify: bool,
 ):
     update_sql, written_fields, compared_fields = _update_statement(model, written, compared)
     meta = inserted_model._meta
     quote = connection.ops.quote_name
     inserted = [field for field in meta.concrete_fields if field is not meta.pk]
-    last = "pg_notify(%s, %s)" if notify else "1"
-    sql = (
-        f"WITH moved AS ({update_sql} RETURNING 1), "
-        f"stored AS (INSERT INTO {quote(meta.db_table)} "
+    # One INSERT ... SELECT per row, each its own CTE: the values take their columns' types,
+    # which a VALUES list of several rows would not give them.
+    insert = (
+        f"INSERT INTO {quote(meta.db_table)} "
         f"({', '.join(quote(field.column) for field in inserted)}) "
-        f"SELECT {', '.join(['%s'] * len(inserted))} FROM moved RETURNING 1) "
-        f"SELECT {last} FROM stored"
+        f"SELECT {', '.join(['%s'] * len(inserted))} FROM moved RETURNING 1"
     )
+    stored = ", ".join(f"stored{index} AS ({insert})" for index in range(count))
+    last = "pg_notify(%s, %s)" if notify else "1"
+    sql = f"WITH moved AS ({update_sql} RETURNING 1), {stored} SELECT {last} FROM stored{count - 1}"
     return sql, written_fields, compared_fields, inserted
 
 

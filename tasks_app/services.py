@@ -14,11 +14,18 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from tasks_app import rows, snapshots, streams
-from tasks_app.lifecycle import INTERRUPTED, TERMINAL, TaskState, check_transition
+from tasks_app.lifecycle import (
+    INTERRUPTED,
+    TERMINAL,
+    InvalidTransition,
+    TaskState,
+    check_transition,
+)
 from tasks_app.models import PushDelivery, PushNotificationConfig, Task, TaskEvent
 
 CAS_ATTEMPTS = 5
 _UNOWNED_STATES = frozenset(state.value for state in TERMINAL | INTERRUPTED)
+_TERMINAL_VALUES = frozenset(state.value for state in TERMINAL)
 """States in which nobody drives the task: it ended, or it waits on the client."""
 
 
@@ -33,6 +40,8 @@ class Recorded:
     task: Task
     event: dict[str, Any] | None
     sequence: int
+    state: str = ""
+    """The task's state right after this event (``task_record_many``; "" otherwise)."""
 
 
 def iso(moment: datetime) -> str:
@@ -137,23 +146,15 @@ def task_record(
         new_state = snapshots.state_of(after) or task.state
         if new_state != task.state or new_state not in {s.value for s in TERMINAL}:
             check_transition(task.state, new_state)
-        now = timezone.now()
-        changes = _fields_from_snapshot(
-            after, new_state, now, status_changed="artifactUpdate" not in event
+        changes = _changes(
+            task,
+            _fields_from_snapshot(
+                after, new_state, timezone.now(), status_changed="artifactUpdate" not in event
+            ),
+            new_state,
+            upstream_task_id=upstream_task_id,
+            upstream_context_id=upstream_context_id,
         )
-        if upstream_task_id and not task.upstream_task_id:
-            changes["upstream_task_id"] = upstream_task_id
-        if upstream_context_id and not task.upstream_context_id:
-            changes["upstream_context_id"] = upstream_context_id
-        if new_state in _UNOWNED_STATES:
-            changes["owner"] = ""
-        # Only what changed is written: an artifact chunk leaves the history (which grows
-        # with every turn) and the status as they are.
-        changes = {
-            name: value
-            for name, value in changes.items()
-            if name == "updated_at" or getattr(task, name) != value
-        }
         sequence = task.last_sequence + 1
         if not task.has_push_configs and connection.vendor == "postgresql":
             moved = _record_in_one_statement(task, event, sequence, changes, new_state)
@@ -166,6 +167,91 @@ def task_record(
             return Recorded(task, event, sequence)
         task.refresh_from_db()
     raise StaleTaskError(task.pk)
+
+
+def task_record_many(
+    *, task: Task, events: list[tuple[dict[str, Any], str, str]]
+) -> list[Recorded]:
+    """``task_record`` of several events in order ((event, upstream task id, upstream
+    context id) each), written together: one compare-and-set of the task to where the last
+    one leaves it and the inserts of all the events, in one transaction (on PostgreSQL one
+    statement, as ``task_record`` writes one event). A burst of artifact
+    chunks so writes the task's artifacts once, not once a chunk. Returns what was recorded
+    (the events after one that ended the task are ignored, as ``task_record`` ignores them).
+    An event that moves the task in a way A2A forbids raises InvalidTransition once the
+    events before it are recorded. A task with push configs is written event by event (each
+    event queues its own deliveries)."""
+    if len(events) < 2 or task.has_push_configs:
+        return _record_each(task, events)
+    for _ in range(CAS_ATTEMPTS):
+        if task.is_terminal:
+            return []
+        snapshot, state, status_changed = snapshot_of(task), task.state, False
+        taken: list[tuple[dict[str, Any], str]] = []
+        forbidden: InvalidTransition | None = None
+        for event, _, _ in events:
+            if state in _TERMINAL_VALUES:
+                break
+            after = snapshots.apply_event(snapshot, event)
+            new_state = snapshots.state_of(after) or state
+            if new_state != state or new_state not in _TERMINAL_VALUES:
+                try:
+                    check_transition(state, new_state)
+                except InvalidTransition as error:
+                    forbidden = error
+                    break
+            snapshot, state = after, new_state
+            status_changed = status_changed or "artifactUpdate" not in event
+            taken.append((event, new_state))
+        if not taken:
+            raise forbidden
+        changes = _changes(
+            task,
+            _fields_from_snapshot(snapshot, state, timezone.now(), status_changed=status_changed),
+            state,
+            upstream_task_id=next((u for _, u, _ in events[: len(taken)] if u), ""),
+            upstream_context_id=next((c for _, _, c in events[: len(taken)] if c), ""),
+        )
+        first = task.last_sequence + 1
+        last = task.last_sequence + len(taken)
+        stored = [_event_row(task, event, first + i) for i, (event, _) in enumerate(taken)]
+        values, where = {"last_sequence": last, **changes}, _compared(task)
+        if connection.vendor == "postgresql":
+            notify = (streams.NOTIFY_CHANNEL, streams.notify_payload(task.pk, last, state))
+            moved = rows.update_then_insert(
+                Task, values=values, where=where, instances=stored, notify=notify
+            )
+        else:
+            with transaction.atomic():
+                moved = rows.update(Task, values=values, where=where) == 1
+                if moved:
+                    TaskEvent.objects.bulk_create(stored)
+        if moved:
+            for name, value in changes.items():
+                setattr(task, name, value)
+            task.last_sequence = last
+            if forbidden is not None:
+                raise forbidden
+            return [
+                Recorded(task, event, first + i, state_after)
+                for i, (event, state_after) in enumerate(taken)
+            ]
+        task.refresh_from_db()
+    raise StaleTaskError(task.pk)
+
+
+def _record_each(task: Task, events: list[tuple[dict[str, Any], str, str]]) -> list[Recorded]:
+    recorded = []
+    for event, upstream_task_id, upstream_context_id in events:
+        done = task_record(
+            task=task,
+            event=event,
+            upstream_task_id=upstream_task_id,
+            upstream_context_id=upstream_context_id,
+        )
+        if done.event is not None:
+            recorded.append(Recorded(task, done.event, done.sequence, task.state))
+    return recorded
 
 
 def _event_row(task: Task, event: dict[str, Any], sequence: int) -> TaskEvent:
@@ -197,7 +283,7 @@ def _record_in_one_statement(task, event, sequence, changes, new_state) -> int:
         Task,
         values={"last_sequence": sequence, **changes},
         where=_compared(task),
-        instance=_event_row(task, event, sequence),
+        instances=[_event_row(task, event, sequence)],
         notify=(streams.NOTIFY_CHANNEL, streams.notify_payload(task.pk, sequence, new_state)),
     )
     return 1 if moved else 0
@@ -224,6 +310,30 @@ def _notify(task_id: str, sequence: int, state: str) -> None:
             "SELECT pg_notify(%s, %s)",
             [streams.NOTIFY_CHANNEL, streams.notify_payload(task_id, sequence, state)],
         )
+
+
+def _changes(
+    task: Task,
+    fields: dict[str, Any],
+    new_state: str,
+    *,
+    upstream_task_id: str,
+    upstream_context_id: str,
+) -> dict[str, Any]:
+    """The task's fields to write: those of its new snapshot that changed (an artifact chunk
+    leaves the history, which grows with every turn, and the status as they are), the
+    agent's ids when first known, and no owner once nobody drives the task."""
+    if upstream_task_id and not task.upstream_task_id:
+        fields["upstream_task_id"] = upstream_task_id
+    if upstream_context_id and not task.upstream_context_id:
+        fields["upstream_context_id"] = upstream_context_id
+    if new_state in _UNOWNED_STATES:
+        fields["owner"] = ""
+    return {
+        name: value
+        for name, value in fields.items()
+        if name == "updated_at" or getattr(task, name) != value
+    }
 
 
 def _fields_from_snapshot(

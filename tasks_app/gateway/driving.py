@@ -149,21 +149,16 @@ async def _record(task: Task, *steps: Step) -> Task:
 
 
 def _record_steps(task: Task, steps: tuple[Step, ...]) -> list[Published]:
-    """Records the steps in order (a task already ended ignores the rest), bringing ``task``
-    up to date; returns what to publish, in order."""
-    recorded: list[Published] = []
-    for each in steps:
-        done = services.task_record(
-            task=task,
-            event=each.event,
-            upstream_task_id=each.upstream_task_id,
-            upstream_context_id=each.upstream_context_id,
-        )
-        if done.event is not None:
-            recorded.append(
-                Published(task.id, done.sequence, done.event, task.state in FINAL_STATES)
-            )
-    return recorded
+    """Records the steps in order, together (a task already ended ignores the rest), bringing
+    ``task`` up to date; returns what to publish, in order."""
+    recorded = services.task_record_many(
+        task=task,
+        events=[(s.event, s.upstream_task_id, s.upstream_context_id) for s in steps],
+    )
+    return [
+        Published(task.id, done.sequence, done.event, done.state in FINAL_STATES)
+        for done in recorded
+    ]
 
 
 async def _fail(task: Task, reason: str) -> Task:

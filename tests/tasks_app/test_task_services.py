@@ -1,5 +1,6 @@
 """task_record writes what an event changed, and no more: two statements per event (the
-task's compare-and-set and the event), a third only for a task with push configs."""
+task's compare-and-set and the event), a third only for a task with push configs; and
+task_record_many writes a burst of events as one compare-and-set and one insert."""
 
 from __future__ import annotations
 
@@ -96,3 +97,81 @@ def test_a_config_another_writer_added_gets_the_next_event(monkeypatch):
     )
     assert recorded.event is not None and task.has_push_configs is True
     assert PushDelivery.objects.filter(event__task_id=task.pk).count() == 1
+
+
+# --- several events written together ----------------------------------------------------------
+
+
+def burst(task: Task) -> list[tuple[dict, str, str]]:
+    chunks = [artifact_event(task, f"chunk {i} ", append=i > 0) for i in range(5)]
+    working = services.status_event(task, "working")
+    done = services.status_event(task, "completed", "all done")
+    return [(working, "up-task", "up-context"), *((c, "", "") for c in chunks), (done, "", "")]
+
+
+def stored_events(task: Task) -> list[tuple[int, dict]]:
+    return list(task.events.order_by("sequence").values_list("sequence", "payload"))
+
+
+def test_a_burst_is_one_write_of_the_task_and_ends_as_the_events_one_by_one_leave_it():
+    together, one_by_one = open_task(), open_task()
+    events = burst(together)
+    with CaptureQueriesContext(connection) as queries:
+        recorded = services.task_record_many(task=together, events=events)
+    sql = statements(queries)
+    if connection.vendor == "postgresql":  # the update, the inserts and the NOTIFY in one
+        assert len(sql) == 1 and sql[0].startswith("WITH") and "pg_notify" in sql[0]
+    else:
+        assert sum(q.startswith("UPDATE") for q in sql) == 1
+        assert sum(q.startswith("INSERT") for q in sql) == 1  # every event in one insert
+    for event, upstream_task, upstream_context in burst(one_by_one):
+        services.task_record(
+            task=one_by_one,
+            event=event,
+            upstream_task_id=upstream_task,
+            upstream_context_id=upstream_context,
+        )
+    assert [r.sequence for r in recorded] == [1, 2, 3, 4, 5, 6, 7]
+    assert [r.state for r in recorded] == ["working"] * 6 + ["completed"]
+    stored, twin = Task.objects.get(pk=together.pk), Task.objects.get(pk=one_by_one.pk)
+    for field in ("state", "artifacts", "upstream_task_id", "owner"):
+        assert getattr(stored, field) == getattr(twin, field), field
+    assert stored.status_message["parts"] == twin.status_message["parts"] == [{"text": "all done"}]
+    assert stored.artifacts[0]["parts"] == [{"text": f"chunk {i} "} for i in range(5)]
+    assert (stored.upstream_task_id, stored.upstream_context_id) == ("up-task", "up-context")
+    assert stored.last_sequence == 7 and stored.completed_at is not None
+    assert [s for s, _ in stored_events(together)] == [1, 2, 3, 4, 5, 6, 7]
+    assert [p for _, p in stored_events(together)] == [event for event, _, _ in events]
+
+
+def test_events_after_the_end_are_ignored_and_an_ended_task_records_nothing():
+    task = open_task()
+    done = services.status_event(task, "completed")
+    late = artifact_event(task, "late", append=False)
+    recorded = services.task_record_many(task=task, events=[(done, "", ""), (late, "", "")])
+    assert [r.event for r in recorded] == [done]
+    assert services.task_record_many(task=task, events=[(late, "", ""), (late, "", "")]) == []
+    assert Task.objects.get(pk=task.pk).last_sequence == 1
+
+
+def test_a_forbidden_move_raises_after_the_events_before_it_are_recorded():
+    task = open_task()
+    working = services.status_event(task, "working")
+    back = services.status_event(task, "submitted")
+    with pytest.raises(services.InvalidTransition):
+        services.task_record_many(
+            task=task, events=[(working, "", ""), (working, "", ""), (back, "", "")]
+        )
+    stored = Task.objects.get(pk=task.pk)
+    assert (stored.state, stored.last_sequence) == ("working", 2)
+
+
+def test_a_burst_that_lost_the_race_is_decided_again_on_the_task_as_it_now_stands():
+    task = open_task()
+    services.task_record(
+        task=Task.objects.get(pk=task.pk), event=services.status_event(task, "canceled")
+    )
+    chunk = artifact_event(task, "late", append=False)
+    assert services.task_record_many(task=task, events=[(chunk, "", ""), (chunk, "", "")]) == []
+    stored = Task.objects.get(pk=task.pk)
+    assert (stored.state, stored.last_sequence, stored.artifacts) == ("canceled", 1, [])
