@@ -196,7 +196,8 @@ def manage(env: dict[str, str], *args: str) -> str:
 
 
 def relay_command(server: str, port: int) -> list[str]:
-    """The argv of one relay server process: daphne, or uvicorn with one worker."""
+    """The argv of one relay server process on 127.0.0.1:``port``: daphne, or uvicorn as the
+    README's production section runs it (tests start their relays with it too)."""
     if server == "daphne":
         return [
             sys.executable,
@@ -208,7 +209,7 @@ def relay_command(server: str, port: int) -> list[str]:
             str(port),
             "relay_project.asgi:application",
         ]
-    # Channels' router has no lifespan protocol: "off" spares a traceback at start.
+    # Lifespan on: the relay starts its background work (lease heartbeat, takeover) there.
     return [
         sys.executable,
         "-m",
@@ -219,7 +220,9 @@ def relay_command(server: str, port: int) -> list[str]:
         "--port",
         str(port),
         "--lifespan",
-        "off",
+        "on",
+        "--timeout-graceful-shutdown",
+        "10",
         "--log-level",
         "warning",
         "--no-access-log",

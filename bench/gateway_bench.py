@@ -6,9 +6,10 @@ apps on uvicorn); a bare Starlette + httpx pass-through proxy in front of both (
 streams an event-stream answer as it comes); the relay in the embedded profile (SQLite in a
 temporary RELAY_VAR_DIR, in-memory channel layer); and the relay in the production profile
 (DATABASE_URL: a fresh PostgreSQL database this script creates, migrates and drops; REDIS_URL:
-a redis-server of its own). Each relay is one daphne process (or uvicorn with `--server
-uvicorn`), with both agents registered. The load comes from this process: httpx with keep-alive
-and a pool as large as the concurrency.
+a redis-server of its own). Each relay is one uvicorn process, as the README's production
+section runs it (or daphne with `--server daphne`), with both agents registered. Every uvicorn
+here (relays, proxy, agents) runs with what is installed: uvloop and httptools. The load comes
+from this process: httpx with keep-alive and a pool as large as the concurrency.
 
 Unary: the same A2A call (1.0 `SendMessage`, or 0.3 `message/send` with `--protocol 0.3`; the
 body built once) to four targets: direct (the echo agent), proxy, embedded, production. At each
@@ -1032,7 +1033,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--server",
         choices=("daphne", "uvicorn"),
-        default="daphne",
+        default="uvicorn",
         help="The ASGI server both relays run under.",
     )
     parser.add_argument("--json", type=Path, help="Write every figure and verdict to this file.")

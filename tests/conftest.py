@@ -66,6 +66,23 @@ def api(api_key):
 
 
 @pytest.fixture
+async def asgi_relay(api_key):
+    """The relay's ASGI application in this process (the whole stack: router, consumer,
+    gateway), called over httpx with the test key."""
+    import httpx
+
+    from relay_project.asgi import application
+
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=application),
+        base_url="http://testserver",
+        headers={"Authorization": f"Bearer {api_key[1]}"},
+        timeout=30,
+    ) as client:
+        yield client
+
+
+@pytest.fixture
 def anonymous():
     from rest_framework.test import APIClient
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from bench.common import relay_command
 from tests.servers import running
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,6 +99,11 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+FREE_PORT = "a free port"
+"""A value in a module's ``RELAY_ENV`` that becomes a port free when the relay starts: a port
+chosen at import time may be taken by the time the module runs, minutes later."""
 
 
 def wait_for(
@@ -387,40 +393,30 @@ class Daphne:
         self.process.wait(STOP_SECONDS)
 
 
-def start_daphne(env: dict[str, str], var_dir: Path) -> Daphne:
-    """Starts ``daphne relay_project.asgi:application`` on a free port and returns once it
-    answers HTTP. Raises RelayFailedError (with the log's tail) when it does not."""
+def start_daphne(env: dict[str, str], var_dir: Path, *, server: str = "daphne") -> Daphne:
+    """Starts ``daphne relay_project.asgi:application`` (or, with ``server="uvicorn"``, uvicorn
+    as the README's production section runs it) on a free port and returns once it answers
+    HTTP. Raises RelayFailedError (with the log's tail) when it does not."""
     port = free_port()
-    log = var_dir / f"daphne-{port}.log"
+    log = var_dir / f"{server}-{port}.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "relay_project.asgi:application",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
+            relay_command(server, port), cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT
         )
     daphne = Daphne(f"http://127.0.0.1:{port}", process, log)
 
     def answering() -> bool:
         if process.poll() is not None:
-            raise RelayFailedError(f"daphne exited with {process.returncode}:\n{daphne.log_tail()}")
+            raise RelayFailedError(
+                f"{server} exited with {process.returncode}:\n{daphne.log_tail()}"
+            )
         try:
             return httpx.get(f"{daphne.url}/a2a/registry", timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
 
     try:
-        wait_for(answering, f"daphne answering on port {port}")
+        wait_for(answering, f"{server} answering on port {port}")
     except (TimeoutError, RelayFailedError) as error:
         daphne.stop()
         raise RelayFailedError(f"{error}\n{daphne.log_tail()}") from error
@@ -692,10 +688,10 @@ def migrated_template(directory: Path) -> Template:
 
 @contextmanager
 def live_relay(
-    var_dir: Path, *, template: Template | None = None, **extra_env: str
+    var_dir: Path, *, template: Template | None = None, server: str = "daphne", **extra_env: str
 ) -> Iterator[LiveRelay]:
     """A relay in ``var_dir``: its database migrated with API keys (or copied from
-    ``template``), and daphne listening. ``extra_env`` goes to every process (e.g.
+    ``template``), and daphne (or ``server``) listening. ``extra_env`` goes to every process (e.g.
     RELAY_UPSTREAM_TIMEOUT, or DATABASE_URL and REDIS_URL for production, where the template
     is not used). Everything started is stopped when the block ends."""
     var_dir.mkdir(parents=True, exist_ok=True)
@@ -706,7 +702,9 @@ def live_relay(
     else:
         manage(env, "migrate", "--verbosity=0")
         keys = create_keys(env)
-    relay = LiveRelay(env=env, var_dir=var_dir, keys=keys, daphne=start_daphne(env, var_dir))
+    relay = LiveRelay(
+        env=env, var_dir=var_dir, keys=keys, daphne=start_daphne(env, var_dir, server=server)
+    )
     try:
         yield relay
     finally:

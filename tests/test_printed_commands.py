@@ -62,8 +62,8 @@ PLAN: dict[str, str | tuple[str, str]] = {
     ".venv/bin/python manage.py create_api_key NAME": RUN,
     ".venv/bin/python manage.py check_agents [--agent ID]": RUN,
     ".venv/bin/python manage.py migrate": RUN,
-    ".venv/bin/daphne -b 127.0.0.1 -p 8001 relay_project.asgi:application": SERVER,
-    ".venv/bin/daphne -b 127.0.0.1 -p 8002 relay_project.asgi:application": SERVER,
+    ".venv/bin/uvicorn relay_project.asgi:application --port 8001 --lifespan on --timeout-graceful-shutdown 10": SERVER,
+    ".venv/bin/uvicorn relay_project.asgi:application --port 8002 --lifespan on --timeout-graceful-shutdown 10": SERVER,
     ".venv/bin/celery -A relay_project worker --loglevel=INFO": SERVER,
     ".venv/bin/celery -A relay_project beat --loglevel=INFO": SERVER,
     "RELAY_GRPC_PORT=8101 .venv/bin/python manage.py run_grpc": SERVER,
@@ -71,13 +71,13 @@ PLAN: dict[str, str | tuple[str, str]] = {
 
 PRODUCTION = (
     ".venv/bin/python manage.py migrate",
-    ".venv/bin/daphne",
+    ".venv/bin/uvicorn",
     ".venv/bin/celery",
     "RELAY_GRPC_PORT=",
 )
 """The production profile's block: run against PostgreSQL and Redis."""
 
-COMMAND_START = re.compile(r"^(\.venv/bin/|make |python3? |curl |daphne |celery )")
+COMMAND_START = re.compile(r"^(\.venv/bin/|make |python3? |curl |daphne |uvicorn |celery )")
 CODE_BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 INLINE_CODE = re.compile(r"(?<!`)`((?:\.venv/bin/|make )[^`]+)`")
 
@@ -246,8 +246,9 @@ def test_every_command_the_readme_and_make_up_print_works(tmp_path, checkout_ven
 
 
 def test_the_production_profile_commands_work(tmp_path, checkout_venv):
-    """On a fresh PostgreSQL database and a private Redis: migrate exits 0, each daphne answers
-    on its port, the worker, beat and the gRPC server say they started; Ctrl-C stops each."""
+    """On a fresh PostgreSQL database and a private Redis: migrate exits 0, each uvicorn
+    answers on its port and takes its lease (its background work started), the worker, beat
+    and the gRPC server say they started; Ctrl-C stops each."""
     commands = [command for command in PLAN if command.startswith(PRODUCTION)]
     assert len(commands) == 6
     with ExitStack() as stack:
@@ -266,13 +267,13 @@ def test_the_production_profile_commands_work(tmp_path, checkout_venv):
         shell(".venv/bin/python manage.py migrate", env)
         runs = []
         for command in commands[1:]:
-            port = re.search(r"-p (\d+)", command)
-            line = command.replace(port.group(), f"-p {free_port()}") if port else command
+            port = re.search(r"--port (\d+)", command)
+            line = command.replace(port.group(), f"--port {free_port()}") if port else command
             line = line.replace("RELAY_GRPC_PORT=8101", f"RELAY_GRPC_PORT={free_port()}")
             runs.append((line, stack.enter_context(ConsoleRun(line, env=env))))
         for line, run in runs:
-            if "daphne" in line:
-                port = re.search(r"-p (\d+)", line).group(1)
+            if "uvicorn" in line:
+                port = re.search(r"--port (\d+)", line).group(1)
                 url = f"http://127.0.0.1:{port}/a2a/registry"
                 wait_for(
                     lambda url=url, run=run: answers(url) or run.process.poll() is not None,
@@ -286,9 +287,38 @@ def test_the_production_profile_commands_work(tmp_path, checkout_venv):
                 run.wait_for(r"gRPC A2A server on \S+")
             else:
                 run.wait_for(r"beat: Starting\.\.\.")
+        servers = [process_tree(run.process.pid) for line, run in runs if "uvicorn" in line]
+        wait_for(
+            lambda: all(tree & leased_pids(database_url) for tree in servers),
+            "a lease for each uvicorn process",
+            timeout=60,
+        )
         for _, run in runs:
             run.stop()
             assert run.process.returncode is not None
+
+
+def leased_pids(database_url: str) -> set[int]:
+    """The process ids of the relay processes that hold a lease in the database."""
+    import psycopg
+
+    with psycopg.connect(database_url) as connection:
+        query = "SELECT pid FROM tasks_app_relayprocess WHERE lease_expires_at > now()"
+        return {pid for (pid,) in connection.execute(query)}
+
+
+def process_tree(pid: int) -> set[int]:
+    """``pid`` and its descendants (``bash -c`` may or may not exec the command it runs)."""
+    found, todo = set(), [pid]
+    while todo:
+        current = todo.pop()
+        found.add(current)
+        try:
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except OSError:
+            continue
+        todo += [int(child) for child in children]
+    return found
 
 
 def test_the_commands_a_test_cannot_run_whole_pass_a_lighter_check(tmp_path, checkout_venv):

@@ -4,7 +4,6 @@ runs against real agents on 127.0.0.1 through the task API."""
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
 from registry import teams
@@ -116,16 +115,9 @@ def crew(allow_private_urls):
 
 
 @pytest.fixture
-async def relay(api_key):
-    from relay_project.asgi import application
-
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=application),
-        base_url="http://testserver",
-        headers={"Authorization": f"Bearer {api_key[1]}"},
-        timeout=30,
-    ) as client:
-        yield client
+def relay(asgi_relay):
+    """The relay in this process, through its ASGI application."""
+    return asgi_relay
 
 
 async def first_member(relay, text: str) -> RoutingHop:

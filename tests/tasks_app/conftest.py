@@ -3,13 +3,16 @@ relay of real processes per test module.
 
 A module may set ``RELAY_ENV = {...}`` for extra environment of its relay processes (e.g. a
 small RELAY_UPSTREAM_TIMEOUT), and registers the agents it needs with ``relay.serve_agent``.
+A value of ``tests.live.FREE_PORT`` becomes a port that is free when the relay starts; tests
+read it from ``relay.env``. ``RELAY_SERVER = "uvicorn"`` serves the module's relay with uvicorn
+instead of daphne.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.live import live_relay, migrated_template
+from tests.live import FREE_PORT, free_port, live_relay, migrated_template
 
 
 @pytest.fixture(scope="session")
@@ -22,8 +25,14 @@ def relay_template(tmp_path_factory):
 def relay(request, tmp_path_factory, relay_template):
     """A live relay (its database and keys copied from the template, daphne) for the whole
     test module."""
-    env = getattr(request.module, "RELAY_ENV", {})
-    with live_relay(tmp_path_factory.mktemp("relay"), template=relay_template, **env) as live:
+    env = {
+        name: str(free_port()) if value == FREE_PORT else value
+        for name, value in getattr(request.module, "RELAY_ENV", {}).items()
+    }
+    server = getattr(request.module, "RELAY_SERVER", "daphne")
+    with live_relay(
+        tmp_path_factory.mktemp("relay"), template=relay_template, server=server, **env
+    ) as live:
         yield live
 
 

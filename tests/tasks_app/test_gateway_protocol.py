@@ -57,17 +57,17 @@ from tests.agents import (
 )
 from tests.grpc_agents import grpc_agent
 from tests.live import (
+    FREE_PORT,
     GRPC_PROTOCOL,
     PROTOCOLS,
     Recording,
     eventually,
-    free_port,
     gated_agent,
     gated_spec,
     new_gate,
 )
 
-RELAY_ENV = {"RELAY_GRPC_PORT": str(free_port())}
+RELAY_ENV = {"RELAY_GRPC_PORT": FREE_PORT}
 STREAM_SECONDS = 15.0
 V1_PROTOCOLS = [p for p in PROTOCOLS if p[1] == "1.0"]
 V1_PROTOCOL_IDS = [f"{binding}-{version}" for binding, version in V1_PROTOCOLS]
@@ -655,7 +655,7 @@ def test_the_agent_card_points_at_the_relay_and_can_be_cached(relay):
     }
     assert set(interfaces) == {*PROTOCOLS, GRPC_PROTOCOL}
     grpc_address = interfaces.pop(GRPC_PROTOCOL)
-    assert grpc_address == f"127.0.0.1:{RELAY_ENV['RELAY_GRPC_PORT']}"
+    assert grpc_address == f"127.0.0.1:{relay.env['RELAY_GRPC_PORT']}"
     assert all(u.rstrip("/") == relay.agent_url("chunked").rstrip("/") for u in interfaces.values())
     assert card["url"].rstrip("/") == relay.agent_url("chunked").rstrip("/")
     assert card["capabilities"]["streaming"] is True

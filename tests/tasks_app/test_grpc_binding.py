@@ -34,7 +34,7 @@ from google.rpc import error_details_pb2
 
 from routing.demo.agents import ECHO, WRITER, Skill, app_factory, build_agent_app
 from tests.agents import MIRROR, chunked_streaming_agent, input_required_agent, v1_only_agent
-from tests.live import Recording, free_port, gated_agent, manage, new_gate, sdk_client
+from tests.live import FREE_PORT, Recording, gated_agent, manage, new_gate, sdk_client
 from tests.tasks_app.test_gateway_protocol import (
     NEVER,
     collect,
@@ -49,8 +49,7 @@ from tests.tasks_app.test_gateway_protocol import (
     wait_for_state,
 )
 
-GRPC_PORT, METRICS_PORT = free_port(), free_port()
-RELAY_ENV = {"RELAY_GRPC_PORT": str(GRPC_PORT), "RELAY_GRPC_METRICS_PORT": str(METRICS_PORT)}
+RELAY_ENV = {"RELAY_GRPC_PORT": FREE_PORT, "RELAY_GRPC_METRICS_PORT": FREE_PORT}
 GRPC = "GRPC"
 MIRRORED = Recording(lambda url: build_agent_app(MIRROR, base_url=url, versions=("1.0",)))
 INSIDER_SKILL = Skill(id="insider", name="Insider", description="For known callers.", tags=("x",))
@@ -525,10 +524,11 @@ async def test_requested_extensions_the_target_lacks_are_not_echoed(relay, grpc_
 # --- metrics ----------------------------------------------------------------------------------
 
 
-def counted(name: str, **labels: str) -> float:
+def counted(relay, name: str, **labels: str) -> float:
     from prometheus_client.parser import text_string_to_metric_families
 
-    text = httpx.get(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).text
+    port = relay.env["RELAY_GRPC_METRICS_PORT"]
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     return sum(
         sample.value
         for family in text_string_to_metric_families(text)
@@ -540,14 +540,14 @@ def counted(name: str, **labels: str) -> float:
 async def test_the_grpc_process_counts_its_calls(relay, grpc_relay):
     ok = {"method": "SendMessage", "code": "OK"}
     refused = {"method": "GetTask", "code": "UNAUTHENTICATED"}
-    ok_before = counted("relay_grpc_calls_total", **ok)
-    refused_before = counted("relay_grpc_calls_total", **refused)
+    ok_before = counted(relay, "relay_grpc_calls_total", **ok)
+    refused_before = counted(relay, "relay_grpc_calls_total", **refused)
     async with grpc_client(relay, "echo-v1", streaming=False) as client:
         await only(client.send_message(send_request("count me")))
     await raw_call(grpc_relay, "GetTask", GetTaskRequest(tenant="agents/echo-v1", id="x"))
-    assert counted("relay_grpc_calls_total", **ok) == ok_before + 1
-    assert counted("relay_grpc_calls_total", **refused) == refused_before + 1
-    assert counted("relay_grpc_call_duration_seconds_count", method="SendMessage") >= 1
+    assert counted(relay, "relay_grpc_calls_total", **ok) == ok_before + 1
+    assert counted(relay, "relay_grpc_calls_total", **refused) == refused_before + 1
+    assert counted(relay, "relay_grpc_call_duration_seconds_count", method="SendMessage") >= 1
 
 
 # --- the relay's own endpoint -------------------------------------------------------------------

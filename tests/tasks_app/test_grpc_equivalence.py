@@ -23,7 +23,7 @@ from google.protobuf.json_format import MessageToDict
 
 from routing.demo.agents import WRITER, app_factory
 from tests.agents import chunked_streaming_agent, input_required_agent
-from tests.live import free_port
+from tests.live import FREE_PORT
 from tests.tasks_app.test_gateway_protocol import (
     NEVER,
     collect,
@@ -34,7 +34,7 @@ from tests.tasks_app.test_gateway_protocol import (
     wait_for_state,
 )
 
-RELAY_ENV = {"RELAY_GRPC_PORT": str(free_port())}
+RELAY_ENV = {"RELAY_GRPC_PORT": FREE_PORT}
 BINDINGS = ["JSONRPC", "HTTP+JSON", "GRPC"]
 RUN_SPECIFIC = {
     "id",

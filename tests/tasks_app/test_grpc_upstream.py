@@ -12,7 +12,7 @@ from a2a.types import CancelTaskRequest, GetExtendedAgentCardRequest, GetTaskReq
 from routing.demo.agents import WRITER
 from tests.agents import CHUNKED_STREAMER, CHUNKS, MIRROR, NEVER_FINISHES
 from tests.grpc_agents import grpc_agent
-from tests.live import free_port, manage
+from tests.live import FREE_PORT, manage
 from tests.tasks_app.test_gateway_protocol import (
     collect,
     fold,
@@ -26,7 +26,7 @@ from tests.tasks_app.test_gateway_protocol import (
 )
 from tests.tasks_app.test_grpc_binding import NUMBERS, ints_kept
 
-RELAY_ENV = {"RELAY_GRPC_PORT": str(free_port())}
+RELAY_ENV = {"RELAY_GRPC_PORT": FREE_PORT}
 BINDINGS = ["JSONRPC", "HTTP+JSON", "GRPC"]
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
 
 from registry.models import Agent
@@ -36,16 +35,9 @@ def agents():
 
 
 @pytest.fixture
-async def relay(api_key):
-    from relay_project.asgi import application
-
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=application),
-        base_url="http://testserver",
-        headers={"Authorization": f"Bearer {api_key[1]}"},
-        timeout=20,
-    ) as client:
-        yield client
+def relay(asgi_relay):
+    """The relay in this process, through its ASGI application."""
+    return asgi_relay
 
 
 def message(text: str) -> dict:

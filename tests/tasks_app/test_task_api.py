@@ -29,16 +29,9 @@ def agents():
 
 
 @pytest.fixture
-async def relay(api_key):
-    from relay_project.asgi import application
-
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=application),
-        base_url="http://testserver",
-        headers={"Authorization": f"Bearer {api_key[1]}"},
-        timeout=20,
-    ) as client:
-        yield client
+def relay(asgi_relay):
+    """The relay in this process, through its ASGI application."""
+    return asgi_relay
 
 
 def message(text: str, **extra) -> dict:
