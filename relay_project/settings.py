@@ -100,6 +100,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # an error, by the close_old_connections at each call's first hop; Django's own requests
     # run in a thread each and close theirs when it ends.
     DATABASES["default"].setdefault("CONN_MAX_AGE", 600)
+    # Tests run on a database file set up as the embedded profile's is (WAL, writers wait on
+    # the busy timeout), not on Django's shared-cache memory database, where a write fails at
+    # once ("table is locked") while another thread reads.
+    DATABASES["default"].setdefault("TEST", {}).setdefault("NAME", str(VAR_DIR / "test.sqlite3"))
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
     DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)

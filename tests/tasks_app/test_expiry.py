@@ -263,13 +263,6 @@ async def test_a_stream_closes_on_an_expiry_recorded_by_another_process(never_ag
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.skipif(
-    connection.vendor == "sqlite",
-    reason=(
-        "the SQLite test database is shared-cache in memory, where a second writer fails at once "
-        "('table is locked') instead of waiting; run with DATABASE_URL set to PostgreSQL"
-    ),
-)
 def test_a_completion_and_an_expiry_at_the_same_moment_leave_exactly_one_end():
     """Both writers in their own thread and database connection, released together."""
     agent = make_agent()
