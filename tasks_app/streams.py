@@ -22,7 +22,10 @@ listens for a stream of its own).
 One ``Hub`` per event loop holds the process's streams and watchers and runs the poller while
 anything is open, and the PostgreSQL listener while a stream is open: a process answering
 only unary calls receives no notification (receiving its own cost more than half a
-millisecond of CPU a call).
+millisecond of CPU a call). The listening connection outlives its last stream by
+``LISTEN_KEEP_SECONDS``, not listening meanwhile, so the next stream costs one ``LISTEN``,
+not a new connection (a connection costs milliseconds of the event loop's time, in the
+middle of that stream's start).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ logger = logging.getLogger(__name__)
 KEEPALIVE = object()
 NOTIFY_CHANNEL = "relay_task_events"
 LISTEN_RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0)
+LISTEN_KEEP_SECONDS = 60.0
 POLL_BATCH = 500
 
 StoredEvents = Callable[[int], Awaitable[list[tuple[int, dict[str, Any], bool]]]]
@@ -162,6 +166,7 @@ class Hub:
         self.watchers: dict[str, set[Callable[[str], None]]] = {}
         self._poller: asyncio.Task | None = None
         self._listener: asyncio.Task | None = None
+        self._stream_opened = asyncio.Event()
 
     @property
     def idle(self) -> bool:
@@ -180,6 +185,8 @@ class Hub:
 
     def add(self, table: dict[str, set], task_id: str, item) -> None:
         table.setdefault(task_id, set()).add(item)
+        if table is self.subscriptions:
+            self._stream_opened.set()
         self._start()
 
     def remove(self, table: dict[str, set], task_id: str, item) -> None:
@@ -218,8 +225,10 @@ class Hub:
         """Listens to the database's task-event notifications while a stream is open here
         (watchers of the tasks this process drives rely on the poll: a task ended elsewhere
         stops its exchange within RELAY_STREAM_POLL_SECONDS, and a process that only
-        answers unary calls receives no notification at all); reconnects after a failure,
-        then wakes every stream (a notification may have been missed meanwhile)."""
+        answers unary calls receives no notification at all). Between streams the connection
+        stops listening and waits up to LISTEN_KEEP_SECONDS for the next one. Reconnects
+        after a failure, then wakes every stream (a notification may have been missed
+        meanwhile)."""
         import psycopg
 
         failures = 0
@@ -236,19 +245,30 @@ class Hub:
                 continue
             try:
                 async with connection:
-                    await connection.execute(f"LISTEN {NOTIFY_CHANNEL}")
-                    if failures:
-                        self._wake_all()
-                    failures = 0
                     mine = origin()
-                    async for notice in _notifies_while_busy(connection, self):
-                        task_id, sequence, state, sender = notice.payload.split(" ")
-                        if sender != mine:
-                            self.wake(task_id, int(sequence), state)
+                    while self.subscriptions:
+                        await connection.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                        if failures:
+                            self._wake_all()
+                        failures = 0
+                        async for notice in _notifies_while_busy(connection, self):
+                            task_id, sequence, state, sender = notice.payload.split(" ")
+                            if sender != mine:
+                                self.wake(task_id, int(sequence), state)
+                        await connection.execute(f"UNLISTEN {NOTIFY_CHANNEL}")
+                        await self._next_stream(LISTEN_KEEP_SECONDS)
             except Exception as error:
                 failures += 1
                 logger.warning("lost the task-event listener (%s); reconnecting", error)
                 await asyncio.sleep(LISTEN_RETRY_SECONDS[0])
+
+    async def _next_stream(self, timeout: float) -> None:
+        """Returns when a stream is open here, or after ``timeout`` seconds without one."""
+        self._stream_opened.clear()
+        if self.subscriptions:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stream_opened.wait(), timeout)
 
     def _wake_all(self) -> None:
         for subscriptions in self.subscriptions.values():
