@@ -77,15 +77,27 @@ def update_then_insert(
     values: dict[str, Any],
     instances: Sequence[Model],
     notify: tuple[str, str] | None = None,
+    wait_for_disk: bool = True,
 ) -> bool:
     """PostgreSQL only: ``update`` (a compare-and-set with the expected state in ``where``)
     and, only when it changed a row, the inserts of ``instances`` (one model; automatic keys
     left unread) and a NOTIFY on ``notify`` (channel, payload), as one statement: atomic on
     its own and one round trip, where a transaction of them costs four or more (BEGIN and
-    COMMIT included). Returns whether the row was changed."""
+    COMMIT included). Returns whether the row was changed.
+
+    Not ``wait_for_disk``: the statement's commit does not wait for PostgreSQL to flush it to
+    disk (``synchronous_commit`` off for this transaction alone). It is as visible and as
+    atomic as any other; only a crash of the database server within a fraction of a second
+    of it could lose it. Outside a transaction only: in one, it would apply to the whole."""
     inserted_model = type(instances[0])
     sql, written, compared, inserted = _update_then_insert_statement(
-        model, tuple(values), tuple(where), inserted_model, len(instances), notify is not None
+        model,
+        tuple(values),
+        tuple(where),
+        inserted_model,
+        len(instances),
+        notify is not None,
+        wait_for_disk,
     )
     params = _update_params(written, compared, values, where)
     for instance in instances:
@@ -112,6 +124,7 @@ def _update_then_insert_statement(
     inserted_model: type[Model],
     count: int,
     notify: bool,
+    wait_for_disk: bool,
 ):
     update_sql, written_fields, compared_fields = _update_statement(model, written, compared)
     meta = inserted_model._meta
@@ -125,8 +138,14 @@ def _update_then_insert_statement(
         f"SELECT {', '.join(['%s'] * len(inserted))} FROM moved RETURNING 1"
     )
     stored = ", ".join(f"stored{index} AS ({insert})" for index in range(count))
-    last = "pg_notify(%s, %s)" if notify else "1"
-    sql = f"WITH moved AS ({update_sql} RETURNING 1), {stored} SELECT {last} FROM stored{count - 1}"
+    last = ["pg_notify(%s, %s)" if notify else "1"]
+    if not wait_for_disk:
+        # Read at commit: the setting in effect then decides, for this transaction alone.
+        last.append("set_config('synchronous_commit', 'off', true)")
+    sql = (
+        f"WITH moved AS ({update_sql} RETURNING 1), {stored} "
+        f"SELECT {', '.join(last)} FROM stored{count - 1}"
+    )
     return sql, written_fields, compared_fields, inserted
 
 

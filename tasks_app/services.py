@@ -219,7 +219,12 @@ def task_record_many(
         if connection.vendor == "postgresql":
             notify = (streams.NOTIFY_CHANNEL, streams.notify_payload(task.pk, last, state))
             moved = rows.update_then_insert(
-                Task, values=values, where=where, instances=stored, notify=notify
+                Task,
+                values=values,
+                where=where,
+                instances=stored,
+                notify=notify,
+                wait_for_disk=_waits_for_disk(state),
             )
         else:
             with transaction.atomic():
@@ -285,8 +290,23 @@ def _record_in_one_statement(task, event, sequence, changes, new_state) -> int:
         where=_compared(task),
         instances=[_event_row(task, event, sequence)],
         notify=(streams.NOTIFY_CHANNEL, streams.notify_payload(task.pk, sequence, new_state)),
+        wait_for_disk=_waits_for_disk(new_state),
     )
     return 1 if moved else 0
+
+
+def _waits_for_disk(state: str) -> bool:
+    """Whether recording events that leave a task in ``state`` waits until PostgreSQL has the
+    commit on disk. A task's end and a state that waits on the client do (and so flush every
+    event before them); the events in between (artifact chunks, progress) do not, unless
+    RELAY_EVENT_SYNCHRONOUS_COMMIT says so: a crash of the database server can lose the last
+    fraction of a second of them, for a task that is still running. Inside a caller's
+    transaction, the transaction decides."""
+    return (
+        settings.RELAY_EVENT_SYNCHRONOUS_COMMIT
+        or state in _UNOWNED_STATES
+        or connection.in_atomic_block
+    )
 
 
 def _record_in_a_transaction(task, event, sequence, changes, new_state) -> int:

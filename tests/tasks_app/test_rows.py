@@ -101,3 +101,14 @@ def test_values_by_pk_reads_what_values_list_reads():
     assert len(read) == 2
     assert next(row for row in read if row[0] == first.pk)[5] == MOMENT  # aware, as stored
     assert rows.values_by_pk(Agent, [], fields) == []
+
+
+@pytest.mark.parametrize("wait_for_disk", [True, False])
+def test_the_one_statement_write_turns_the_disk_wait_off_only_when_told(wait_for_disk):
+    sql, *_ = rows._update_then_insert_statement(
+        Task, ("last_sequence",), ("pk", "last_sequence"), TaskEvent, 2, True, wait_for_disk
+    )
+    turned_off = "set_config('synchronous_commit', 'off', true)" in sql
+    assert turned_off is not wait_for_disk
+    # Read at commit, so it must be in the statement's result, evaluated once the writes ran.
+    assert sql.rsplit("SELECT", 1)[1].startswith(" pg_notify(%s, %s)")
