@@ -223,6 +223,8 @@ def relay_command(server: str, port: int) -> list[str]:
         "on",
         "--timeout-graceful-shutdown",
         "10",
+        "--timeout-keep-alive",
+        "75",
         "--log-level",
         "warning",
         "--no-access-log",

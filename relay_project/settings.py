@@ -331,12 +331,12 @@ RELAY_STREAM_IDLE_SECONDS = env.float("RELAY_STREAM_IDLE_SECONDS", default=600.0
 # them. Wake-ups normally arrive at once (in the process, or from PostgreSQL's NOTIFY); this
 # bounds how late an event can be when one is lost.
 RELAY_STREAM_POLL_SECONDS = env.float("RELAY_STREAM_POLL_SECONDS", default=1.0)
-# On PostgreSQL, a task's creation, its end and a state that waits on the client commit
-# durably (the commit waits until the database has it on disk). The events in between
-# (artifact chunks, progress updates) commit without waiting, as SQLite's WAL mode commits
-# everything: a crash of the database server (not of a relay) can lose the last fraction of
-# a second of them for a task still running. True: every event waits (one disk flush each,
-# which a stream of small chunks feels).
+# On PostgreSQL, a task's end and a state that waits on the client commit durably (the commit
+# waits until the database has it, and everything before, on disk). Its creation and the
+# events in between (artifact chunks, progress updates) commit without waiting, as SQLite's
+# WAL mode commits everything: a crash of the database server (not of a relay) can lose the
+# last fraction of a second of them for a task still running. True: every write waits (one
+# disk flush each, which a stream of small chunks feels).
 RELAY_EVENT_SYNCHRONOUS_COMMIT = env.bool("RELAY_EVENT_SYNCHRONOUS_COMMIT", default=False)
 # The longest pause between two GetTask polls of a task the relay follows without a stream
 # (polls start at a second and double up to this).

@@ -21,14 +21,20 @@ from typing import Any
 from django.db import connection
 from django.db.models import Field, Model
 
+_COMMIT_WITHOUT_DISK_WAIT = "set_config('synchronous_commit', 'off', true)"
+"""Evaluated by a statement, turns the disk wait off for its transaction alone: PostgreSQL
+reads the setting at commit."""
 
-def insert(instance: Model) -> None:
+
+def insert(instance: Model, *, wait_for_disk: bool = True) -> None:
     """Inserts ``instance`` as ``save(force_insert=True)`` would; an automatic primary key
-    left unset is read back."""
+    left unset is read back. ``wait_for_disk`` as for ``update_then_insert`` (PostgreSQL
+    only; other databases ignore it)."""
     model = type(instance)
     pk = model._meta.pk
     read_pk = getattr(instance, pk.attname) is None
-    sql, fields = _insert_statement(model, read_pk)
+    lazy = not wait_for_disk and connection.vendor == "postgresql"
+    sql, fields = _insert_statement(model, read_pk, lazy)
     params = [
         field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields
     ]
@@ -140,8 +146,7 @@ def _update_then_insert_statement(
     stored = ", ".join(f"stored{index} AS ({insert})" for index in range(count))
     last = ["pg_notify(%s, %s)" if notify else "1"]
     if not wait_for_disk:
-        # Read at commit: the setting in effect then decides, for this transaction alone.
-        last.append("set_config('synchronous_commit', 'off', true)")
+        last.append(_COMMIT_WITHOUT_DISK_WAIT)
     sql = (
         f"WITH moved AS ({update_sql} RETURNING 1), {stored} "
         f"SELECT {', '.join(last)} FROM stored{count - 1}"
@@ -197,7 +202,7 @@ def _select_statement(model: type[Model], fields: tuple[str, ...], count: int):
 
 
 @cache
-def _insert_statement(model: type[Model], read_pk: bool) -> tuple[str, list[Field]]:
+def _insert_statement(model: type[Model], read_pk: bool, lazy: bool) -> tuple[str, list[Field]]:
     meta = model._meta
     fields = [field for field in meta.concrete_fields if not (read_pk and field is meta.pk)]
     quote = connection.ops.quote_name
@@ -206,8 +211,13 @@ def _insert_statement(model: type[Model], read_pk: bool) -> tuple[str, list[Fiel
         f"({', '.join(quote(field.column) for field in fields)}) "
         f"VALUES ({', '.join(['%s'] * len(fields))})"
     )
+    returned = []
     if read_pk and connection.features.can_return_columns_from_insert:
-        sql += f" RETURNING {quote(meta.pk.column)}"
+        returned.append(quote(meta.pk.column))
+    if lazy:
+        returned.append(_COMMIT_WITHOUT_DISK_WAIT)
+    if returned:
+        sql += f" RETURNING {', '.join(returned)}"
     return sql, fields
 
 

@@ -99,7 +99,7 @@ def task_open(
     )
     task.context_id = context_id or task.id
     task.history = [dict(message, taskId=task.id, contextId=task.context_id)]
-    rows.insert(task)
+    rows.insert(task, wait_for_disk=_waits_for_disk(task.state))
     return task
 
 
@@ -296,12 +296,12 @@ def _record_in_one_statement(task, event, sequence, changes, new_state) -> int:
 
 
 def _waits_for_disk(state: str) -> bool:
-    """Whether recording events that leave a task in ``state`` waits until PostgreSQL has the
-    commit on disk. A task's end and a state that waits on the client do (and so flush every
-    event before them); the events in between (artifact chunks, progress) do not, unless
-    RELAY_EVENT_SYNCHRONOUS_COMMIT says so: a crash of the database server can lose the last
-    fraction of a second of them, for a task that is still running. Inside a caller's
-    transaction, the transaction decides."""
+    """Whether a write that leaves a task in ``state`` waits until PostgreSQL has the commit
+    on disk. A task's end and a state that waits on the client do (and so flush every write
+    of the task before them); its creation and the events in between (artifact chunks,
+    progress) do not, unless RELAY_EVENT_SYNCHRONOUS_COMMIT says so: a crash of the database
+    server can lose the last fraction of a second of those, for a task that is still
+    running. Inside a caller's transaction, the transaction decides."""
     return (
         settings.RELAY_EVENT_SYNCHRONOUS_COMMIT
         or state in _UNOWNED_STATES

@@ -112,3 +112,21 @@ def test_the_one_statement_write_turns_the_disk_wait_off_only_when_told(wait_for
     assert turned_off is not wait_for_disk
     # Read at commit, so it must be in the statement's result, evaluated once the writes ran.
     assert sql.rsplit("SELECT", 1)[1].startswith(" pg_notify(%s, %s)")
+
+
+def test_an_insert_turns_the_disk_wait_off_only_when_told_and_still_reads_its_key():
+    lazy_sql, _ = rows._insert_statement(TaskEvent, True, True)
+    plain_sql, _ = rows._insert_statement(TaskEvent, True, False)
+    assert "set_config('synchronous_commit', 'off', true)" in lazy_sql
+    assert "set_config" not in plain_sql
+    if "RETURNING" in plain_sql:  # the key comes first, where insert reads it
+        assert lazy_sql.startswith(plain_sql + ",")
+
+
+def test_an_insert_told_not_to_wait_writes_the_same_row():
+    parent = task()
+    rows.insert(parent, wait_for_disk=False)
+    event = TaskEvent(task_id=parent.pk, sequence=1, kind="status", payload={"n": 1})
+    rows.insert(event, wait_for_disk=False)
+    assert Task.objects.get(pk=parent.pk).context_id == "c"
+    assert TaskEvent.objects.get(pk=event.pk).payload == {"n": 1}
