@@ -77,7 +77,6 @@ from routing.router import (
     prepare_reply,
 )
 from tasks_app import gateway, snapshots, streams, upstream
-from tasks_app import selectors as task_selectors
 from tasks_app.gateway import ownership
 from tasks_app.lifecycle import ACTIVE, INTERRUPTED, TaskState, to_wire_v1
 from tasks_app.models import Task
@@ -520,7 +519,7 @@ class _Followed:
 
     async def events(self):
         child = self.task
-        async with streams.subscription(child.id, read=_stored_events(child.id)) as followed:
+        async with gateway.following(child.id) as followed:
             await sync_to_async(child.refresh_from_db)()
             if ownership.being_driven(child):
                 async for item in followed.events(
@@ -552,17 +551,6 @@ class _Followed:
 
 FOLLOW_CHECK_SECONDS = 5.0
 """How long a followed member task may stay quiet before its row is read again."""
-
-
-def _stored_events(task_id: str):
-    """Reads a task's events stored after a sequence (recorded by another process)."""
-
-    async def read(sequence: int):
-        return await sync_to_async(task_selectors.events_after)(
-            task_id=task_id, sequence=sequence, final_states=gateway.FINAL_V1_STATES
-        )
-
-    return read
 
 
 def _load_team(team_id: str) -> LoadedTeam | None:

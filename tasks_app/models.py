@@ -65,6 +65,14 @@ class Task(models.Model):
     )
     last_sequence = models.PositiveIntegerField(default=0)
     has_push_configs = models.BooleanField(default=False, editable=False)
+    remote_streams = models.PositiveIntegerField(
+        default=0,
+        editable=False,
+        help_text="Streams that follow the task from outside the exchange that drives it (a "
+        "SubscribeToTask, a team following its member), possibly in other relay processes. "
+        "While there are any, every event recorded on PostgreSQL wakes them with a NOTIFY; "
+        "otherwise only the task's end does.",
+    )
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(default=timezone.now)

@@ -83,13 +83,15 @@ def update_then_insert(
     values: dict[str, Any],
     instances: Sequence[Model],
     notify: tuple[str, str] | None = None,
+    notify_if: str | None = None,
     wait_for_disk: bool = True,
 ) -> bool:
     """PostgreSQL only: ``update`` (a compare-and-set with the expected state in ``where``)
     and, only when it changed a row, the inserts of ``instances`` (one model; automatic keys
     left unread) and a NOTIFY on ``notify`` (channel, payload), as one statement: atomic on
     its own and one round trip, where a transaction of them costs four or more (BEGIN and
-    COMMIT included). Returns whether the row was changed.
+    COMMIT included). Returns whether the row was changed. With ``notify_if`` (a column of
+    ``model``), the NOTIFY is sent only when the updated row holds more than zero there.
 
     Not ``wait_for_disk``: the statement's commit does not wait for PostgreSQL to flush it to
     disk (``synchronous_commit`` off for this transaction alone). It is as visible and as
@@ -103,6 +105,7 @@ def update_then_insert(
         inserted_model,
         len(instances),
         notify is not None,
+        notify_if,
         wait_for_disk,
     )
     params = _update_params(written, compared, values, where)
@@ -130,11 +133,13 @@ def _update_then_insert_statement(
     inserted_model: type[Model],
     count: int,
     notify: bool,
+    notify_if: str | None,
     wait_for_disk: bool,
 ):
     update_sql, written_fields, compared_fields = _update_statement(model, written, compared)
-    meta = inserted_model._meta
     quote = connection.ops.quote_name
+    returned = quote(_field(model, notify_if).column) if notify_if else "1"
+    meta = inserted_model._meta
     inserted = [field for field in meta.concrete_fields if field is not meta.pk]
     # One INSERT ... SELECT per row, each its own CTE: the values take their columns' types,
     # which a VALUES list of several rows would not give them.
@@ -144,12 +149,15 @@ def _update_then_insert_statement(
         f"SELECT {', '.join(['%s'] * len(inserted))} FROM moved RETURNING 1"
     )
     stored = ", ".join(f"stored{index} AS ({insert})" for index in range(count))
-    last = ["pg_notify(%s, %s)" if notify else "1"]
+    last = ["1"]
+    if notify:
+        announce = "pg_notify(%s, %s)"
+        last = [f"CASE WHEN moved.{returned} > 0 THEN {announce} END" if notify_if else announce]
     if not wait_for_disk:
         last.append(_COMMIT_WITHOUT_DISK_WAIT)
     sql = (
-        f"WITH moved AS ({update_sql} RETURNING 1), {stored} "
-        f"SELECT {', '.join(last)} FROM stored{count - 1}"
+        f"WITH moved AS ({update_sql} RETURNING {returned}), {stored} "
+        f"SELECT {', '.join(last)} FROM stored{count - 1}, moved"
     )
     return sql, written_fields, compared_fields, inserted
 

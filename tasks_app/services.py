@@ -11,6 +11,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from tasks_app import rows, snapshots, streams
@@ -224,6 +226,7 @@ def task_record_many(
                 where=where,
                 instances=stored,
                 notify=notify,
+                notify_if=_notify_if(state),
                 wait_for_disk=_waits_for_disk(state),
             )
         else:
@@ -290,9 +293,27 @@ def _record_in_one_statement(task, event, sequence, changes, new_state) -> int:
         where=_compared(task),
         instances=[_event_row(task, event, sequence)],
         notify=(streams.NOTIFY_CHANNEL, streams.notify_payload(task.pk, sequence, new_state)),
+        notify_if=_notify_if(new_state),
         wait_for_disk=_waits_for_disk(new_state),
     )
     return 1 if moved else 0
+
+
+def _notify_if(state: str) -> str | None:
+    """When recording events that leave a task in ``state`` sends its NOTIFY: always for an
+    end or a wait on the client (a cancel or an expiry elsewhere stops the process driving
+    the task so); otherwise only while streams follow the task from outside the exchange
+    (``Task.remote_streams``). The exchange's own stream gets its events in the process."""
+    return None if state in _UNOWNED_STATES else "remote_streams"
+
+
+def task_follow(*, task_id: str, by: int) -> None:
+    """Counts a stream that follows the task from outside the exchange that drives it (``by``
+    1 when it opens, -1 when it closes): while any does, every event the task records on
+    PostgreSQL sends a NOTIFY."""
+    Task.objects.filter(pk=task_id).update(
+        remote_streams=Greatest(F("remote_streams") + by, Value(0))
+    )
 
 
 def _waits_for_disk(state: str) -> bool:

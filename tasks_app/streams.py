@@ -9,7 +9,8 @@ Wake-ups only say when to look:
 - an event recorded in another process arrives as a wake-up from PostgreSQL: the recording
   transaction sends ``NOTIFY`` (``services.task_record``), which PostgreSQL delivers at
   commit, never before the event can be read; the stream then reads what is stored after
-  its cursor;
+  its cursor. A task's end is always announced; its other events only while a stream
+  follows it from outside its exchange (``gateway.following``, counted on the task);
 - every ``RELAY_STREAM_POLL_SECONDS`` one query compares the cursor of every stream open in
   the process with its task's last sequence, so a lost wake-up (SQLite has no NOTIFY; a
   listener that is reconnecting) costs at most that long, never a keep-alive period.

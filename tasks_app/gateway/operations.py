@@ -6,8 +6,10 @@ here once for all targets; the exchange with the agent runs in ``driving``'s job
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -174,8 +176,28 @@ async def subscribe(target: Target | None, ctx: CallContext, task_id: str) -> As
     return _stream_existing(task)
 
 
+@asynccontextmanager
+async def following(task_id: str) -> AsyncIterator[streams.Subscription]:
+    """A subscription to the events of a task whose exchange runs elsewhere (in another job
+    of this process or in another process, now or after a takeover): counted on the task
+    while it is open, so that every event recorded on PostgreSQL wakes it with a NOTIFY
+    (``services.task_follow``). Counted before the caller reads the task: an event recorded
+    after that read is announced."""
+    async with streams.subscription(task_id, read=_stored_events(task_id)) as subscription:
+        await sync_to_async(services.task_follow)(task_id=task_id, by=1)
+        try:
+            yield subscription
+        finally:
+            try:
+                # Shielded: a stream closed by its client is cancelled, and must still count
+                # itself out (a count left behind only costs NOTIFYs nobody waits for).
+                await asyncio.shield(sync_to_async(services.task_follow)(task_id=task_id, by=-1))
+            except Exception:
+                logger.warning("could not count out a stream of task %s", task_id, exc_info=True)
+
+
 async def _stream_existing(task: Task):
-    async with streams.subscription(task.id, read=_stored_events(task.id)) as subscription:
+    async with following(task.id) as subscription:
         current = await sync_to_async(Task.objects.get)(pk=task.pk)
         yield {"task": services.snapshot_of(current)}
         if current.is_terminal:

@@ -106,7 +106,7 @@ def test_values_by_pk_reads_what_values_list_reads():
 @pytest.mark.parametrize("wait_for_disk", [True, False])
 def test_the_one_statement_write_turns_the_disk_wait_off_only_when_told(wait_for_disk):
     sql, *_ = rows._update_then_insert_statement(
-        Task, ("last_sequence",), ("pk", "last_sequence"), TaskEvent, 2, True, wait_for_disk
+        Task, ("last_sequence",), ("pk", "last_sequence"), TaskEvent, 2, True, None, wait_for_disk
     )
     turned_off = "set_config('synchronous_commit', 'off', true)" in sql
     assert turned_off is not wait_for_disk
@@ -130,3 +130,15 @@ def test_an_insert_told_not_to_wait_writes_the_same_row():
     rows.insert(event, wait_for_disk=False)
     assert Task.objects.get(pk=parent.pk).context_id == "c"
     assert TaskEvent.objects.get(pk=event.pk).payload == {"n": 1}
+
+
+def test_the_one_statement_write_notifies_only_while_the_named_column_counts_some():
+    always, *_ = rows._update_then_insert_statement(
+        Task, ("last_sequence",), ("pk",), TaskEvent, 1, True, None, True
+    )
+    counted, *_ = rows._update_then_insert_statement(
+        Task, ("last_sequence",), ("pk",), TaskEvent, 1, True, "remote_streams", True
+    )
+    assert always.rsplit("SELECT", 1)[1].startswith(" pg_notify(%s, %s)")
+    assert 'RETURNING "remote_streams"' in counted
+    assert 'CASE WHEN moved."remote_streams" > 0 THEN pg_notify(%s, %s) END' in counted
