@@ -14,26 +14,14 @@ import sys
 
 from django.core.asgi import get_asgi_application
 
+from relay_project import database_threads
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "relay_project.settings")
 django_application = get_asgi_application()
 
-
-def _database_threads() -> None:
-    """Database work (``sync_to_async``, thread-sensitive by default) runs in
-    RELAY_DATABASE_THREADS threads instead of asgiref's one: each thread keeps its own
-    connection, and with PostgreSQL one call's query no longer waits behind another's."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from asgiref.sync import SyncToAsync
-    from django.conf import settings
-
-    if settings.RELAY_DATABASE_THREADS > 1:
-        SyncToAsync.single_thread_executor = ThreadPoolExecutor(
-            max_workers=settings.RELAY_DATABASE_THREADS, thread_name_prefix="relay-database"
-        )
-
-
-_database_threads()
+# Database work runs in the process's RELAY_DATABASE_THREADS threads from the start
+# (relay_project.database_threads): asgiref's sync_to_async too.
+database_threads.threads()
 
 # Imported after Django is set up: they load models.
 from channels.routing import ProtocolTypeRouter  # noqa: E402

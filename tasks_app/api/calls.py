@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIRequest
@@ -26,7 +25,7 @@ from django.db import connections
 from rest_framework import exceptions
 
 from registry.auth import REALM, REALM_INVALID_TOKEN, api_key_counted, key_may_call
-from relay_project import ratelimit
+from relay_project import database_threads, ratelimit
 from relay_project.public_url import relay_base_url
 from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE
 from tasks_app import client_ids, delegation, gateway, relay_endpoint, skill_targets
@@ -656,11 +655,11 @@ async def answer(request: HttpCall) -> Reply | Stream:
         try:
             kind, target_id, call = parse_http_call(request)
         except A2AError:
-            await sync_to_async(first_hop)(admit_caller, request.authorization)
+            await database_threads.run(first_hop, admit_caller, request.authorization)
             raise
         try:
-            admitted = await sync_to_async(first_hop)(
-                admit, request.authorization, kind, target_id, call
+            admitted = await database_threads.run(
+                first_hop, admit, request.authorization, kind, target_id, call
             )
         except Unauthenticated:
             call = None  # refused before its call counts: answered like an unparsed one

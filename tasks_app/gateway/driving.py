@@ -20,6 +20,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
+from relay_project import database_threads
 from tasks_app import selectors, services, snapshots, streams, upstream
 from tasks_app.gateway import ownership
 from tasks_app.gateway.targets import CallContext, Published, Step, Target
@@ -138,7 +139,7 @@ def _answer(answered: asyncio.Future[Outcome] | None, outcome: Outcome) -> None:
 async def _record(task: Task, *steps: Step) -> Task:
     """Records the steps, in one thread hop, and publishes what was recorded."""
     try:
-        recorded = await sync_to_async(_record_steps)(task, steps)
+        recorded = await database_threads.run(_record_steps, task, steps)
     except InvalidTransition as error:
         raise InvalidAgentResponse(
             f"the agent moved the task in a way A2A forbids: {error}"
@@ -162,7 +163,7 @@ def _record_steps(task: Task, steps: tuple[Step, ...]) -> list[Published]:
 
 
 async def _fail(task: Task, reason: str) -> Task:
-    recorded = await sync_to_async(services.task_fail)(task=task, reason=reason)
+    recorded = await database_threads.run(lambda: services.task_fail(task=task, reason=reason))
     if recorded.event is not None:
         await streams.publish(task.id, recorded.sequence, recorded.event, final=True)
     return recorded.task
@@ -171,9 +172,8 @@ async def _fail(task: Task, reason: str) -> Task:
 async def _reply_as_message(task: Task, step: Step) -> Outcome:
     """The agent answered with a Message, not a task: the relay's task ends completed with
     that message, and stream subscribers get the message alone."""
-    recorded = await sync_to_async(services.task_record)(
-        task=task, event=_as_recorded_end(task, step).event
-    )
+    end = _as_recorded_end(task, step).event
+    recorded = await database_threads.run(lambda: services.task_record(task=task, event=end))
     if recorded.event is not None:
         await streams.publish(task.id, recorded.sequence, step.event, final=True)
     return Outcome(task, step.event["message"])

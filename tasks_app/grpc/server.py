@@ -16,14 +16,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 from a2a.types import a2a_pb2_grpc
-from asgiref.sync import SyncToAsync
 from django.conf import settings
 from prometheus_client import start_http_server
 
+from relay_project import database_threads as relay_database_threads
 from relay_project.request_metrics import REGISTRY
 from tasks_app.gateway import KEEPALIVE_SECONDS, supervisor
 from tasks_app.grpc.service import RelayA2AService
@@ -34,12 +33,9 @@ STOP_GRACE_SECONDS = 5.0
 
 
 def database_threads() -> None:
-    """Database work runs in RELAY_DATABASE_THREADS threads, as in daphne
-    (``relay_project.asgi``)."""
-    if settings.RELAY_DATABASE_THREADS > 1:
-        SyncToAsync.single_thread_executor = ThreadPoolExecutor(
-            max_workers=settings.RELAY_DATABASE_THREADS, thread_name_prefix="relay-database"
-        )
+    """Database work runs in RELAY_DATABASE_THREADS threads from the start, as in an HTTP
+    server process (``relay_project.database_threads``)."""
+    relay_database_threads.threads()
 
 
 def build_server(address: str) -> tuple[grpc.aio.Server, int]:

@@ -30,7 +30,6 @@ from typing import Any
 import grpc
 from a2a.types import a2a_pb2, a2a_pb2_grpc
 from a2a.utils.grpc_status import status_to_grpc
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from google.protobuf import empty_pb2
 from google.protobuf.json_format import ParseDict, ParseError
@@ -38,7 +37,7 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2  # noqa: F401  (registers the detail types)
 from prometheus_client import Counter, Histogram
 
-from relay_project import ratelimit
+from relay_project import database_threads, ratelimit
 from relay_project.redis_clients import UNREACHABLE
 from relay_project.request_metrics import REGISTRY
 from tasks_app import delegation, streams
@@ -200,9 +199,11 @@ async def admitted_call(operation: Operation, request: Message, context) -> call
     try:
         kind, target_id, call = parse_call(operation, request, pairs)
     except A2AError:
-        await sync_to_async(calls.first_hop)(calls.admit_caller, authorization)
+        await database_threads.run(calls.first_hop, calls.admit_caller, authorization)
         raise
-    return await sync_to_async(calls.first_hop)(calls.admit, authorization, kind, target_id, call)
+    return await database_threads.run(
+        calls.first_hop, calls.admit, authorization, kind, target_id, call
+    )
 
 
 async def announce_extensions(context, admitted: calls.Admitted) -> None:
