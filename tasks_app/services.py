@@ -48,8 +48,7 @@ class Recorded:
 
 def iso(moment: datetime) -> str:
     """RFC 3339 UTC with milliseconds and a Z, as ProtoJSON timestamps are written."""
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"  # "+00:00"
 
 
 def snapshot_of(task: Task) -> dict[str, Any]:

@@ -208,3 +208,11 @@ def test_inside_a_callers_transaction_the_transaction_decides():
     # Turned off for one statement inside a transaction, it would hold for the whole of it.
     with transaction.atomic():
         assert services._waits_for_disk("working") is True
+
+
+def test_timestamps_are_written_in_utc_with_milliseconds_and_a_z():
+    from datetime import datetime, timedelta, timezone
+
+    moment = datetime(2025, 3, 4, 5, 6, 7, 891999, tzinfo=timezone(timedelta(hours=3)))
+    assert services.iso(moment) == "2025-03-04T02:06:07.891Z"
+    assert services.iso(moment.replace(microsecond=0)) == "2025-03-04T02:06:07.000Z"
