@@ -301,10 +301,11 @@ _END = object()
 
 
 async def _batches(steps: AsyncIterator[Step]) -> AsyncIterator[list[Step]]:
-    """The steps in lists of those already there: a reader runs ahead of the recording and
-    queues what the agent sends meanwhile (at most BATCH_LIMIT a list). The steps are read
-    and closed in the reader's own task; an error of theirs is raised after the steps before
-    it."""
+    """The steps in lists of those already there: after the first, a reader runs ahead of the
+    recording and queues what the agent sends meanwhile (at most BATCH_LIMIT a list). The
+    first step is read here, so an answer of one step (a unary call's) needs no reader. The
+    other steps are read and closed in the reader's own task; an error of theirs is raised
+    after the steps before it."""
     queue: asyncio.Queue = asyncio.Queue(maxsize=BATCH_LIMIT * 2)
 
     async def read() -> None:
@@ -317,8 +318,14 @@ async def _batches(steps: AsyncIterator[Step]) -> AsyncIterator[list[Step]]:
         else:
             await queue.put(_END)
 
-    reader = asyncio.get_running_loop().create_task(read())
+    reader = None
     try:
+        try:
+            first = await anext(steps)
+        except StopAsyncIteration:
+            return
+        yield [first]
+        reader = asyncio.get_running_loop().create_task(read())
         while True:
             batch = [await queue.get()]
             while len(batch) < BATCH_LIMIT and not queue.empty():
@@ -332,7 +339,9 @@ async def _batches(steps: AsyncIterator[Step]) -> AsyncIterator[list[Step]]:
             if isinstance(last, _Raised):
                 raise last.error
     finally:
-        if not reader.done():
+        if reader is None:
+            await steps.aclose()
+        elif not reader.done():
             reader.cancel()
             await asyncio.wait([reader])  # closes the steps in their own task
 
