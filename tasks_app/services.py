@@ -27,8 +27,8 @@ from tasks_app.models import PushDelivery, PushNotificationConfig, Task, TaskEve
 
 CAS_ATTEMPTS = 5
 _UNOWNED_STATES = frozenset(state.value for state in TERMINAL | INTERRUPTED)
-_TERMINAL_VALUES = frozenset(state.value for state in TERMINAL)
 """States in which nobody drives the task: it ended, or it waits on the client."""
+_TERMINAL_VALUES = frozenset(state.value for state in TERMINAL)
 
 
 class StaleTaskError(Exception):
@@ -145,7 +145,7 @@ def task_record(
         before = snapshot_of(task)
         after = snapshots.apply_event(before, event)
         new_state = snapshots.state_of(after) or task.state
-        if new_state != task.state or new_state not in {s.value for s in TERMINAL}:
+        if new_state != task.state or new_state not in _TERMINAL_VALUES:
             check_transition(task.state, new_state)
         changes = _changes(
             task,
@@ -158,7 +158,8 @@ def task_record(
         )
         sequence = task.last_sequence + 1
         if not task.has_push_configs and connection.vendor == "postgresql":
-            moved = _record_in_one_statement(task, event, sequence, changes, new_state)
+            stored = [_event_row(task, event, sequence)]
+            moved = _record_in_one_statement(task, stored, changes, new_state)
         else:
             moved = _record_in_a_transaction(task, event, sequence, changes, new_state)
         if moved == 1:
@@ -216,21 +217,13 @@ def task_record_many(
         first = task.last_sequence + 1
         last = task.last_sequence + len(taken)
         stored = [_event_row(task, event, first + i) for i, (event, _) in enumerate(taken)]
-        values, where = {"last_sequence": last, **changes}, _compared(task)
         if connection.vendor == "postgresql":
-            notify = (streams.NOTIFY_CHANNEL, streams.notify_payload(task.pk, last, state))
-            moved = rows.update_then_insert(
-                Task,
-                values=values,
-                where=where,
-                instances=stored,
-                notify=notify,
-                notify_if=_notify_if(state),
-                wait_for_disk=_waits_for_disk(state),
-            )
+            moved = _record_in_one_statement(task, stored, changes, state)
         else:
             with transaction.atomic():
-                moved = rows.update(Task, values=values, where=where) == 1
+                moved = rows.update(
+                    Task, values={"last_sequence": last, **changes}, where=_compared(task)
+                )
                 if moved:
                     TaskEvent.objects.bulk_create(stored)
         if moved:
@@ -284,14 +277,19 @@ def _compared(task: Task) -> dict[str, Any]:
     }
 
 
-def _record_in_one_statement(task, event, sequence, changes, new_state) -> int:
-    """The event of a task without push configs, on PostgreSQL: the compare-and-set, the event and the NOTIFY in one statement."""
+def _record_in_one_statement(
+    task: Task, stored: list[TaskEvent], changes: dict[str, Any], new_state: str
+) -> int:
+    """The events of a task without push configs, on PostgreSQL (``stored``, numbered on from
+    the task's last sequence): the compare-and-set, the events and the NOTIFY in one
+    statement. Returns how many task rows it moved (0 or 1)."""
+    last = stored[-1].sequence
     moved = rows.update_then_insert(
         Task,
-        values={"last_sequence": sequence, **changes},
+        values={"last_sequence": last, **changes},
         where=_compared(task),
-        instances=[_event_row(task, event, sequence)],
-        notify=(streams.NOTIFY_CHANNEL, streams.notify_payload(task.pk, sequence, new_state)),
+        instances=stored,
+        notify=(streams.NOTIFY_CHANNEL, streams.notify_payload(task.pk, last, new_state)),
         notify_if=_notify_if(new_state),
         wait_for_disk=_waits_for_disk(new_state),
     )

@@ -291,6 +291,20 @@ def gated_agent(base_url: str):
     return build_agent_app(gated_spec(), base_url=base_url)
 
 
+def gated_request(gate_name: str, *, return_immediately: bool = False):
+    """An a2a-sdk SendMessageRequest for ``gated_agent``, naming a gate from ``new_gate``."""
+    from a2a.types import Message, Part, Role, SendMessageConfiguration, SendMessageRequest
+
+    return SendMessageRequest(
+        message=Message(
+            message_id=f"m-{uuid.uuid4().hex[:8]}",
+            role=Role.ROLE_USER,
+            parts=[Part(text=gate_name)],
+        ),
+        configuration=SendMessageConfiguration(return_immediately=return_immediately),
+    )
+
+
 def new_gate() -> tuple[str, queue.Queue]:
     """A gate for ``gated_agent``: (its name, the queue to put chunks and then None in)."""
     name = f"gate-{uuid.uuid4().hex[:8]}"
@@ -632,6 +646,15 @@ def production_services(redis_url: str = REDIS_TEST_URL) -> Iterator[dict[str, s
             with suppress(redis.RedisError):
                 for key in client.scan_iter(match=f"{name}*"):
                     client.delete(key)
+
+
+@contextmanager
+def gated_production_relay(var_dir: Path, **extra_env: str) -> Iterator[LiveRelay]:
+    """A relay in the production profile (``production_services``) serving ``gated_agent`` as
+    "gated". Raises ServiceMissingError where PostgreSQL or Redis is absent."""
+    with production_services() as services, live_relay(var_dir, **extra_env, **services) as relay:
+        relay.serve_agent("gated", gated_agent)
+        yield relay
 
 
 @contextmanager

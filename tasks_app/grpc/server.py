@@ -22,7 +22,6 @@ from a2a.types import a2a_pb2_grpc
 from django.conf import settings
 from prometheus_client import start_http_server
 
-from relay_project import database_threads as relay_database_threads
 from relay_project.request_metrics import REGISTRY
 from tasks_app.gateway import KEEPALIVE_SECONDS, supervisor
 from tasks_app.grpc.service import RelayA2AService
@@ -30,12 +29,6 @@ from tasks_app.grpc.service import RelayA2AService
 logger = logging.getLogger(__name__)
 
 STOP_GRACE_SECONDS = 5.0
-
-
-def database_threads() -> None:
-    """Database work runs in RELAY_DATABASE_THREADS threads from the start, as in an HTTP
-    server process (``relay_project.database_threads``)."""
-    relay_database_threads.threads()
 
 
 def build_server(address: str) -> tuple[grpc.aio.Server, int]:

@@ -8,18 +8,12 @@ PostgreSQL or Redis is absent."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from contextlib import ExitStack
 
 import psycopg
 import pytest
 from a2a.types import (
     GetTaskRequest,
-    Message,
-    Part,
-    Role,
-    SendMessageConfiguration,
-    SendMessageRequest,
     SubscribeToTaskRequest,
     TaskState,
 )
@@ -28,10 +22,9 @@ from tasks_app.streams import NOTIFY_CHANNEL
 from tests.live import (
     ServiceMissingError,
     eventually,
-    gated_agent,
-    live_relay,
+    gated_production_relay,
+    gated_request,
     new_gate,
-    production_services,
 )
 
 pytestmark = pytest.mark.production
@@ -44,27 +37,14 @@ def relays(tmp_path_factory):
     """(relay A, the base URL of relay B), polling once a minute."""
     with ExitStack() as stack:
         try:
-            extra_env = stack.enter_context(production_services())
+            relay = stack.enter_context(
+                gated_production_relay(
+                    tmp_path_factory.mktemp("relay-notify"), RELAY_STREAM_POLL_SECONDS="60"
+                )
+            )
         except ServiceMissingError as error:
             pytest.skip(str(error))
-        relay = stack.enter_context(
-            live_relay(
-                tmp_path_factory.mktemp("relay-notify"),
-                RELAY_STREAM_POLL_SECONDS="60",
-                **extra_env,
-            )
-        )
-        relay.serve_agent("gated", gated_agent)
         yield relay, stack.enter_context(relay.second())
-
-
-def message(text: str, *, return_immediately: bool = False) -> SendMessageRequest:
-    return SendMessageRequest(
-        message=Message(
-            message_id=f"m-{uuid.uuid4().hex[:8]}", role=Role.ROLE_USER, parts=[Part(text=text)]
-        ),
-        configuration=SendMessageConfiguration(return_immediately=return_immediately),
-    )
 
 
 class Notices:
@@ -107,7 +87,7 @@ async def test_a_task_nobody_follows_announces_only_its_end(relays):
     gate_name, gate = new_gate()
     async with Notices(relay.env["DATABASE_URL"]) as notices:
         async with relay.client("gated", "JSONRPC", "1.0") as client:
-            events = client.send_message(message(gate_name))
+            events = client.send_message(gated_request(gate_name))
             first = await anext(events)
             for chunk in ("one ", "two ", "three"):
                 gate.put(chunk)
@@ -132,7 +112,9 @@ async def test_a_stream_through_the_other_relay_is_woken_by_every_event(relays):
     async with Notices(database_url) as notices:
         # Relay B drives the task; the follower subscribes through relay A.
         async with relay.client("gated", "JSONRPC", "1.0", base=other, streaming=False) as driver:
-            started = await anext(driver.send_message(message(gate_name, return_immediately=True)))
+            started = await anext(
+                driver.send_message(gated_request(gate_name, return_immediately=True))
+            )
             task_id = started.task.id
 
             async def working():

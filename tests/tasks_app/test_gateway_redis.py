@@ -5,17 +5,11 @@ the Redis channel layer. Skipped, saying why, where PostgreSQL or Redis is absen
 from __future__ import annotations
 
 import asyncio
-import uuid
 from contextlib import ExitStack
 
 import pytest
 from a2a.types import (
     GetTaskRequest,
-    Message,
-    Part,
-    Role,
-    SendMessageConfiguration,
-    SendMessageRequest,
     SubscribeToTaskRequest,
     TaskState,
 )
@@ -23,10 +17,9 @@ from a2a.types import (
 from tests.live import (
     ServiceMissingError,
     eventually,
-    gated_agent,
-    live_relay,
+    gated_production_relay,
+    gated_request,
     new_gate,
-    production_services,
 )
 
 pytestmark = pytest.mark.production
@@ -38,32 +31,24 @@ def relays(tmp_path_factory):
     """(relay A, the base URL of relay B): two daphnes sharing PostgreSQL and Redis."""
     with ExitStack() as stack:
         try:
-            extra_env = stack.enter_context(production_services())
+            relay = stack.enter_context(
+                gated_production_relay(tmp_path_factory.mktemp("relay-production"))
+            )
         except ServiceMissingError as error:
             pytest.skip(str(error))
-        relay = stack.enter_context(
-            live_relay(tmp_path_factory.mktemp("relay-production"), **extra_env)
-        )
-        relay.serve_agent("gated", gated_agent)
         yield relay, stack.enter_context(relay.second())
-
-
-def gated_request(gate_name: str) -> SendMessageRequest:
-    return SendMessageRequest(
-        message=Message(
-            message_id=f"m-{uuid.uuid4().hex[:8]}",
-            role=Role.ROLE_USER,
-            parts=[Part(text=gate_name)],
-        ),
-        configuration=SendMessageConfiguration(return_immediately=True),
-    )
 
 
 async def test_a_stream_on_one_relay_follows_a_task_driven_by_another(relays):
     relay, other = relays
     gate_name, gate = new_gate()
     async with relay.client("gated", "JSONRPC", "1.0", base=other, streaming=False) as driver:
-        started = [event async for event in driver.send_message(gated_request(gate_name))]
+        started = [
+            event
+            async for event in driver.send_message(
+                gated_request(gate_name, return_immediately=True)
+            )
+        ]
         task_id = started[0].task.id
 
         async def working():

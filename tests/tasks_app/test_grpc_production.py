@@ -14,11 +14,9 @@ from a2a.utils.errors import A2AError
 from tests.live import (
     ServiceMissingError,
     free_port,
-    gated_agent,
-    live_relay,
+    gated_production_relay,
     manage,
     new_gate,
-    production_services,
 )
 from tests.tasks_app.test_gateway_protocol import (
     collect,
@@ -38,17 +36,14 @@ pytestmark = pytest.mark.production
 def relay(tmp_path_factory):
     with ExitStack() as stack:
         try:
-            extra_env = stack.enter_context(production_services())
+            relay = stack.enter_context(
+                gated_production_relay(
+                    tmp_path_factory.mktemp("relay-grpc-production"),
+                    RELAY_GRPC_PORT=str(free_port()),
+                )
+            )
         except ServiceMissingError as error:
             pytest.skip(str(error))
-        relay = stack.enter_context(
-            live_relay(
-                tmp_path_factory.mktemp("relay-grpc-production"),
-                RELAY_GRPC_PORT=str(free_port()),
-                **extra_env,
-            )
-        )
-        relay.serve_agent("gated", gated_agent)
         stack.enter_context(relay.grpc_server())
         yield relay
 

@@ -8,6 +8,7 @@ import asyncio
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from relay_project import database_threads
 from tasks_app.grpc import server
 
 
@@ -31,7 +32,8 @@ class Command(BaseCommand):
                 f"note: cards list the gRPC interface with RELAY_GRPC_PORT "
                 f"({settings.RELAY_GRPC_PORT or 'unset'}), not {port}"
             )
-        server.database_threads()
+        # Database work runs in the process's RELAY_DATABASE_THREADS threads from the start.
+        database_threads.threads()
         asyncio.run(
             server.serve(
                 bind,
