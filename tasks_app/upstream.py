@@ -6,7 +6,9 @@ HTTP+JSON, the invocation URL overriding the card's own), speaks that binding an
 through the protocol layer, and turns transport failures into ``UpstreamError`` with a stable
 category (``dns``, ``refused``, ``tls``, ``timeout``, ``http_status``, ``protocol``,
 ``unsafe_url``) that the task record, the circuit breaker and the health probes all use. HTTP
-goes through ``relay_project.outbound``, so the SSRF guard covers every call.
+goes through ``relay_project.outbound``, so the SSRF guard covers every call: a non-streaming
+call through the process's agent session (aiohttp, ``shared_session``), or through the httpx
+client a caller hands in (the health probes do); streams through httpx.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import contextlib
 import itertools
 import json
 import ssl
+import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import httpx
 from httpx_sse import SSEError, aconnect_sse
 
@@ -141,6 +145,89 @@ def shared_client() -> httpx.AsyncClient:
     return client
 
 
+@dataclass
+class _Session:
+    loop: weakref.ref
+    session: aiohttp.ClientSession
+    keeper: AsyncIterator[None]
+
+
+_sessions: dict[tuple[int, outbound.OutboundPolicy], _Session] = {}
+
+
+async def shared_session(policy: outbound.OutboundPolicy | None = None) -> aiohttp.ClientSession:
+    """The agent session of the running event loop under ``policy`` (the settings' by default;
+    a relay process has one loop). It is closed when its loop shuts down: ``asyncio.run``,
+    uvicorn and pytest-asyncio finalize a loop's async generators then, and ``_keeper`` is
+    one."""
+    loop = asyncio.get_running_loop()
+    key = (id(loop), policy or outbound.OutboundPolicy.from_settings())
+    held = _sessions.get(key)
+    if held is None or held.session.closed or held.loop() is not loop:
+        session = outbound.agent_session(key[1])
+        held = _sessions[key] = _Session(weakref.ref(loop), session, _keeper(key, session))
+        await anext(held.keeper)  # the loop now tracks it
+    return held.session
+
+
+async def _keeper(key, session: aiohttp.ClientSession) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:
+        if _sessions.get(key) is not None and _sessions[key].session is session:
+            del _sessions[key]
+        await session.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An agent's whole HTTP answer to a non-streaming call."""
+
+    status: int
+    content_type: str
+    content: bytes
+
+
+async def _exchange(
+    method: str,
+    url: str,
+    query: Mapping[str, str] | None,
+    headers: Mapping[str, str],
+    content: bytes | None,
+    timeout: float | None,
+    client: httpx.AsyncClient | None,
+) -> Answer:
+    """One request and its whole answer: through ``client`` when one is given, else through
+    the process's agent session."""
+    if client is not None:
+        response = await client.request(
+            method,
+            url,
+            params=query,
+            content=content,
+            headers=headers,
+            **({"timeout": timeout} if timeout else {}),
+        )
+        return Answer(
+            response.status_code, response.headers.get("content-type", ""), response.content
+        )
+    policy = outbound.OutboundPolicy.from_settings()
+    session = await shared_session(policy)
+    outbound.check_url_shape(url)
+    async with session.request(
+        method,
+        url,
+        params=query,
+        data=content,
+        headers=headers,
+        max_redirects=outbound.agent_max_redirects(policy),
+        **({"timeout": outbound.agent_timeout(timeout)} if timeout else {}),
+    ) as response:
+        return Answer(
+            response.status, response.headers.get("Content-Type", ""), await response.read()
+        )
+
+
 def _headers(
     endpoint: Endpoint, extensions: Iterable[str], extra: Mapping[str, str] | None
 ) -> dict[str, str]:
@@ -169,8 +256,16 @@ def classify(error: BaseException, agent_id: str) -> UpstreamError:
         return UpstreamError(
             "unsafe_url", f"{name} is at an address the relay may not call: {error}"
         )
-    if isinstance(error, httpx.TimeoutException):
+    if isinstance(error, httpx.TimeoutException | TimeoutError):
         return UpstreamError("timeout", f"{name} did not answer in time")
+    if isinstance(error, aiohttp.ClientConnectorDNSError):
+        return UpstreamError("dns", f"{name}: cannot resolve its host ({error.os_error})")
+    if isinstance(error, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
+        return UpstreamError("tls", f"{name}: TLS handshake failed ({error})")
+    if isinstance(error, aiohttp.ClientConnectorError):
+        return UpstreamError("refused", f"{name} refused the connection")
+    if isinstance(error, aiohttp.ClientError):
+        return UpstreamError("protocol", f"{name} broke the HTTP exchange: {error}")
     if isinstance(error, httpx.ConnectError):
         text = str(error)
         if "resolve" in text or "Name or service not known" in text:
@@ -215,42 +310,34 @@ async def call(
             )
         except outbound.UnsafeURLError as error:
             raise classify(error, endpoint.agent_id) from error
-    client = client or shared_client()
     headers = _headers(endpoint, extensions, extra_headers)
-    kwargs = {"timeout": timeout} if timeout else {}
+    if endpoint.binding == "JSONRPC":
+        body = jsonrpc.jsonrpc_request_body(
+            next(_request_ids), operation, endpoint.wire_version, params
+        )
+        method, url, query = "POST", endpoint.url, None
+    else:
+        # The 0.3 routes carry their /v1 themselves.
+        planned = rest.rest_upstream_request(operation, endpoint.wire_version, params)
+        method, url = planned.http_method, endpoint.url.rstrip("/") + planned.path
+        body, query = planned.body, planned.query or None
+    content = json.dumps(body).encode() if body is not None else None
     try:
-        if endpoint.binding == "JSONRPC":
-            body = jsonrpc.jsonrpc_request_body(
-                next(_request_ids), operation, endpoint.wire_version, params
-            )
-            response = await client.post(
-                endpoint.url, content=json.dumps(body), headers=headers, **kwargs
-            )
-        else:
-            # The 0.3 routes carry their /v1 themselves.
-            planned = rest.rest_upstream_request(operation, endpoint.wire_version, params)
-            response = await client.request(
-                planned.http_method,
-                endpoint.url.rstrip("/") + planned.path,
-                params=planned.query or None,
-                content=json.dumps(planned.body) if planned.body is not None else None,
-                headers=headers,
-                **kwargs,
-            )
-    except (httpx.HTTPError, outbound.UnsafeURLError) as error:
-        # The SSRF guard refuses in the connection layer, outside httpx's own errors.
+        answer = await _exchange(method, url, query, headers, content, timeout, client)
+    except (aiohttp.ClientError, httpx.HTTPError, TimeoutError, outbound.UnsafeURLError) as error:
+        # The SSRF guard refuses in the connection layer, outside the clients' own errors.
         raise classify(error, endpoint.agent_id) from error
-    return _parse(endpoint, operation, response)
+    return _parse(endpoint, operation, answer)
 
 
-def _parse(endpoint: Endpoint, operation: Operation, response: httpx.Response) -> Any:
+def _parse(endpoint: Endpoint, operation: Operation, response: Answer) -> Any:
     """The canonical result of an agent's answer. An HTTP error without an A2A body (a
     plain-text 404 from a wrong path, a proxy's 502) is the agent's failure, never an A2A
     error of the caller's; so is the agent refusing the relay's own credentials (401, 403),
     which must not reach the caller as if the caller's key were wrong."""
     name = f"agent {endpoint.agent_id!r}"
-    status = response.status_code
-    if status >= 400 and not _looks_like_json(response):
+    status = response.status
+    if status >= 400 and "json" not in response.content_type:
         raise UpstreamError("http_status", f"{name} answered HTTP {status}", status=status)
     try:
         if endpoint.binding == "JSONRPC":
@@ -259,11 +346,9 @@ def _parse(endpoint: Endpoint, operation: Operation, response: httpx.Response) -
             )
         return rest.parse_rest_response(status, response.content, operation, endpoint.wire_version)
     except InvalidAgentResponse as error:
-        if response.status_code >= 400:
+        if status >= 400:
             raise UpstreamError(
-                "http_status",
-                f"{name} answered HTTP {response.status_code}",
-                status=response.status_code,
+                "http_status", f"{name} answered HTTP {status}", status=status
             ) from error
         raise InvalidAgentResponse(
             f"{name} answered something that is not A2A: {error.message}"
@@ -277,10 +362,6 @@ def _parse(endpoint: Endpoint, operation: Operation, response: httpx.Response) -
                 status=status,
             ) from error
         raise
-
-
-def _looks_like_json(response: httpx.Response) -> bool:
-    return "json" in response.headers.get("content-type", "")
 
 
 async def stream(
@@ -396,7 +477,10 @@ def _single_answer(
 ) -> dict[str, Any]:
     """An agent that answered a stream request with a plain JSON response: either an error
     (raised) or a single result, wrapped as the only stream event."""
-    result = _parse(endpoint, operation, response)
+    answer = Answer(
+        response.status_code, response.headers.get("content-type", ""), response.content
+    )
+    result = _parse(endpoint, operation, answer)
     if (
         isinstance(result, dict)
         and len(result) == 1
