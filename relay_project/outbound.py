@@ -335,10 +335,11 @@ def _tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-def agent_timeout(seconds: float) -> aiohttp.ClientTimeout:
+def agent_timeout(seconds: float, *, stream: bool = False) -> aiohttp.ClientTimeout:
     """httpx's meaning of a timeout: so long to get a connection, and so long for each read
-    (an answer may take longer in all, as long as bytes keep coming)."""
-    return aiohttp.ClientTimeout(total=None, connect=seconds, sock_read=seconds)
+    (an answer may take longer in all, as long as bytes keep coming). A ``stream``'s reads
+    have no limit here: its quiet spells are the caller's to bound."""
+    return aiohttp.ClientTimeout(total=None, connect=seconds, sock_read=None if stream else seconds)
 
 
 def agent_max_redirects(policy: OutboundPolicy) -> int:

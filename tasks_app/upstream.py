@@ -6,9 +6,9 @@ HTTP+JSON, the invocation URL overriding the card's own), speaks that binding an
 through the protocol layer, and turns transport failures into ``UpstreamError`` with a stable
 category (``dns``, ``refused``, ``tls``, ``timeout``, ``http_status``, ``protocol``,
 ``unsafe_url``) that the task record, the circuit breaker and the health probes all use. HTTP
-goes through ``relay_project.outbound``, so the SSRF guard covers every call: a non-streaming
-call through the process's agent session (aiohttp, ``shared_session``), or through the httpx
-client a caller hands in (the health probes do); streams through httpx.
+goes through ``relay_project.outbound``, so the SSRF guard covers every call: through the
+process's agent session (aiohttp, ``shared_session``), or for a non-streaming call through
+the httpx client a caller hands in (the health probes do).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from typing import Any
 
 import aiohttp
 import httpx
-from httpx_sse import SSEError, aconnect_sse
 
 from relay_project import outbound
 from tasks_app import lifecycle
@@ -130,19 +129,6 @@ def choose_endpoint(
         headers=tuple((headers or {}).items()),
         tenant=chosen.get("tenant") or "",
     )
-
-
-_clients: dict[int, httpx.AsyncClient] = {}
-
-
-def shared_client() -> httpx.AsyncClient:
-    """One pooled client per event loop (a daphne process has one loop)."""
-    loop = asyncio.get_running_loop()
-    client = _clients.get(id(loop))
-    if client is None or client.is_closed:
-        client = outbound.async_client()
-        _clients[id(loop)] = client
-    return client
 
 
 @dataclass
@@ -273,7 +259,7 @@ def classify(error: BaseException, agent_id: str) -> UpstreamError:
         if isinstance(error.__cause__, ssl.SSLError) or "SSL" in text or "certificate" in text:
             return UpstreamError("tls", f"{name}: TLS handshake failed ({text})")
         return UpstreamError("refused", f"{name} refused the connection")
-    if isinstance(error, httpx.RemoteProtocolError | SSEError):
+    if isinstance(error, httpx.RemoteProtocolError):
         return UpstreamError("protocol", f"{name} broke the HTTP exchange: {error}")
     if isinstance(error, httpx.HTTPError):
         return UpstreamError("protocol", f"{name}: {type(error).__name__}: {error}")
@@ -311,23 +297,29 @@ async def call(
         except outbound.UnsafeURLError as error:
             raise classify(error, endpoint.agent_id) from error
     headers = _headers(endpoint, extensions, extra_headers)
-    if endpoint.binding == "JSONRPC":
-        body = jsonrpc.jsonrpc_request_body(
-            next(_request_ids), operation, endpoint.wire_version, params
-        )
-        method, url, query = "POST", endpoint.url, None
-    else:
-        # The 0.3 routes carry their /v1 themselves.
-        planned = rest.rest_upstream_request(operation, endpoint.wire_version, params)
-        method, url = planned.http_method, endpoint.url.rstrip("/") + planned.path
-        body, query = planned.body, planned.query or None
-    content = json.dumps(body).encode() if body is not None else None
+    method, url, query, content = _request(endpoint, operation, params)
     try:
         answer = await _exchange(method, url, query, headers, content, timeout, client)
     except (aiohttp.ClientError, httpx.HTTPError, TimeoutError, outbound.UnsafeURLError) as error:
         # The SSRF guard refuses in the connection layer, outside the clients' own errors.
         raise classify(error, endpoint.agent_id) from error
     return _parse(endpoint, operation, answer)
+
+
+def _request(
+    endpoint: Endpoint, operation: Operation, params: Mapping[str, Any]
+) -> tuple[str, str, dict[str, str] | None, bytes | None]:
+    """The HTTP request of a call in the endpoint's binding: verb, URL, query and body."""
+    if endpoint.binding == "JSONRPC":
+        body = jsonrpc.jsonrpc_request_body(
+            next(_request_ids), operation, endpoint.wire_version, params
+        )
+        return "POST", endpoint.url, None, json.dumps(body).encode()
+    # The 0.3 routes carry their /v1 themselves.
+    planned = rest.rest_upstream_request(operation, endpoint.wire_version, params)
+    content = json.dumps(planned.body).encode() if planned.body is not None else None
+    url = endpoint.url.rstrip("/") + planned.path
+    return planned.http_method, url, planned.query or None, content
 
 
 def _parse(endpoint: Endpoint, operation: Operation, response: Answer) -> Any:
@@ -372,9 +364,10 @@ async def stream(
     extensions: Iterable[str] = (),
     extra_headers: Mapping[str, str] | None = None,
     timeout: float | None = None,
-    client: httpx.AsyncClient | None = None,
+    session: aiohttp.ClientSession | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
-    """Calls a streaming operation and yields canonical StreamResponse dicts as they arrive.
+    """Calls a streaming operation and yields canonical StreamResponse dicts as they arrive,
+    through ``session`` (the process's agent session by default).
 
     Raises like ``call``: before the first event for a refused request, or mid-stream when
     the agent sends an error event or breaks the stream. ``timeout`` bounds the wait for the
@@ -396,48 +389,42 @@ async def stream(
         except outbound.UnsafeURLError as error:
             raise classify(error, endpoint.agent_id) from error
         return
-    client = client or shared_client()
     headers = _headers(endpoint, extensions, extra_headers)
     headers["Accept"] = "text/event-stream"
-    if endpoint.binding == "JSONRPC":
-        request_id = next(_request_ids)
-        body = jsonrpc.jsonrpc_request_body(request_id, operation, endpoint.wire_version, params)
-        method, url, query = "POST", endpoint.url, None
-    else:
-        planned = rest.rest_upstream_request(operation, endpoint.wire_version, params)
-        method, url = planned.http_method, endpoint.url.rstrip("/") + planned.path
-        body, query = planned.body, planned.query or None
-    read_forever = httpx.Timeout(outbound.OutboundPolicy.from_settings().timeout, read=None)
+    method, url, query, content = _request(endpoint, operation, params)
+    policy = outbound.OutboundPolicy.from_settings()
+    session = session or await shared_session(policy)
     try:
+        outbound.check_url_shape(url)
         async with contextlib.AsyncExitStack() as stack:
             try:
                 async with asyncio.timeout(timeout):
-                    source = await stack.enter_async_context(
-                        aconnect_sse(
-                            client,
+                    response = await stack.enter_async_context(
+                        session.request(
                             method,
                             url,
                             params=query,
+                            data=content,
                             headers=headers,
-                            content=json.dumps(body) if body is not None else None,
-                            timeout=read_forever,
+                            max_redirects=outbound.agent_max_redirects(policy),
+                            timeout=outbound.agent_timeout(policy.timeout, stream=True),
                         )
                     )
             except TimeoutError as error:
                 raise UpstreamError(
                     "timeout", f"agent {endpoint.agent_id!r} did not answer in time"
                 ) from error
-            response = source.response
-            if "text/event-stream" not in response.headers.get("content-type", ""):
-                await response.aread()
-                yield _single_answer(endpoint, operation, response)
+            content_type = response.headers.get("Content-Type", "")
+            if "text/event-stream" not in content_type:
+                answer = Answer(response.status, content_type, await response.read())
+                yield _single_answer(endpoint, operation, answer)
                 return
-            events, last = source.aiter_sse(), False
+            events, last = server_sent_events(response.content), False
             try:
-                async for event in events:
-                    if not event.data:
+                async for name, data in events:
+                    if not data:
                         continue
-                    answer = _stream_event(endpoint, operation, event.event, event.data)
+                    answer = _stream_event(endpoint, operation, name, data)
                     last = ends_stream(answer)
                     yield answer
             finally:
@@ -448,11 +435,49 @@ async def stream(
                         async with asyncio.timeout(DRAIN_SECONDS):
                             async for _ in events:
                                 pass
-    except (httpx.HTTPError, outbound.UnsafeURLError) as error:
-        # The SSRF guard refuses in the connection layer, outside httpx's own errors.
+    except (aiohttp.ClientError, outbound.UnsafeURLError) as error:
+        # The SSRF guard refuses in the connection layer, outside aiohttp's own errors.
         raise classify(error, endpoint.agent_id) from error
-    except SSEError as error:
-        raise classify(error, endpoint.agent_id) from error
+    except UnicodeDecodeError as error:
+        raise UpstreamError(
+            "protocol", f"agent {endpoint.agent_id!r} sent a stream that is not UTF-8"
+        ) from error
+
+
+async def server_sent_events(body: aiohttp.StreamReader) -> AsyncIterator[tuple[str, str]]:
+    """The ``(event, data)`` of each event of a ``text/event-stream`` body, as the HTML
+    standard's event stream interpretation dispatches them (``event`` is ``message`` unless
+    named; ``id`` and ``retry`` are not used by the relay). httpx-sse does this for httpx
+    only, and aiohttp has no client of its own."""
+    name, data = "", []
+    async for line in _lines(body):
+        if not line:
+            if data:
+                yield name or "message", "\n".join(data)
+            name, data = "", []
+        elif not line.startswith(":"):
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "data":
+                data.append(value)
+            elif field == "event":
+                name = value
+
+
+async def _lines(body: aiohttp.StreamReader) -> AsyncIterator[str]:
+    """The lines of an event stream as they arrive: each ends at CRLF, LF or CR (a CRLF split
+    between two chunks still ends one line)."""
+    pending, after_cr = b"", False
+    async for chunk in body.iter_any():
+        if after_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        after_cr = chunk.endswith(b"\r")
+        lines = (pending + chunk).splitlines(keepends=True)
+        pending = lines.pop() if lines and not lines[-1].endswith((b"\n", b"\r")) else b""
+        for line in lines:
+            yield line.rstrip(b"\r\n").decode()
+    if pending:
+        yield pending.decode()
 
 
 def ends_stream(answer: Mapping[str, Any]) -> bool:
@@ -472,14 +497,9 @@ def ends_stream(answer: Mapping[str, Any]) -> bool:
     return state in lifecycle.TERMINAL or state in lifecycle.INTERRUPTED
 
 
-def _single_answer(
-    endpoint: Endpoint, operation: Operation, response: httpx.Response
-) -> dict[str, Any]:
+def _single_answer(endpoint: Endpoint, operation: Operation, answer: Answer) -> dict[str, Any]:
     """An agent that answered a stream request with a plain JSON response: either an error
     (raised) or a single result, wrapped as the only stream event."""
-    answer = Answer(
-        response.status_code, response.headers.get("content-type", ""), response.content
-    )
     result = _parse(endpoint, operation, answer)
     if (
         isinstance(result, dict)

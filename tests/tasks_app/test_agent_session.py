@@ -10,6 +10,7 @@ import asyncio
 import json
 import socket
 
+import aiohttp
 import pytest
 
 from relay_project import outbound
@@ -190,3 +191,42 @@ def test_the_session_closes_with_its_event_loop(allow_private_urls):
         assert session.closed
         assert all(held.session is not session for held in upstream._sessions.values())
         assert asyncio.run(one_call()) is not session
+
+
+# --- event streams, read as they arrive ------------------------------------------------------
+
+
+async def events_of(*chunks: bytes) -> list[tuple[str, str]]:
+    """The events ``server_sent_events`` reads from a body arriving in these chunks."""
+    from aiohttp.base_protocol import BaseProtocol
+
+    loop = asyncio.get_running_loop()
+    body = aiohttp.StreamReader(BaseProtocol(loop), 2**16, loop=loop)
+    for chunk in chunks:
+        body.feed_data(chunk)
+    body.feed_eof()
+    return [event async for event in upstream.server_sent_events(body)]
+
+
+@pytest.mark.parametrize("end", [b"\n", b"\r\n", b"\r"])
+async def test_events_end_at_a_blank_line_whatever_the_line_ends(end):
+    stream = end.join([b": keep-alive", b'data: {"a": 1}', b"", b"event: error", b"data: x", b""])
+    assert await events_of(stream + end) == [("message", '{"a": 1}'), ("error", "x")]
+
+
+async def test_lines_split_anywhere_between_chunks_read_the_same():
+    stream = b'data: {"text": "caf\xc3\xa9"}\r\ndata:second\r\n\r\ndata: third\r\n\r\n'
+    whole = await events_of(stream)
+    assert whole == [("message", '{"text": "café"}\nsecond'), ("message", "third")]
+    for cut in range(1, len(stream)):
+        assert await events_of(stream[:cut], stream[cut:]) == whole, cut
+
+
+async def test_an_event_without_its_blank_line_is_not_dispatched():
+    assert await events_of(b"data: one\n\ndata: cut off") == [("message", "one")]
+
+
+async def test_a_line_separator_inside_the_data_does_not_split_it():
+    """U+2028 is a line end to str.splitlines, never to an event stream."""
+    data = '{"text": "a\u2028b\u0085c"}'
+    assert await events_of(f"data: {data}\n\n".encode()) == [("message", data)]

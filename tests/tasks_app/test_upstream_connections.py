@@ -60,11 +60,11 @@ def task_event(state: str) -> dict:
 REPLY = {"message": {"messageId": "r1", "role": "ROLE_AGENT", "parts": [{"text": "done"}]}}
 
 
-async def stream_until_last(endpoint: upstream.Endpoint, client) -> list[dict]:
+async def stream_until_last(endpoint: upstream.Endpoint, session) -> list[dict]:
     """Reads a stream the way the gateway does: stops at the event that ends it."""
     seen = []
     async with contextlib.aclosing(
-        upstream.stream(endpoint, Operation.STREAM, MESSAGE, client=client)
+        upstream.stream(endpoint, Operation.STREAM, MESSAGE, session=session)
     ) as events:
         async for event in events:
             seen.append(event)
@@ -80,9 +80,9 @@ def endpoint_at(url: str) -> upstream.Endpoint:
 async def test_a_stream_that_ended_leaves_its_connection_for_the_next_call():
     app, ports = sse_agent([task_event("TASK_STATE_WORKING"), REPLY])
     with running(app) as url:
-        async with outbound.async_client() as client:
-            first = await stream_until_last(endpoint_at(url), client)
-            second = await stream_until_last(endpoint_at(url), client)
+        async with outbound.agent_session() as session:
+            first = await stream_until_last(endpoint_at(url), session)
+            second = await stream_until_last(endpoint_at(url), session)
     assert [list(event) for event in first] == [["task"], ["message"]]
     assert second == first
     assert len(ports) == 2
@@ -92,12 +92,12 @@ async def test_a_stream_that_ended_leaves_its_connection_for_the_next_call():
 async def test_a_stream_left_open_after_its_last_event_is_closed_not_waited_for():
     app, ports = sse_agent([REPLY], linger=5.0)
     with running(app) as url:
-        async with outbound.async_client() as client:
+        async with outbound.agent_session() as session:
             loop = asyncio.get_running_loop()
             started = loop.time()
-            await stream_until_last(endpoint_at(url), client)
+            await stream_until_last(endpoint_at(url), session)
             waited = loop.time() - started
-            await stream_until_last(endpoint_at(url), client)
+            await stream_until_last(endpoint_at(url), session)
     assert waited < upstream.DRAIN_SECONDS + 2.0
     assert ports[0] != ports[1], "a connection still streaming cannot be used again"
 
