@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 from django.conf import settings
 
@@ -14,9 +15,12 @@ from tasks_app.protocol import delegation
 def relay_id() -> str:
     """This relay's name in delegation chains: RELAY_ID, else one derived from SECRET_KEY
     (stable for a deployment, different between deployments, and revealing nothing)."""
-    if settings.RELAY_ID:
-        return settings.RELAY_ID
-    return "relay-" + hashlib.sha256(b"relay-id:" + settings.SECRET_KEY.encode()).hexdigest()[:12]
+    return settings.RELAY_ID or _derived_id(settings.SECRET_KEY)
+
+
+@lru_cache(maxsize=4)
+def _derived_id(secret_key: str) -> str:
+    return "relay-" + hashlib.sha256(b"relay-id:" + secret_key.encode()).hexdigest()[:12]
 
 
 def inbound(headers: Mapping[str, str] | Iterable[tuple[bytes, bytes]]) -> tuple[str, ...]:

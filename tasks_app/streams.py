@@ -297,17 +297,27 @@ class PerLoop(Generic[T]):
         self._made: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, T] = (
             weakref.WeakKeyDictionary()
         )
+        self._last: tuple[weakref.ref, T] | None = None
+        """The loop last asked for and its object: a process asks from one loop."""
 
     def get(self) -> T:
-        loop = asyncio.get_running_loop()
-        current = self._made.get(loop)
+        current = self.peek()
         if current is None:
+            loop = asyncio.get_running_loop()
             current = self._made[loop] = self._make()
+            self._last = (weakref.ref(loop), current)
         return current
 
     def peek(self) -> T | None:
         """The running loop's object if it was made, else None."""
-        return self._made.get(asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        last = self._last
+        if last is not None and last[0]() is loop:
+            return last[1]
+        current = self._made.get(loop)
+        if current is not None:
+            self._last = (weakref.ref(loop), current)
+        return current
 
 
 _hubs: PerLoop[Hub] = PerLoop(Hub)
