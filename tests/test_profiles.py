@@ -271,3 +271,28 @@ def test_production_profile_on_postgresql_and_redis(tmp_path, services):
         agent = httpx.get(f"{base}/a2a/registry/weather").json()
         assert agent["health"]["state"] == "healthy"
         assert agent["health"]["breaker"]["state"] == "closed"
+
+
+PREPARED = """
+from django.db import connection
+from registry.models import Agent
+for _ in range(6):
+    list(Agent.objects.filter(pk="nobody"))
+with connection.cursor() as cursor:
+    cursor.execute("select count(*) from pg_prepared_statements")
+    print(cursor.fetchone()[0])
+"""
+
+
+@pytest.mark.production
+@pytest.mark.parametrize(("setting", "prepared"), [(None, 1), ("false", 0)])
+def test_postgresql_prepares_a_statement_a_connection_runs_again(
+    tmp_path, services, setting, prepared
+):
+    """The server stops parsing and planning the statements every call runs (from the fifth
+    run on a connection); RELAY_DATABASE_PREPARED_STATEMENTS=false goes back to Django's
+    default for poolers that cannot keep prepared statements."""
+    extra = {} if setting is None else {"RELAY_DATABASE_PREPARED_STATEMENTS": setting}
+    env = relay_env(tmp_path, **services, **extra)
+    manage(env, "migrate", "--verbosity=0")
+    assert int(manage(env, "shell", "-c", PREPARED).strip().splitlines()[-1]) == prepared
