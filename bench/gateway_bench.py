@@ -31,6 +31,11 @@ the relay calls over gRPC). Their baseline is `grpc-agent`: that same gRPC echo 
 relay's gRPC rows are printed as ratios to it (throughput, p50, p99, latency added), for
 information: no verdict judges them.
 
+`aio-proxy`: the same bare proxy with aiohttp as its client instead of httpx, in front of the
+echo agent. The relay calls agents through aiohttp too, so per level both profiles are also
+printed as ratios to it (CPU per request, latency added, throughput), for information: the
+verdicts judge against the httpx proxy, the bare Python proxy the targets were set against.
+
 Streams, one at a time: 50 chunks as fast as the agent makes them (time to last event; the
 per-event overhead is (relay - proxy) / 50), and 50 chunks paced at 2 ms each (time to last
 event), for direct, proxy, embedded and production.
@@ -107,6 +112,9 @@ GRPC_RELAY = "grpc-relay"
 """The production relay's gRPC server in front of ``GRPC_AGENT`` (tenant ``agents/echo-grpc``,
 which the relay calls over gRPC): the same workload as ``GRPC_AGENT``, through the relay."""
 GRPC_ROWS = (GRPC, GRPC_RELAY)
+AIOHTTP_PROXY = "aio-proxy"
+"""The same bare proxy with aiohttp as its client, as the relay's calls to agents have: the
+relay's figures against it are printed for information (the verdicts stay against PROXY)."""
 BASELINES = (DIRECT, PROXY)
 PROFILES = (EMBEDDED, PRODUCTION)
 FAST, PACED = "fast", "paced"
@@ -212,11 +220,13 @@ def serve_grpc_agent(port: int, card_port: int) -> None:
     asyncio.run(serve())
 
 
-def serve_proxy(port: int, upstreams: dict[str, str]) -> None:
-    """POST /{name}/ goes to `upstreams[name]` with one shared httpx.AsyncClient; the answer
-    comes back, an event stream event by event as it arrives, anything else in one piece."""
+def serve_proxy(port: int, upstreams: dict[str, str], *, client: str = "httpx") -> None:
+    """POST /{name}/ goes to `upstreams[name]` with one shared httpx.AsyncClient (or
+    aiohttp.ClientSession); the answer comes back, an event stream event by event as it
+    arrives, anything else in one piece."""
     import contextlib
 
+    import aiohttp
     import uvicorn
     from starlette.applications import Starlette
     from starlette.background import BackgroundTask
@@ -224,20 +234,42 @@ def serve_proxy(port: int, upstreams: dict[str, str]) -> None:
     from starlette.routing import Route
 
     forwarded = ("content-type", "accept", "a2a-version", "a2a-extensions", "authorization")
-    clients: list[httpx.AsyncClient] = []
+    clients: list = []
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
+        if client == "aiohttp":
+            connector = aiohttp.TCPConnector(limit=128)
+            async with aiohttp.ClientSession(connector=connector) as session:
+                clients.append(session)
+                yield
+            return
         limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
-        async with httpx.AsyncClient(limits=limits, timeout=REQUEST_TIMEOUT) as client:
-            clients.append(client)
+        async with httpx.AsyncClient(limits=limits, timeout=REQUEST_TIMEOUT) as shared:
+            clients.append(shared)
             yield
+
+    async def forward_aiohttp(upstream: str, body: bytes, headers: dict[str, str]):
+        answer = await clients[0].post(upstream, data=body, headers=headers)
+        media_type = answer.headers.get("content-type")
+        if media_type and media_type.startswith("text/event-stream"):
+            return StreamingResponse(
+                answer.content.iter_any(),
+                status_code=answer.status,
+                media_type=media_type,
+                background=BackgroundTask(answer.release),
+            )
+        content = await answer.read()
+        answer.release()
+        return Response(content, status_code=answer.status, media_type=media_type)
 
     async def forward(request):
         upstream = upstreams.get(request.path_params["name"])
         if upstream is None:
             return Response(status_code=404)
         headers = {name: request.headers[name] for name in forwarded if name in request.headers}
+        if client == "aiohttp":
+            return await forward_aiohttp(upstream, await request.body(), headers)
         outbound = clients[0].build_request(
             "POST", upstream, content=await request.body(), headers=headers
         )
@@ -905,6 +937,19 @@ def print_level(level: int, figures: dict[str, LoadFigures]) -> None:
         held = ", ".join(f"{name} {count}" for name, count in sorted(clients.items()))
         print(f"  Redis connections held after the level, by process: {held}")
     print("  (ratios against the proxy at this level; added = over the direct agent)")
+    against = figures.get(AIOHTTP_PROXY)
+    if against is not None:
+        print(
+            f"  against {AIOHTTP_PROXY} (the bare proxy on aiohttp, the relay's client for "
+            "agents), for information, no verdict:"
+        )
+        for name in PROFILES:
+            mine = figures[name]
+            print(
+                f"    {name:<10} CPU/req {times(ratio(mine.cpu_ms, against.cpu_ms)):>7}  "
+                f"added p50 {times(ratio(mine.added_p50_ms, against.added_p50_ms)):>7}  "
+                f"req/s {times(ratio(mine.per_second, against.per_second)):>7}"
+            )
     versus = grpc_versus_agent(figures)
     if versus:
         base = figures[GRPC_AGENT]
@@ -1104,7 +1149,10 @@ def main() -> None:
         elif role == "grpc-agent":
             serve_grpc_agent(int(rest[0]), int(rest[1]))
         else:
-            serve_proxy(int(rest[0]), dict(item.split("=", 1) for item in rest[1:]))
+            upstreams = dict(item.split("=", 1) for item in rest[1:])
+            serve_proxy(
+                int(rest[0]), upstreams, client="aiohttp" if role == AIOHTTP_PROXY else "httpx"
+            )
         return
 
     started = time.monotonic()
@@ -1114,7 +1162,17 @@ def main() -> None:
     python = sys.executable
     ports = {
         name: free_port()
-        for name in ("echo", "chunks", "proxy", EMBEDDED, PRODUCTION, GRPC, GRPC_AGENT, "grpc-card")
+        for name in (
+            "echo",
+            "chunks",
+            "proxy",
+            AIOHTTP_PROXY,
+            EMBEDDED,
+            PRODUCTION,
+            GRPC,
+            GRPC_AGENT,
+            "grpc-card",
+        )
     }
     urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
 
@@ -1172,6 +1230,18 @@ def main() -> None:
             ],
             envs[EMBEDDED],
         )
+        aiohttp_proxy = start(
+            AIOHTTP_PROXY,
+            [
+                python,
+                script,
+                "--serve",
+                AIOHTTP_PROXY,
+                str(ports[AIOHTTP_PROXY]),
+                f"echo={urls['echo']}/",
+            ],
+            envs[EMBEDDED],
+        )
         relays = {
             name: start(f"{name}-{args.server}", relay_command(args.server, ports[name]), env)
             for name, env in envs.items()
@@ -1181,6 +1251,7 @@ def main() -> None:
         wait_until_answers(agent, f"{urls['echo']}/.well-known/agent-card.json")
         wait_until_answers(streamer, f"{urls['chunks']}/.well-known/agent-card.json")
         wait_until_answers(proxy, f"{urls['proxy']}/")
+        wait_until_answers(aiohttp_proxy, f"{urls[AIOHTTP_PROXY]}/")
         wait_until_answers(grpc_agent, f"{urls['grpc-card']}/.well-known/agent-card.json")
         wait_until_grpc_answers(grpc_agent, f"127.0.0.1:{ports[GRPC_AGENT]}")
         for name, relay in relays.items():
@@ -1211,6 +1282,9 @@ def main() -> None:
         targets = {
             DIRECT: Target(DIRECT, f"{urls['echo']}/", agent, plain),
             PROXY: Target(PROXY, f"{urls['proxy']}/echo/", proxy, plain),
+            AIOHTTP_PROXY: Target(
+                AIOHTTP_PROXY, f"{urls[AIOHTTP_PROXY]}/echo/", aiohttp_proxy, plain
+            ),
             EMBEDDED: Target(
                 EMBEDDED,
                 f"{urls[EMBEDDED]}/a2a/agents/echo/",
