@@ -140,12 +140,12 @@ def check_literal_address(url: str, policy: OutboundPolicy | None = None) -> Non
 
 
 def _refusal(address: str, host: str = "") -> str:
-    where = (
-        f"{host} resolves to a non-public address ({address})"
-        if host
-        else (f"{address} is a non-public address")
+    """Why a connection to ``address`` (resolved from ``host``, when named) is refused."""
+    where = f"{host} resolves to a non-public address" if host else "a non-public address"
+    return (
+        f"{where} ({address}); the relay does not fetch loopback, private, link-local or "
+        "metadata addresses"
     )
-    return f"{where}; the relay does not fetch loopback, private, link-local or metadata addresses"
 
 
 def _checked_addresses(host: str, infos: Iterable[tuple]) -> list[str]:

@@ -157,6 +157,8 @@ async def shared_session(policy: outbound.OutboundPolicy | None = None) -> aioht
 
 
 async def _keeper(key, session: aiohttp.ClientSession) -> AsyncIterator[None]:
+    """Waits at its one ``yield`` for as long as its loop runs; closed with the loop's async
+    generators, it forgets and closes the session."""
     try:
         yield
     finally:
