@@ -21,6 +21,11 @@ its processes only), and for information the echo agent's CPU per request and, f
 that of its PostgreSQL backends and Redis. Redis: connections the production relay opened
 during the timed rounds (`INFO stats` total_connections_received before and after each of its
 turns) and, from `CLIENT LIST`, the connections each process holds after the level.
+For information, the latency production's calls spend on its services alone, which a bare
+proxy does not: after each level, the median round trip from this process to that Redis
+(`PING`) and to PostgreSQL (`SELECT 1`), times the round trips a SendMessage makes (one to
+Redis: its key's lookup and count, one script; two to PostgreSQL: its task's INSERT before the
+agent is called, and its end recorded before the answer).
 
 gRPC: the production relay's gRPC server (`manage.py run_grpc` on the same database and Redis)
 gets the same SendMessage as A2A 1.0 over gRPC (a2a-sdk's generated stub on one HTTP/2 channel),
@@ -94,6 +99,14 @@ LEVELS = (1, 8, 32, 64)
 STREAM_CHUNKS = 50
 PACE_MS = 2
 ROUNDS = 5
+ROUND_TRIPS = 200
+"""Round trips timed to the production Redis and to PostgreSQL after each level."""
+REDIS_ROUND_TRIPS_PER_CALL = 1
+"""A SendMessage's API-key lookup and rate-limit count: one Lua script
+(``ratelimit.cached_and_counted``)."""
+POSTGRES_ROUND_TRIPS_PER_CALL = 2
+"""A SendMessage's task INSERT, before the agent is called, and its end, recorded before the
+answer: one statement each (``tasks_app.services``)."""
 LEVEL_SECONDS = 60.0
 """A target stops early at a level (and says so) when its requests take longer than this."""
 STREAM_WARMUP = 3
@@ -374,6 +387,23 @@ class RedisWatch:
     def connections_received(self) -> int:
         return int(self.client.info("stats")["total_connections_received"])
 
+    def round_trips_ms(self, count: int = ROUND_TRIPS) -> tuple[float, float]:
+        """Median milliseconds of a round trip to Redis (PING) and to PostgreSQL (SELECT 1),
+        one at a time from this process."""
+
+        def median_ms(call: Callable[[], object]) -> float:
+            spent = []
+            for _ in range(count):
+                started = time.perf_counter()
+                call()
+                spent.append(time.perf_counter() - started)
+            return statistics.median(spent) * 1000
+
+        return (
+            median_ms(self.client.ping),
+            median_ms(lambda: self.postgres.execute("SELECT 1").fetchone()),
+        )
+
     def clients_by_process(self, processes: dict[str, Process]) -> dict[str, int]:
         """Connections open now, by the name of the process that holds them."""
         owners: dict[int, str] = {os.getpid(): "bench"}
@@ -646,6 +676,9 @@ class LoadFigures:
     backing_cpu_ms: float | None = None
     redis_opened: int | None = None
     redis_clients: dict[str, int] | None = None
+    redis_round_trip_ms: float | None = None
+    """Production only: a median round trip to its Redis, measured after the level."""
+    postgres_round_trip_ms: float | None = None
     cut_short: bool = False
     first_error: str = ""
 
@@ -708,6 +741,21 @@ def stream_figures(runs: dict[str, StreamRun]) -> dict[str, StreamFigures]:
         )
         for name, run in runs.items()
     }
+
+
+def services_ms(figures: dict[str, LoadFigures]) -> float | None:
+    """The latency a production call spends waiting on Redis and PostgreSQL, at the round trips
+    measured after the level (a bare proxy spends none); None without those figures."""
+    production = figures.get(PRODUCTION)
+    if production is None or None in (
+        production.redis_round_trip_ms,
+        production.postgres_round_trip_ms,
+    ):
+        return None
+    return (
+        REDIS_ROUND_TRIPS_PER_CALL * production.redis_round_trip_ms
+        + POSTGRES_ROUND_TRIPS_PER_CALL * production.postgres_round_trip_ms
+    )
 
 
 def ratio(value: float, baseline: float) -> float:
@@ -937,6 +985,16 @@ def print_level(level: int, figures: dict[str, LoadFigures]) -> None:
         held = ", ".join(f"{name} {count}" for name, count in sorted(clients.items()))
         print(f"  Redis connections held after the level, by process: {held}")
     print("  (ratios against the proxy at this level; added = over the direct agent)")
+    waiting = services_ms(figures)
+    if waiting is not None:
+        production = figures[PRODUCTION]
+        print(
+            f"  production waits on its services, for information, no verdict: round trips "
+            f"from the bench after the level: Redis {production.redis_round_trip_ms:.2f} ms, "
+            f"PostgreSQL {production.postgres_round_trip_ms:.2f} ms; a call makes "
+            f"{REDIS_ROUND_TRIPS_PER_CALL} and {POSTGRES_ROUND_TRIPS_PER_CALL}: {waiting:.2f} ms "
+            f"= {times(ratio(waiting, proxy.added_p50_ms))} the proxy's added p50"
+        )
     against = figures.get(AIOHTTP_PROXY)
     if against is not None:
         print(
@@ -1017,8 +1075,12 @@ async def bench(
             targets, agent, body, redis, count=args.requests, concurrency=level
         )
         figures = load_figures(runs)
+        redis_round_trip, postgres_round_trip = redis.round_trips_ms()
         figures[PRODUCTION] = replace(
-            figures[PRODUCTION], redis_clients=redis.clients_by_process(watched)
+            figures[PRODUCTION],
+            redis_clients=redis.clients_by_process(watched),
+            redis_round_trip_ms=redis_round_trip,
+            postgres_round_trip_ms=postgres_round_trip,
         )
         levels[level] = figures
         print_level(level, figures)
