@@ -34,13 +34,18 @@ class Task(models.Model):
     State = models.TextChoices("State", [(s.name, s.value) for s in TaskState])
 
     id = models.CharField(primary_key=True, max_length=64, default=new_id, editable=False)
-    context_id = models.CharField(max_length=200, db_index=True)
+    context_id = models.CharField(max_length=200)
     target_kind = models.CharField(
         max_length=10, default="agent", help_text="What the caller addressed: agent or team."
     )
     target_id = models.CharField(max_length=64, default="")
     agent = models.ForeignKey(
-        "registry.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
+        "registry.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="tasks",
+        db_index=False,  # task_agent_created leads with it
     )
     upstream_task_id = models.CharField(max_length=200, blank=True)
     upstream_context_id = models.CharField(max_length=200, blank=True)
@@ -54,11 +59,21 @@ class Task(models.Model):
     # why. Shown to the caller as metadata.relaySelection, whatever the agent's own metadata.
     selection = models.JSONField(null=True, blank=True, editable=False)
     parent = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="children",
+        db_index=False,  # task_parent
     )
     delegation_chain = models.JSONField(default=list, blank=True)
     caller = models.ForeignKey(
-        "registry.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
+        "registry.ApiKey",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="tasks",
+        db_index=False,  # task_caller_time leads with it
     )
     client_version = models.CharField(
         max_length=8, blank=True, help_text="The A2A version the caller spoke."
@@ -91,7 +106,13 @@ class Task(models.Model):
 
     class Meta:
         ordering = ["-status_timestamp", "-id"]
+        # Every index is written on each task's INSERT and again at its end (that update moves
+        # indexed columns), so there is none a query does not need: a foreign key is served by
+        # an index leading with it, and none has PostgreSQL's LIKE companion (no query on a
+        # task's ids matches a pattern; migration 0009 drops the primary key's).
         indexes = [
+            models.Index(fields=["context_id"], name="task_context"),
+            models.Index(fields=["parent"], name="task_parent"),
             models.Index(fields=["caller", "-status_timestamp", "-id"], name="task_caller_time"),
             models.Index(fields=["agent", "-created_at"], name="task_agent_created"),
             models.Index(fields=["agent", "upstream_task_id"], name="task_agent_upstream"),
@@ -142,7 +163,12 @@ class TaskEvent(models.Model):
         STATUS = "status"
         ARTIFACT = "artifact"
 
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    task = models.ForeignKey(
+        Task,
+        on_delete=models.CASCADE,
+        related_name="events",
+        db_index=False,  # event_sequence_per_task leads with it
+    )
     sequence = models.PositiveIntegerField()
     kind = models.CharField(max_length=10, choices=Kind.choices)
     payload = models.JSONField(help_text="The event as a 1.0 StreamResponse.")

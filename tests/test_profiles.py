@@ -296,3 +296,36 @@ def test_postgresql_prepares_a_statement_a_connection_runs_again(
     env = relay_env(tmp_path, **services, **extra)
     manage(env, "migrate", "--verbosity=0")
     assert int(manage(env, "shell", "-c", PREPARED).strip().splitlines()[-1]) == prepared
+
+
+TASK_INDEXES = """
+from django.db import connection
+with connection.cursor() as cursor:
+    cursor.execute(
+        "select tablename, indexname, indexdef from pg_indexes"
+        " where tablename in ('tasks_app_task', 'tasks_app_taskevent')"
+    )
+    for row in cursor.fetchall():
+        print("|".join(row))
+"""
+
+
+@pytest.mark.production
+def test_postgresql_writes_only_the_task_indexes_its_queries_use(tmp_path, services):
+    """Every index of a task is written when it is created and again when it ends: none is
+    a LIKE companion (no query matches a pattern on a task's ids), and no foreign key has
+    one of its own where an index leads with it."""
+    env = relay_env(tmp_path, **services)
+    manage(env, "migrate", "--verbosity=0")
+    found = [
+        line.split("|", 2)
+        for line in manage(env, "shell", "-c", TASK_INDEXES).splitlines()
+        if line.count("|") >= 2
+    ]
+    names = {(table, name) for table, name, _ in found}
+    assert not [name for _, name, definition in found if "pattern_ops" in definition]
+    task = {name for table, name in names if table == "tasks_app_task"}
+    assert {"task_context", "task_parent", "task_caller_time", "task_agent_created"} <= task
+    assert len(task) == 9, sorted(task)
+    events = {name for table, name in names if table == "tasks_app_taskevent"}
+    assert events == {"tasks_app_taskevent_pkey", "event_sequence_per_task"}
