@@ -21,11 +21,12 @@ its processes only), and for information the echo agent's CPU per request and, f
 that of its PostgreSQL backends and Redis. Redis: connections the production relay opened
 during the timed rounds (`INFO stats` total_connections_received before and after each of its
 turns) and, from `CLIENT LIST`, the connections each process holds after the level.
-For information, the latency production's calls spend on its services alone, which a bare
-proxy does not: after each level, the median round trip from this process to that Redis
-(`PING`) and to PostgreSQL (`SELECT 1`), times the round trips a SendMessage makes (one to
-Redis: its key's lookup and count, one script; two to PostgreSQL: its task's INSERT before the
-agent is called, and its end recorded before the answer).
+For information, the time production's calls spend on its services alone, which a bare proxy
+does not: after each level, the median round trip from this process to that Redis (`PING`) and
+to PostgreSQL (`SELECT 1`), times the round trips a SendMessage makes (one to Redis: its key's
+lookup and count, one script; two to PostgreSQL: its task's INSERT before the agent is called,
+and its end recorded before the answer), plus the services' CPU per call. At c=1 a call waits
+for all of it.
 
 gRPC: the production relay's gRPC server (`manage.py run_grpc` on the same database and Redis)
 gets the same SendMessage as A2A 1.0 over gRPC (a2a-sdk's generated stub on one HTTP/2 channel),
@@ -744,17 +745,20 @@ def stream_figures(runs: dict[str, StreamRun]) -> dict[str, StreamFigures]:
 
 
 def services_ms(figures: dict[str, LoadFigures]) -> float | None:
-    """The latency a production call spends waiting on Redis and PostgreSQL, at the round trips
-    measured after the level (a bare proxy spends none); None without those figures."""
+    """The time a production call spends on Redis and PostgreSQL (a bare proxy spends none):
+    its round trips, at those measured after the level, and the services' CPU per call; None
+    without those figures."""
     production = figures.get(PRODUCTION)
     if production is None or None in (
         production.redis_round_trip_ms,
         production.postgres_round_trip_ms,
+        production.backing_cpu_ms,
     ):
         return None
     return (
         REDIS_ROUND_TRIPS_PER_CALL * production.redis_round_trip_ms
         + POSTGRES_ROUND_TRIPS_PER_CALL * production.postgres_round_trip_ms
+        + production.backing_cpu_ms
     )
 
 
@@ -989,11 +993,12 @@ def print_level(level: int, figures: dict[str, LoadFigures]) -> None:
     if waiting is not None:
         production = figures[PRODUCTION]
         print(
-            f"  production waits on its services, for information, no verdict: round trips "
-            f"from the bench after the level: Redis {production.redis_round_trip_ms:.2f} ms, "
-            f"PostgreSQL {production.postgres_round_trip_ms:.2f} ms; a call makes "
-            f"{REDIS_ROUND_TRIPS_PER_CALL} and {POSTGRES_ROUND_TRIPS_PER_CALL}: {waiting:.2f} ms "
-            f"= {times(ratio(waiting, proxy.added_p50_ms))} the proxy's added p50"
+            f"  production's time on its services, for information, no verdict: round trips "
+            f"from the bench after the level, Redis {production.redis_round_trip_ms:.2f} ms and "
+            f"PostgreSQL {production.postgres_round_trip_ms:.2f} ms (a call makes "
+            f"{REDIS_ROUND_TRIPS_PER_CALL} and {POSTGRES_ROUND_TRIPS_PER_CALL}), with their CPU "
+            f"per call: {waiting:.2f} ms a call, {times(ratio(waiting, proxy.added_p50_ms))} the "
+            f"proxy's added p50"
         )
     against = figures.get(AIOHTTP_PROXY)
     if against is not None:

@@ -195,13 +195,20 @@ def test_levels_left_out_of_a_run_are_named_as_not_judged():
     assert not_judged([1, 8, 32]) == ["zero errors at c=64"]
 
 
-def test_production_s_wait_on_its_services_counts_each_round_trip_a_call_makes():
+def test_production_s_time_on_its_services_counts_each_round_trip_a_call_makes():
     level = make_level(production={"redis_round_trip_ms": 0.1, "postgres_round_trip_ms": 0.2})
-    # One Redis script (the key's lookup and count), two PostgreSQL statements.
-    assert math.isclose(services_ms(level), 0.1 + 2 * 0.2)
+    # One Redis script (the key's lookup and count), two PostgreSQL statements, and the
+    # services' CPU per call (0.5 ms in make_level).
+    assert math.isclose(services_ms(level), 0.1 + 2 * 0.2 + 0.5)
 
 
 def test_production_s_wait_is_not_figured_without_its_round_trips():
     assert services_ms(make_level()) is None
     assert services_ms(make_level(production={"redis_round_trip_ms": 0.1})) is None
+    without_cpu = {
+        "redis_round_trip_ms": 0.1,
+        "postgres_round_trip_ms": 0.2,
+        "backing_cpu_ms": None,
+    }
+    assert services_ms(make_level(production=without_cpu)) is None
     assert services_ms({PROXY: make_load()}) is None
