@@ -67,7 +67,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -234,6 +234,17 @@ def serve_grpc_agent(port: int, card_port: int) -> None:
     asyncio.run(serve())
 
 
+@dataclass(frozen=True)
+class Answer:
+    """An upstream's answer as the bare proxy passes it on, whichever client fetched it."""
+
+    status: int
+    media_type: str | None
+    chunks: Callable[[], AsyncIterator[bytes]]
+    read: Callable[[], Awaitable[bytes]]
+    close: Callable[[], Awaitable[None]]
+
+
 def serve_proxy(port: int, upstreams: dict[str, str], *, client: str = "httpx") -> None:
     """POST /{name}/ goes to `upstreams[name]` with one shared httpx.AsyncClient (or
     aiohttp.ClientSession); the answer comes back, an event stream event by event as it
@@ -250,55 +261,63 @@ def serve_proxy(port: int, upstreams: dict[str, str], *, client: str = "httpx") 
     forwarded = ("content-type", "accept", "a2a-version", "a2a-extensions", "authorization")
     clients: list = []
 
+    def new_client():
+        if client == "aiohttp":
+            return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=128))
+        limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
+        return httpx.AsyncClient(limits=limits, timeout=REQUEST_TIMEOUT)
+
     @contextlib.asynccontextmanager
     async def lifespan(app):
-        if client == "aiohttp":
-            connector = aiohttp.TCPConnector(limit=128)
-            async with aiohttp.ClientSession(connector=connector) as session:
-                clients.append(session)
-                yield
-            return
-        limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
-        async with httpx.AsyncClient(limits=limits, timeout=REQUEST_TIMEOUT) as shared:
+        async with new_client() as shared:
             clients.append(shared)
             yield
 
-    async def forward_aiohttp(upstream: str, body: bytes, headers: dict[str, str]):
+    async def send_httpx(upstream: str, body: bytes, headers: dict[str, str]) -> Answer:
+        shared = clients[0]
+        answer = await shared.send(
+            shared.build_request("POST", upstream, content=body, headers=headers), stream=True
+        )
+        return Answer(
+            answer.status_code,
+            answer.headers.get("content-type"),
+            answer.aiter_raw,
+            answer.aread,
+            answer.aclose,
+        )
+
+    async def send_aiohttp(upstream: str, body: bytes, headers: dict[str, str]) -> Answer:
         answer = await clients[0].post(upstream, data=body, headers=headers)
-        media_type = answer.headers.get("content-type")
-        if media_type and media_type.startswith("text/event-stream"):
-            return StreamingResponse(
-                answer.content.iter_any(),
-                status_code=answer.status,
-                media_type=media_type,
-                background=BackgroundTask(answer.release),
-            )
-        content = await answer.read()
-        answer.release()
-        return Response(content, status_code=answer.status, media_type=media_type)
+
+        async def close() -> None:
+            answer.release()
+
+        return Answer(
+            answer.status,
+            answer.headers.get("content-type"),
+            answer.content.iter_any,
+            answer.read,
+            close,
+        )
+
+    send = send_aiohttp if client == "aiohttp" else send_httpx
 
     async def forward(request):
         upstream = upstreams.get(request.path_params["name"])
         if upstream is None:
             return Response(status_code=404)
         headers = {name: request.headers[name] for name in forwarded if name in request.headers}
-        if client == "aiohttp":
-            return await forward_aiohttp(upstream, await request.body(), headers)
-        outbound = clients[0].build_request(
-            "POST", upstream, content=await request.body(), headers=headers
-        )
-        answer = await clients[0].send(outbound, stream=True)
-        media_type = answer.headers.get("content-type")
-        if media_type and media_type.startswith("text/event-stream"):
+        answer = await send(upstream, await request.body(), headers)
+        if answer.media_type and answer.media_type.startswith("text/event-stream"):
             return StreamingResponse(
-                answer.aiter_raw(),
-                status_code=answer.status_code,
-                media_type=media_type,
-                background=BackgroundTask(answer.aclose),
+                answer.chunks(),
+                status_code=answer.status,
+                media_type=answer.media_type,
+                background=BackgroundTask(answer.close),
             )
-        content = await answer.aread()
-        await answer.aclose()
-        return Response(content, status_code=answer.status_code, media_type=media_type)
+        content = await answer.read()
+        await answer.close()
+        return Response(content, status_code=answer.status, media_type=answer.media_type)
 
     app = Starlette(routes=[Route("/{name}/", forward, methods=["POST"])], lifespan=lifespan)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)

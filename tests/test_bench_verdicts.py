@@ -202,7 +202,7 @@ def test_production_s_time_on_its_services_counts_each_round_trip_a_call_makes()
     assert math.isclose(services_ms(level), 0.1 + 2 * 0.2 + 0.5)
 
 
-def test_production_s_wait_is_not_figured_without_its_round_trips():
+def test_production_s_time_on_its_services_is_not_figured_without_its_round_trips_and_cpu():
     assert services_ms(make_level()) is None
     assert services_ms(make_level(production={"redis_round_trip_ms": 0.1})) is None
     without_cpu = {
