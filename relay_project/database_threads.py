@@ -10,15 +10,24 @@ A relay process runs its database work in the RELAY_DATABASE_THREADS threads of 
 ``DatabaseThreads``, created at first use: asgiref's thread-sensitive ``sync_to_async`` uses
 them as its single-thread executor, and ``run`` hops to them directly, for the hops every
 A2A call makes. Both share the threads, and so the threads' database connections.
+
+Each direction of a direct hop wakes the other side by writing a byte to a pipe. Python
+releases the GIL while it writes, so the side woken finds the GIL free. Handing over through
+a queue and uvloop's ``call_soon_threadsafe`` wakes the other thread while the GIL is still
+held: on another core that thread wakes only to wait for the GIL, and is woken a second time
+when it gets it. In the gateway bench at one call at a time that made each hop cost about
+35 µs in the embedded profile; through pipes, about 15.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
-import queue
+import os
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -29,7 +38,8 @@ class DatabaseThreads(concurrent.futures.Executor):
     """``count`` threads taking work from one queue, in order."""
 
     def __init__(self, count: int, *, name: str = "relay-database") -> None:
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._work_queue: collections.deque = collections.deque()
+        self._doorbell = _Doorbell(nonblocking_reads=False)
         self._closed = False
         self._threads = [
             threading.Thread(target=self._work, name=f"{name}-{index}", daemon=True)
@@ -45,7 +55,7 @@ class DatabaseThreads(concurrent.futures.Executor):
         function runs to its end."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._put(_settle_on_loop, loop, future, function, args)
+        self._put(_settle_on_loop, _LoopInbox.of(loop), future, function, args)
         return future
 
     def submit(self, fn, /, *args, **kwargs) -> concurrent.futures.Future:
@@ -57,7 +67,8 @@ class DatabaseThreads(concurrent.futures.Executor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._closed = True
         for _ in self._threads:
-            self._queue.put(None)
+            self._work_queue.append(None)
+            self._doorbell.ring()
         if wait:
             for thread in self._threads:
                 if thread is not threading.current_thread():
@@ -66,21 +77,95 @@ class DatabaseThreads(concurrent.futures.Executor):
     def _put(self, *work: Any) -> None:
         if self._closed:
             raise RuntimeError("the database threads were shut down")
-        self._queue.put(work)
+        self._work_queue.append(work)
+        self._doorbell.ring()
 
     def _work(self) -> None:
-        while (work := self._queue.get()) is not None:
-            work[0](*work[1:])
-            del work
+        # A ring wakes one thread, which runs work until none is left: a ring that was
+        # lost to a full pipe (thousands of hops waiting) never strands any work.
+        while True:
+            self._doorbell.wait()
+            while True:
+                try:
+                    work = self._work_queue.popleft()
+                except IndexError:
+                    break
+                if work is None:
+                    return
+                work[0](*work[1:])
+                del work
 
 
-def _settle_on_loop(loop: asyncio.AbstractEventLoop, future: asyncio.Future, function, args):
+class _Doorbell:
+    """A pipe: ``ring`` writes a byte without waiting (a full pipe already wakes its
+    reader), ``wait`` blocks until a byte comes and takes one. Both release the GIL while
+    in the system call. The pipe is closed when the doorbell is garbage."""
+
+    def __init__(self, *, nonblocking_reads: bool) -> None:
+        self.reading, self._writing = os.pipe()
+        os.set_blocking(self._writing, False)
+        os.set_blocking(self.reading, not nonblocking_reads)
+        weakref.finalize(self, _close, self.reading, self._writing)
+
+    def ring(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.write(self._writing, b"\0")
+
+    def wait(self) -> None:
+        os.read(self.reading, 1)
+
+    def silence(self) -> None:
+        """Takes every byte waiting (reads that never block)."""
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self.reading, 4096):
+                pass
+
+
+def _close(*descriptors: int) -> None:
+    for descriptor in descriptors:
+        with contextlib.suppress(OSError):
+            os.close(descriptor)
+
+
+class _LoopInbox:
+    """The results of an event loop's hops, handed to it by the database threads: the loop
+    reads its doorbell's pipe and settles every future waiting in the inbox."""
+
+    _of_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopInbox] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._settled: collections.deque = collections.deque()
+        self._doorbell = _Doorbell(nonblocking_reads=True)
+        # The loop's reader holds the inbox (and its pipe) while the loop lives; a thread
+        # still settling a hop of a loop already gone holds it until it is done.
+        loop.add_reader(self._doorbell.reading, self._deliver)
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> _LoopInbox:
+        inbox = cls._of_loop.get(loop)
+        if inbox is None:
+            inbox = cls._of_loop[loop] = cls(loop)
+        return inbox
+
+    def put(self, future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+        """From a database thread: hands the outcome to the loop and wakes it."""
+        self._settled.append((future, result, error))
+        self._doorbell.ring()
+
+    def _deliver(self) -> None:
+        self._doorbell.silence()
+        while self._settled:
+            _settle(*self._settled.popleft())
+
+
+def _settle_on_loop(inbox: _LoopInbox, future: asyncio.Future, function, args) -> None:
     try:
         outcome = (function(*args), None)
     except BaseException as error:  # noqa: BLE001  (handed to the caller, as sync_to_async does)
         outcome = (None, error)
-    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
-        loop.call_soon_threadsafe(_settle, future, *outcome)
+    inbox.put(future, *outcome)  # a loop closed meanwhile never reads it: nobody waits
 
 
 def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:

@@ -4,7 +4,11 @@ shared by its direct hops and asgiref's sync_to_async."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import gc
+import os
 import threading
+import time
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -89,3 +93,82 @@ async def test_sync_to_async_and_direct_hops_share_the_threads_and_their_connect
     through_asgiref = await sync_to_async(thread_and_connection)()
     assert direct == through_asgiref
     assert direct[0].startswith("relay-database-") and direct[1] is not None
+
+
+async def test_hops_from_many_callers_at_once_each_get_their_own_result():
+    threads = DatabaseThreads(1)
+    try:
+        results = await asyncio.gather(*(threads.run(pow, n, 2) for n in range(500)))
+        assert results == [n * n for n in range(500)]
+    finally:
+        threads.shutdown()
+
+
+def test_work_runs_in_the_order_it_was_handed_over():
+    threads = DatabaseThreads(1)
+    done: list[int] = []
+    try:
+        futures = [threads.submit(done.append, n) for n in range(200)]
+        concurrent.futures.wait(futures, timeout=5)
+        assert done == list(range(200))
+    finally:
+        threads.shutdown()
+
+
+def test_work_handed_over_while_the_doorbell_pipe_is_full_still_runs():
+    """Each hand-over rings with a byte in a pipe; while the thread is busy they pile up
+    past what the pipe holds, and the rings that find it full are dropped: the work behind
+    them runs all the same, and handing over never blocks."""
+    threads = DatabaseThreads(1)
+    release = threading.Event()
+    count = 100_000  # more than a pipe's 64 KiB of rings
+    try:
+        threads.submit(release.wait, 5)
+        started = time.monotonic()
+        futures = [threads.submit(int, n) for n in range(count)]
+        assert time.monotonic() - started < 10
+        release.set()
+        concurrent.futures.wait(futures, timeout=30)
+        assert [future.result() for future in futures[-3:]] == [count - 3, count - 2, count - 1]
+        assert all(future.done() for future in futures)
+    finally:
+        release.set()
+        threads.shutdown()
+
+
+def test_each_event_loop_gets_the_results_of_its_own_hops():
+    threads = DatabaseThreads(2)
+
+    def in_a_loop_of_its_own(base: int) -> list[int]:
+        async def hops() -> list[int]:
+            return [await threads.run(lambda n=n: base + n) for n in range(50)]
+
+        return asyncio.run(hops())
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            answers = list(pool.map(in_a_loop_of_its_own, (0, 1000, 2000)))
+        assert answers == [[base + n for n in range(50)] for base in (0, 1000, 2000)]
+    finally:
+        threads.shutdown()
+
+
+def test_the_pipes_of_event_loops_that_are_gone_are_closed():
+    threads = DatabaseThreads(1)
+
+    async def one_hop() -> None:
+        await threads.run(where)
+
+    def open_descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    try:
+        asyncio.run(one_hop())
+        gc.collect()
+        before = open_descriptors()
+        for _ in range(40):
+            asyncio.run(one_hop())
+        gc.collect()
+        assert open_descriptors() <= before + 2
+    finally:
+        threads.shutdown()
