@@ -18,8 +18,16 @@ from collections.abc import Sequence
 from functools import cache, lru_cache
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Field, Model
+
+
+def _connection():
+    """The default database's connection of this thread, looked up once per statement: every
+    use of ``django.db.connection`` looks it up again (a context-local read), and preparing
+    a row's values uses it once or twice a column."""
+    return connections[DEFAULT_DB_ALIAS]
+
 
 _COMMIT_WITHOUT_DISK_WAIT = "set_config('synchronous_commit', 'off', true)"
 """Evaluated by a statement, turns the disk wait off for its transaction alone: PostgreSQL
@@ -30,47 +38,47 @@ def insert(instance: Model, *, wait_for_disk: bool = True) -> None:
     """Inserts ``instance`` as ``save(force_insert=True)`` would; an automatic primary key
     left unset is read back. ``wait_for_disk`` as for ``update_then_insert`` (PostgreSQL
     only; other databases ignore it)."""
+    db = _connection()
     model = type(instance)
     pk = model._meta.pk
     read_pk = getattr(instance, pk.attname) is None
-    lazy = not wait_for_disk and connection.vendor == "postgresql"
+    lazy = not wait_for_disk and db.vendor == "postgresql"
     sql, fields = _insert_statement(model, read_pk, lazy)
-    params = [
-        field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields
-    ]
-    with connection.cursor() as cursor:
+    params = [field.get_db_prep_save(field.pre_save(instance, True), db) for field in fields]
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         if read_pk:
-            if connection.features.can_return_columns_from_insert:
+            if db.features.can_return_columns_from_insert:
                 value = cursor.fetchone()[0]
             else:
-                value = connection.ops.last_insert_id(cursor, model._meta.db_table, pk.column)
+                value = db.ops.last_insert_id(cursor, model._meta.db_table, pk.column)
             setattr(instance, pk.attname, value)
     instance._state.adding = False
-    instance._state.db = connection.alias
+    instance._state.db = db.alias
 
 
 def update(model: type[Model], *, where: dict[str, Any], values: dict[str, Any]) -> int:
     """``UPDATE`` the rows whose ``where`` fields equal the given values (none of them None)
     with ``values``; returns how many rows changed. With the expected state in ``where``,
     a compare-and-set, as ``filter(**where).update(**values)``."""
+    db = _connection()
     sql, written, compared = _update_statement(model, tuple(values), tuple(where))
-    with connection.cursor() as cursor:
-        cursor.execute(sql, _update_params(written, compared, values, where))
+    with db.cursor() as cursor:
+        cursor.execute(sql, _update_params(db, written, compared, values, where))
         return cursor.rowcount
 
 
 def _update_params(
-    written: list[Field], compared: list[Field], values: dict[str, Any], where: dict[str, Any]
+    db, written: list[Field], compared: list[Field], values: dict[str, Any], where: dict[str, Any]
 ) -> list[Any]:
     """The parameters of ``_update_statement``: values written as ``save()`` prepares them,
     values compared as a filter does."""
     params = [
-        field.get_db_prep_save(value, connection)
+        field.get_db_prep_save(value, db)
         for field, value in zip(written, values.values(), strict=True)
     ]
     params += [
-        field.get_db_prep_value(value, connection, prepared=False)
+        field.get_db_prep_value(value, db, prepared=False)
         for field, value in zip(compared, where.values(), strict=True)
     ]
     return params
@@ -108,20 +116,19 @@ def update_then_insert(
         notify_if,
         wait_for_disk,
     )
-    params = _update_params(written, compared, values, where)
+    db = _connection()
+    params = _update_params(db, written, compared, values, where)
     for instance in instances:
-        params += [
-            field.get_db_prep_save(field.pre_save(instance, True), connection) for field in inserted
-        ]
+        params += [field.get_db_prep_save(field.pre_save(instance, True), db) for field in inserted]
     if notify is not None:
         params += list(notify)
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         changed = cursor.fetchone() is not None
     if changed:
         for instance in instances:
             instance._state.adding = False
-            instance._state.db = connection.alias
+            instance._state.db = db.alias
     return changed
 
 
@@ -170,23 +177,24 @@ def values_by_pk(
     the database as the ORM converts it)."""
     if not pks:
         return []
+    db = _connection()
     sql, key, converters = _select_statement(model, fields, len(pks))
-    params = [key.get_db_prep_value(pk, connection, prepared=False) for pk in pks]
-    with connection.cursor() as cursor:
+    params = [key.get_db_prep_value(pk, db, prepared=False) for pk in pks]
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         found = cursor.fetchall()
     return [
         tuple(
-            _converted(value, convert, column)
+            _converted(db, value, convert, column)
             for value, (convert, column) in zip(row, converters, strict=True)
         )
         for row in found
     ]
 
 
-def _converted(value: Any, converters: list, column) -> Any:
+def _converted(db, value: Any, converters: list, column) -> Any:
     for convert in converters:
-        value = convert(value, column, connection)
+        value = convert(value, column, db)
     return value
 
 
