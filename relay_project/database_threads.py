@@ -31,6 +31,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from relay_project.per_loop import PerLoop
+
 T = TypeVar("T")
 
 
@@ -55,7 +57,7 @@ class DatabaseThreads(concurrent.futures.Executor):
         function runs to its end."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._put(_settle_on_loop, _LoopInbox.of(loop), future, function, args)
+        self._put(_settle_on_loop, _inboxes.get(), future, function, args)
         return future
 
     def submit(self, fn, /, *args, **kwargs) -> concurrent.futures.Future:
@@ -131,23 +133,12 @@ class _LoopInbox:
     """The results of an event loop's hops, handed to it by the database threads: the loop
     reads its doorbell's pipe and settles every future waiting in the inbox."""
 
-    _of_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopInbox] = (
-        weakref.WeakKeyDictionary()
-    )
-
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._settled: collections.deque = collections.deque()
         self._doorbell = _Doorbell(nonblocking_reads=True)
         # The loop's reader holds the inbox (and its pipe) while the loop lives; a thread
         # still settling a hop of a loop already gone holds it until it is done.
         loop.add_reader(self._doorbell.reading, self._deliver)
-
-    @classmethod
-    def of(cls, loop: asyncio.AbstractEventLoop) -> _LoopInbox:
-        inbox = cls._of_loop.get(loop)
-        if inbox is None:
-            inbox = cls._of_loop[loop] = cls(loop)
-        return inbox
 
     def put(self, future: asyncio.Future, result: Any, error: BaseException | None) -> None:
         """From a database thread: hands the outcome to the loop and wakes it."""
@@ -158,6 +149,9 @@ class _LoopInbox:
         self._doorbell.silence()
         while self._settled:
             _settle(*self._settled.popleft())
+
+
+_inboxes: PerLoop[_LoopInbox] = PerLoop(lambda: _LoopInbox(asyncio.get_running_loop()))
 
 
 def _settle_on_loop(inbox: _LoopInbox, future: asyncio.Future, function, args) -> None:

@@ -17,7 +17,7 @@ import time
 
 from asgiref.sync import sync_to_async
 
-from tasks_app import streams
+from relay_project.per_loop import PerLoop
 from tasks_app.gateway import driving, ownership
 from tasks_app.gateway.targets import CallContext, resolve_target
 
@@ -107,7 +107,7 @@ def _claim():
     return claimed
 
 
-_supervisors: streams.PerLoop[Supervisor] = streams.PerLoop(Supervisor)
+_supervisors: PerLoop[Supervisor] = PerLoop(Supervisor)
 
 
 def supervisor() -> Supervisor:
