@@ -17,6 +17,7 @@ each request's start.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from urllib.parse import parse_qs
 
@@ -49,6 +50,15 @@ class A2AConsumer(AsyncHttpConsumer):
         self._size = 0
         self._oversized = False
         self._running: asyncio.Task | None = None
+
+    async def __call__(self, scope, receive, send):
+        # The client is the only source of messages (no channel): they are read in turn.
+        # Channels' own loop multiplexes sources, with a task and an asyncio.wait for each
+        # message read.
+        self.scope, self.channel_layer, self.base_send = scope, None, send
+        with contextlib.suppress(StopConsumer):
+            while True:
+                await self.dispatch(await receive())
 
     async def dispatch(self, message):
         # AsyncConsumer closes old database connections before every message, a thread hop
