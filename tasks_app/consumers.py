@@ -1,4 +1,4 @@
-"""A2A calls over HTTP, as a Channels consumer served by daphne: JSON-RPC at a target's base
+"""A2A calls over HTTP, as a Channels consumer served by uvicorn or daphne: JSON-RPC at a target's base
 URL, HTTP+JSON under it, unary and streaming alike (``relay_project.routing`` sends every A2A
 protocol call here; the registry, team and task APIs stay with Django and DRF).
 
@@ -8,8 +8,8 @@ task of its own so a client disconnect is noticed at once: the consumer stops, a
 upstream work goes on.
 
 This path skips what Django does per request and the relay does not need for A2A calls: a
-fresh thread, the middleware, DRF's request wrapping. Database work runs in asgiref's one
-thread for thread-sensitive work (Channels' database thread), where connections persist for
+fresh thread, the middleware, DRF's request wrapping. Database work runs in the process's
+database threads (``relay_project.database_threads``), where connections persist for
 CONN_MAX_AGE: ``calls.answer`` closes old and broken ones at its first hop, as Django does at
 each request's start.
 """
@@ -42,9 +42,6 @@ SSE_HEADERS = [
 
 
 class A2AConsumer(AsyncHttpConsumer):
-    # No channel of its own: a stream subscribes to its task's group through tasks_app.streams.
-    channel_layer_alias = None
-
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._size = 0
@@ -52,10 +49,10 @@ class A2AConsumer(AsyncHttpConsumer):
         self._running: asyncio.Task | None = None
 
     async def __call__(self, scope, receive, send):
-        # The client is the only source of messages (no channel): they are read in turn.
-        # Channels' own loop multiplexes sources, with a task and an asyncio.wait for each
-        # message read.
-        self.scope, self.channel_layer, self.base_send = scope, None, send
+        # The client is the only source of messages: no channel of its own (a stream follows
+        # its task through tasks_app.streams), so they are read in turn. Channels' own loop
+        # multiplexes a channel with the client, a task and an asyncio.wait each message.
+        self.scope, self.base_send = scope, send
         with contextlib.suppress(StopConsumer):
             while True:
                 await self.dispatch(await receive())
