@@ -14,6 +14,7 @@ from rest_framework import authentication, exceptions, permissions
 from registry.models import ApiKey
 from registry.secrets import api_key_prefix, hash_api_key
 from relay_project import ratelimit
+from relay_project.redis_clients import Pending
 
 # last_used_at is written at most this often per key, so a busy key does not write on every call.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -34,33 +35,65 @@ def api_key_from_header(header: str | None) -> ApiKey | None:
     Usable keys are kept in Django's cache for RELAY_API_KEY_CACHE_SECONDS (``api_key_revoke``
     replaces the entry at once); expiry is checked on every call.
     """
-    return _resolved(header, count=False)[0]
+    key = _bearer_key(header)
+    if key is None:
+        return None
+    key_hash = hash_api_key(key)
+    return _usable(key_hash, cache.get(_cache_key(key_hash)), None, count=False)[0]
 
 
 def api_key_counted(header: str | None) -> tuple[ApiKey | None, ratelimit.Refusal | None]:
     """``api_key_from_header``, with the call counted against the key's rate limit
     (``ratelimit.hit_key``): the key and the Refusal when the call is over the limit. For a
     key in the lookup cache, the lookup and the count are one round trip to Redis."""
-    return _resolved(header, count=True)
+    return api_key_counted_sent(header).result()
 
 
-def _resolved(header: str | None, *, count: bool) -> tuple[ApiKey | None, ratelimit.Refusal | None]:
+def api_key_counted_sent(
+    header: str | None,
+) -> Pending[tuple[ApiKey | None, ratelimit.Refusal | None]]:
+    """``api_key_counted`` with its answer pending: the key's lookup and count are on their
+    way to Redis when this returns, and ``result()`` reads them and raises what
+    ``api_key_counted`` raises. Close it when it may go unread."""
+    try:
+        key = _bearer_key(header)
+    except exceptions.AuthenticationFailed as error:
+        failure = error  # raised when read, as the key's other refusals are
+
+        def refuse():
+            raise failure
+
+        return Pending.later(refuse)
+    if key is None:
+        return Pending.later(lambda: (None, None))
+    key_hash = hash_api_key(key)
+    cache_key = _cache_key(key_hash)
+    # A cached key was cached under its own hash, so its prefix is this key's.
+    found = ratelimit.cached_and_counted_sent(cache_key, "key", api_key_prefix(key))
+    return found.then(lambda found: _usable(key_hash, *found, count=True))
+
+
+def _bearer_key(header: str | None) -> str | None:
+    """The key of a ``Bearer`` header; None for no header or another scheme. Raises
+    AuthenticationFailed for an empty bearer token."""
     if not header:
-        return None, None
+        return None
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "bearer":
-        return None, None
+        return None
     key = key.strip()
     if not key:
         raise exceptions.AuthenticationFailed("empty bearer token")
-    key_hash = hash_api_key(key)
+    return key
+
+
+def _usable(
+    key_hash: str, api_key, counted: ratelimit.Counted | None, *, count: bool
+) -> tuple[ApiKey, ratelimit.Refusal | None]:
+    """The key as found in the lookup cache (``api_key``, None when it was not there, with
+    the call's count when it was), read from the database when it was not cached, checked,
+    and the call's refusal when ``count``."""
     cache_key = _cache_key(key_hash)
-    counted = None
-    if count:
-        # A cached key was cached under its own hash, so its prefix is this key's.
-        api_key, counted = ratelimit.cached_and_counted(cache_key, "key", api_key_prefix(key))
-    else:
-        api_key = cache.get(cache_key)
     if api_key is None:
         api_key = _stored_key(key_hash)
         if api_key is not None and api_key.is_usable and _cache_seconds():

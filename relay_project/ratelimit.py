@@ -30,6 +30,8 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 
+from relay_project.redis_clients import Pending
+
 WINDOW_SECONDS = 60
 _PREFIX = "relay:limit"
 
@@ -59,14 +61,29 @@ def cached_and_counted(
     is one, one call of ``identity`` counted in ``scope`` as ``hit`` counts it, whatever the
     limit (the caller judges the count with ``Counted.refusal``). On Redis both are one round
     trip: an API call's key lookup and its rate limit."""
+    return cached_and_counted_sent(cache_key, scope, identity, now=now).result()
+
+
+def cached_and_counted_sent(
+    cache_key: str, scope: str, identity: str, *, now: float | None = None
+) -> Pending[tuple[Any, Counted | None]]:
+    """``cached_and_counted`` with its answer pending: on Redis the round trip is under way
+    when this returns, and ``result()`` reads it (an API call is parsed meanwhile)."""
     counter = _Counter.current(scope, identity, now)
     both = getattr(cache, "get_and_count", None)
     if both is not None:
-        value, count = both(cache_key, counter.name, COUNTER_SECONDS)
+        found = both(cache_key, counter.name, COUNTER_SECONDS)
     else:
-        value = cache.get(cache_key)
-        count = None if value is None else _count(counter.name, COUNTER_SECONDS)
-    return value, None if count is None else counter.counted(count)
+        found = Pending.later(lambda: _get_and_count(cache_key, counter.name))
+    return found.then(
+        lambda found: (found[0], None if found[1] is None else counter.counted(found[1]))
+    )
+
+
+def _get_and_count(cache_key: str, counter: str) -> tuple[Any, int | None]:
+    """``get_and_count`` of a cache without it: two calls, each atomic."""
+    value = cache.get(cache_key)
+    return value, None if value is None else _count(counter, COUNTER_SECONDS)
 
 
 COUNTER_SECONDS = WINDOW_SECONDS + 5

@@ -16,15 +16,20 @@ APIs answer them with 503 (``tasks_app.api.calls``, ``registry.api.errors``).
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 from django.utils.functional import cached_property
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
+
+T = TypeVar("T")
+U = TypeVar("U")
 
 UNREACHABLE: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError)
 """Redis refused, dropped or timed out the connection (after the retry): an outage."""
@@ -91,6 +96,85 @@ def forget_pools() -> None:
         _cache_clients.clear()
 
 
+class Pending(Generic[T]):
+    """The answer of a Redis command sent and not read yet, so the caller can work while
+    Redis answers: ``result()`` reads it, once. Close one that may go unread (it is a
+    context manager): its connection, with an unread answer on it, is dropped, not reused.
+
+    Reading is the fast path only. When it fails (a pooled connection gone stale, a Redis
+    that restarted and forgot the relay's scripts), ``fallback`` runs the command again as an
+    ordinary one, with redis-py's retry on a fresh connection; as with that retry, a command
+    Redis ran before its connection broke is run twice."""
+
+    def __init__(self, read: Callable[[], T], close: Callable[[], None] = lambda: None) -> None:
+        self._read: Callable[[], T] | None = read
+        self._close = close
+
+    @classmethod
+    def later(cls, function: Callable[[], T]) -> Pending[T]:
+        """An answer worked out when it is read (no Redis, or nothing sent)."""
+        return cls(function)
+
+    def then(self, function: Callable[[T], U]) -> Pending[U]:
+        """The answer passed through ``function`` when it is read."""
+        return Pending(lambda: function(self.result()), self.close)
+
+    def result(self) -> T:
+        read, self._read = self._read, None
+        if read is None:
+            raise RuntimeError("a pending answer is read once")
+        return read()
+
+    def close(self) -> None:
+        self._read = None
+        self._close()
+
+    def __enter__(self) -> Pending[T]:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def sent(pool, command: tuple, fallback: Callable[[], T]) -> Pending[T]:
+    """``command`` sent on a connection of ``pool`` and its answer pending; ``fallback``
+    runs it as an ordinary command when sending or reading fails (``Pending``)."""
+    try:
+        connection = pool.get_connection()
+    except Exception:  # noqa: BLE001  (the fallback retries, and raises when it is read)
+        return Pending.later(fallback)
+    try:
+        connection.send_command(*command)
+    except Exception:  # noqa: BLE001  (as above)
+        _drop(pool, connection)
+        return Pending.later(fallback)
+    held = [connection]
+
+    def read() -> T:
+        connection = held.pop()
+        try:
+            answer = connection.read_response()
+        except ResponseError:  # an answer, read whole (NOSCRIPT): the connection is sound
+            pool.release(connection)
+            return fallback()
+        except Exception:  # noqa: BLE001  (as above)
+            _drop(pool, connection)
+            return fallback()
+        pool.release(connection)
+        return answer
+
+    def close() -> None:
+        if held:
+            _drop(pool, held.pop())
+
+    return Pending(read, close)
+
+
+def _drop(pool, connection) -> None:
+    connection.disconnect()
+    pool.release(connection)
+
+
 _GET_AND_COUNT = """
 local value = redis.call('GET', KEYS[1])
 if not value then
@@ -145,10 +229,13 @@ class SharedPoolRedisCacheClient(RedisCacheClient):
         """Runs a Lua script (registered at first use, then sent by its SHA) on the write
         client: one round trip."""
         client = self.get_client(keys[0], write=True)
+        return self._script(client, script)(keys=keys, args=args, client=client)
+
+    def _script(self, client, script: str):
         registered = self._scripts.get(script)
         if registered is None:
             registered = self._scripts[script] = client.register_script(script)
-        return registered(keys=keys, args=args, client=client)
+        return registered
 
     def _get_connection_pool(self, write):
         index = self._get_connection_pool_index(write)
@@ -162,10 +249,21 @@ class SharedPoolRedisCacheClient(RedisCacheClient):
             client = self._redis_clients.setdefault(index, self._client(connection_pool=pool))
         return client
 
-    def get_and_count(self, key, counter, lifetime):
+    def get_and_count(self, key, counter, lifetime) -> Pending[tuple[Any, int | None]]:
         """The value under ``key`` (None when missing) and, when it is there, ``counter``
-        incremented (made to live ``lifetime`` seconds when new), in one round trip."""
-        found = self._run(_GET_AND_COUNT, keys=[key, counter], args=[int(lifetime)])
+        incremented (made to live ``lifetime`` seconds when new), in one round trip: sent
+        now, its answer pending. Sent by the script's SHA; the fallback registers it."""
+        keys, args = [key, counter], [int(lifetime)]
+        client = self.get_client(key, write=True)
+        sha = self._script(client, _GET_AND_COUNT).sha
+        pending = sent(
+            client.connection_pool,
+            ("EVALSHA", sha, len(keys), *keys, *args),
+            lambda: self._run(_GET_AND_COUNT, keys=keys, args=args),
+        )
+        return pending.then(self._value_and_count)
+
+    def _value_and_count(self, found) -> tuple[Any, int | None]:
         if found is None:
             return None, None
         value, count = found
@@ -214,10 +312,10 @@ class SharedPoolRedisCache(RedisCache):
                     _cache_clients[key] = client
         return client
 
-    def get_and_count(self, key, counter, lifetime):
+    def get_and_count(self, key, counter, lifetime) -> Pending[tuple[Any, int | None]]:
         """``get(key)`` and, when the key is there, ``counter`` incremented (as
         ``ratelimit`` counts, living ``lifetime`` seconds from its first call), in one round
-        trip."""
+        trip, sent now and read from the ``Pending`` answer."""
         return self._cache.get_and_count(
             self.make_and_validate_key(key), self.make_and_validate_key(counter), lifetime
         )

@@ -127,15 +127,87 @@ def test_a_cached_value_and_the_count_come_together_and_share_the_limit_with_hit
 def test_on_redis_the_lookup_and_the_count_are_one_round_trip(cache, monkeypatch):
     cache_key = f"cached-{uuid.uuid4().hex}"
     cache.set(cache_key, "value")
-    client = cache._cache.get_client(write=True)
-    sent = []
-    execute = client.execute_command
-    monkeypatch.setattr(
-        client, "execute_command", lambda *args, **kw: sent.append(args[0]) or execute(*args, **kw)
-    )
+    sent = commands_sent(monkeypatch)
     value, counted = ratelimit.cached_and_counted(cache_key, "key", uuid.uuid4().hex)
     assert (value, counted.count) == ("value", 1)
     assert sent == ["EVALSHA"]
+
+
+def commands_sent(monkeypatch) -> list[str]:
+    """The name of every command any redis-py connection sends from now on."""
+    from redis.connection import AbstractConnection
+
+    sent = []
+    send = AbstractConnection.send_command
+    monkeypatch.setattr(
+        AbstractConnection,
+        "send_command",
+        lambda self, *args, **kw: sent.append(args[0]) or send(self, *args, **kw),
+    )
+    return sent
+
+
+def counter_of(identity: str) -> str:
+    """The Redis key of ``identity``'s counter in the current window (the test's prefix)."""
+    name = ratelimit._Counter.current("key", identity, None).name
+    return ratelimit.cache.make_and_validate_key(name)
+
+
+@pytest.mark.parametrize("cache", ["redis"], indirect=True)
+def test_on_redis_the_lookup_is_under_way_before_its_answer_is_read(cache):
+    cache_key, identity = f"cached-{uuid.uuid4().hex}", uuid.uuid4().hex
+    cache.set(cache_key, "value")
+    observer = cache._cache.get_client()
+    with ratelimit.cached_and_counted_sent(cache_key, "key", identity) as pending:
+        deadline = time.monotonic() + 5
+        while observer.get(counter_of(identity)) is None:  # Redis ran it: it was sent
+            assert time.monotonic() < deadline, "the lookup was not sent before being read"
+            time.sleep(0.001)
+        value, counted = pending.result()
+    assert (value, counted.count) == ("value", 1)
+    with pytest.raises(RuntimeError, match="read once"):
+        pending.result()
+
+
+@pytest.mark.parametrize("cache", ["redis"], indirect=True)
+def test_on_redis_a_lookup_after_redis_forgot_its_script_counts_once(cache, monkeypatch):
+    cache_key, identity = f"cached-{uuid.uuid4().hex}", uuid.uuid4().hex
+    cache.set(cache_key, "value")
+    assert ratelimit.cached_and_counted(cache_key, "key", identity)[1].count == 1
+    cache._cache.get_client(write=True).script_flush()  # as a restarted Redis has forgotten it
+    sent = commands_sent(monkeypatch)
+    value, counted = ratelimit.cached_and_counted(cache_key, "key", identity)
+    assert (value, counted.count) == ("value", 2)
+    # Refused by its SHA, then sent again as an ordinary call, which loads it: one connection.
+    assert sent == ["EVALSHA", "EVALSHA", "SCRIPT LOAD", "EVALSHA"]
+    assert ratelimit.cached_and_counted(cache_key, "key", identity)[1].count == 3
+
+
+@pytest.mark.parametrize("cache", ["redis"], indirect=True)
+def test_on_redis_a_lookup_on_a_connection_redis_closed_is_answered(cache):
+    cache_key, identity = f"cached-{uuid.uuid4().hex}", uuid.uuid4().hex
+    cache.set(cache_key, "value")
+    client = cache._cache.get_client(write=True)
+    idle = list(client.connection_pool._available_connections)
+    assert idle
+    for connection in idle:  # every idle connection of the pool goes stale
+        connection.send_command("CLIENT", "ID")
+        client.client_kill_filter(_id=connection.read_response(), skipme=False)
+    value, counted = ratelimit.cached_and_counted(cache_key, "key", identity)
+    assert (value, counted.count) == ("value", 1)
+
+
+@pytest.mark.parametrize("cache", ["redis"], indirect=True)
+def test_on_redis_a_lookup_closed_unread_leaves_no_answer_for_the_next_one(cache):
+    first, second = f"cached-{uuid.uuid4().hex}", f"cached-{uuid.uuid4().hex}"
+    cache.set(first, "first")
+    cache.set(second, "second")
+    pool = cache._cache.get_client(write=True).connection_pool
+    with ratelimit.cached_and_counted_sent(first, "key", uuid.uuid4().hex):
+        (connection,) = pool._in_use_connections
+    assert connection._sock is None  # dropped with the unread answer on it
+    assert connection in pool._available_connections
+    assert ratelimit.cached_and_counted(second, "key", uuid.uuid4().hex)[0] == "second"
 
 
 @pytest.mark.parametrize("cache", ["redis"], indirect=True)

@@ -14,8 +14,9 @@ import io
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -24,10 +25,10 @@ from django.core.handlers.asgi import ASGIRequest
 from django.db import connections
 from rest_framework import exceptions
 
-from registry.auth import REALM, REALM_INVALID_TOKEN, api_key_counted, key_may_call
+from registry.auth import REALM, REALM_INVALID_TOKEN, api_key_counted_sent, key_may_call
 from relay_project import database_threads, ratelimit
 from relay_project.public_url import relay_base_url
-from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE
+from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE, Pending
 from tasks_app import client_ids, delegation, gateway, relay_endpoint, skill_targets
 from tasks_app.gateway import ownership
 from tasks_app.protocol import early, jsonrpc, rest
@@ -483,11 +484,12 @@ def echoed(call: Call, target: gateway.Target) -> tuple[str, ...]:
     return tuple(uri for uri in call.extensions if uri in target.declared_extensions)
 
 
-def admit_caller(authorization: str | None):
-    """The caller's usable API key, with this call counted against the key's rate limit.
-    Raises Unauthenticated for no key or a bad one, or RateLimited over the limit."""
+def admit_caller(lookup: Pending):
+    """The caller's usable API key, with this call counted against the key's rate limit, read
+    from its ``lookup`` (``api_key_counted_sent``). Raises Unauthenticated for no key or a
+    bad one, or RateLimited over the limit."""
     try:
-        caller, refusal = api_key_counted(authorization)
+        caller, refusal = lookup.result()
     except exceptions.AuthenticationFailed as error:
         raise InvalidApiKey(str(error.detail)) from error
     if caller is None:
@@ -534,14 +536,47 @@ def callable_target(caller, kind: str, target_id: str) -> gateway.Target:
     return target
 
 
-def admit(authorization: str | None, kind: str, target_id: str, call: Call) -> Admitted:
-    """Who calls, on what, and for a message the task it opens: the database work before a
-    call goes upstream, in one thread hop. Counts the call against the key's and the agent's
-    rate limits, and takes a stream slot of the key for a streaming call (the caller gives
-    it back). Raises Unauthenticated, RateLimited, TargetNotFound (also
-    for a target outside the key's scope), or the error that refuses the message, with no
-    slot held and nothing stored."""
-    caller = admit_caller(authorization)
+class Refused(Exception):
+    """Admission refused a call with ``error``; ``call`` is the call as parsed, None when it
+    could not be parsed or its caller has no valid key (answered like an unparsed call)."""
+
+    def __init__(self, error: Exception, call: Call | None) -> None:
+        super().__init__(error)
+        self.error = error
+        self.call = call
+
+
+def admit_parsed(authorization: str | None, parse: Callable[[], tuple[str, str, Call]]) -> Admitted:
+    """A call, parsed (``parse`` gives its target's kind and id, and the call) and admitted,
+    in its first database hop. The caller's key is looked up first, and the call parsed
+    while the cache answers: in the production profile the round trip to Redis and the
+    parsing overlap. A caller without a valid key is refused whatever else is wrong with its
+    call. Raises Refused."""
+    with api_key_counted_sent(authorization) as lookup:
+        try:
+            kind, target_id, call = parse()
+        except A2AError as error:
+            try:
+                admit_caller(lookup)
+            except Exception as refusal:
+                raise Refused(refusal, None) from None
+            raise Refused(error, None) from None
+        try:
+            return admit(lookup, kind, target_id, call)
+        except Unauthenticated as error:
+            raise Refused(error, None) from None
+        except Exception as error:
+            raise Refused(error, call) from None
+
+
+def admit(lookup: Pending, kind: str, target_id: str, call: Call) -> Admitted:
+    """Who calls (the key's ``lookup``), on what, and for a message the task it opens: the
+    database work before a call goes upstream, in one thread hop. Counts the call against
+    the key's and the agent's rate limits, and takes a stream slot of the key for a
+    streaming call (the caller gives it back). Raises Unauthenticated, RateLimited,
+    TargetNotFound (also for a target outside the key's scope), or the error that refuses
+    the message, with no slot held and nothing stored."""
+    caller = admit_caller(lookup)
     if call.task_api:
         task_api_target_check(kind)
     target = callable_target(caller, kind, target_id)
@@ -653,17 +688,12 @@ async def answer(request: HttpCall) -> Reply | Stream:
     call: Call | None = None
     try:
         try:
-            kind, target_id, call = parse_http_call(request)
-        except A2AError:
-            await database_threads.run(first_hop, admit_caller, request.authorization)
-            raise
-        try:
             admitted = await database_threads.run(
-                first_hop, admit, request.authorization, kind, target_id, call
+                first_hop, admit_parsed, request.authorization, partial(parse_http_call, request)
             )
-        except Unauthenticated:
-            call = None  # refused before its call counts: answered like an unparsed one
-            raise
+        except Refused as refused:
+            call = refused.call
+            raise refused.error from None
         call = admitted.call
         echo = echoed(call, admitted.target)
         if call.operation in STREAMING:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable
+from functools import partial
 from typing import Any
 
 import grpc
@@ -195,15 +196,15 @@ async def admitted_call(operation: Operation, request: Message, context) -> call
     """Parses and admits a call, as ``calls.answer`` does: a caller without a valid key is
     refused as unauthenticated whatever else is wrong with its call."""
     pairs = metadata_pairs(context)
-    authorization = authorization_of(pairs)
     try:
-        kind, target_id, call = parse_call(operation, request, pairs)
-    except A2AError:
-        await database_threads.run(calls.first_hop, calls.admit_caller, authorization)
-        raise
-    return await database_threads.run(
-        calls.first_hop, calls.admit, authorization, kind, target_id, call
-    )
+        return await database_threads.run(
+            calls.first_hop,
+            calls.admit_parsed,
+            authorization_of(pairs),
+            partial(parse_call, operation, request, pairs),
+        )
+    except calls.Refused as refused:
+        raise refused.error from None
 
 
 async def announce_extensions(context, admitted: calls.Admitted) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+import uuid
 from datetime import timedelta
 from unittest import mock
 
@@ -18,7 +20,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from registry import services
+from registry import auth, services
 from registry.models import Agent
 from tasks_app.api import calls
 from tests.tasks_app.a2a_http import (
@@ -51,9 +53,9 @@ def test_a_call_with_its_key_and_agent_cached_costs_one_query(echo, api_key):
     body = json.dumps(JSONRPC_1.send().body).encode()
     parsed = calls.parse_jsonrpc_call({"A2A-Version": "1.0"}, body)
     for _ in range(2):  # the first call also records the key's last use
-        calls.admit(f"Bearer {api_key[1]}", "agent", echo.pk, parsed)
+        calls.admit_parsed(f"Bearer {api_key[1]}", lambda: ("agent", echo.pk, parsed))
     with CaptureQueriesContext(connection) as queries:
-        admitted = calls.admit(f"Bearer {api_key[1]}", "agent", echo.pk, parsed)
+        admitted = calls.admit_parsed(f"Bearer {api_key[1]}", lambda: ("agent", echo.pk, parsed))
     assert admitted.opened is not None and admitted.target.id == echo.pk
     assert [q["sql"].split()[0] for q in queries.captured_queries] == ["INSERT"]
 
@@ -128,3 +130,64 @@ async def test_a_cached_key_is_refused_once_it_expires(echo, transactional_db):
     with mock.patch("registry.models.timezone.now", return_value=later):
         response = await send(echo.pk, secret)
     expect_error(JSONRPC_1, response, UNAUTHENTICATED, request_id=None, http_status=401)
+
+
+def test_a_call_is_parsed_while_redis_looks_up_its_key(echo, api_key, monkeypatch):
+    """The first hop sends the key's lookup and count to Redis, then parses the call: in the
+    production profile that round trip overlaps the parsing."""
+    redis = pytest.importorskip("redis")
+    from relay_project import ratelimit
+    from relay_project.redis_clients import SharedPoolRedisCache
+
+    try:
+        redis.Redis.from_url("redis://127.0.0.1:6379/0", socket_timeout=1).ping()
+    except redis.exceptions.ConnectionError:
+        pytest.skip("no Redis on 127.0.0.1:6379")
+    backend = SharedPoolRedisCache(
+        "redis://127.0.0.1:6379/0", {"KEY_PREFIX": f"admission-test-{uuid.uuid4().hex}"}
+    )
+    monkeypatch.setattr(ratelimit, "cache", backend)
+    monkeypatch.setattr(auth, "cache", backend)
+    body = json.dumps(JSONRPC_1.send().body).encode()
+    parsed = calls.parse_jsonrpc_call({"A2A-Version": "1.0"}, body)
+    secret = f"Bearer {api_key[1]}"
+    for _ in range(2):  # the first call also records the key's last use
+        calls.admit_parsed(secret, lambda: ("agent", echo.pk, parsed))
+    counter = backend.make_and_validate_key(
+        ratelimit._Counter.current("key", api_key[0].prefix, None).name
+    )
+    observer = backend._cache.get_client()
+    counted_before = int(observer.get(counter))
+
+    def parse():
+        deadline = time.monotonic() + 5
+        while int(observer.get(counter)) == counted_before:
+            assert time.monotonic() < deadline, "the key's lookup was not sent before parsing"
+            time.sleep(0.001)
+        return "agent", echo.pk, parsed
+
+    admitted = calls.admit_parsed(secret, parse)
+    assert admitted.caller.pk == api_key[0].pk and admitted.opened is not None
+    assert int(observer.get(counter)) == counted_before + 1
+
+
+def test_admission_refuses_a_call_with_the_call_it_parsed(echo, api_key):
+    body = json.dumps(JSONRPC_1.send().body).encode()
+    parsed = calls.parse_jsonrpc_call({"A2A-Version": "1.0"}, body)
+    with pytest.raises(calls.Refused) as refused:
+        calls.admit_parsed(f"Bearer {api_key[1]}", lambda: ("agent", "no-such-agent", parsed))
+    assert isinstance(refused.value.error, calls.TargetNotFound)
+    assert refused.value.call is parsed  # its error is answered with the call's id and version
+    with pytest.raises(calls.Refused) as refused:
+        calls.admit_parsed("Bearer not-a-key", lambda: ("agent", echo.pk, parsed))
+    assert isinstance(refused.value.error, calls.InvalidApiKey)
+    assert refused.value.call is None  # answered like an unparsed call
+
+
+def test_admission_refuses_an_unparsable_call_from_a_keyless_caller_as_unauthenticated(echo):
+    def parse():
+        raise calls.InvalidRequest("not a call")
+
+    with pytest.raises(calls.Refused) as refused:
+        calls.admit_parsed(None, parse)
+    assert isinstance(refused.value.error, calls.Unauthenticated)
