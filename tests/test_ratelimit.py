@@ -11,6 +11,7 @@ import pytest
 from django.core.cache.backends.locmem import LocMemCache
 
 from relay_project import ratelimit
+from tests.redis_cache import redis_cache
 
 WINDOW_START = 1_800_000_000.0  # a multiple of 60
 
@@ -32,17 +33,7 @@ def cache(request, monkeypatch):
     if request.param == "locmem":
         backend = LocMemCache(f"ratelimit-{uuid.uuid4().hex}", {})
     else:
-        redis = pytest.importorskip("redis")
-        from relay_project.redis_clients import SharedPoolRedisCache
-
-        try:
-            redis.Redis.from_url("redis://127.0.0.1:6379/0", socket_timeout=1).ping()
-        except redis.exceptions.ConnectionError:
-            pytest.skip("no Redis on 127.0.0.1:6379")
-        # The production profile's backend, with its shared pool.
-        backend = SharedPoolRedisCache(
-            "redis://127.0.0.1:6379/0", {"KEY_PREFIX": f"ratelimit-test-{uuid.uuid4().hex}"}
-        )
+        backend = redis_cache("ratelimit-test")
     monkeypatch.setattr(ratelimit, "cache", backend)
     processes.current, processes.alive = "this", ["this"]
     monkeypatch.setattr(ratelimit, "_current_holder", lambda: processes.current)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from datetime import timedelta
 from unittest import mock
 
@@ -23,6 +22,7 @@ from django.utils import timezone
 from registry import auth, services
 from registry.models import Agent
 from tasks_app.api import calls
+from tests.redis_cache import redis_cache
 from tests.tasks_app.a2a_http import (
     JSONRPC_1,
     METHOD_NOT_FOUND,
@@ -135,17 +135,9 @@ async def test_a_cached_key_is_refused_once_it_expires(echo, transactional_db):
 def test_a_call_is_parsed_while_redis_looks_up_its_key(echo, api_key, monkeypatch):
     """The first hop sends the key's lookup and count to Redis, then parses the call: in the
     production profile that round trip overlaps the parsing."""
-    redis = pytest.importorskip("redis")
     from relay_project import ratelimit
-    from relay_project.redis_clients import SharedPoolRedisCache
 
-    try:
-        redis.Redis.from_url("redis://127.0.0.1:6379/0", socket_timeout=1).ping()
-    except redis.exceptions.ConnectionError:
-        pytest.skip("no Redis on 127.0.0.1:6379")
-    backend = SharedPoolRedisCache(
-        "redis://127.0.0.1:6379/0", {"KEY_PREFIX": f"admission-test-{uuid.uuid4().hex}"}
-    )
+    backend = redis_cache("admission-test")
     monkeypatch.setattr(ratelimit, "cache", backend)
     monkeypatch.setattr(auth, "cache", backend)
     body = json.dumps(JSONRPC_1.send().body).encode()
