@@ -42,19 +42,14 @@ def api_key_from_header(header: str | None) -> ApiKey | None:
     return _usable(key_hash, cache.get(_cache_key(key_hash)), None, count=False)[0]
 
 
-def api_key_counted(header: str | None) -> tuple[ApiKey | None, ratelimit.Refusal | None]:
-    """``api_key_from_header``, with the call counted against the key's rate limit
-    (``ratelimit.hit_key``): the key and the Refusal when the call is over the limit. For a
-    key in the lookup cache, the lookup and the count are one round trip to Redis."""
-    return api_key_counted_sent(header).result()
-
-
 def api_key_counted_sent(
     header: str | None,
 ) -> Pending[tuple[ApiKey | None, ratelimit.Refusal | None]]:
-    """``api_key_counted`` with its answer pending: the key's lookup and count are on their
-    way to Redis when this returns, and ``result()`` reads them and raises what
-    ``api_key_counted`` raises. Close it when it may go unread."""
+    """``api_key_from_header``, with the call counted against the key's rate limit
+    (``ratelimit.hit_key``), its answer pending: ``result()`` gives the key and the Refusal
+    when the call is over the limit, or raises what ``api_key_from_header`` raises. For a key
+    in the lookup cache, the lookup and the count are one round trip to Redis, on its way
+    when this returns. Close it when it may go unread."""
     try:
         key = _bearer_key(header)
     except exceptions.AuthenticationFailed as error:

@@ -8,7 +8,7 @@ limit is still counted, so a client that keeps hammering stays refused until the
 the answer says how long that is.
 
 On Redis an A2A call's API-key lookup and its count are one round trip
-(``cached_and_counted``), and so is taking a stream slot: Lua scripts of the cache client
+(``cached_and_counted_sent``), and so is taking a stream slot: Lua scripts of the cache client
 (``relay_project.redis_clients``), atomic as the commands they replace.
 
 Stream slots are counted per API key and per relay process: a process takes a slot when a
@@ -54,21 +54,14 @@ def hit(scope: str, identity: str, limit: int, *, now: float | None = None) -> R
     return counter.counted(_count(counter.name, COUNTER_SECONDS)).refusal(limit)
 
 
-def cached_and_counted(
-    cache_key: str, scope: str, identity: str, *, now: float | None = None
-) -> tuple[Any, Counted | None]:
-    """The value cached under ``cache_key`` (None when there is none) and, only when there
-    is one, one call of ``identity`` counted in ``scope`` as ``hit`` counts it, whatever the
-    limit (the caller judges the count with ``Counted.refusal``). On Redis both are one round
-    trip: an API call's key lookup and its rate limit."""
-    return cached_and_counted_sent(cache_key, scope, identity, now=now).result()
-
-
 def cached_and_counted_sent(
     cache_key: str, scope: str, identity: str, *, now: float | None = None
 ) -> Pending[tuple[Any, Counted | None]]:
-    """``cached_and_counted`` with its answer pending: on Redis the round trip is under way
-    when this returns, and ``result()`` reads it (an API call is parsed meanwhile)."""
+    """The value cached under ``cache_key`` (None when there is none) and, only when there
+    is one, one call of ``identity`` counted in ``scope`` as ``hit`` counts it, whatever the
+    limit (the caller judges the count with ``Counted.refusal``), as a pending answer. On
+    Redis both are one round trip, under way when this returns: ``result()`` reads it (an
+    API call is parsed meanwhile)."""
     counter = _Counter.current(scope, identity, now)
     both = getattr(cache, "get_and_count", None)
     if both is not None:

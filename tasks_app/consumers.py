@@ -1,6 +1,7 @@
-"""A2A calls over HTTP, as a Channels consumer served by uvicorn or daphne: JSON-RPC at a target's base
-URL, HTTP+JSON under it, unary and streaming alike (``relay_project.routing`` sends every A2A
-protocol call here; the registry, team and task APIs stay with Django and DRF).
+"""A2A calls over HTTP, as a Channels consumer served by uvicorn or daphne: JSON-RPC at a
+target's base URL, HTTP+JSON under it, unary and streaming alike (``relay_project.routing``
+sends every A2A protocol call here; the registry, team and task APIs stay with Django and
+DRF).
 
 It reads the request, hands it to ``calls.answer``, and writes what comes back: a response, or
 an SSE stream (``data:`` frame per event, keep-alive comments while idle). The call runs in a

@@ -100,17 +100,17 @@ def test_concurrent_calls_are_counted_exactly(cache):
 
 def test_a_cached_value_and_the_count_come_together_and_share_the_limit_with_hit(cache):
     identity, cache_key = uuid.uuid4().hex, f"cached-{uuid.uuid4().hex}"
-    assert ratelimit.cached_and_counted(cache_key, "key", identity) == (None, None)
+    assert cached_and_counted(cache_key, "key", identity) == (None, None)
     assert ratelimit.hit("key", identity, 2, now=WINDOW_START) is None  # nothing counted above
     cache.set(cache_key, {"a": "value"})
-    value, counted = ratelimit.cached_and_counted(cache_key, "key", identity, now=WINDOW_START)
+    value, counted = cached_and_counted(cache_key, "key", identity, now=WINDOW_START)
     assert value == {"a": "value"} and counted.count == 2 and counted.refusal(2) is None
-    _, counted = ratelimit.cached_and_counted(cache_key, "key", identity, now=WINDOW_START + 30)
+    _, counted = cached_and_counted(cache_key, "key", identity, now=WINDOW_START + 30)
     refusal = counted.refusal(2)
     assert refusal.retry_after == 30 and "2 calls per minute for this key" in refusal.message
     assert counted.refusal(0) is None
     assert ratelimit.hit("key", identity, 3, now=WINDOW_START + 59) is not None
-    _, counted = ratelimit.cached_and_counted(cache_key, "key", identity, now=WINDOW_START + 60)
+    _, counted = cached_and_counted(cache_key, "key", identity, now=WINDOW_START + 60)
     assert counted.count == 1
 
 
@@ -119,9 +119,14 @@ def test_on_redis_the_lookup_and_the_count_are_one_round_trip(cache, monkeypatch
     cache_key = f"cached-{uuid.uuid4().hex}"
     cache.set(cache_key, "value")
     sent = commands_sent(monkeypatch)
-    value, counted = ratelimit.cached_and_counted(cache_key, "key", uuid.uuid4().hex)
+    value, counted = cached_and_counted(cache_key, "key", uuid.uuid4().hex)
     assert (value, counted.count) == ("value", 1)
     assert sent == ["EVALSHA"]
+
+
+def cached_and_counted(*args, **kwargs):
+    """The lookup and count, read at once."""
+    return ratelimit.cached_and_counted_sent(*args, **kwargs).result()
 
 
 def commands_sent(monkeypatch) -> list[str]:
@@ -164,14 +169,14 @@ def test_on_redis_the_lookup_is_under_way_before_its_answer_is_read(cache):
 def test_on_redis_a_lookup_after_redis_forgot_its_script_counts_once(cache, monkeypatch):
     cache_key, identity = f"cached-{uuid.uuid4().hex}", uuid.uuid4().hex
     cache.set(cache_key, "value")
-    assert ratelimit.cached_and_counted(cache_key, "key", identity)[1].count == 1
+    assert cached_and_counted(cache_key, "key", identity)[1].count == 1
     cache._cache.get_client(write=True).script_flush()  # as a restarted Redis has forgotten it
     sent = commands_sent(monkeypatch)
-    value, counted = ratelimit.cached_and_counted(cache_key, "key", identity)
+    value, counted = cached_and_counted(cache_key, "key", identity)
     assert (value, counted.count) == ("value", 2)
     # Refused by its SHA, then sent again as an ordinary call, which loads it: one connection.
     assert sent == ["EVALSHA", "EVALSHA", "SCRIPT LOAD", "EVALSHA"]
-    assert ratelimit.cached_and_counted(cache_key, "key", identity)[1].count == 3
+    assert cached_and_counted(cache_key, "key", identity)[1].count == 3
 
 
 @pytest.mark.parametrize("cache", ["redis"], indirect=True)
@@ -184,7 +189,7 @@ def test_on_redis_a_lookup_on_a_connection_redis_closed_is_answered(cache):
     for connection in idle:  # every idle connection of the pool goes stale
         connection.send_command("CLIENT", "ID")
         client.client_kill_filter(_id=connection.read_response(), skipme=False)
-    value, counted = ratelimit.cached_and_counted(cache_key, "key", identity)
+    value, counted = cached_and_counted(cache_key, "key", identity)
     assert (value, counted.count) == ("value", 1)
 
 
@@ -198,7 +203,7 @@ def test_on_redis_a_lookup_closed_unread_leaves_no_answer_for_the_next_one(cache
         (connection,) = pool._in_use_connections
     assert connection._sock is None  # dropped with the unread answer on it
     assert connection in pool._available_connections
-    assert ratelimit.cached_and_counted(second, "key", uuid.uuid4().hex)[0] == "second"
+    assert cached_and_counted(second, "key", uuid.uuid4().hex)[0] == "second"
 
 
 @pytest.mark.parametrize("cache", ["redis"], indirect=True)

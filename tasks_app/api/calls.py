@@ -553,15 +553,15 @@ def admit_parsed(authorization: str | None, parse: Callable[[], tuple[str, str, 
     parsing overlap. A caller without a valid key is refused whatever else is wrong with its
     call. Raises Refused."""
     with api_key_counted_sent(authorization) as lookup:
+        call = None
         try:
             kind, target_id, call = parse()
         except A2AError as error:
-            try:
-                admit_caller(lookup)
-            except Exception as refusal:
-                raise Refused(refusal, None) from None
-            raise Refused(error, None) from None
+            unparsed = error
         try:
+            if call is None:
+                admit_caller(lookup)
+                raise unparsed
             return admit(lookup, kind, target_id, call)
         except Unauthenticated as error:
             raise Refused(error, None) from None
