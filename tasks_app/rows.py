@@ -84,7 +84,7 @@ def _update_params(
     return params
 
 
-def update_then_insert(
+def update_then_insert_query(
     model: type[Model],
     *,
     where: dict[str, Any],
@@ -93,18 +93,23 @@ def update_then_insert(
     notify: tuple[str, str] | None = None,
     notify_if: str | None = None,
     wait_for_disk: bool = True,
-) -> bool:
-    """PostgreSQL only: ``update`` (a compare-and-set with the expected state in ``where``)
-    and, only when it changed a row, the inserts of ``instances`` (one model; automatic keys
-    left unread) and a NOTIFY on ``notify`` (channel, payload), as one statement: atomic on
-    its own and one round trip, where a transaction of them costs four or more (BEGIN and
-    COMMIT included). Returns whether the row was changed. With ``notify_if`` (a column of
-    ``model``), the NOTIFY is sent only when the updated row holds more than zero there.
+) -> tuple[str, list[Any]]:
+    """PostgreSQL only: the statement, and its parameters, that runs ``update`` (a
+    compare-and-set with the expected state in ``where``) and, only when it changed a row,
+    the inserts of ``instances`` (one model; automatic keys left unread) and a NOTIFY on
+    ``notify`` (channel, payload): atomic on its own and one round trip, where a transaction
+    of them costs four or more (BEGIN and COMMIT included). It returns one row when the row
+    was changed, none otherwise (``fetchone`` runs it here; once it changed the row,
+    ``stored`` marks the instances saved). With ``notify_if`` (a column of ``model``), the
+    NOTIFY is sent only when the updated row holds more than zero there.
 
     Not ``wait_for_disk``: the statement's commit does not wait for PostgreSQL to flush it to
     disk (``synchronous_commit`` off for this transaction alone). It is as visible and as
     atomic as any other; only a crash of the database server within a fraction of a second
-    of it could lose it. Outside a transaction only: in one, it would apply to the whole."""
+    of it could lose it. Outside a transaction only: in one, it would apply to the whole.
+
+    The parameters are prepared by this thread's connection, which need not be open: a
+    field prepares a value without a round trip."""
     inserted_model = type(instances[0])
     sql, written, compared, inserted = _update_then_insert_statement(
         model,
@@ -122,14 +127,21 @@ def update_then_insert(
         params += [field.get_db_prep_save(field.pre_save(instance, True), db) for field in inserted]
     if notify is not None:
         params += list(notify)
-    with db.cursor() as cursor:
+    return sql, params
+
+
+def fetchone(sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
+    """The first row ``sql`` returns, on this thread's connection."""
+    with _connection().cursor() as cursor:
         cursor.execute(sql, params)
-        changed = cursor.fetchone() is not None
-    if changed:
-        for instance in instances:
-            instance._state.adding = False
-            instance._state.db = db.alias
-    return changed
+        return cursor.fetchone()
+
+
+def stored(instances: Sequence[Model]) -> None:
+    """Marks ``instances`` as saved in the default database, as ``save()`` leaves them."""
+    for instance in instances:
+        instance._state.adding = False
+        instance._state.db = DEFAULT_DB_ALIAS
 
 
 @lru_cache(maxsize=256)

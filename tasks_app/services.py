@@ -15,6 +15,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from relay_project import database_threads, loop_database
 from tasks_app import rows, snapshots, streams
 from tasks_app.lifecycle import (
     INTERRUPTED,
@@ -186,58 +187,122 @@ def task_record_many(
     if len(events) < 2 or task.has_push_configs:
         return _record_each(task, events)
     for _ in range(CAS_ATTEMPTS):
-        if task.is_terminal:
+        write = _planned(task, events)
+        if write is None:
             return []
-        snapshot, state, status_changed = snapshot_of(task), task.state, False
-        taken: list[tuple[dict[str, Any], str]] = []
-        forbidden: InvalidTransition | None = None
-        for event, _, _ in events:
-            if state in _TERMINAL_VALUES:
-                break
-            after = snapshots.apply_event(snapshot, event)
-            new_state = snapshots.state_of(after) or state
-            if new_state != state or new_state not in _TERMINAL_VALUES:
-                try:
-                    check_transition(state, new_state)
-                except InvalidTransition as error:
-                    forbidden = error
-                    break
-            snapshot, state = after, new_state
-            status_changed = status_changed or "artifactUpdate" not in event
-            taken.append((event, new_state))
-        if not taken:
-            raise forbidden
-        changes = _changes(
-            task,
-            _fields_from_snapshot(snapshot, state, timezone.now(), status_changed=status_changed),
-            state,
-            upstream_task_id=next((u for _, u, _ in events[: len(taken)] if u), ""),
-            upstream_context_id=next((c for _, _, c in events[: len(taken)] if c), ""),
-        )
-        first = task.last_sequence + 1
-        last = task.last_sequence + len(taken)
-        stored = [_event_row(task, event, first + i) for i, (event, _) in enumerate(taken)]
         if connection.vendor == "postgresql":
-            moved = _record_in_one_statement(task, stored, changes, state)
+            moved = _record_in_one_statement(task, write.stored, write.changes, write.state)
         else:
             with transaction.atomic():
                 moved = rows.update(
-                    Task, values={"last_sequence": last, **changes}, where=_compared(task)
+                    Task,
+                    values={"last_sequence": write.last_sequence, **write.changes},
+                    where=_compared(task),
                 )
                 if moved:
-                    TaskEvent.objects.bulk_create(stored)
+                    TaskEvent.objects.bulk_create(write.stored)
         if moved:
-            for name, value in changes.items():
-                setattr(task, name, value)
-            task.last_sequence = last
-            if forbidden is not None:
-                raise forbidden
-            return [
-                Recorded(task, event, first + i, state_after)
-                for i, (event, state_after) in enumerate(taken)
-            ]
+            return _applied(task, write)
         task.refresh_from_db()
     raise StaleTaskError(task.pk)
+
+
+async def atask_record_many(
+    *, task: Task, events: list[tuple[dict[str, Any], str, str]]
+) -> list[Recorded]:
+    """``task_record_many`` from async code. On PostgreSQL, for a task without push configs,
+    the write is the one statement ``task_record_many`` sends, sent on the event loop's own
+    connection (``relay_project.loop_database``): no hop to a database thread and back, which
+    costs more than the statement's own Python. The events are decided on the task as the
+    caller holds it; a write that loses the compare-and-set (another writer moved the task
+    meanwhile) is decided again in a database thread, on the task as it then stands, as
+    ``task_record_many`` does. Elsewhere (SQLite, push configs to queue), the whole of it
+    runs in a database thread."""
+    if not task.has_push_configs and connection.vendor == "postgresql":
+        write = _planned(task, events)
+        if write is None:
+            return []
+        sql, params = _one_statement(task, write.stored, write.changes, write.state)
+        if await loop_database.fetchone(sql, params) is not None:
+            rows.stored(write.stored)
+            return _applied(task, write)
+        return await database_threads.run(_record_again, task, events)
+    return await database_threads.run(_record_many, task, events)
+
+
+def _record_many(task: Task, events: list[tuple[dict[str, Any], str, str]]) -> list[Recorded]:
+    return task_record_many(task=task, events=events)
+
+
+def _record_again(task: Task, events: list[tuple[dict[str, Any], str, str]]) -> list[Recorded]:
+    task.refresh_from_db()
+    return task_record_many(task=task, events=events)
+
+
+@dataclass(frozen=True)
+class _Write:
+    """What recording some events writes: the task's changed fields (``changes``, and
+    ``last_sequence``), its state after them, the event rows (``stored``), and which events
+    they are, each with the state it leaves the task in. ``forbidden``: the move that
+    stopped the events short, raised once the ones before it are recorded."""
+
+    changes: dict[str, Any]
+    state: str
+    last_sequence: int
+    stored: list[TaskEvent]
+    taken: list[tuple[dict[str, Any], str]]
+    forbidden: InvalidTransition | None
+
+
+def _planned(task: Task, events: list[tuple[dict[str, Any], str, str]]) -> _Write | None:
+    """The write that records ``events`` on ``task`` as it stands (None: the task already
+    ended, nothing to write). The events after one that ends the task are left out. Raises
+    InvalidTransition when the first event already moves the task in a way A2A forbids."""
+    if task.is_terminal:
+        return None
+    snapshot, state, status_changed = snapshot_of(task), task.state, False
+    taken: list[tuple[dict[str, Any], str]] = []
+    forbidden: InvalidTransition | None = None
+    for event, _, _ in events:
+        if state in _TERMINAL_VALUES:
+            break
+        after = snapshots.apply_event(snapshot, event)
+        new_state = snapshots.state_of(after) or state
+        if new_state != state or new_state not in _TERMINAL_VALUES:
+            try:
+                check_transition(state, new_state)
+            except InvalidTransition as error:
+                forbidden = error
+                break
+        snapshot, state = after, new_state
+        status_changed = status_changed or "artifactUpdate" not in event
+        taken.append((event, new_state))
+    if not taken:
+        raise forbidden
+    changes = _changes(
+        task,
+        _fields_from_snapshot(snapshot, state, timezone.now(), status_changed=status_changed),
+        state,
+        upstream_task_id=next((u for _, u, _ in events[: len(taken)] if u), ""),
+        upstream_context_id=next((c for _, _, c in events[: len(taken)] if c), ""),
+    )
+    first = task.last_sequence + 1
+    stored = [_event_row(task, event, first + i) for i, (event, _) in enumerate(taken)]
+    return _Write(changes, state, first + len(taken) - 1, stored, taken, forbidden)
+
+
+def _applied(task: Task, write: _Write) -> list[Recorded]:
+    """Brings ``task`` up to date with ``write``, once written; raises its ``forbidden``."""
+    for name, value in write.changes.items():
+        setattr(task, name, value)
+    first = task.last_sequence + 1
+    task.last_sequence = write.last_sequence
+    if write.forbidden is not None:
+        raise write.forbidden
+    return [
+        Recorded(task, event, first + i, state_after)
+        for i, (event, state_after) in enumerate(write.taken)
+    ]
 
 
 def _record_each(task: Task, events: list[tuple[dict[str, Any], str, str]]) -> list[Recorded]:
@@ -283,8 +348,19 @@ def _record_in_one_statement(
     """The events of a task without push configs, on PostgreSQL (``stored``, numbered on from
     the task's last sequence): the compare-and-set, the events and the NOTIFY in one
     statement. Returns how many task rows it moved (0 or 1)."""
+    sql, params = _one_statement(task, stored, changes, new_state)
+    moved = rows.fetchone(sql, params) is not None
+    if moved:
+        rows.stored(stored)
+    return 1 if moved else 0
+
+
+def _one_statement(
+    task: Task, stored: list[TaskEvent], changes: dict[str, Any], new_state: str
+) -> tuple[str, list[Any]]:
+    """The statement of ``_record_in_one_statement`` and its parameters."""
     last = stored[-1].sequence
-    moved = rows.update_then_insert(
+    return rows.update_then_insert_query(
         Task,
         values={"last_sequence": last, **changes},
         where=_compared(task),
@@ -293,7 +369,6 @@ def _record_in_one_statement(
         notify_if=_notify_if(new_state),
         wait_for_disk=_waits_for_disk(new_state),
     )
-    return 1 if moved else 0
 
 
 def _notify_if(state: str) -> str | None:

@@ -45,6 +45,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
 
+from relay_project import loop_database
 from relay_project.per_loop import PerLoop
 
 logger = logging.getLogger(__name__)
@@ -237,7 +238,7 @@ class Hub:
         while self.subscriptions:
             try:
                 connection = await psycopg.AsyncConnection.connect(
-                    _postgres_conninfo(), autocommit=True
+                    loop_database.conninfo("brass-relay-listener"), autocommit=True
                 )
             except Exception as error:
                 delay = LISTEN_RETRY_SECONDS[min(failures, len(LISTEN_RETRY_SECONDS) - 1)]
@@ -328,24 +329,3 @@ def _terminal_states() -> frozenset[str]:
 
 def _listens() -> bool:
     return connections["default"].vendor == "postgresql"
-
-
-def _postgres_conninfo() -> str:
-    from psycopg.conninfo import make_conninfo
-
-    database = connections["default"].settings_dict
-    options = {
-        key: value
-        for key, value in (database.get("OPTIONS") or {}).items()
-        if isinstance(value, str | int)
-        and key in {"sslmode", "sslrootcert", "sslcert", "sslkey", "service"}
-    }
-    parts = {
-        "dbname": database.get("NAME"),
-        "user": database.get("USER"),
-        "password": database.get("PASSWORD"),
-        "host": database.get("HOST"),
-        "port": database.get("PORT"),
-        "application_name": "brass-relay-listener",
-    }
-    return make_conninfo(**{k: v for k, v in parts.items() if v}, **options)

@@ -137,29 +137,20 @@ def _answer(answered: asyncio.Future[Outcome] | None, outcome: Outcome) -> None:
 
 
 async def _record(task: Task, *steps: Step) -> Task:
-    """Records the steps, in one thread hop, and publishes what was recorded."""
+    """Records the steps in order, together (a task already ended ignores the rest), bringing
+    ``task`` up to date, and publishes what was recorded."""
     try:
-        recorded = await database_threads.run(_record_steps, task, steps)
+        recorded = await services.atask_record_many(
+            task=task,
+            events=[(s.event, s.upstream_task_id, s.upstream_context_id) for s in steps],
+        )
     except InvalidTransition as error:
         raise InvalidAgentResponse(
             f"the agent moved the task in a way A2A forbids: {error}"
         ) from error
-    for published in recorded:
-        await published.send()
+    for done in recorded:
+        await Published(task.id, done.sequence, done.event, done.state in FINAL_STATES).send()
     return task
-
-
-def _record_steps(task: Task, steps: tuple[Step, ...]) -> list[Published]:
-    """Records the steps in order, together (a task already ended ignores the rest), bringing
-    ``task`` up to date; returns what to publish, in order."""
-    recorded = services.task_record_many(
-        task=task,
-        events=[(s.event, s.upstream_task_id, s.upstream_context_id) for s in steps],
-    )
-    return [
-        Published(task.id, done.sequence, done.event, done.state in FINAL_STATES)
-        for done in recorded
-    ]
 
 
 async def _fail(task: Task, reason: str) -> Task:
@@ -173,8 +164,7 @@ async def _reply_as_message(task: Task, step: Step) -> Outcome:
     """The agent answered with a Message, not a task: the relay's task ends completed with
     that message, and stream subscribers get the message alone."""
     end = _as_recorded_end(task, step).event
-    recorded = await database_threads.run(lambda: services.task_record(task=task, event=end))
-    if recorded.event is not None:
+    for recorded in await services.atask_record_many(task=task, events=[(end, "", "")]):
         await streams.publish(task.id, recorded.sequence, step.event, final=True)
     return Outcome(task, step.event["message"])
 

@@ -11,6 +11,7 @@ import uuid
 import psycopg
 import pytest
 
+from relay_project import loop_database
 from tasks_app import streams
 from tests.live import POSTGRES_ADMIN_URL, eventually
 
@@ -30,7 +31,7 @@ def listener_name(monkeypatch) -> str:
     name = f"listener-test-{uuid.uuid4().hex[:8]}"
     conninfo = psycopg.conninfo.make_conninfo(POSTGRES_ADMIN_URL, application_name=name)
     monkeypatch.setattr(streams, "_listens", lambda: True)
-    monkeypatch.setattr(streams, "_postgres_conninfo", lambda: conninfo)
+    monkeypatch.setattr(loop_database, "conninfo", lambda application_name: conninfo)
     monkeypatch.setattr(streams, "LISTEN_KEEP_SECONDS", 1.5)
     return name
 

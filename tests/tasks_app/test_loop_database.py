@@ -1,0 +1,188 @@
+"""The event loop's own PostgreSQL connection, and the event writes it carries: on PostgreSQL an
+A2A event is recorded from the loop in one statement, with no database thread; a write that
+lost the compare-and-set is decided again in a database thread. Against the machine's
+PostgreSQL; skipped, saying why, where it is absent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import psycopg
+import pytest
+from django.db import utils
+
+from relay_project import loop_database
+from tests.live import POSTGRES_ADMIN_URL, manage, relay_env
+from tests.test_profiles import services  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.production
+
+
+@pytest.fixture
+def connection_name(monkeypatch) -> str:
+    """The loop connections of this test, by their application name."""
+    try:
+        psycopg.connect(POSTGRES_ADMIN_URL, connect_timeout=3).close()
+    except psycopg.OperationalError as error:
+        pytest.skip(f"PostgreSQL is not reachable at {POSTGRES_ADMIN_URL}: {error}")
+    name = f"loop-test-{uuid.uuid4().hex[:8]}"
+    conninfo = psycopg.conninfo.make_conninfo(POSTGRES_ADMIN_URL, application_name=name)
+    monkeypatch.setattr(loop_database, "conninfo", lambda application_name: conninfo)
+    return name
+
+
+async def backend() -> int:
+    (pid,) = await loop_database.fetchone("SELECT pg_backend_pid()", [])
+    return pid
+
+
+async def test_statements_share_the_loops_connection_and_return_their_first_row(
+    connection_name,
+):
+    first = await backend()
+    assert await backend() == first
+    assert await loop_database.fetchone("SELECT %s::int + 1", [41]) == (42,)
+    assert await loop_database.fetchone("SELECT 1 WHERE false", []) is None
+
+
+async def test_a_failed_statement_raises_djangos_error_and_the_next_gets_a_new_connection(
+    connection_name,
+):
+    first = await backend()
+    with pytest.raises(utils.ProgrammingError):
+        await loop_database.fetchone("SELECT * FROM no_such_table", [])
+    assert await backend() != first
+
+
+async def terminate(pid: int) -> None:
+    async with await psycopg.AsyncConnection.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+        await admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+async def test_a_connection_the_server_ended_while_idle_is_replaced_before_the_next_statement(
+    connection_name,
+):
+    ended = await backend()
+    await terminate(ended)
+    await asyncio.sleep(0.2)  # the server's farewell reaches the socket
+    assert await loop_database.fetchone("SELECT 1", []) == (1,)
+    assert await backend() != ended
+
+
+async def test_a_connection_lost_mid_statement_fails_it_and_the_next_gets_a_new_one(
+    connection_name,
+):
+    lost = await backend()
+    sleeping = asyncio.ensure_future(loop_database.fetchone("SELECT pg_sleep(30)", []))
+    await asyncio.sleep(0.3)
+    await terminate(lost)
+    with pytest.raises(utils.OperationalError):
+        await asyncio.wait_for(sleeping, 5)
+    assert await backend() != lost
+
+
+async def test_a_caller_cancelled_mid_statement_leaves_no_connection_waiting_on_it(
+    connection_name,
+):
+    first = await backend()
+    sleeping = asyncio.ensure_future(loop_database.fetchone("SELECT pg_sleep(30)", []))
+    await asyncio.sleep(0.3)
+    sleeping.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await sleeping
+    assert await asyncio.wait_for(backend(), 5) != first
+
+
+async def test_statements_from_several_callers_take_turns_on_the_connection(connection_name):
+    pids = await asyncio.gather(*(backend() for _ in range(8)))
+    assert len(set(pids)) == 1
+
+
+RECORDING = """
+import asyncio, json, psycopg
+from relay_project import database_threads, loop_database
+from registry.services import api_key_create
+from tasks_app import services, streams
+from tasks_app.models import Task, TaskEvent
+
+def open_task(name):
+    caller, _ = api_key_create(name=name)
+    return services.task_open(
+        caller=caller, target_kind="agent", target_id="x", agent_id=None,
+        message={"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+        client_version="1.0", owner="process-a",
+    )
+
+def stored(task):
+    row = Task.objects.get(pk=task.pk)
+    events = TaskEvent.objects.filter(task_id=task.pk).values_list("sequence", flat=True)
+    return [row.state, row.last_sequence, row.owner, sorted(events)]
+
+hops = []
+threads_run = database_threads.run
+def counted(function, *args):
+    hops.append(function.__name__)
+    return threads_run(function, *args)
+database_threads.run = counted
+
+def record(task, *states):
+    events = [(services.status_event(task, state), "", "") for state in states]
+    recorded = asyncio.run(services.atask_record_many(task=task, events=events))
+    return [[done.sequence, done.state] for done in recorded]
+
+listener = psycopg.connect(loop_database.conninfo("recording-test"), autocommit=True)
+listener.execute(f"LISTEN {streams.NOTIFY_CHANNEL}")
+out = {}
+
+task = open_task("one")
+out["recorded"] = record(task, "working", "completed")
+out["in_memory"] = [task.state, task.last_sequence, task.owner]
+out["stored"] = stored(task)
+out["hops"] = list(hops)
+out["notify"] = next(listener.notifies(timeout=5)).payload.split(" ")[:3]
+out["after_end"] = record(task, "working")
+
+hops.clear()
+stale = open_task("two")
+fresh = Task.objects.get(pk=stale.pk)
+services.task_record(task=fresh, event=services.status_event(fresh, "working"))
+out["raced"] = record(stale, "completed")
+out["raced_stored"] = stored(stale)
+out["raced_hops"] = list(hops)
+
+hops.clear()
+forbidden = open_task("three")
+try:
+    record(forbidden, "working", "submitted")
+except services.InvalidTransition:
+    out["forbidden"] = [stored(forbidden), forbidden.state, forbidden.last_sequence]
+out["forbidden_hops"] = list(hops)
+print(json.dumps(out))
+"""
+
+
+def test_on_postgresql_events_are_recorded_from_the_loop_in_one_statement(
+    tmp_path,
+    services,  # noqa: F811
+):
+    """In the production profile: a burst recorded from async code moves the task and stores
+    its events from the loop (no database thread), ends the task's ownership, and announces
+    the end; a task ended meanwhile records nothing more; a write that lost the race to
+    another writer is decided again, in a database thread, on the task as it then stands;
+    a forbidden move is raised once the events before it are stored."""
+    env = relay_env(tmp_path, **services)
+    manage(env, "migrate", "--verbosity=0")
+    out = json.loads(manage(env, "shell", "-c", RECORDING).strip().splitlines()[-1])
+    assert out["recorded"] == [[1, "working"], [2, "completed"]]
+    assert out["in_memory"] == ["completed", 2, ""]
+    assert out["stored"] == ["completed", 2, "", [1, 2]]
+    assert out["hops"] == []
+    assert out["notify"][1:] == ["2", "completed"]
+    assert out["after_end"] == []
+    assert out["raced"] == [[2, "completed"]]
+    assert out["raced_stored"] == ["completed", 2, "", [1, 2]]
+    assert out["raced_hops"] == ["_record_again"]
+    assert out["forbidden"] == [["working", 1, "process-a", [1]], "working", 1]
+    assert out["forbidden_hops"] == []
