@@ -617,6 +617,20 @@ POSTGRES_ADMIN_URL = os.environ.get(
 REDIS_TEST_URL = os.environ.get("RELAY_TEST_REDIS", "redis://127.0.0.1:6379/9")
 
 
+def named_postgres(prefix: str) -> tuple[str, str]:
+    """A fresh application name starting with ``prefix``, and how to reach the machine's
+    PostgreSQL under it; skips the test, saying why, when PostgreSQL is not reachable."""
+    import psycopg
+    import pytest
+
+    try:
+        psycopg.connect(POSTGRES_ADMIN_URL, connect_timeout=3).close()
+    except psycopg.OperationalError as error:
+        pytest.skip(f"PostgreSQL is not reachable at {POSTGRES_ADMIN_URL}: {error}")
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    return name, psycopg.conninfo.make_conninfo(POSTGRES_ADMIN_URL, application_name=name)
+
+
 class ServiceMissingError(RuntimeError):
     """PostgreSQL or Redis is not there; the message says which and why (for pytest.skip)."""
 

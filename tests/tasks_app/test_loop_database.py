@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 
 import psycopg
 import pytest
 from django.db import utils
 
 from relay_project import loop_database
-from tests.live import POSTGRES_ADMIN_URL, manage, relay_env
+from tests.live import POSTGRES_ADMIN_URL, manage, named_postgres, relay_env
 from tests.test_profiles import services  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.production
@@ -23,12 +22,7 @@ pytestmark = pytest.mark.production
 @pytest.fixture
 def connection_name(monkeypatch) -> str:
     """The loop connections of this test, by their application name."""
-    try:
-        psycopg.connect(POSTGRES_ADMIN_URL, connect_timeout=3).close()
-    except psycopg.OperationalError as error:
-        pytest.skip(f"PostgreSQL is not reachable at {POSTGRES_ADMIN_URL}: {error}")
-    name = f"loop-test-{uuid.uuid4().hex[:8]}"
-    conninfo = psycopg.conninfo.make_conninfo(POSTGRES_ADMIN_URL, application_name=name)
+    name, conninfo = named_postgres("loop-test")
     monkeypatch.setattr(loop_database, "conninfo", lambda application_name: conninfo)
     return name
 
@@ -71,12 +65,19 @@ async def test_a_connection_the_server_ended_while_idle_is_replaced_before_the_n
     assert await backend() != ended
 
 
+async def statement_under_way(sql: str) -> asyncio.Future:
+    """``sql`` sent on the loop's connection, and running there."""
+    running = asyncio.ensure_future(loop_database.fetchone(sql, []))
+    await asyncio.sleep(0.3)
+    assert not running.done()
+    return running
+
+
 async def test_a_connection_lost_mid_statement_fails_it_and_the_next_gets_a_new_one(
     connection_name,
 ):
     lost = await backend()
-    sleeping = asyncio.ensure_future(loop_database.fetchone("SELECT pg_sleep(30)", []))
-    await asyncio.sleep(0.3)
+    sleeping = await statement_under_way("SELECT pg_sleep(10)")
     await terminate(lost)
     with pytest.raises(utils.OperationalError):
         await asyncio.wait_for(sleeping, 5)
@@ -87,8 +88,7 @@ async def test_a_caller_cancelled_mid_statement_leaves_no_connection_waiting_on_
     connection_name,
 ):
     first = await backend()
-    sleeping = asyncio.ensure_future(loop_database.fetchone("SELECT pg_sleep(30)", []))
-    await asyncio.sleep(0.3)
+    sleeping = await statement_under_way("SELECT pg_sleep(10)")
     sleeping.cancel()
     with pytest.raises(asyncio.CancelledError):
         await sleeping

@@ -13,7 +13,7 @@ import pytest
 
 from relay_project import loop_database
 from tasks_app import streams
-from tests.live import POSTGRES_ADMIN_URL, eventually
+from tests.live import POSTGRES_ADMIN_URL, eventually, named_postgres
 
 pytestmark = [pytest.mark.production, pytest.mark.django_db(transaction=True)]
 
@@ -24,12 +24,7 @@ NOT_LISTENING = f"UNLISTEN {streams.NOTIFY_CHANNEL}"
 @pytest.fixture
 def listener_name(monkeypatch) -> str:
     """This test's listener, by its application name, on the machine's PostgreSQL."""
-    try:
-        psycopg.connect(POSTGRES_ADMIN_URL, connect_timeout=3).close()
-    except psycopg.OperationalError as error:
-        pytest.skip(f"PostgreSQL is not reachable at {POSTGRES_ADMIN_URL}: {error}")
-    name = f"listener-test-{uuid.uuid4().hex[:8]}"
-    conninfo = psycopg.conninfo.make_conninfo(POSTGRES_ADMIN_URL, application_name=name)
+    name, conninfo = named_postgres("listener-test")
     monkeypatch.setattr(streams, "_listens", lambda: True)
     monkeypatch.setattr(loop_database, "conninfo", lambda application_name: conninfo)
     monkeypatch.setattr(streams, "LISTEN_KEEP_SECONDS", 1.5)
