@@ -98,14 +98,14 @@ async def _stream_from_start(target, task, request, ctx):
             raise_errors=False,
         )
         answered.add_done_callback(lambda done: _end_stream_at_answer(subscription, done))
-        opened_as = services.snapshot_of(task)  # before the target's first event
+        # The task as it stands before the target's first event, taken before this stream
+        # first yields: while its client reads, the job runs and moves the task on.
+        opened_as, after = services.snapshot_of(task), task.last_sequence
         first = True
         if target.announces_task:
             yield {"task": opened_as}
             first = False
-        async for item in subscription.events(
-            after=task.last_sequence, keepalive=KEEPALIVE_SECONDS
-        ):
+        async for item in subscription.events(after=after, keepalive=KEEPALIVE_SECONDS):
             if item is streams.KEEPALIVE:
                 yield item
                 continue
