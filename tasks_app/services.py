@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -44,7 +45,7 @@ class Recorded:
     event: dict[str, Any] | None
     sequence: int
     state: str = ""
-    """The task's state right after this event (``task_record_many``; "" otherwise)."""
+    """The task's state right after this event ("" where nothing was recorded)."""
 
 
 def iso(moment: datetime) -> str:
@@ -137,37 +138,21 @@ def task_record(
     """Applies one canonical StreamResponse (relay ids) to the task and stores it as the next
     event. A task already terminal ignores it (returns ``event=None``): a late completion
     after a cancel changes nothing. An invalid transition raises InvalidTransition. Inside a
-    caller's transaction, the write is part of it (a team records a hop so). A task that ends or waits on the client has no owner any more. On
-    PostgreSQL the transaction also sends a NOTIFY, so the task's streams in other relay
-    processes wake up at its commit (``tasks_app.streams``)."""
+    caller's transaction, the write is part of it (a team records a hop so). A task that ends
+    or waits on the client has no owner any more. On PostgreSQL the transaction also sends a
+    NOTIFY, so the task's streams in other relay processes wake up at its commit
+    (``tasks_app.streams``)."""
+    events = [(event, upstream_task_id, upstream_context_id)]
     for _ in range(CAS_ATTEMPTS):
-        if task.is_terminal:
+        write = _planned(task, events)
+        if write is None:
             return Recorded(task, None, task.last_sequence)
-        before = snapshot_of(task)
-        after = snapshots.apply_event(before, event)
-        new_state = snapshots.state_of(after) or task.state
-        if new_state != task.state or new_state not in _TERMINAL_VALUES:
-            check_transition(task.state, new_state)
-        changes = _changes(
-            task,
-            _fields_from_snapshot(
-                after, new_state, timezone.now(), status_changed="artifactUpdate" not in event
-            ),
-            new_state,
-            upstream_task_id=upstream_task_id,
-            upstream_context_id=upstream_context_id,
-        )
-        sequence = task.last_sequence + 1
         if not task.has_push_configs and connection.vendor == "postgresql":
-            stored = [_event_row(task, event, sequence)]
-            moved = _record_in_one_statement(task, stored, changes, new_state)
+            moved = _record_in_one_statement(task, write.stored, write.changes, write.state)
         else:
-            moved = _record_in_a_transaction(task, event, sequence, changes, new_state)
+            moved = _record_in_a_transaction(task, write)
         if moved == 1:
-            for name, value in changes.items():
-                setattr(task, name, value)
-            task.last_sequence = sequence
-            return Recorded(task, event, sequence)
+            return _applied(task, write)[0]
         task.refresh_from_db()
     raise StaleTaskError(task.pk)
 
@@ -227,11 +212,7 @@ async def atask_record_many(
             rows.stored(write.stored)
             return _applied(task, write)
         return await database_threads.run(_record_again, task, events)
-    return await database_threads.run(_record_many, task, events)
-
-
-def _record_many(task: Task, events: list[tuple[dict[str, Any], str, str]]) -> list[Recorded]:
-    return task_record_many(task=task, events=events)
+    return await database_threads.run(partial(task_record_many, task=task, events=events))
 
 
 def _record_again(task: Task, events: list[tuple[dict[str, Any], str, str]]) -> list[Recorded]:
@@ -315,7 +296,7 @@ def _record_each(task: Task, events: list[tuple[dict[str, Any], str, str]]) -> l
             upstream_context_id=upstream_context_id,
         )
         if done.event is not None:
-            recorded.append(Recorded(task, done.event, done.sequence, task.state))
+            recorded.append(done)
     return recorded
 
 
@@ -402,18 +383,22 @@ def _waits_for_disk(state: str) -> bool:
     )
 
 
-def _record_in_a_transaction(task, event, sequence, changes, new_state) -> int:
+def _record_in_a_transaction(task: Task, write: _Write) -> int:
+    """One event (``write``) in a transaction: the compare-and-set, the event, its push
+    deliveries, and on PostgreSQL the NOTIFY."""
+    (stored,) = write.stored
     with transaction.atomic():
         moved = rows.update(
-            Task, values={"last_sequence": sequence, **changes}, where=_compared(task)
+            Task,
+            values={"last_sequence": write.last_sequence, **write.changes},
+            where=_compared(task),
         )
         if moved == 1:
-            stored = _event_row(task, event, sequence)
             rows.insert(stored)
             if task.has_push_configs:
                 _queue_push(task, stored)
             if connection.vendor == "postgresql":
-                _notify(task.pk, sequence, new_state)
+                _notify(task.pk, write.last_sequence, write.state)
     return moved
 
 

@@ -41,6 +41,20 @@ def no_remembered_lease():
 
 
 @pytest.fixture
+def services():
+    """The production profile's services: a throwaway PostgreSQL database and a channel prefix
+    on the test Redis (as relay environment variables), or a skip that says which is
+    missing."""
+    from tests.live import ServiceMissingError, production_services
+
+    try:
+        with production_services() as env:
+            yield env
+    except ServiceMissingError as missing:
+        pytest.skip(str(missing))
+
+
+@pytest.fixture
 def allow_private_urls(settings):
     """Lets the relay reach agents served on 127.0.0.1 by the test."""
     settings.RELAY_ALLOW_PRIVATE_URLS = True

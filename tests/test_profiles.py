@@ -23,10 +23,8 @@ from starlette.routing import Route
 
 from tests.live import (
     ROOT,
-    ServiceMissingError,
     free_port,
     manage,
-    production_services,
     relay_env,
 )
 from tests.registry.test_cards import card_v1
@@ -177,17 +175,6 @@ def test_embedded_profile_runs_a_real_worker_with_nothing_installed(tmp_path):
             "the worker emptying its queue",
             celery,
         )
-
-
-@pytest.fixture
-def services():
-    """A throwaway PostgreSQL database and a channel prefix on the test Redis, or a skip that
-    says which is missing."""
-    try:
-        with production_services() as env:
-            yield env
-    except ServiceMissingError as missing:
-        pytest.skip(str(missing))
 
 
 @pytest.mark.production

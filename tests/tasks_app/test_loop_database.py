@@ -14,7 +14,6 @@ from django.db import utils
 
 from relay_project import loop_database
 from tests.live import POSTGRES_ADMIN_URL, manage, named_postgres, relay_env
-from tests.test_profiles import services  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.production
 
@@ -165,7 +164,7 @@ print(json.dumps(out))
 
 def test_on_postgresql_events_are_recorded_from_the_loop_in_one_statement(
     tmp_path,
-    services,  # noqa: F811
+    services,
 ):
     """In the production profile: a burst recorded from async code moves the task and stores
     its events from the loop (no database thread), ends the task's ownership, and announces
