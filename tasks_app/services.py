@@ -148,7 +148,7 @@ def task_record(
         if write is None:
             return Recorded(task, None, task.last_sequence)
         if not task.has_push_configs and connection.vendor == "postgresql":
-            moved = _record_in_one_statement(task, write.stored, write.changes, write.state)
+            moved = _record_in_one_statement(task, write)
         else:
             moved = _record_in_a_transaction(task, write)
         if moved == 1:
@@ -176,7 +176,7 @@ def task_record_many(
         if write is None:
             return []
         if connection.vendor == "postgresql":
-            moved = _record_in_one_statement(task, write.stored, write.changes, write.state)
+            moved = _record_in_one_statement(task, write)
         else:
             with transaction.atomic():
                 moved = rows.update(
@@ -207,7 +207,7 @@ async def atask_record_many(
         write = _planned(task, events)
         if write is None:
             return []
-        sql, params = _one_statement(task, write.stored, write.changes, write.state)
+        sql, params = _one_statement(task, write)
         if await loop_database.fetchone(sql, params) is not None:
             rows.stored(write.stored)
             return _applied(task, write)
@@ -323,32 +323,27 @@ def _compared(task: Task) -> dict[str, Any]:
     }
 
 
-def _record_in_one_statement(
-    task: Task, stored: list[TaskEvent], changes: dict[str, Any], new_state: str
-) -> int:
-    """The events of a task without push configs, on PostgreSQL (``stored``, numbered on from
-    the task's last sequence): the compare-and-set, the events and the NOTIFY in one
-    statement. Returns how many task rows it moved (0 or 1)."""
-    sql, params = _one_statement(task, stored, changes, new_state)
+def _record_in_one_statement(task: Task, write: _Write) -> int:
+    """The events of a task without push configs, on PostgreSQL: the compare-and-set, the
+    events and the NOTIFY in one statement. Returns how many task rows it moved (0 or 1)."""
+    sql, params = _one_statement(task, write)
     moved = rows.fetchone(sql, params) is not None
     if moved:
-        rows.stored(stored)
+        rows.stored(write.stored)
     return 1 if moved else 0
 
 
-def _one_statement(
-    task: Task, stored: list[TaskEvent], changes: dict[str, Any], new_state: str
-) -> tuple[str, list[Any]]:
+def _one_statement(task: Task, write: _Write) -> tuple[str, list[Any]]:
     """The statement of ``_record_in_one_statement`` and its parameters."""
-    last = stored[-1].sequence
+    last, state = write.last_sequence, write.state
     return rows.update_then_insert_query(
         Task,
-        values={"last_sequence": last, **changes},
+        values={"last_sequence": last, **write.changes},
         where=_compared(task),
-        instances=stored,
-        notify=(streams.NOTIFY_CHANNEL, streams.notify_payload(task.pk, last, new_state)),
-        notify_if=_notify_if(new_state),
-        wait_for_disk=_waits_for_disk(new_state),
+        instances=write.stored,
+        notify=(streams.NOTIFY_CHANNEL, streams.notify_payload(task.pk, last, state)),
+        notify_if=_notify_if(state),
+        wait_for_disk=_waits_for_disk(state),
     )
 
 
