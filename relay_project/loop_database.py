@@ -60,7 +60,9 @@ class _LoopConnection:
         self._connection = None
         self._turn = asyncio.Lock()
 
-    async def fetchone(self, sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
+    async def fetchone(
+        self, sql: str, params: Sequence[Any], written: asyncio.Future | None = None
+    ) -> tuple[Any, ...] | None:
         async with self._turn:
             with _as_djangos_errors():
                 connection = self._connection
@@ -70,12 +72,22 @@ class _LoopConnection:
                     connection = self._connection = await _connect()
                 try:
                     cursor = connection.cursor()
+                    if written is not None:
+                        # Its waiter runs once this task waits: psycopg writes the
+                        # statement to the socket before it first waits for the answer.
+                        written.set_result(None)
                     await cursor.execute(sql, params)
                     return await cursor.fetchone()
                 except BaseException:
                     self._connection = None
                     await asyncio.shield(connection.close())
                     raise
+
+    async def sent(self, sql: str, params: Sequence[Any]) -> asyncio.Future:
+        written = asyncio.get_running_loop().create_future()
+        answer = asyncio.ensure_future(self.fetchone(sql, params, written))
+        await asyncio.wait([written, answer], return_when=asyncio.FIRST_COMPLETED)
+        return answer
 
 
 def _usable(connection) -> bool:
@@ -115,3 +127,13 @@ async def fetchone(sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
     """The first row ``sql`` returns (``params`` as Django prepares them), on the running
     loop's connection to the default database (PostgreSQL), in its own transaction."""
     return await _connections.get().fetchone(sql, params)
+
+
+async def sent(sql: str, params: Sequence[Any]) -> asyncio.Future[tuple[Any, ...] | None]:
+    """``fetchone`` without waiting for the answer: when this returns, the statement is
+    written to the server (a connection that had to be opened first is open), and the
+    returned future gets its first row or its error. Every later statement of the loop runs
+    after it, so it is as if awaited before them; a process that dies after this returns
+    leaves the statement to the server, which runs it as it runs any other it has received.
+    The future must be awaited: its error is not raised anywhere else."""
+    return await _connections.get().sent(sql, params)

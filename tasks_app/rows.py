@@ -53,8 +53,18 @@ def insert(instance: Model, *, wait_for_disk: bool = True) -> None:
             else:
                 value = db.ops.last_insert_id(cursor, model._meta.db_table, pk.column)
             setattr(instance, pk.attname, value)
-    instance._state.adding = False
-    instance._state.db = db.alias
+    stored([instance])
+
+
+def insert_query(instance: Model, *, wait_for_disk: bool = True) -> tuple[str, list[Any]]:
+    """PostgreSQL only: the statement, and its parameters, that ``insert`` runs for an
+    instance whose primary key is set. It returns one row (``fetchone``); once it ran,
+    ``stored`` marks the instance saved. Prepared as ``update_then_insert_query`` prepares
+    its parameters."""
+    db = _connection()
+    sql, fields = _insert_statement(type(instance), False, not wait_for_disk, returns_row=True)
+    params = [field.get_db_prep_save(field.pre_save(instance, True), db) for field in fields]
+    return sql, params
 
 
 def update(model: type[Model], *, where: dict[str, Any], values: dict[str, Any]) -> int:
@@ -230,7 +240,9 @@ def _select_statement(model: type[Model], fields: tuple[str, ...], count: int):
 
 
 @cache
-def _insert_statement(model: type[Model], read_pk: bool, lazy: bool) -> tuple[str, list[Field]]:
+def _insert_statement(
+    model: type[Model], read_pk: bool, lazy: bool, *, returns_row: bool = False
+) -> tuple[str, list[Field]]:
     meta = model._meta
     fields = [field for field in meta.concrete_fields if not (read_pk and field is meta.pk)]
     quote = connection.ops.quote_name
@@ -244,6 +256,8 @@ def _insert_statement(model: type[Model], read_pk: bool, lazy: bool) -> tuple[st
         returned.append(quote(meta.pk.column))
     if lazy:
         returned.append(_COMMIT_WITHOUT_DISK_WAIT)
+    if returns_row and not returned:
+        returned.append("1")
     if returned:
         sql += f" RETURNING {', '.join(returned)}"
     return sql, fields

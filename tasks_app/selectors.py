@@ -24,15 +24,12 @@ def task_for_caller(*, caller, task_id: str) -> Task | None:
     return Task.objects.visible_to(caller).filter(pk=task_id).first()
 
 
-def upstream_context(
-    *, caller, context_id: str, target_kind: str, target_id: str, exclude: str
-) -> str:
+def upstream_context(*, caller, context_id: str, target_kind: str, target_id: str) -> str:
     """The upstream context id an earlier task of this conversation got from the same target,
     so a new task continues the same upstream conversation."""
     return (
         Task.objects.visible_to(caller)
         .filter(context_id=context_id, target_kind=target_kind, target_id=target_id)
-        .exclude(pk=exclude)
         .exclude(upstream_context_id="")
         .order_by("-created_at")
         .values_list("upstream_context_id", flat=True)

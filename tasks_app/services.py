@@ -5,6 +5,7 @@ and re-decides. Services return what they wrote; the async gateway publishes it 
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -81,13 +82,17 @@ def task_open(
     client_version: str,
     metadata: dict[str, Any] | None = None,
     context_id: str = "",
+    upstream_context_id: str = "",
+    selection: dict[str, Any] | None = None,
     parent_id: str | None = None,
     delegation_chain: list[str] | None = None,
     expires_at: datetime | None = None,
     owner: str = "",
+    store: bool = True,
 ) -> Task:
     """Creates a task in ``submitted`` with the caller's message as its history, owned by the
-    relay process ``owner`` (the one that will drive it)."""
+    relay process ``owner`` (the one that will drive it). Not ``store``: the task is made,
+    not written yet; ``atask_store_sent`` writes it from the event loop."""
     task = Task(
         caller=caller,
         target_kind=target_kind,
@@ -95,6 +100,8 @@ def task_open(
         agent_id=agent_id,
         client_version=client_version,
         metadata=metadata or {},
+        upstream_context_id=upstream_context_id,
+        selection=selection,
         parent_id=parent_id,
         delegation_chain=delegation_chain or [],
         expires_at=expires_at,
@@ -102,8 +109,25 @@ def task_open(
     )
     task.context_id = context_id or task.id
     task.history = [dict(message, taskId=task.id, contextId=task.context_id)]
-    rows.insert(task, wait_for_disk=_waits_for_disk(task.state))
+    if store:
+        rows.insert(task, wait_for_disk=_waits_for_disk(task.state))
     return task
+
+
+async def atask_store_sent(task: Task) -> asyncio.Future[None]:
+    """Writes a task ``task_open`` made without storing it (PostgreSQL): its INSERT is on its
+    way to the server, on the event loop's connection, when this returns, and the returned
+    future is done once it is stored (raising the database's error when it was not). Every
+    later statement on that connection runs after it; a write from elsewhere must wait for
+    the future."""
+    sql, params = rows.insert_query(task, wait_for_disk=_waits_for_disk(task.state))
+    inserted = await loop_database.sent(sql, params)
+    return asyncio.ensure_future(_marked_stored(task, inserted))
+
+
+async def _marked_stored(task: Task, inserted: asyncio.Future) -> None:
+    await inserted
+    rows.stored([task])
 
 
 def task_add_message(*, task: Task, message: dict[str, Any], owner: str = "") -> Task:

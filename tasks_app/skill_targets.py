@@ -70,14 +70,3 @@ def _record(words: str, candidate: selection.Selection, chosen, skipped) -> dict
         "selector": selection.selector_name(),
         **({"skipped": skipped} if skipped else {}),
     }
-
-
-def record_selection(target: gateway.Target, opened) -> None:
-    """Writes the target's selection, if any, into the metadata of the task it opened."""
-    chosen = target.extra.get("selection")
-    if not chosen or opened is None or not getattr(opened, "fresh", True):
-        return
-    from tasks_app.models import Task
-
-    opened.task.selection = chosen
-    Task.objects.filter(pk=opened.task.pk).update(selection=chosen)

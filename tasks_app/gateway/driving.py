@@ -97,17 +97,58 @@ class Outcome:
 
 
 def start(
-    target: Target, task: Task, steps: AsyncIterator[Step], *, fresh: bool, raise_errors: bool
+    target: Target,
+    task: Task,
+    steps: AsyncIterator[Step],
+    *,
+    fresh: bool,
+    raise_errors: bool,
+    storing: asyncio.Future[None] | None = None,
 ) -> asyncio.Future[Outcome]:
     """Drives ``steps`` (``target.run`` or ``target.resume``) in a job of its own. The
     returned future gets the call's answer as soon as it is known: when the task ends or
     waits on the client, when the agent answered with a message, or at a step marked
     ``answered`` (the job goes on following the task). With ``raise_errors``, an A2A error
     the agent answered a fresh task with removes the task and is the future's exception (a
-    blocking call raises it); otherwise it ends the task failed with the reason."""
+    blocking call raises it); otherwise it ends the task failed with the reason.
+
+    ``storing``: the task's INSERT, sent and not yet answered (``services.atask_store_sent``):
+    the agent is called meanwhile, and nothing of the task is written before it is stored.
+    When it is not, the future's exception is InternalError and nothing is written."""
     answered: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+    if storing is not None:
+        steps = _once_stored(steps, storing)
     _spawn(task.id, _job(target, task, steps, answered, fresh=fresh, raise_errors=raise_errors))
     return answered
+
+
+class TaskNotStored(Exception):
+    """The INSERT of a task sent with its message failed: there is no task to write to."""
+
+
+async def _once_stored(steps: AsyncIterator[Step], storing: asyncio.Future[None]):
+    """``steps``, the first of them (or the error that ends them) once the task is stored.
+    Raises TaskNotStored when it is not."""
+    async with contextlib.aclosing(steps):
+        try:
+            first = await anext(steps)
+        except StopAsyncIteration:
+            await _stored(storing)
+            return
+        except Exception:
+            await _stored(storing)
+            raise
+        await _stored(storing)
+        yield first
+        async for step in steps:
+            yield step
+
+
+async def _stored(storing: asyncio.Future[None]) -> None:
+    try:
+        await asyncio.shield(storing)
+    except Exception as error:
+        raise TaskNotStored(str(error)) from error
 
 
 async def _job(target, task, steps, answered, *, fresh, raise_errors) -> None:
@@ -125,6 +166,10 @@ async def _job(target, task, steps, answered, *, fresh, raise_errors) -> None:
     except asyncio.CancelledError:
         _answer(answered, Outcome(task))
         raise
+    except TaskNotStored as error:
+        logger.warning("task %s was not stored, its agent's answer is dropped: %s", task.pk, error)
+        if not answered.done():
+            answered.set_exception(InternalError("the relay could not store the task"))
     except Exception:
         logger.exception("driving task %s failed", task.pk)
         if not answered.done():
@@ -270,6 +315,8 @@ async def _steps_recorded(target, task, steps, end, *, fresh, answered) -> Outco
         if fresh and not seen_event:
             await sync_to_async(Task.objects.filter(pk=task.pk).delete)()
         raise
+    except TaskNotStored:
+        raise  # nothing of the task is stored: nothing to end
     except Exception:
         logger.exception("running task %s on %s %s failed", task.pk, target.kind, target.id)
         await _fail(task, f"the relay failed while running the task on {target.id!r}")
@@ -461,15 +508,24 @@ class Opened:
 
     task: Task
     fresh: bool
+    stored: bool = True
+    """False for a new task made but not written yet (``open_task``'s ``store``)."""
 
 
 def open_task(
-    target: Target, ctx: CallContext, request: dict[str, Any], *, stream: bool = False
+    target: Target,
+    ctx: CallContext,
+    request: dict[str, Any],
+    *,
+    stream: bool = False,
+    store: bool = True,
 ) -> Opened:
     """The task a message belongs to: the one it names (checked, the message appended), or a
     new one, with its inline push config stored. Synchronous, so a caller can run it in the
     same thread hop as authentication and target resolution; raises the A2A error that
-    refuses the message before anything is stored."""
+    refuses the message before anything is stored. Not ``store``: a new task without an
+    inline push config is made and not written (``Opened.stored`` says so); its caller
+    sends it with the message (``services.atask_store_sent``)."""
     if stream and not target.streaming:
         raise UnsupportedOperation(f"{target.kind} {target.id!r} does not stream")
     missing = [uri for uri in target.required_extensions if uri not in ctx.extensions]
@@ -511,7 +567,8 @@ def open_task(
             raise UnsupportedOperation(f"task {task.id} ended meanwhile") from error
         opened = Opened(task, fresh=False)
     else:
-        opened = Opened(_open_new(target, ctx, request), fresh=True)
+        store = store or bool(inline)  # the push config's row refers to the task's
+        opened = Opened(_open_new(target, ctx, request, store=store), fresh=True, stored=store)
     if inline:
         from tasks_app import push
 
@@ -519,22 +576,9 @@ def open_task(
     return opened
 
 
-def _open_new(target: Target, ctx: CallContext, request: dict[str, Any]) -> Task:
+def _open_new(target: Target, ctx: CallContext, request: dict[str, Any], *, store: bool) -> Task:
     message = request["message"]
     context_id = message.get("contextId") or ""
-    task = services.task_open(
-        caller=ctx.caller,
-        target_kind=target.kind,
-        target_id=target.id,
-        agent_id=target.agent_id,
-        message=message,
-        client_version=ctx.version,
-        context_id=context_id,
-        delegation_chain=list(ctx.delegation),
-        parent_id=ctx.parent_task_id,
-        expires_at=services.task_expiry(),
-        owner=ownership.process_id(),
-    )
     previous = ctx.upstream_context_id
     if context_id and not previous:
         # A new task in a known conversation reuses the upstream's context for it.
@@ -543,12 +587,23 @@ def _open_new(target: Target, ctx: CallContext, request: dict[str, Any]) -> Task
             context_id=context_id,
             target_kind=target.kind,
             target_id=target.id,
-            exclude=task.pk,
         )
-    if previous:
-        Task.objects.filter(pk=task.pk).update(upstream_context_id=previous)
-        task.upstream_context_id = previous
-    return task
+    return services.task_open(
+        caller=ctx.caller,
+        target_kind=target.kind,
+        target_id=target.id,
+        agent_id=target.agent_id,
+        message=message,
+        client_version=ctx.version,
+        context_id=context_id,
+        upstream_context_id=previous,
+        selection=target.extra.get("selection") or None,
+        delegation_chain=list(ctx.delegation),
+        parent_id=ctx.parent_task_id,
+        expires_at=services.task_expiry(),
+        owner=ownership.process_id(),
+        store=store,
+    )
 
 
 def _owned_task(target: Target | None, ctx: CallContext, task_id: str) -> Task:

@@ -48,14 +48,19 @@ async def send_message(
     the agent answered with a task it goes on working on: the relay follows that task on its
     own); with ``returnImmediately`` it returns the submitted task and works on in the
     background. ``opened`` is the message's task when the caller already ran ``open_task``
-    (in its own thread hop).
+    (in its own thread hop). A task it made without storing it (blocking calls only) is
+    stored as the agent is called: its INSERT goes out first, and the job writes nothing
+    before it is stored.
     """
     if opened is None:
         opened = await sync_to_async(open_task)(target, ctx, request)
     task, fresh = opened.task, opened.fresh
     configuration = request.get("configuration") or {}
     history_length = _capped(configuration.get("historyLength"))
+    storing = None if opened.stored else await services.atask_store_sent(task)
     if configuration.get("returnImmediately"):
+        if storing is not None:
+            await storing
         driving.start(
             target,
             task,
@@ -65,7 +70,12 @@ async def send_message(
         )
         return {"task": snapshots.trim(services.snapshot_of(task), history_length=history_length)}
     answered = driving.start(
-        target, task, target.run(task, request, ctx, stream=False), fresh=fresh, raise_errors=True
+        target,
+        task,
+        target.run(task, request, ctx, stream=False),
+        fresh=fresh,
+        raise_errors=True,
+        storing=storing,
     )
     outcome = await answered
     if outcome.message is not None:

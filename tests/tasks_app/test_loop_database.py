@@ -185,3 +185,88 @@ def test_on_postgresql_events_are_recorded_from_the_loop_in_one_statement(
     assert out["raced_hops"] == ["_record_again"]
     assert out["forbidden"] == [["working", 1, "process-a", [1]], "working", 1]
     assert out["forbidden_hops"] == []
+
+
+async def running_query(pid: int) -> str:
+    """The statement the backend ``pid`` is running now ("" when it is idle)."""
+    async with await psycopg.AsyncConnection.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+        cursor = await admin.execute(
+            "SELECT query FROM pg_stat_activity WHERE pid = %s AND state = 'active'", [pid]
+        )
+        found = await cursor.fetchone()
+    return found[0] if found else ""
+
+
+async def test_a_statement_sent_runs_on_the_server_before_its_answer_is_awaited(
+    connection_name,
+):
+    pid = await backend()
+    answer = await loop_database.sent("SELECT pg_sleep(0.5), 7", [])
+    assert "pg_sleep(0.5)" in await running_query(pid)
+    assert not answer.done()
+    assert await loop_database.fetchone("SELECT 8", []) == (8,)
+    assert answer.done()  # the later statement ran after it
+    assert (await answer)[1] == 7
+
+
+async def test_a_statement_sent_first_on_a_new_connection_is_on_the_server_when_sent_returns(
+    connection_name,
+):
+    answer = await loop_database.sent("SELECT pg_sleep(0.5), pg_backend_pid()", [])
+    async with await psycopg.AsyncConnection.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+        cursor = await admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
+            "AND state = 'active' AND query LIKE %s",
+            [connection_name, "%pg_sleep(0.5)%"],
+        )
+        assert await cursor.fetchone() == (1,)
+    await answer
+
+
+async def test_the_error_of_a_statement_sent_comes_from_its_answer(connection_name):
+    answer = await loop_database.sent("SELECT * FROM no_such_table", [])
+    with pytest.raises(utils.ProgrammingError):
+        await answer
+    assert await loop_database.fetchone("SELECT 1", []) == (1,)
+
+
+STORED_AS_SENT = """
+import asyncio, json, os
+from registry.services import api_key_create
+from tasks_app import services
+from tasks_app.models import Task
+
+caller, _ = api_key_create(name="sender")
+task = services.task_open(
+    caller=caller, target_kind="agent", target_id="x", agent_id=None,
+    message={"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+    client_version="1.0", owner="process-a", store=False,
+)
+assert not Task.objects.filter(pk=task.pk).exists()
+
+async def send_and_die():
+    await services.atask_store_sent(task)
+    print(json.dumps({"task": task.pk}), flush=True)
+    os._exit(0)  # without reading the INSERT's answer
+
+asyncio.run(send_and_die())
+"""
+
+
+def test_a_task_sent_with_its_message_is_stored_even_when_its_process_dies_at_once(
+    tmp_path, services
+):
+    """The promise that lets the agent be called before the INSERT's answer: once
+    ``atask_store_sent`` returned, the task is the server's to store, whatever becomes of
+    the process that sent it."""
+    env = relay_env(tmp_path, **services)
+    manage(env, "migrate", "--verbosity=0")
+    sent = json.loads(manage(env, "shell", "-c", STORED_AS_SENT).strip().splitlines()[-1])
+    found = manage(
+        env,
+        "shell",
+        "-c",
+        "from tasks_app.models import Task; "
+        f"print(list(Task.objects.filter(pk={sent['task']!r}).values_list('state', 'owner')))",
+    )
+    assert found.strip().splitlines()[-1] == "[('submitted', 'process-a')]"
