@@ -44,7 +44,7 @@ def insert(instance: Model, *, wait_for_disk: bool = True) -> None:
     read_pk = getattr(instance, pk.attname) is None
     lazy = not wait_for_disk and db.vendor == "postgresql"
     sql, fields = _insert_statement(model, read_pk, lazy)
-    params = [field.get_db_prep_save(field.pre_save(instance, True), db) for field in fields]
+    params = _saved_values(db, fields, instance)
     with db.cursor() as cursor:
         cursor.execute(sql, params)
         if read_pk:
@@ -63,8 +63,12 @@ def insert_query(instance: Model, *, wait_for_disk: bool = True) -> tuple[str, l
     its parameters."""
     db = _connection()
     sql, fields = _insert_statement(type(instance), False, not wait_for_disk, returns_row=True)
-    params = [field.get_db_prep_save(field.pre_save(instance, True), db) for field in fields]
-    return sql, params
+    return sql, _saved_values(db, fields, instance)
+
+
+def _saved_values(db, fields: Sequence[Field], instance: Model) -> list[Any]:
+    """The values of ``fields`` of ``instance`` as ``save()`` prepares them for ``db``."""
+    return [field.get_db_prep_save(field.pre_save(instance, True), db) for field in fields]
 
 
 def update(model: type[Model], *, where: dict[str, Any], values: dict[str, Any]) -> int:
@@ -134,7 +138,7 @@ def update_then_insert_query(
     db = _connection()
     params = _update_params(db, written, compared, values, where)
     for instance in instances:
-        params += [field.get_db_prep_save(field.pre_save(instance, True), db) for field in inserted]
+        params += _saved_values(db, inserted, instance)
     if notify is not None:
         params += list(notify)
     return sql, params

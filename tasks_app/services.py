@@ -122,12 +122,19 @@ async def atask_store_sent(task: Task) -> asyncio.Future[None]:
     the future."""
     sql, params = rows.insert_query(task, wait_for_disk=_waits_for_disk(task.state))
     inserted = await loop_database.sent(sql, params)
-    return asyncio.ensure_future(_marked_stored(task, inserted))
+
+    def mark_stored(done: asyncio.Future) -> None:
+        if not done.cancelled() and done.exception() is None:
+            rows.stored([task])
+
+    inserted.add_done_callback(mark_stored)
+    return inserted
 
 
-async def _marked_stored(task: Task, inserted: asyncio.Future) -> None:
-    await inserted
-    rows.stored([task])
+def writes_from_the_loop() -> bool:
+    """Whether a task's writes may go from the event loop's own connection
+    (``relay_project.loop_database``): on PostgreSQL."""
+    return connection.vendor == "postgresql"
 
 
 def task_add_message(*, task: Task, message: dict[str, Any], owner: str = "") -> Task:
@@ -227,7 +234,7 @@ async def atask_record_many(
     meanwhile) is decided again in a database thread, on the task as it then stands, as
     ``task_record_many`` does. Elsewhere (SQLite, push configs to queue), the whole of it
     runs in a database thread."""
-    if not task.has_push_configs and connection.vendor == "postgresql":
+    if not task.has_push_configs and writes_from_the_loop():
         write = _planned(task, events)
         if write is None:
             return []

@@ -22,7 +22,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIRequest
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import connections
 from rest_framework import exceptions
 
 from registry.auth import REALM, REALM_INVALID_TOKEN, api_key_counted_sent, key_may_call
@@ -606,7 +606,7 @@ def open_message_task(
         return None, call
     ctx, stream = context_for(call, caller), call.operation is Operation.STREAM
     if call.client_task_id is None:
-        store = not stored_with_the_message(target, call)
+        store = stream or not gateway.stored_with_the_message(target, call.params)
         return gateway.open_task(target, ctx, call.params, stream=stream, store=store), call
     opened = client_ids.client_task_open(
         target=target, ctx=ctx, request=call.params, client_id=call.client_task_id, stream=stream
@@ -615,20 +615,6 @@ def open_message_task(
         message = dict(call.params["message"], taskId=opened.task.id)
         call = replace(call, params=dict(call.params, message=message))
     return opened, call
-
-
-def stored_with_the_message(target: gateway.Target, call: Call) -> bool:
-    """Whether the new task of this call is stored as its message goes to the agent, not
-    before it (``gateway.send_message``): a blocking SendMessage to an agent, on PostgreSQL.
-    Its caller learns the task only from the answer. A task returned at once or streamed is
-    seen before, and a team's members' tasks refer to the team's: those are stored first."""
-    configuration = call.params.get("configuration") or {}
-    return (
-        call.operation is Operation.SEND
-        and target.kind == "agent"
-        and not configuration.get("returnImmediately")
-        and connections[DEFAULT_DB_ALIAS].vendor == "postgresql"
-    )
 
 
 class HoldingSlot:

@@ -502,6 +502,20 @@ def _as_recorded_end(task: Task, step: Step) -> Step:
     return replace(step, event=completed, upstream_task_id="")
 
 
+def stored_with_the_message(target: Target, request: dict[str, Any]) -> bool:
+    """Whether the new task of a SendMessage may be stored as its message goes to the agent,
+    not before it (``open_task``'s ``store``, ``operations.send_message``): a blocking call to
+    an agent, where the event loop writes. Its caller learns the task only from the answer.
+    A task returned at once is seen before, and a team's members' tasks refer to the team's:
+    those are stored first."""
+    configuration = request.get("configuration") or {}
+    return (
+        target.kind == "agent"
+        and not configuration.get("returnImmediately")
+        and services.writes_from_the_loop()
+    )
+
+
 @dataclass(frozen=True)
 class Opened:
     """The task a message belongs to, and whether this message created it."""

@@ -48,9 +48,9 @@ async def send_message(
     the agent answered with a task it goes on working on: the relay follows that task on its
     own); with ``returnImmediately`` it returns the submitted task and works on in the
     background. ``opened`` is the message's task when the caller already ran ``open_task``
-    (in its own thread hop). A task it made without storing it (blocking calls only) is
-    stored as the agent is called: its INSERT goes out first, and the job writes nothing
-    before it is stored.
+    (in its own thread hop). A task it made without storing it (``stored_with_the_message``:
+    blocking calls only) is stored as the agent is called: its INSERT goes out first, and
+    the job writes nothing before it is stored.
     """
     if opened is None:
         opened = await sync_to_async(open_task)(target, ctx, request)
@@ -59,8 +59,6 @@ async def send_message(
     history_length = _capped(configuration.get("historyLength"))
     storing = None if opened.stored else await services.atask_store_sent(task)
     if configuration.get("returnImmediately"):
-        if storing is not None:
-            await storing
         driving.start(
             target,
             task,
