@@ -3,7 +3,11 @@ every endpoint names explicitly."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
@@ -42,30 +46,52 @@ def api_key_from_header(header: str | None) -> ApiKey | None:
     return _usable(key_hash, cache.get(_cache_key(key_hash)), None, count=False)[0]
 
 
-def api_key_counted_sent(
-    header: str | None,
-) -> Pending[tuple[ApiKey | None, ratelimit.Refusal | None]]:
-    """``api_key_from_header``, with the call counted against the key's rate limit
-    (``ratelimit.hit_key``), its answer pending: ``result()`` gives the key and the Refusal
-    when the call is over the limit, or raises what ``api_key_from_header`` raises. For a key
-    in the lookup cache, the lookup and the count are one round trip to Redis, on its way
-    when this returns. Close it when it may go unread."""
+@dataclass(frozen=True)
+class KeyLookup:
+    """A call's key as the lookup cache had it: the key's hash (None when the call sent no
+    bearer key), the cache's entry (an ApiKey, REVOKED, or None when it held none), and the
+    call counted against the key's rate limit when the entry was there. ``refusal``: the
+    bearer token was empty."""
+
+    key_hash: str | None
+    cached: Any = None
+    counted: ratelimit.Counted | None = None
+    refusal: str | None = None
+
+
+@contextlib.asynccontextmanager
+async def api_key_lookup(header: str | None) -> AsyncIterator[Pending[KeyLookup]]:
+    """The lookup of a call's ``Bearer <key>`` in the lookup cache, with the call counted
+    against the key's rate limit (``ratelimit.hit_key``), for the block to read: on Redis
+    one round trip from the event loop, under way as the block starts. ``api_key_counted``
+    makes the caller's key of it."""
     try:
         key = _bearer_key(header)
     except exceptions.AuthenticationFailed as error:
-        failure = error  # raised when read, as the key's other refusals are
-
-        def refuse():
-            raise failure
-
-        return Pending.later(refuse)
+        refusal = str(error.detail)
+        yield Pending.later(lambda: KeyLookup(None, refusal=refusal))
+        return
     if key is None:
-        return Pending.later(lambda: (None, None))
+        yield Pending.later(lambda: KeyLookup(None))
+        return
     key_hash = hash_api_key(key)
-    cache_key = _cache_key(key_hash)
     # A cached key was cached under its own hash, so its prefix is this key's.
-    found = ratelimit.cached_and_counted_sent(cache_key, "key", api_key_prefix(key))
-    return found.then(lambda found: _usable(key_hash, *found, count=True))
+    async with ratelimit.cached_and_counted(
+        _cache_key(key_hash), "key", api_key_prefix(key)
+    ) as found:
+        yield found.then(lambda found: KeyLookup(key_hash, *found))
+
+
+def api_key_counted(lookup: KeyLookup) -> tuple[ApiKey | None, ratelimit.Refusal | None]:
+    """The caller's usable key (None when it sent none) and the Refusal when the call is over
+    the key's rate limit. Raises AuthenticationFailed as ``api_key_from_header`` does. Reads
+    the database for a key the cache did not hold, and records a key's last use at most once
+    a minute (``LAST_USED_RESOLUTION``): in memory otherwise."""
+    if lookup.refusal is not None:
+        raise exceptions.AuthenticationFailed(lookup.refusal)
+    if lookup.key_hash is None:
+        return None, None
+    return _usable(lookup.key_hash, lookup.cached, lookup.counted, count=True)
 
 
 def _bearer_key(header: str | None) -> str | None:

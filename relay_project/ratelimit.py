@@ -8,7 +8,7 @@ limit is still counted, so a client that keeps hammering stays refused until the
 the answer says how long that is.
 
 On Redis an A2A call's API-key lookup and its count are one round trip
-(``cached_and_counted_sent``), and so is taking a stream slot: Lua scripts of the cache client
+(``cached_and_counted``), and so is taking a stream slot: Lua scripts of the cache client
 (``relay_project.redis_clients``), atomic as the commands they replace.
 
 Stream slots are counted per API key and per relay process: a process takes a slot when a
@@ -21,9 +21,10 @@ last stream of its key opened in its process.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,23 +55,28 @@ def hit(scope: str, identity: str, limit: int, *, now: float | None = None) -> R
     return counter.counted(_count(counter.name, COUNTER_SECONDS)).refusal(limit)
 
 
-def cached_and_counted_sent(
+@contextlib.asynccontextmanager
+async def cached_and_counted(
     cache_key: str, scope: str, identity: str, *, now: float | None = None
-) -> Pending[tuple[Any, Counted | None]]:
+) -> AsyncIterator[Pending[tuple[Any, Counted | None]]]:
     """The value cached under ``cache_key`` (None when there is none) and, only when there
     is one, one call of ``identity`` counted in ``scope`` as ``hit`` counts it, whatever the
-    limit (the caller judges the count with ``Counted.refusal``), as a pending answer. On
-    Redis both are one round trip, under way when this returns: ``result()`` reads it (an
-    API call is parsed meanwhile)."""
+    limit (the caller judges the count with ``Counted.refusal``), as a pending answer for
+    the block to read. On Redis both are one round trip from the event loop, under way as
+    the block starts (an A2A call is parsed meanwhile); in local memory they are worked out
+    when read."""
     counter = _Counter.current(scope, identity, now)
     both = getattr(cache, "get_and_count", None)
-    if both is not None:
-        found = both(cache_key, counter.name, COUNTER_SECONDS)
-    else:
-        found = Pending.later(lambda: _get_and_count(cache_key, counter.name))
-    return found.then(
-        lambda found: (found[0], None if found[1] is None else counter.counted(found[1]))
-    )
+    if both is None:
+        yield Pending.later(lambda: _counted(counter, _get_and_count(cache_key, counter.name)))
+        return
+    async with both(cache_key, counter.name, COUNTER_SECONDS) as found:
+        yield found.then(lambda found: _counted(counter, found))
+
+
+def _counted(counter: _Counter, found: tuple[Any, int | None]) -> tuple[Any, Counted | None]:
+    value, count = found
+    return value, None if count is None else counter.counted(count)
 
 
 def _get_and_count(cache_key: str, counter: str) -> tuple[Any, int | None]:

@@ -9,9 +9,10 @@ task of its own so a client disconnect is noticed at once: the consumer stops, a
 upstream work goes on.
 
 This path skips what Django does per request and the relay does not need for A2A calls: a
-fresh thread, the middleware, DRF's request wrapping. Database work runs in the process's
+fresh thread, the middleware, DRF's request wrapping. A call whose key and agent are cached is
+admitted on the event loop (``calls.admission``); other database work runs in the process's
 database threads (``relay_project.database_threads``), where connections persist for
-CONN_MAX_AGE: ``calls.answer`` closes old and broken ones at its first hop, as Django does at
+CONN_MAX_AGE: admission closes old and broken ones when it goes to a thread, as Django does at
 each request's start.
 """
 

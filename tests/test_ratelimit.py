@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
@@ -98,40 +99,42 @@ def test_concurrent_calls_are_counted_exactly(cache):
     assert refused.count(False) == 25 and refused.count(True) == 25
 
 
-def test_a_cached_value_and_the_count_come_together_and_share_the_limit_with_hit(cache):
+async def test_a_cached_value_and_the_count_come_together_and_share_the_limit_with_hit(cache):
     identity, cache_key = uuid.uuid4().hex, f"cached-{uuid.uuid4().hex}"
-    assert cached_and_counted(cache_key, "key", identity) == (None, None)
+    assert await cached_and_counted(cache_key, "key", identity) == (None, None)
     assert ratelimit.hit("key", identity, 2, now=WINDOW_START) is None  # nothing counted above
     cache.set(cache_key, {"a": "value"})
-    value, counted = cached_and_counted(cache_key, "key", identity, now=WINDOW_START)
+    value, counted = await cached_and_counted(cache_key, "key", identity, now=WINDOW_START)
     assert value == {"a": "value"} and counted.count == 2 and counted.refusal(2) is None
-    _, counted = cached_and_counted(cache_key, "key", identity, now=WINDOW_START + 30)
+    _, counted = await cached_and_counted(cache_key, "key", identity, now=WINDOW_START + 30)
     refusal = counted.refusal(2)
     assert refusal.retry_after == 30 and "2 calls per minute for this key" in refusal.message
     assert counted.refusal(0) is None
     assert ratelimit.hit("key", identity, 3, now=WINDOW_START + 59) is not None
-    _, counted = cached_and_counted(cache_key, "key", identity, now=WINDOW_START + 60)
+    _, counted = await cached_and_counted(cache_key, "key", identity, now=WINDOW_START + 60)
     assert counted.count == 1
 
 
 @pytest.mark.parametrize("cache", ["redis"], indirect=True)
-def test_on_redis_the_lookup_and_the_count_are_one_round_trip(cache, monkeypatch):
-    cache_key = f"cached-{uuid.uuid4().hex}"
+async def test_on_redis_the_lookup_and_the_count_are_one_round_trip(cache, monkeypatch):
+    cache_key, identity = f"cached-{uuid.uuid4().hex}", uuid.uuid4().hex
     cache.set(cache_key, "value")
+    await cached_and_counted(cache_key, "key", identity)  # connects (HELLO, CLIENT SETINFO)
     sent = commands_sent(monkeypatch)
-    value, counted = cached_and_counted(cache_key, "key", uuid.uuid4().hex)
-    assert (value, counted.count) == ("value", 1)
+    value, counted = await cached_and_counted(cache_key, "key", identity)
+    assert (value, counted.count) == ("value", 2)
     assert sent == ["EVALSHA"]
 
 
-def cached_and_counted(*args, **kwargs):
+async def cached_and_counted(*args, **kwargs):
     """The lookup and count, read at once."""
-    return ratelimit.cached_and_counted_sent(*args, **kwargs).result()
+    async with ratelimit.cached_and_counted(*args, **kwargs) as pending:
+        return await pending.result()
 
 
 def commands_sent(monkeypatch) -> list[str]:
-    """The name of every command any redis-py connection sends from now on."""
-    from redis.connection import AbstractConnection
+    """The name of every command the event loop's Redis connections send from now on."""
+    from redis.asyncio.connection import AbstractConnection
 
     sent = []
     send = AbstractConnection.send_command
@@ -149,61 +152,122 @@ def counter_of(identity: str) -> str:
     return ratelimit.cache.make_and_validate_key(name)
 
 
+def loop_connection(cache):
+    """The running event loop's connection to the cache's Redis."""
+    return cache._cache._loop_redis.get()._connection
+
+
 @pytest.mark.parametrize("cache", ["redis"], indirect=True)
-def test_on_redis_the_lookup_is_under_way_before_its_answer_is_read(cache):
+async def test_on_redis_the_lookup_is_under_way_before_its_answer_is_read(cache):
     cache_key, identity = f"cached-{uuid.uuid4().hex}", uuid.uuid4().hex
     cache.set(cache_key, "value")
     observer = cache._cache.get_client()
-    with ratelimit.cached_and_counted_sent(cache_key, "key", identity) as pending:
+    async with ratelimit.cached_and_counted(cache_key, "key", identity) as pending:
         deadline = time.monotonic() + 5
         while observer.get(counter_of(identity)) is None:  # Redis ran it: it was sent
             assert time.monotonic() < deadline, "the lookup was not sent before being read"
             time.sleep(0.001)
-        value, counted = pending.result()
+        value, counted = await pending.result()
     assert (value, counted.count) == ("value", 1)
     with pytest.raises(RuntimeError, match="read once"):
-        pending.result()
+        await pending.result()
 
 
 @pytest.mark.parametrize("cache", ["redis"], indirect=True)
-def test_on_redis_a_lookup_after_redis_forgot_its_script_counts_once(cache, monkeypatch):
+async def test_on_redis_a_lookup_after_redis_forgot_its_script_counts_once(cache, monkeypatch):
     cache_key, identity = f"cached-{uuid.uuid4().hex}", uuid.uuid4().hex
     cache.set(cache_key, "value")
-    assert cached_and_counted(cache_key, "key", identity)[1].count == 1
+    assert (await cached_and_counted(cache_key, "key", identity))[1].count == 1
+    connection = loop_connection(cache)
     cache._cache.get_client(write=True).script_flush()  # as a restarted Redis has forgotten it
     sent = commands_sent(monkeypatch)
-    value, counted = cached_and_counted(cache_key, "key", identity)
+    value, counted = await cached_and_counted(cache_key, "key", identity)
     assert (value, counted.count) == ("value", 2)
-    # Refused by its SHA, then sent again as an ordinary call, which loads it: one connection.
-    assert sent == ["EVALSHA", "EVALSHA", "SCRIPT LOAD", "EVALSHA"]
-    assert cached_and_counted(cache_key, "key", identity)[1].count == 3
+    # Refused by its SHA, then sent with the script itself, which loads it again.
+    assert sent == ["EVALSHA", "EVAL"]
+    assert (await cached_and_counted(cache_key, "key", identity))[1].count == 3
+    assert sent == ["EVALSHA", "EVAL", "EVALSHA"]
+    assert loop_connection(cache) is connection
 
 
 @pytest.mark.parametrize("cache", ["redis"], indirect=True)
-def test_on_redis_a_lookup_on_a_connection_redis_closed_is_answered(cache):
+async def test_on_redis_a_lookup_on_a_connection_redis_closed_is_answered(cache):
     cache_key, identity = f"cached-{uuid.uuid4().hex}", uuid.uuid4().hex
     cache.set(cache_key, "value")
+    assert (await cached_and_counted(cache_key, "key", identity))[1].count == 1
     client = cache._cache.get_client(write=True)
-    idle = list(client.connection_pool._available_connections)
-    assert idle
-    for connection in idle:  # every idle connection of the pool goes stale
-        connection.send_command("CLIENT", "ID")
-        client.client_kill_filter(_id=connection.read_response(), skipme=False)
-    value, counted = cached_and_counted(cache_key, "key", identity)
-    assert (value, counted.count) == ("value", 1)
+    mine = client.client_id()
+    for entry in client.client_list():  # the loop's connection goes stale
+        if entry["id"] != str(mine):
+            client.client_kill_filter(_id=entry["id"])
+    value, counted = await cached_and_counted(cache_key, "key", identity)
+    assert (value, counted.count) == ("value", 2)
 
 
 @pytest.mark.parametrize("cache", ["redis"], indirect=True)
-def test_on_redis_a_lookup_closed_unread_leaves_no_answer_for_the_next_one(cache):
+async def test_on_redis_a_lookup_left_unread_leaves_no_answer_for_the_next_one(cache):
     first, second = f"cached-{uuid.uuid4().hex}", f"cached-{uuid.uuid4().hex}"
     cache.set(first, "first")
     cache.set(second, "second")
-    pool = cache._cache.get_client(write=True).connection_pool
-    with ratelimit.cached_and_counted_sent(first, "key", uuid.uuid4().hex):
-        (connection,) = pool._in_use_connections
-    assert connection._sock is None  # dropped with the unread answer on it
-    assert connection in pool._available_connections
-    assert cached_and_counted(second, "key", uuid.uuid4().hex)[0] == "second"
+    async with ratelimit.cached_and_counted(first, "key", uuid.uuid4().hex):
+        connection = loop_connection(cache)
+        assert connection.is_connected
+    assert not connection.is_connected  # dropped with the unread answer on it
+    assert (await cached_and_counted(second, "key", uuid.uuid4().hex))[0] == "second"
+
+
+@pytest.mark.parametrize("cache", ["redis"], indirect=True)
+async def test_on_redis_a_lookup_whose_caller_is_cancelled_leaves_no_answer_behind(cache):
+    first, second = f"cached-{uuid.uuid4().hex}", f"cached-{uuid.uuid4().hex}"
+    cache.set(first, "first")
+    cache.set(second, "second")
+    sent = asyncio.Event()
+
+    async def caller_gone_before_the_answer():
+        async with ratelimit.cached_and_counted(first, "key", uuid.uuid4().hex) as pending:
+            sent.set()
+            await asyncio.sleep(10)
+            await pending.result()
+
+    waiting = asyncio.ensure_future(caller_gone_before_the_answer())
+    await sent.wait()
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert (await cached_and_counted(second, "key", uuid.uuid4().hex))[0] == "second"
+
+
+@pytest.mark.parametrize("cache", ["redis"], indirect=True)
+async def test_on_redis_lookups_from_many_calls_at_once_each_get_their_own_answer(cache):
+    keys = [f"cached-{uuid.uuid4().hex}" for _ in range(20)]
+    for index, key in enumerate(keys):
+        cache.set(key, index)
+    found = await asyncio.gather(*(cached_and_counted(key, "key", key) for key in keys))
+    assert [value for value, _ in found] == list(range(20))
+    assert all(counted.count == 1 for _, counted in found)
+
+
+async def test_with_redis_unreachable_a_lookup_fails_at_once_as_unreachable(monkeypatch):
+    from relay_project.redis_clients import UNREACHABLE, SharedPoolRedisCache
+
+    port = _closed_port()
+    backend = SharedPoolRedisCache(
+        f"redis://127.0.0.1:{port}/0",
+        {"OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5}},
+    )
+    monkeypatch.setattr(ratelimit, "cache", backend)
+    started = time.monotonic()
+    with pytest.raises(UNREACHABLE):
+        await cached_and_counted("anything", "key", "someone")
+    assert time.monotonic() - started < 2
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 @pytest.mark.parametrize("cache", ["redis"], indirect=True)

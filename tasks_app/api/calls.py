@@ -1,7 +1,7 @@
 """One A2A call at the HTTP edge, whatever the binding: parse it into a ``Call`` (operation,
-version, canonical params), admit it (the caller's key, the target, the task a message opens)
-in one database hop, execute it on the target, and render results, errors and stream frames
-in the caller's binding and version.
+version, canonical params), admit it (the caller's key, the target, the task a message opens:
+on the event loop from the process's caches, or in one database hop), execute it on the
+target, and render results, errors and stream frames in the caller's binding and version.
 
 The one place A2A answers are rendered: ``answer`` serves every A2A protocol call for the
 Channels consumer (``tasks_app.consumers``), and the task API's DRF views render through the
@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -20,15 +21,22 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import DisallowedHost
+from django.core.exceptions import DisallowedHost, SynchronousOnlyOperation
 from django.core.handlers.asgi import ASGIRequest
 from django.db import connections
 from rest_framework import exceptions
 
-from registry.auth import REALM, REALM_INVALID_TOKEN, api_key_counted_sent, key_may_call
+from registry.auth import (
+    REALM,
+    REALM_INVALID_TOKEN,
+    KeyLookup,
+    api_key_counted,
+    api_key_lookup,
+    key_may_call,
+)
 from relay_project import database_threads, ratelimit
 from relay_project.public_url import relay_base_url
-from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE, Pending
+from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE
 from tasks_app import client_ids, delegation, gateway, relay_endpoint, skill_targets
 from tasks_app.gateway import ownership
 from tasks_app.protocol import early, jsonrpc, rest
@@ -484,12 +492,12 @@ def echoed(call: Call, target: gateway.Target) -> tuple[str, ...]:
     return tuple(uri for uri in call.extensions if uri in target.declared_extensions)
 
 
-def admit_caller(lookup: Pending):
-    """The caller's usable API key, with this call counted against the key's rate limit, read
-    from its ``lookup`` (``api_key_counted_sent``). Raises Unauthenticated for no key or a
-    bad one, or RateLimited over the limit."""
+def admit_caller(lookup: KeyLookup):
+    """The caller's usable API key, with this call counted against the key's rate limit, from
+    the cache's answer (``api_key_lookup``). Raises Unauthenticated for no key or a bad one,
+    or RateLimited over the limit."""
     try:
-        caller, refusal = lookup.result()
+        caller, refusal = api_key_counted(lookup)
     except exceptions.AuthenticationFailed as error:
         raise InvalidApiKey(str(error.detail)) from error
     if caller is None:
@@ -546,36 +554,86 @@ class Refused(Exception):
         self.call = call
 
 
-def admit_parsed(authorization: str | None, parse: Callable[[], tuple[str, str, Call]]) -> Admitted:
-    """A call, parsed (``parse`` gives its target's kind and id, and the call) and admitted,
-    in its first database hop. The caller's key is looked up first, and the call parsed
-    while the cache answers: in the production profile the round trip to Redis and the
-    parsing overlap. A caller without a valid key is refused whatever else is wrong with its
-    call. Raises Refused."""
-    with api_key_counted_sent(authorization) as lookup:
-        call = None
+Parsed = tuple[str, str, Call]
+"""A call as parsed: its target's kind and id, and the call."""
+
+
+async def admission(authorization: str | None, parse: Callable[[], Parsed]) -> Admitted:
+    """A call, parsed (``parse``) and admitted. The caller's key is looked up, and the call
+    counted against its rate limit, in one round trip to the cache, sent before the call is
+    parsed and read after: in the production profile the round trip to Redis and the parsing
+    overlap, and neither needs a database thread.
+
+    Admission then runs on the event loop when it may need only the process's memory
+    (``admits_in_memory``), and in a database thread otherwise. On the loop, a query it turns
+    out to need after all (a key or a target no longer cached, the process's lease to renew)
+    is refused by Django before it is sent (SynchronousOnlyOperation), and admission runs
+    again in a thread, from the same answer of the cache: the call is counted once, and
+    nothing else was done. A caller without a valid key is refused whatever else is wrong
+    with its call. Raises Refused."""
+    async with api_key_lookup(authorization) as pending:
         try:
-            kind, target_id, call = parse()
+            parsed: Parsed | A2AError = parse()
         except A2AError as error:
-            unparsed = error
+            parsed = error
         try:
-            if call is None:
-                admit_caller(lookup)
-                raise unparsed
-            return admit(lookup, kind, target_id, call)
-        except Unauthenticated as error:
-            raise Refused(error, None) from None
-        except Exception as error:
-            raise Refused(error, call) from None
+            lookup = await pending.result()
+        except UNREACHABLE as error:
+            raise Refused(error, None if isinstance(parsed, A2AError) else parsed[2]) from None
+    if admits_in_memory(parsed):
+        try:
+            return admit_parsed(lookup, parsed)
+        except Refused as refused:
+            if not isinstance(refused.error, SynchronousOnlyOperation):
+                raise
+    return await database_threads.run(first_hop, admit_parsed, lookup, parsed)
 
 
-def admit(lookup: Pending, kind: str, target_id: str, call: Call) -> Admitted:
+def admits_in_memory(parsed: Parsed | A2AError) -> bool:
+    """Whether admitting a call needs nothing but the process's memory once its key and its
+    target are cached: no query, no other round trip to the cache. So for a call refused
+    unparsed, and for a call to an agent that does not stream, with no per-agent rate limit
+    to count it against, and that opens no task or one stored with its message
+    (``gateway.opens_in_memory``). Not for a team (it reads its members' health at every
+    call), the relay's own endpoint (it reads where it points) or a skill (it reads the
+    registry). Never where Django is told to run queries on the event loop
+    (DJANGO_ALLOW_ASYNC_UNSAFE): they would block it."""
+    if os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE"):
+        return False
+    if isinstance(parsed, A2AError):
+        return True
+    kind, _, call = parsed
+    if kind != "agent" or call.operation in STREAMING or settings.RELAY_RATE_LIMIT_PER_AGENT > 0:
+        return False
+    if call.operation not in OPENS_TASK:
+        return True
+    return call.client_task_id is None and gateway.opens_in_memory(kind, call.params)
+
+
+def admit_parsed(lookup: KeyLookup, parsed: Parsed | A2AError) -> Admitted:
+    """A parsed call admitted (``admit``), or the error that refused it unparsed raised once
+    its caller's key is found valid. Raises Refused."""
+    call = None if isinstance(parsed, A2AError) else parsed[2]
+    try:
+        if call is None:
+            admit_caller(lookup)
+            raise parsed
+        return admit(lookup, *parsed)
+    except Unauthenticated as error:
+        raise Refused(error, None) from None
+    except Exception as error:
+        raise Refused(error, call) from None
+
+
+def admit(lookup: KeyLookup, kind: str, target_id: str, call: Call) -> Admitted:
     """Who calls (the key's ``lookup``), on what, and for a message the task it opens: the
-    database work before a call goes upstream, in one thread hop. Counts the call against
-    the key's and the agent's rate limits, and takes a stream slot of the key for a
-    streaming call (the caller gives it back). Raises Unauthenticated, RateLimited,
-    TargetNotFound (also for a target outside the key's scope), or the error that refuses
-    the message, with no slot held and nothing stored."""
+    work before a call goes upstream. Counts the call against the agent's rate limit (the
+    key's was counted with its lookup), and takes a stream slot of the key for a streaming
+    call (the caller gives it back). Raises Unauthenticated, RateLimited, TargetNotFound
+    (also for a target outside the key's scope), or the error that refuses the message, with
+    no slot held and nothing stored. What it reads that the process's caches do not hold, it
+    reads from the database; its effects beyond memory (the agent's count, the slot, a task
+    stored at once) come after every read (``admission`` relies on it)."""
     caller = admit_caller(lookup)
     if call.task_api:
         task_api_target_check(kind)
@@ -606,7 +664,7 @@ def open_message_task(
         return None, call
     ctx, stream = context_for(call, caller), call.operation is Operation.STREAM
     if call.client_task_id is None:
-        store = stream or not gateway.stored_with_the_message(target, call.params)
+        store = stream or not gateway.stored_with_the_message(target.kind, call.params)
         return gateway.open_task(target, ctx, call.params, stream=stream, store=store), call
     opened = client_ids.client_task_open(
         target=target, ctx=ctx, request=call.params, client_id=call.client_task_id, stream=stream
@@ -653,14 +711,14 @@ HEALTH_CHECK_IDLE_SECONDS = 1.0
 the next one (CONN_HEALTH_CHECKS). On PostgreSQL the ping was one round trip in three of a
 SendMessage's, paid on every call of a busy process for a connection that had just answered.
 A connection that breaks within that second (the database restarted) fails one call, and is
-closed at the next call's first hop, as after any database error."""
+closed when the next call goes to a database thread, as after any database error."""
 
 
 def first_hop(function, *args):
-    """Runs a call's first database work, in the thread every later hop of the call uses.
-    Like Django's request_started, it first closes connections past CONN_MAX_AGE or broken
-    by an error, and health-checks (CONN_HEALTH_CHECKS) a connection left idle for
-    HEALTH_CHECK_IDLE_SECONDS or more."""
+    """Runs a call's admission in a database thread (``admission``). Like Django's
+    request_started, it first closes connections past CONN_MAX_AGE or broken by an error, and
+    health-checks (CONN_HEALTH_CHECKS) a connection left idle for HEALTH_CHECK_IDLE_SECONDS
+    or more."""
     _close_old_connections(time.monotonic())
     return function(*args)
 
@@ -686,9 +744,7 @@ async def answer(request: HttpCall) -> Reply | Stream:
     call: Call | None = None
     try:
         try:
-            admitted = await database_threads.run(
-                first_hop, admit_parsed, request.authorization, partial(parse_http_call, request)
-            )
+            admitted = await admission(request.authorization, partial(parse_http_call, request))
         except Refused as refused:
             call = refused.call
             raise refused.error from None

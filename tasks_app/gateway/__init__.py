@@ -22,6 +22,7 @@ from tasks_app.gateway.driving import (
     _running,
     ending,
     open_task,
+    opens_in_memory,
     stored_with_the_message,
 )
 from tasks_app.gateway.driving import _record as record
@@ -86,6 +87,7 @@ __all__ = [
     "get_task",
     "list_tasks",
     "open_task",
+    "opens_in_memory",
     "stored_with_the_message",
     "push_config_create",
     "push_config_delete",

@@ -502,17 +502,31 @@ def _as_recorded_end(task: Task, step: Step) -> Step:
     return replace(step, event=completed, upstream_task_id="")
 
 
-def stored_with_the_message(target: Target, request: dict[str, Any]) -> bool:
-    """Whether the new task of a SendMessage may be stored as its message goes to the agent,
-    not before it (``open_task``'s ``store``, ``operations.send_message``): a blocking call to
-    an agent, where the event loop writes. Its caller learns the task only from the answer.
-    A task returned at once is seen before, and a team's members' tasks refer to the team's:
-    those are stored first."""
+def stored_with_the_message(kind: str, request: dict[str, Any]) -> bool:
+    """Whether the new task of a SendMessage to a target of this ``kind`` may be stored as its
+    message goes to the agent, not before it (``open_task``'s ``store``,
+    ``operations.send_message``): a blocking call to an agent, where the event loop writes.
+    Its caller learns the task only from the answer. A task returned at once is seen before,
+    and a team's members' tasks refer to the team's: those are stored first."""
     configuration = request.get("configuration") or {}
     return (
-        target.kind == "agent"
+        kind == "agent"
         and not configuration.get("returnImmediately")
         and services.writes_from_the_loop()
+    )
+
+
+def opens_in_memory(kind: str, request: dict[str, Any]) -> bool:
+    """Whether ``open_task`` makes the task of this SendMessage without the database (when
+    the process holds its lease): a new task, in no conversation the relay knows (no
+    ``contextId``), without an inline push config, stored with its message."""
+    message = request.get("message") or {}
+    configuration = request.get("configuration") or {}
+    return (
+        not message.get("taskId")
+        and not message.get("contextId")
+        and not configuration.get("taskPushNotificationConfig")
+        and stored_with_the_message(kind, request)
     )
 
 
@@ -535,8 +549,9 @@ def open_task(
     store: bool = True,
 ) -> Opened:
     """The task a message belongs to: the one it names (checked, the message appended), or a
-    new one, with its inline push config stored. Synchronous, so a caller can run it in the
-    same thread hop as authentication and target resolution; raises the A2A error that
+    new one, with its inline push config stored. Synchronous, so a caller can run it with
+    authentication and target resolution (``tasks_app.api.calls.admit``); raises the A2A
+    error that
     refuses the message before anything is stored. Not ``store``: a new task without an
     inline push config is made and not written (``Opened.stored`` says so); its caller
     sends it with the message (``services.atask_store_sent``)."""

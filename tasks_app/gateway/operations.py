@@ -48,7 +48,7 @@ async def send_message(
     the agent answered with a task it goes on working on: the relay follows that task on its
     own); with ``returnImmediately`` it returns the submitted task and works on in the
     background. ``opened`` is the message's task when the caller already ran ``open_task``
-    (in its own thread hop). A task it made without storing it (``stored_with_the_message``:
+    (at its admission). A task it made without storing it (``stored_with_the_message``:
     blocking calls only) is stored as the agent is called: its INSERT goes out first, and
     the job writes nothing before it is stored.
     """

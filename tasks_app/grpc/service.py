@@ -38,7 +38,7 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2  # noqa: F401  (registers the detail types)
 from prometheus_client import Counter, Histogram
 
-from relay_project import database_threads, ratelimit
+from relay_project import ratelimit
 from relay_project.redis_clients import UNREACHABLE
 from relay_project.request_metrics import REGISTRY
 from tasks_app import delegation, streams
@@ -197,11 +197,8 @@ async def admitted_call(operation: Operation, request: Message, context) -> call
     refused as unauthenticated whatever else is wrong with its call."""
     pairs = metadata_pairs(context)
     try:
-        return await database_threads.run(
-            calls.first_hop,
-            calls.admit_parsed,
-            authorization_of(pairs),
-            partial(parse_call, operation, request, pairs),
+        return await calls.admission(
+            authorization_of(pairs), partial(parse_call, operation, request, pairs)
         )
     except calls.Refused as refused:
         raise refused.error from None

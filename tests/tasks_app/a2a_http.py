@@ -278,3 +278,17 @@ def register(url: str, spec: AgentSpec = ECHO, **capabilities: Any):
     """Registers an agent whose interfaces point at ``url`` (sync: call it in a thread from
     async code). The card is handed over through a mock transport: no card fetch."""
     return make_agent(document=card_document(url, spec, **capabilities))
+
+
+def key_lookup(secret: str | None):
+    """The cache's answer for the API key ``secret`` as admission reads it, the call counted
+    (``registry.auth.api_key_lookup``), read from synchronous code."""
+    from asgiref.sync import async_to_sync
+
+    from registry import auth
+
+    async def read():
+        async with auth.api_key_lookup(None if secret is None else f"Bearer {secret}") as found:
+            return await found.result()
+
+    return async_to_sync(read)()

@@ -30,6 +30,7 @@ from tests.tasks_app.a2a_http import (
     call,
     card_document,
     expect_error,
+    key_lookup,
     relay_client,
 )
 
@@ -53,9 +54,9 @@ def test_a_call_with_its_key_and_agent_cached_costs_one_query(echo, api_key):
     body = json.dumps(JSONRPC_1.send().body).encode()
     parsed = calls.parse_jsonrpc_call({"A2A-Version": "1.0"}, body)
     for _ in range(2):  # the first call also records the key's last use
-        calls.admit_parsed(f"Bearer {api_key[1]}", lambda: ("agent", echo.pk, parsed))
+        calls.admit_parsed(key_lookup(api_key[1]), ("agent", echo.pk, parsed))
     with CaptureQueriesContext(connection) as queries:
-        admitted = calls.admit_parsed(f"Bearer {api_key[1]}", lambda: ("agent", echo.pk, parsed))
+        admitted = calls.admit_parsed(key_lookup(api_key[1]), ("agent", echo.pk, parsed))
     assert admitted.opened is not None and admitted.target.id == echo.pk
     assert [q["sql"].split()[0] for q in queries.captured_queries] == ["INSERT"]
 
@@ -132,8 +133,8 @@ async def test_a_cached_key_is_refused_once_it_expires(echo, transactional_db):
     expect_error(JSONRPC_1, response, UNAUTHENTICATED, request_id=None, http_status=401)
 
 
-def test_a_call_is_parsed_while_redis_looks_up_its_key(echo, api_key, monkeypatch):
-    """The first hop sends the key's lookup and count to Redis, then parses the call: in the
+async def test_a_call_is_parsed_while_redis_looks_up_its_key(echo, api_key, monkeypatch):
+    """Admission sends the key's lookup and count to Redis, then parses the call: in the
     production profile that round trip overlaps the parsing."""
     from relay_project import ratelimit
 
@@ -144,7 +145,7 @@ def test_a_call_is_parsed_while_redis_looks_up_its_key(echo, api_key, monkeypatc
     parsed = calls.parse_jsonrpc_call({"A2A-Version": "1.0"}, body)
     secret = f"Bearer {api_key[1]}"
     for _ in range(2):  # the first call also records the key's last use
-        calls.admit_parsed(secret, lambda: ("agent", echo.pk, parsed))
+        await calls.admission(secret, lambda: ("agent", echo.pk, parsed))
     counter = backend.make_and_validate_key(
         ratelimit._Counter.current("key", api_key[0].prefix, None).name
     )
@@ -158,28 +159,37 @@ def test_a_call_is_parsed_while_redis_looks_up_its_key(echo, api_key, monkeypatc
             time.sleep(0.001)
         return "agent", echo.pk, parsed
 
-    admitted = calls.admit_parsed(secret, parse)
+    admitted = await calls.admission(secret, parse)
     assert admitted.caller.pk == api_key[0].pk and admitted.opened is not None
     assert int(observer.get(counter)) == counted_before + 1
 
 
-def test_admission_refuses_a_call_with_the_call_it_parsed(echo, api_key):
+async def test_admission_refuses_a_call_with_the_call_it_parsed(echo, api_key):
     body = json.dumps(JSONRPC_1.send().body).encode()
     parsed = calls.parse_jsonrpc_call({"A2A-Version": "1.0"}, body)
     with pytest.raises(calls.Refused) as refused:
-        calls.admit_parsed(f"Bearer {api_key[1]}", lambda: ("agent", "no-such-agent", parsed))
+        await calls.admission(f"Bearer {api_key[1]}", lambda: ("agent", "no-such-agent", parsed))
     assert isinstance(refused.value.error, calls.TargetNotFound)
     assert refused.value.call is parsed  # its error is answered with the call's id and version
     with pytest.raises(calls.Refused) as refused:
-        calls.admit_parsed("Bearer not-a-key", lambda: ("agent", echo.pk, parsed))
+        await calls.admission("Bearer not-a-key", lambda: ("agent", echo.pk, parsed))
     assert isinstance(refused.value.error, calls.InvalidApiKey)
     assert refused.value.call is None  # answered like an unparsed call
 
 
-def test_admission_refuses_an_unparsable_call_from_a_keyless_caller_as_unauthenticated(echo):
+async def test_admission_refuses_an_unparsable_call_from_a_keyless_caller_as_unauthenticated(echo):
     def parse():
         raise calls.InvalidRequest("not a call")
 
     with pytest.raises(calls.Refused) as refused:
-        calls.admit_parsed(None, parse)
+        await calls.admission(None, parse)
     assert isinstance(refused.value.error, calls.Unauthenticated)
+
+
+async def test_admission_refuses_an_unparsable_call_from_a_valid_key_with_its_own_error(api_key):
+    def parse():
+        raise calls.InvalidRequest("not a call")
+
+    with pytest.raises(calls.Refused) as refused:
+        await calls.admission(f"Bearer {api_key[1]}", parse)
+    assert isinstance(refused.value.error, calls.InvalidRequest)
