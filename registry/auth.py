@@ -4,7 +4,6 @@ every endpoint names explicitly."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -59,8 +58,9 @@ class KeyLookup:
     refusal: str | None = None
 
 
-@contextlib.asynccontextmanager
-async def api_key_lookup(header: str | None) -> AsyncIterator[Pending[KeyLookup]]:
+def api_key_lookup(
+    header: str | None,
+) -> contextlib.AbstractAsyncContextManager[Pending[KeyLookup]]:
     """The lookup of a call's ``Bearer <key>`` in the lookup cache, with the call counted
     against the key's rate limit (``ratelimit.hit_key``), for the block to read: on Redis
     one round trip from the event loop, under way as the block starts. ``api_key_counted``
@@ -69,17 +69,17 @@ async def api_key_lookup(header: str | None) -> AsyncIterator[Pending[KeyLookup]
         key = _bearer_key(header)
     except exceptions.AuthenticationFailed as error:
         refusal = str(error.detail)
-        yield Pending.later(lambda: KeyLookup(None, refusal=refusal))
-        return
+        return Pending.later(lambda: KeyLookup(None, refusal=refusal))
     if key is None:
-        yield Pending.later(lambda: KeyLookup(None))
-        return
+        return Pending.later(lambda: KeyLookup(None))
     key_hash = hash_api_key(key)
     # A cached key was cached under its own hash, so its prefix is this key's.
-    async with ratelimit.cached_and_counted(
-        _cache_key(key_hash), "key", api_key_prefix(key)
-    ) as found:
-        yield found.then(lambda found: KeyLookup(key_hash, *found))
+    return ratelimit.cached_and_counted(
+        _cache_key(key_hash),
+        "key",
+        api_key_prefix(key),
+        then=lambda found: KeyLookup(key_hash, *found),
+    )
 
 
 def api_key_counted(lookup: KeyLookup) -> tuple[ApiKey | None, ratelimit.Refusal | None]:

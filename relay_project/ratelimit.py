@@ -24,14 +24,16 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.cache import cache
 
 from relay_project.redis_clients import Pending
+
+T = TypeVar("T")
 
 WINDOW_SECONDS = 60
 _PREFIX = "relay:limit"
@@ -55,28 +57,30 @@ def hit(scope: str, identity: str, limit: int, *, now: float | None = None) -> R
     return counter.counted(_count(counter.name, COUNTER_SECONDS)).refusal(limit)
 
 
-@contextlib.asynccontextmanager
-async def cached_and_counted(
-    cache_key: str, scope: str, identity: str, *, now: float | None = None
-) -> AsyncIterator[Pending[tuple[Any, Counted | None]]]:
+def cached_and_counted(
+    cache_key: str,
+    scope: str,
+    identity: str,
+    *,
+    now: float | None = None,
+    then: Callable[[tuple[Any, Counted | None]], T] = lambda found: found,
+) -> contextlib.AbstractAsyncContextManager[Pending[T]]:
     """The value cached under ``cache_key`` (None when there is none) and, only when there
     is one, one call of ``identity`` counted in ``scope`` as ``hit`` counts it, whatever the
-    limit (the caller judges the count with ``Counted.refusal``), as a pending answer for
-    the block to read. On Redis both are one round trip from the event loop, under way as
-    the block starts (an A2A call is parsed meanwhile); in local memory they are worked out
-    when read."""
+    limit (the caller judges the count with ``Counted.refusal``), as a pending answer, passed
+    through ``then``, for the block to read. On Redis both are one round trip from the event
+    loop, under way as the block starts (an A2A call is parsed meanwhile); in local memory
+    they are worked out when read."""
     counter = _Counter.current(scope, identity, now)
+
+    def counted(found: tuple[Any, int | None]) -> T:
+        value, count = found
+        return then((value, None if count is None else counter.counted(count)))
+
     both = getattr(cache, "get_and_count", None)
     if both is None:
-        yield Pending.later(lambda: _counted(counter, _get_and_count(cache_key, counter.name)))
-        return
-    async with both(cache_key, counter.name, COUNTER_SECONDS) as found:
-        yield found.then(lambda found: _counted(counter, found))
-
-
-def _counted(counter: _Counter, found: tuple[Any, int | None]) -> tuple[Any, Counted | None]:
-    value, count = found
-    return value, None if count is None else counter.counted(count)
+        return Pending.later(lambda: counted(_get_and_count(cache_key, counter.name)))
+    return both(cache_key, counter.name, COUNTER_SECONDS, counted)
 
 
 def _get_and_count(cache_key: str, counter: str) -> tuple[Any, int | None]:

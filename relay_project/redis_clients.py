@@ -113,21 +113,14 @@ class Pending(Generic[T]):
         self._read: Callable[[], Awaitable[T]] | None = read
 
     @classmethod
-    def later(cls, function: Callable[[], T]) -> Pending[T]:
-        """An answer worked out when it is read (no Redis to ask)."""
+    def later(cls, function: Callable[[], T]) -> contextlib.nullcontext[Pending[T]]:
+        """An answer worked out when it is read (no Redis to ask), as the block that reads
+        it (``LoopRedis.sent``) has it."""
 
         async def read() -> T:
             return function()
 
-        return cls(read)
-
-    def then(self, function: Callable[[T], U]) -> Pending[U]:
-        """The answer passed through ``function`` when it is read."""
-
-        async def read() -> U:
-            return function(await self.result())
-
-        return Pending(read)
+        return contextlib.nullcontext(cls(read))
 
     async def result(self) -> T:
         read, self._read = self._read, None
@@ -159,10 +152,12 @@ class LoopRedis:
         self._turn = asyncio.Lock()
 
     @contextlib.asynccontextmanager
-    async def sent(self, command: tuple, again: tuple) -> AsyncIterator[Pending[Any]]:
-        """``command`` on its way when the block starts; the block reads its answer from the
-        ``Pending`` it is given, or leaves it unread. Raises UNREACHABLE when Redis cannot
-        be reached, also when it is read."""
+    async def sent(
+        self, command: tuple, again: tuple, then: Callable[[Any], T]
+    ) -> AsyncIterator[Pending[T]]:
+        """``command`` on its way when the block starts; the block reads its answer, passed
+        through ``then``, from the ``Pending`` it is given, or leaves it unread. Raises
+        UNREACHABLE when Redis cannot be reached, also when it is read."""
         async with self._turn:
             if self._connection is None:
                 self._connection = self._make_connection()
@@ -175,19 +170,19 @@ class LoopRedis:
                 sent = False
             unread = True
 
-            async def read() -> Any:
+            async def read() -> T:
                 nonlocal unread
                 unread = False
                 try:
                     if sent:
                         try:
-                            return await connection.read_response()
+                            return then(await connection.read_response())
                         except ResponseError:
                             pass  # an answer, read whole (NOSCRIPT): the connection is sound
                         except (*UNREACHABLE, OSError):
                             await connection.disconnect()
                     await connection.send_command(*again)
-                    return await connection.read_response()
+                    return then(await connection.read_response())
                 except BaseException:
                     await asyncio.shield(connection.disconnect())
                     raise
@@ -275,24 +270,20 @@ class SharedPoolRedisCacheClient(RedisCacheClient):
             client = self._redis_clients.setdefault(index, self._client(connection_pool=pool))
         return client
 
-    def get_and_count(self, key, counter, lifetime) -> contextlib.AbstractAsyncContextManager:
+    def get_and_count(
+        self, key, counter, lifetime, then: Callable[[tuple[Any, int | None]], T]
+    ) -> contextlib.AbstractAsyncContextManager[Pending[T]]:
         """The value under ``key`` (None when missing) and, when it is there, ``counter``
         incremented (made to live ``lifetime`` seconds when new), in one round trip, sent from
-        the running event loop (``LoopRedis``) as the block starts and read from the
-        ``Pending`` it gives. Sent by the script's SHA, and again with the script itself when
-        that fails."""
+        the running event loop (``LoopRedis``) as the block starts and read, passed through
+        ``then``, from the ``Pending`` it gives. Sent by the script's SHA, and again with the
+        script itself when that fails."""
         keys, args = [key, counter], [int(lifetime)]
-        return self._value_and_count_of(
-            self._loop_redis.get().sent(
-                ("EVALSHA", _GET_AND_COUNT_SHA, len(keys), *keys, *args),
-                again=("EVAL", _GET_AND_COUNT, len(keys), *keys, *args),
-            )
+        return self._loop_redis.get().sent(
+            ("EVALSHA", _GET_AND_COUNT_SHA, len(keys), *keys, *args),
+            again=("EVAL", _GET_AND_COUNT, len(keys), *keys, *args),
+            then=lambda found: then(self._value_and_count(found)),
         )
-
-    @contextlib.asynccontextmanager
-    async def _value_and_count_of(self, sent) -> AsyncIterator[Pending[tuple[Any, int | None]]]:
-        async with sent as answer:
-            yield answer.then(self._value_and_count)
 
     @cached_property
     def _loop_redis(self) -> PerLoop[LoopRedis]:
@@ -358,11 +349,14 @@ class SharedPoolRedisCache(RedisCache):
                     _cache_clients[key] = client
         return client
 
-    def get_and_count(self, key, counter, lifetime) -> contextlib.AbstractAsyncContextManager:
+    def get_and_count(
+        self, key, counter, lifetime, then: Callable[[tuple[Any, int | None]], T]
+    ) -> contextlib.AbstractAsyncContextManager[Pending[T]]:
         """``get(key)`` and, when the key is there, ``counter`` incremented (as ``ratelimit``
         counts, living ``lifetime`` seconds from its first call), in one round trip from the
-        running event loop: sent as the block starts, read from the ``Pending`` it gives."""
-        return self._cache.get_and_count(self.make_key(key), self.make_key(counter), lifetime)
+        running event loop: sent as the block starts, read (passed through ``then``) from
+        the ``Pending`` it gives."""
+        return self._cache.get_and_count(self.make_key(key), self.make_key(counter), lifetime, then)
 
     def take_slot(self, counter, others, lifetime, limit):
         """A stream slot in ``counter`` unless the open ones (``counter`` and ``others``)

@@ -8,7 +8,7 @@ import asyncio
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from relay_project import database_threads
+from relay_project import database_threads, per_loop
 from tasks_app.grpc import server
 
 
@@ -34,6 +34,7 @@ class Command(BaseCommand):
             )
         # Database work runs in the process's RELAY_DATABASE_THREADS threads from the start.
         database_threads.threads()
+        per_loop.share_the_cache()
         asyncio.run(
             server.serve(
                 bind,

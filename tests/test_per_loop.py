@@ -1,0 +1,51 @@
+"""What a relay process keeps per event loop, and the cache backend its requests share."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+
+from django.core.cache import caches
+
+from relay_project.per_loop import PerLoop, share_the_cache
+
+
+def backends_of_two_requests() -> tuple[object, object]:
+    """The cache backend objects two requests of a server see, each request a task of its
+    own on a loop started in the calling context (as uvicorn and daphne run them)."""
+
+    async def serve():
+        async def request():
+            return caches["default"]
+
+        loop = asyncio.get_running_loop()
+        return await asyncio.gather(loop.create_task(request()), loop.create_task(request()))
+
+    return tuple(asyncio.run(serve()))
+
+
+def test_requests_share_the_cache_backend_made_before_the_loop_started():
+    def server_process():
+        share_the_cache()
+        return backends_of_two_requests()
+
+    first, second = contextvars.Context().run(server_process)
+    assert first is second
+
+
+def test_without_it_each_request_makes_a_backend_of_its_own():
+    first, second = contextvars.Context().run(backends_of_two_requests)
+    assert first is not second
+
+
+async def test_a_loop_has_one_object_of_its_own():
+    made = PerLoop(object)
+    assert made.peek() is None
+    first = made.get()
+    assert made.get() is first and made.peek() is first
+    other = await asyncio.get_running_loop().run_in_executor(None, lambda: asyncio.run(_get(made)))
+    assert other is not first
+
+
+async def _get(made: PerLoop) -> object:
+    return made.get()
