@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 
 import psycopg
 import pytest
@@ -228,6 +229,33 @@ async def test_the_error_of_a_statement_sent_comes_from_its_answer(connection_na
     with pytest.raises(utils.ProgrammingError):
         await answer
     assert await loop_database.fetchone("SELECT 1", []) == (1,)
+
+
+async def test_a_statement_sent_with_no_server_to_take_it_fails_from_its_answer(monkeypatch):
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    monkeypatch.setattr(
+        loop_database,
+        "conninfo",
+        lambda application_name: f"host=127.0.0.1 port={port} dbname=none connect_timeout=2",
+    )
+    answer = await asyncio.wait_for(loop_database.sent("SELECT 1", []), timeout=5)
+    with pytest.raises(utils.OperationalError):
+        await answer
+
+
+async def test_statements_on_the_reused_cursor_each_get_their_own_answer(connection_name):
+    """The connection's one cursor serves statement after statement, parameters of every type
+    adapted each time, and a failed statement leaves a fresh cursor for the next."""
+    for index in range(3):
+        row = await loop_database.fetchone(
+            "SELECT %s::int, %s::text, %s::jsonb", [index, f"text {index}", f'{{"n": {index}}}']
+        )
+        assert row == (index, f"text {index}", {"n": index})
+    with pytest.raises(utils.DataError):
+        await loop_database.fetchone("SELECT %s::int / 0", [1])
+    assert await loop_database.fetchone("SELECT %s::text", ["after"]) == ("after",)
 
 
 STORED_AS_SENT = """
