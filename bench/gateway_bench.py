@@ -104,7 +104,7 @@ ROUND_TRIPS = 200
 """Round trips timed to the production Redis and to PostgreSQL after each level."""
 REDIS_ROUND_TRIPS_PER_CALL = 1
 """A SendMessage's API-key lookup and rate-limit count: one Lua script
-(``ratelimit.cached_and_counted_sent``)."""
+(``ratelimit.cached_and_counted``), from the event loop."""
 POSTGRES_ROUND_TRIPS_PER_CALL = 2
 """A SendMessage's task INSERT, before the agent is called, and its end, recorded before the
 answer: one statement each (``tasks_app.services``)."""

@@ -97,8 +97,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
     # A2A calls do their database work in one shared thread, whose connection then lives
     # across calls (an open costs more than the call's queries). Closed at this age, or after
-    # an error, by the close_old_connections at each call's first hop; Django's own requests
-    # run in a thread each and close theirs when it ends.
+    # an error, by the close_old_connections of each call admitted in that thread; Django's
+    # own requests run in a thread each and close theirs when it ends.
     DATABASES["default"].setdefault("CONN_MAX_AGE", 600)
     # Tests run on a database file set up as the embedded profile's is (WAL, writers wait on
     # the busy timeout), not on Django's shared-cache memory database, where a write fails at

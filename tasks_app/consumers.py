@@ -61,7 +61,7 @@ class A2AConsumer(AsyncHttpConsumer):
 
     async def dispatch(self, message):
         # AsyncConsumer closes old database connections before every message, a thread hop
-        # each; calls.answer does it once per call, in its first database hop.
+        # each; calls.admission does it once for a call it admits in a database thread.
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
