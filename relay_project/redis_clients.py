@@ -38,7 +38,6 @@ from redis.retry import Retry
 from relay_project.per_loop import PerLoop
 
 T = TypeVar("T")
-U = TypeVar("U")
 
 UNREACHABLE: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError)
 """Redis refused, dropped or timed out the connection (after the retry): an outage."""

@@ -204,3 +204,40 @@ async def test_the_held_end_of_a_task_canceled_meanwhile_records_nothing():
     assert await sync_to_async(exchange.store_end)() == []
     row = await Task.objects.aget(pk=exchange.task.id)
     assert row.state == TaskState.CANCELED
+
+
+class Lingering(gateway.Target):
+    """A target whose steps take a while to close once the task has ended (an agent's stream
+    being shut down)."""
+
+    def __init__(self, final: str) -> None:
+        super().__init__(kind="lingering", id="lingering")
+        self.final = final
+        self.closed = asyncio.Event()
+
+    async def run(self, task, request, ctx, *, stream):
+        try:
+            if self.final == "message":
+                yield gateway.Step(
+                    {"message": {"messageId": "r", "role": "ROLE_AGENT", "parts": []}}
+                )
+            else:
+                yield gateway.Step(status(task, TaskState.COMPLETED, "done"))
+        finally:
+            await asyncio.sleep(0.5)
+            self.closed.set()
+
+
+@pytest.mark.parametrize("final", ["message", "completed"])
+async def test_the_caller_has_its_answer_once_the_end_is_stored_before_the_job_winds_down(final):
+    target = Lingering(final)
+    ctx = gateway.CallContext(caller=None)
+    opened = await sync_to_async(gateway.open_task)(target, ctx, REQUEST)
+    answer = await asyncio.wait_for(
+        gateway.send_message(target, ctx, REQUEST, opened=opened), timeout=0.4
+    )
+    assert not target.closed.is_set()  # answered while the target's steps were still closing
+    stored = await sync_to_async(Task.objects.get)(pk=opened.task.pk)
+    assert stored.state == "completed"
+    assert ("message" in answer) == (final == "message")
+    await asyncio.wait_for(target.closed.wait(), 2)  # the job still closes them
