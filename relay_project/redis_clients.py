@@ -132,21 +132,24 @@ class LoopRedis:
     """The cache's Redis for one event loop: one connection, one command at a time, sent
     from the loop itself, so a call's key lookup needs no database thread.
 
-    A connection of redis-py's own (``redis.asyncio``: the protocol, hiredis's parser, the
-    timeouts, the ping of a connection idle past its health check), without its pool and
-    client: those cost as much again as the round trip they wrap (measured on the bench's
-    machine: a script's send and answer 62 µs on a connection, 122 µs through redis-py's
-    client and pool).
+    A connection of redis-py's own (``redis.asyncio``: the protocol, hiredis's parser),
+    without its pool and client, which cost as much again as the round trip they wrap
+    (measured on the bench's machine: a script's send and answer 62 µs on a connection, 122
+    µs through redis-py's client and pool). It times its steps itself, ``timeout`` each: the
+    connection's own socket timeout would make a task of every send (``asyncio.wait_for``),
+    another 20 µs.
 
     ``sent`` sends a command and holds the connection until its answer is read or given up.
     When the answer does not come (a connection gone stale, Redis restarted) or Redis forgot a
-    script, the connection is dropped and ``again`` (the same command, spelled to work on a
-    Redis that knows nothing) runs once on a fresh one; as with redis-py's retry, a command
-    Redis ran before its connection broke so runs twice. An answer never read drops its
-    connection: the next command never reads another's answer."""
+    script, ``again`` (the same command, spelled to work on a Redis that knows nothing) runs
+    once, on a fresh connection unless the answer was an error; as with redis-py's retry, a
+    command Redis ran before its connection broke so runs twice. No ping checks an idle
+    connection first: a stale one fails its command's answer, and that command goes again.
+    An answer never read drops its connection: the next command never reads another's."""
 
-    def __init__(self, make_connection: Callable[[], Any]) -> None:
+    def __init__(self, make_connection: Callable[[], Any], timeout: float | None) -> None:
         self._make_connection = make_connection
+        self._timeout = timeout
         self._connection: Any = None
         self._turn = asyncio.Lock()
 
@@ -162,7 +165,7 @@ class LoopRedis:
                 self._connection = self._make_connection()
             connection = self._connection
             try:
-                await connection.send_command(*command)
+                await self._send(connection, command)
                 sent = True
             except (*UNREACHABLE, OSError):
                 await connection.disconnect()
@@ -175,13 +178,13 @@ class LoopRedis:
                 try:
                     if sent:
                         try:
-                            return then(await connection.read_response())
+                            return then(await self._answer(connection))
                         except ResponseError:
                             pass  # an answer, read whole (NOSCRIPT): the connection is sound
                         except (*UNREACHABLE, OSError):
                             await connection.disconnect()
-                    await connection.send_command(*again)
-                    return then(await connection.read_response())
+                    await self._send(connection, again)
+                    return then(await self._answer(connection))
                 except BaseException:
                     await asyncio.shield(connection.disconnect())
                     raise
@@ -191,6 +194,26 @@ class LoopRedis:
             finally:
                 if unread:
                     await asyncio.shield(connection.disconnect())
+
+    async def _send(self, connection, command: tuple) -> None:
+        try:
+            async with asyncio.timeout(self._timeout):
+                await connection.send_command(*command, check_health=False)  # connects first
+        except TimeoutError as error:
+            raise await _timed_out(connection) from error
+
+    async def _answer(self, connection) -> Any:
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await connection.read_response()
+        except TimeoutError as error:
+            raise await _timed_out(connection) from error
+
+
+async def _timed_out(connection) -> RedisTimeoutError:
+    """The error of a step that took too long (one of UNREACHABLE), its connection dropped."""
+    await connection.disconnect(nowait=True)
+    return RedisTimeoutError("Redis did not answer in time")
 
 
 _GET_AND_COUNT = """
@@ -288,16 +311,14 @@ class SharedPoolRedisCacheClient(RedisCacheClient):
     def _loop_redis(self) -> PerLoop[LoopRedis]:
         """Each event loop's connection to the first server, made as redis-py's pool for this
         URL makes its connections (TLS, sockets, database number from the URL), with the
-        cache's timeouts and health check."""
-        options = {
-            name: self._pool_options[name]
-            for name in ("socket_connect_timeout", "socket_timeout", "health_check_interval")
-            if name in self._pool_options
-        }
+        cache's timeouts."""
+        timeout = self._pool_options.get("socket_timeout")
         factory = AsyncConnectionPool.from_url(
-            self._servers[0], retry=command_retry(asynchronous=True), **options
+            self._servers[0],
+            retry=command_retry(asynchronous=True),
+            socket_connect_timeout=self._pool_options.get("socket_connect_timeout"),
         )
-        return PerLoop(lambda: LoopRedis(factory.make_connection))
+        return PerLoop(lambda: LoopRedis(factory.make_connection, timeout))
 
     def _value_and_count(self, found) -> tuple[Any, int | None]:
         if found is None:

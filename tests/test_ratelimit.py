@@ -262,6 +262,28 @@ async def test_with_redis_unreachable_a_lookup_fails_at_once_as_unreachable(monk
     assert time.monotonic() - started < 2
 
 
+async def test_with_redis_silent_a_lookup_fails_within_its_timeout_as_unreachable(monkeypatch):
+    """A Redis that takes the connection and never answers (hung, or a port that swallows
+    what it gets): the lookup gives up after its timeout, for the first try and the second."""
+    from relay_project.redis_clients import UNREACHABLE, SharedPoolRedisCache
+
+    async def swallow(reader, writer):
+        await reader.read(-1)
+
+    server = await asyncio.start_server(swallow, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    backend = SharedPoolRedisCache(
+        f"redis://127.0.0.1:{port}/0",
+        {"OPTIONS": {"socket_connect_timeout": 0.3, "socket_timeout": 0.3}},
+    )
+    monkeypatch.setattr(ratelimit, "cache", backend)
+    started = time.monotonic()
+    async with server:
+        with pytest.raises(UNREACHABLE):
+            await cached_and_counted("anything", "key", "someone")
+    assert 0.5 <= time.monotonic() - started < 2
+
+
 def _closed_port() -> int:
     import socket
 
