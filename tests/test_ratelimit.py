@@ -12,6 +12,7 @@ import pytest
 from django.core.cache.backends.locmem import LocMemCache
 
 from relay_project import ratelimit
+from tests.live import free_port
 from tests.redis_cache import redis_cache
 
 WINDOW_START = 1_800_000_000.0  # a multiple of 60
@@ -250,7 +251,7 @@ async def test_on_redis_lookups_from_many_calls_at_once_each_get_their_own_answe
 async def test_with_redis_unreachable_a_lookup_fails_at_once_as_unreachable(monkeypatch):
     from relay_project.redis_clients import UNREACHABLE, SharedPoolRedisCache
 
-    port = _closed_port()
+    port = free_port()  # nothing listens on it
     backend = SharedPoolRedisCache(
         f"redis://127.0.0.1:{port}/0",
         {"OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5}},
@@ -282,14 +283,6 @@ async def test_with_redis_silent_a_lookup_fails_within_its_timeout_as_unreachabl
         with pytest.raises(UNREACHABLE):
             await cached_and_counted("anything", "key", "someone")
     assert 0.5 <= time.monotonic() - started < 2
-
-
-def _closed_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.parametrize("cache", ["redis"], indirect=True)

@@ -560,10 +560,10 @@ def open_task(
     """The task a message belongs to: the one it names (checked, the message appended), or a
     new one, with its inline push config stored. Synchronous, so a caller can run it with
     authentication and target resolution (``tasks_app.api.calls.admit``); raises the A2A
-    error that
-    refuses the message before anything is stored. Not ``store``: a new task without an
-    inline push config is made and not written (``Opened.stored`` says so); its caller
-    sends it with the message (``services.atask_store_sent``)."""
+    error that refuses the message before anything is stored. Not ``store``: a new task
+    without an inline push config is made and not written (``Opened.stored`` says so); its
+    caller sends it with the message (``services.atask_store_sent``). ``opens_in_memory``
+    says when it needs no database."""
     if stream and not target.streaming:
         raise UnsupportedOperation(f"{target.kind} {target.id!r} does not stream")
     missing = [uri for uri in target.required_extensions if uri not in ctx.extensions]

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 
 import psycopg
 import pytest
 from django.db import utils
 
 from relay_project import loop_database
-from tests.live import POSTGRES_ADMIN_URL, manage, named_postgres, relay_env
+from tests.live import POSTGRES_ADMIN_URL, free_port, manage, named_postgres, relay_env
 
 pytestmark = pytest.mark.production
 
@@ -232,9 +231,7 @@ async def test_the_error_of_a_statement_sent_comes_from_its_answer(connection_na
 
 
 async def test_a_statement_sent_with_no_server_to_take_it_fails_from_its_answer(monkeypatch):
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        port = unused.getsockname()[1]
+    port = free_port()  # nothing listens on it
     monkeypatch.setattr(
         loop_database,
         "conninfo",
