@@ -267,6 +267,7 @@ class SharedPoolRedisCacheClient(RedisCacheClient):
         super().__init__(servers, **options)
         self._redis_clients: dict[int, Any] = {}
         self._scripts: dict[str, Any] = {}
+        self._loaded: dict[bytes, Any] = {}
 
     def _run(self, script: str, *, keys: list, args: list):
         """Runs a Lua script (registered at first use, then sent by its SHA) on the write
@@ -324,7 +325,22 @@ class SharedPoolRedisCacheClient(RedisCacheClient):
         if found is None:
             return None, None
         value, count = found
-        return self._serializer.loads(value), count
+        return self._unpickled(value), count
+
+    def _unpickled(self, value: bytes) -> Any:
+        """The value these bytes hold, unpickled once for as long as the cache holds these
+        very bytes: every A2A call reads its key's entry, and unpickling a key (a model
+        instance with its scopes) cost 20-50 µs a call. An entry that changes (a key
+        revoked, its last use recorded) is other bytes. The values are shared between the
+        calls that read them: read-only, as a cached object is. At most
+        ``_UNPICKLED_LIMIT`` are kept; beyond that the memo starts again."""
+        loaded = self._loaded.get(value, _MISSING)
+        if loaded is _MISSING:
+            loaded = self._serializer.loads(value)
+            if len(self._loaded) >= _UNPICKLED_LIMIT:
+                self._loaded.clear()
+            self._loaded[value] = loaded
+        return loaded
 
     def take_slot(self, counter, others, lifetime, limit):
         """Adds one to ``counter`` (living ``lifetime`` seconds from now) unless that makes
@@ -336,6 +352,10 @@ class SharedPoolRedisCacheClient(RedisCacheClient):
         if value is None:
             raise ValueError(f"Key '{key}' not found.")
         return value
+
+
+_MISSING = object()
+_UNPICKLED_LIMIT = 1024
 
 
 _cache_clients: dict[tuple, SharedPoolRedisCacheClient] = {}

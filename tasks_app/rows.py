@@ -29,6 +29,22 @@ def _connection():
     return connections[DEFAULT_DB_ALIAS]
 
 
+@cache
+def _preparing():
+    """A connection object of the default database that only prepares values and never
+    connects, one for the process. In async code Django keeps a connection object per task
+    (asgiref's context-local storage), so every call's job made one of its own, with its
+    operations, features and introspection, just to ask how to prepare a value: 20-40 µs a
+    call. Preparing a value needs nothing of a connection's state."""
+    return connections.create_connection(DEFAULT_DB_ALIAS)
+
+
+def vendor() -> str:
+    """The default database's vendor ("postgresql", "sqlite"), without looking up a
+    connection."""
+    return _preparing().vendor
+
+
 _COMMIT_WITHOUT_DISK_WAIT = "set_config('synchronous_commit', 'off', true)"
 """Evaluated by a statement, turns the disk wait off for its transaction alone: PostgreSQL
 reads the setting at commit."""
@@ -61,9 +77,8 @@ def insert_query(instance: Model, *, wait_for_disk: bool = True) -> tuple[str, l
     instance whose primary key is set. It returns one row (``fetchone``); once it ran,
     ``stored`` marks the instance saved. Prepared as ``update_then_insert_query`` prepares
     its parameters."""
-    db = _connection()
     sql, fields = _insert_statement(type(instance), False, not wait_for_disk, returns_row=True)
-    return sql, _saved_values(db, fields, instance)
+    return sql, _saved_values(_preparing(), fields, instance)
 
 
 def _saved_values(db, fields: Sequence[Field], instance: Model) -> list[Any]:
@@ -122,8 +137,8 @@ def update_then_insert_query(
     atomic as any other; only a crash of the database server within a fraction of a second
     of it could lose it. Outside a transaction only: in one, it would apply to the whole.
 
-    The parameters are prepared by this thread's connection, which need not be open: a
-    field prepares a value without a round trip."""
+    The parameters are prepared without a connection (``_preparing``): a field prepares a
+    value without a round trip."""
     inserted_model = type(instances[0])
     sql, written, compared, inserted = _update_then_insert_statement(
         model,
@@ -135,7 +150,7 @@ def update_then_insert_query(
         notify_if,
         wait_for_disk,
     )
-    db = _connection()
+    db = _preparing()
     params = _update_params(db, written, compared, values, where)
     for instance in instances:
         params += _saved_values(db, inserted, instance)

@@ -120,7 +120,8 @@ async def atask_store_sent(task: Task) -> asyncio.Future[None]:
     future is done once it is stored (raising the database's error when it was not). Every
     later statement on that connection runs after it; a write from elsewhere must wait for
     the future."""
-    sql, params = rows.insert_query(task, wait_for_disk=_waits_for_disk(task.state))
+    waits = _waits_for_disk(task.state, in_a_transaction=False)
+    sql, params = rows.insert_query(task, wait_for_disk=waits)
     inserted = await loop_database.sent(sql, params)
 
     def mark_stored(done: asyncio.Future) -> None:
@@ -134,7 +135,7 @@ async def atask_store_sent(task: Task) -> asyncio.Future[None]:
 def writes_from_the_loop() -> bool:
     """Whether a task's writes may go from the event loop's own connection
     (``relay_project.loop_database``): on PostgreSQL."""
-    return connection.vendor == "postgresql"
+    return rows.vendor() == "postgresql"
 
 
 def task_add_message(*, task: Task, message: dict[str, Any], owner: str = "") -> Task:
@@ -238,7 +239,7 @@ async def atask_record_many(
         write = _planned(task, events)
         if write is None:
             return []
-        sql, params = _one_statement(task, write)
+        sql, params = _one_statement(task, write, in_a_transaction=False)
         if await loop_database.fetchone(sql, params) is not None:
             rows.stored(write.stored)
             return _applied(task, write)
@@ -364,8 +365,11 @@ def _record_in_one_statement(task: Task, write: _Write) -> int:
     return 1 if moved else 0
 
 
-def _one_statement(task: Task, write: _Write) -> tuple[str, list[Any]]:
-    """The statement of ``_record_in_one_statement`` and its parameters."""
+def _one_statement(
+    task: Task, write: _Write, *, in_a_transaction: bool | None = None
+) -> tuple[str, list[Any]]:
+    """The statement of ``_record_in_one_statement`` and its parameters
+    (``in_a_transaction`` as for ``_waits_for_disk``)."""
     last, state = write.last_sequence, write.state
     return rows.update_then_insert_query(
         Task,
@@ -374,7 +378,7 @@ def _one_statement(task: Task, write: _Write) -> tuple[str, list[Any]]:
         instances=write.stored,
         notify=(streams.NOTIFY_CHANNEL, streams.notify_payload(task.pk, last, state)),
         notify_if=_notify_if(state),
-        wait_for_disk=_waits_for_disk(state),
+        wait_for_disk=_waits_for_disk(state, in_a_transaction=in_a_transaction),
     )
 
 
@@ -395,18 +399,18 @@ def task_follow(*, task_id: str, by: int) -> None:
     )
 
 
-def _waits_for_disk(state: str) -> bool:
+def _waits_for_disk(state: str, *, in_a_transaction: bool | None = None) -> bool:
     """Whether a write that leaves a task in ``state`` waits until PostgreSQL has the commit
     on disk. A task's end and a state that waits on the client do (and so flush every write
     of the task before them); its creation and the events in between (artifact chunks,
     progress) do not, unless RELAY_EVENT_SYNCHRONOUS_COMMIT says so: a crash of the database
     server can lose the last fraction of a second of those, for a task that is still
-    running. Inside a caller's transaction, the transaction decides."""
-    return (
-        settings.RELAY_EVENT_SYNCHRONOUS_COMMIT
-        or state in _UNOWNED_STATES
-        or connection.in_atomic_block
-    )
+    running. Inside a caller's transaction, the transaction decides: ``in_a_transaction``
+    says whether the write is in one, this thread's connection when not given (the event
+    loop's writes never are)."""
+    if settings.RELAY_EVENT_SYNCHRONOUS_COMMIT or state in _UNOWNED_STATES:
+        return True
+    return connection.in_atomic_block if in_a_transaction is None else in_a_transaction
 
 
 def _record_in_a_transaction(task: Task, write: _Write) -> int:

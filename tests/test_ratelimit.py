@@ -127,6 +127,23 @@ async def test_on_redis_the_lookup_and_the_count_are_one_round_trip(cache, monke
     assert sent == ["EVALSHA"]
 
 
+@pytest.mark.parametrize("cache", ["redis"], indirect=True)
+async def test_on_redis_a_cached_value_is_unpickled_once_until_it_changes(cache, monkeypatch):
+    cache_key, identity = f"cached-{uuid.uuid4().hex}", uuid.uuid4().hex
+    cache.set(cache_key, {"key": "usable"})
+    serializer = cache._cache._serializer
+    unpickled = []
+    loads = serializer.loads
+    monkeypatch.setattr(serializer, "loads", lambda raw: unpickled.append(raw) or loads(raw))
+    first, _ = await cached_and_counted(cache_key, "key", identity)
+    again, counted = await cached_and_counted(cache_key, "key", identity)
+    assert first == {"key": "usable"} and again is first and counted.count == 2
+    assert len(unpickled) == 1
+    cache.set(cache_key, "revoked")  # another process revokes the key: other bytes
+    changed, _ = await cached_and_counted(cache_key, "key", identity)
+    assert changed == "revoked" and len(unpickled) == 2
+
+
 async def cached_and_counted(*args, **kwargs):
     """The lookup and count, read at once."""
     async with ratelimit.cached_and_counted(*args, **kwargs) as pending:

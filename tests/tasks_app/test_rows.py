@@ -3,9 +3,12 @@ it wrote equals one the ORM wrote from the same values."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
 import pytest
+from django.db import connections
+from django.db.utils import ConnectionHandler
 from django.forms.models import model_to_dict
 
 from registry.services import api_key_create
@@ -142,3 +145,39 @@ def test_the_one_statement_write_notifies_only_while_the_named_column_counts_som
     assert always.rsplit("SELECT", 1)[1].startswith(" pg_notify(%s, %s)")
     assert 'RETURNING "remote_streams"' in counted
     assert 'CASE WHEN moved."remote_streams" > 0 THEN pg_notify(%s, %s) END' in counted
+
+
+def test_statements_for_the_event_loop_are_prepared_without_a_connection_per_task(monkeypatch):
+    """In async code Django keeps a connection object per task; the loop's statements are
+    prepared by one of the process's instead, with the values the thread's would give."""
+    written, event = task(), TaskEvent(task_id="t", sequence=1, kind="status", payload={"n": 1})
+    fields = rows._insert_statement(Task, False, True, returns_row=True)[1]
+    expected = [
+        repr(value) for value in rows._saved_values(connections["default"], fields, written)
+    ]
+
+    def prepared():
+        _, params = rows.insert_query(written, wait_for_disk=False)
+        rows.update_then_insert_query(
+            Task, where={"pk": "t"}, values={"last_sequence": 1}, instances=[event]
+        )
+        return [repr(value) for value in params], rows.vendor()
+
+    prepared()  # the statements' text and the preparing connection, each made once
+    made = []
+    create = ConnectionHandler.create_connection
+    monkeypatch.setattr(
+        ConnectionHandler,
+        "create_connection",
+        lambda self, alias: made.append(alias) or create(self, alias),
+    )
+
+    async def in_two_tasks():
+        async def prepare():
+            return prepared()
+
+        return await asyncio.gather(prepare(), prepare())
+
+    for params, vendor in asyncio.run(in_two_tasks()):
+        assert params == expected and vendor == connections["default"].vendor
+    assert made == []
