@@ -15,7 +15,9 @@ Unary: the same A2A call (1.0 `SendMessage`, or 0.3 `message/send` with `--proto
 body built once) to four targets: direct (the echo agent), proxy, embedded, production. At each
 concurrency level (1, 8, 32, 64 by default) every target gets the same number of requests, in
 rounds that take the targets in turn (the order rotating each round), so the machine's slow
-spells weigh on all alike. Per target and level: requests/s, p50, p99, latency added over the
+spells weigh on all alike: 20 short rounds at one call at a time, where the latency verdict
+divides by the little the proxy adds and the machine's speed drifts from one second to the
+next, 5 at the other levels. Per target and level: requests/s, p50, p99, latency added over the
 direct agent (p50, p99), errors, CPU per request of the server's own process(es) (for a relay:
 its processes only), and for information the echo agent's CPU per request and, for production,
 that of its PostgreSQL backends and Redis. Redis: connections the production relay opened
@@ -100,6 +102,14 @@ LEVELS = (1, 8, 32, 64)
 STREAM_CHUNKS = 50
 PACE_MS = 2
 ROUNDS = 5
+ROUNDS_ONE_AT_A_TIME = 20
+"""At one call at a time a round of 200 calls per target takes seconds, over which a shared
+machine's speed drifts: the agent's own median moved between 3.3 and 6.0 ms from one such
+round to the next, and five-round runs of the same code put production's added latency at
+2.1 to 3.2 times the proxy's. Twenty shorter rounds (50 calls each at --requests 1000)
+interleave the targets finely enough that the drift reaches them alike (three runs:
+2.33-2.50x). At higher levels a round must hold more calls than the concurrency, so they keep
+five."""
 ROUND_TRIPS = 200
 """Round trips timed to the production Redis and to PostgreSQL after each level."""
 REDIS_ROUND_TRIPS_PER_CALL = 1
@@ -536,6 +546,11 @@ async def send_many(
     return latencies, errors, first_error, issued < count
 
 
+def rounds_at(concurrency: int) -> int:
+    """How many rounds a level takes its targets in (``ROUNDS_ONE_AT_A_TIME``)."""
+    return ROUNDS_ONE_AT_A_TIME if concurrency == 1 else ROUNDS
+
+
 def rotated(names: list[str], round_number: int) -> list[str]:
     """The targets in turn, starting one further each round: none always follows the same."""
     shift = round_number % len(names)
@@ -551,8 +566,10 @@ async def measure_level(
     count: int,
     concurrency: int,
 ) -> dict[str, Run]:
-    """`count` requests per target at `concurrency`, in `ROUNDS` rounds of a share each."""
+    """`count` requests per target at `concurrency`, in rounds of a share each
+    (``rounds_at``)."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    rounds = rounds_at(concurrency)
     runs = {name: Run() for name in targets}
     for name, target in targets.items():
         if target.backing is not None:
@@ -584,10 +601,10 @@ async def measure_level(
                 body,
                 count=max(20, concurrency * 3),
                 concurrency=concurrency,
-                deadline=time.monotonic() + LEVEL_SECONDS / ROUNDS,
+                deadline=time.monotonic() + LEVEL_SECONDS / rounds,
             )
-        for round_number in range(ROUNDS):
-            share = count // ROUNDS + (round_number < count % ROUNDS)
+        for round_number in range(rounds):
+            share = count // rounds + (round_number < count % rounds)
             for name in rotated(list(targets), round_number):
                 target, run = targets[name], runs[name]
                 called = target.agent or agent
@@ -602,7 +619,7 @@ async def measure_level(
                     body,
                     count=share,
                     concurrency=concurrency,
-                    deadline=time.monotonic() + LEVEL_SECONDS / ROUNDS,
+                    deadline=time.monotonic() + LEVEL_SECONDS / rounds,
                 )
                 run.seconds += time.perf_counter() - started
                 if target.backing is not None:
@@ -1349,7 +1366,8 @@ def main() -> None:
         stack.callback(redis.close)
         print(
             f"protocol {args.protocol}, relays under {args.server}, levels "
-            f"{','.join(map(str, args.levels))}, {args.requests} requests per target per level, "
+            f"{','.join(map(str, args.levels))}, {args.requests} requests per target per level "
+            f"(in {ROUNDS_ONE_AT_A_TIME} rounds at one call at a time, {ROUNDS} above), "
             f"{args.streams} streams per target per kind\n"
             f"pids: echo {agent.pid}, chunks {streamer.pid}, proxy {proxy.pid}, "
             f"embedded {relays[EMBEDDED].pid}, production {relays[PRODUCTION].pid}, "

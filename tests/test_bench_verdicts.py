@@ -8,6 +8,7 @@ from bench.gateway_bench import (
     DIRECT,
     EMBEDDED,
     FAST,
+    LEVELS,
     PACED,
     PRODUCTION,
     PROXY,
@@ -16,6 +17,8 @@ from bench.gateway_bench import (
     exit_status,
     judge,
     not_judged,
+    parse_args,
+    rounds_at,
     services_ms,
 )
 
@@ -212,3 +215,14 @@ def test_production_s_time_on_its_services_is_not_figured_without_its_round_trip
     }
     assert services_ms(make_level(production=without_cpu)) is None
     assert services_ms({PROXY: make_load()}) is None
+
+
+def test_one_call_at_a_time_takes_more_shorter_rounds_and_every_round_fills_its_level(
+    monkeypatch,
+):
+    monkeypatch.setattr("sys.argv", ["gateway_bench.py"])
+    requests = parse_args().requests
+    assert rounds_at(1) > rounds_at(8)
+    for level in LEVELS:
+        share = requests // rounds_at(level)
+        assert share >= level, f"a round at c={level} holds {share} calls"
