@@ -107,8 +107,8 @@ ROUNDS_ONE_AT_A_TIME = 20
 machine's speed drifts: the agent's own median moved between 3.3 and 6.0 ms from one such
 round to the next, and five-round runs of the same code put production's added latency at
 2.1 to 3.2 times the proxy's. Twenty shorter rounds (50 calls each at --requests 1000)
-interleave the targets finely enough that the drift reaches them alike (three runs:
-2.33-2.50x). At higher levels a round must hold more calls than the concurrency, so they keep
+interleave the targets finely enough that the drift reaches them alike (four runs:
+2.15-2.50x). At higher levels a round must hold more calls than the concurrency, so they keep
 five."""
 ROUND_TRIPS = 200
 """Round trips timed to the production Redis and to PostgreSQL after each level."""
