@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
@@ -196,24 +197,21 @@ class LoopRedis:
                     await asyncio.shield(connection.disconnect())
 
     async def _send(self, connection, command: tuple) -> None:
-        try:
-            async with asyncio.timeout(self._timeout):
-                await connection.send_command(*command, check_health=False)  # connects first
-        except TimeoutError as error:
-            raise await _timed_out(connection) from error
+        # check_health=False: no ping first; the connection connects if it must.
+        await self._timed(connection, connection.send_command(*command, check_health=False))
 
     async def _answer(self, connection) -> Any:
+        return await self._timed(connection, connection.read_response())
+
+    async def _timed(self, connection, step: Awaitable[T]) -> T:
+        """``step`` on ``connection``, given ``timeout``; one that takes longer drops the
+        connection and raises RedisTimeoutError (one of UNREACHABLE)."""
         try:
             async with asyncio.timeout(self._timeout):
-                return await connection.read_response()
+                return await step
         except TimeoutError as error:
-            raise await _timed_out(connection) from error
-
-
-async def _timed_out(connection) -> RedisTimeoutError:
-    """The error of a step that took too long (one of UNREACHABLE), its connection dropped."""
-    await connection.disconnect(nowait=True)
-    return RedisTimeoutError("Redis did not answer in time")
+            await connection.disconnect(nowait=True)
+            raise RedisTimeoutError("Redis did not answer in time") from error
 
 
 _GET_AND_COUNT = """
@@ -267,7 +265,10 @@ class SharedPoolRedisCacheClient(RedisCacheClient):
         super().__init__(servers, **options)
         self._redis_clients: dict[int, Any] = {}
         self._scripts: dict[str, Any] = {}
-        self._loaded: dict[bytes, Any] = {}
+        # Every A2A call reads its key's entry: the same bytes, unpickled once while they
+        # stay the same (a key revoked or its last use recorded is other bytes); the value is
+        # shared read-only by the calls that read it, as a cached object is.
+        self._unpickled = lru_cache(maxsize=1024)(lambda value: self._serializer.loads(value))
 
     def _run(self, script: str, *, keys: list, args: list):
         """Runs a Lua script (registered at first use, then sent by its SHA) on the write
@@ -327,21 +328,6 @@ class SharedPoolRedisCacheClient(RedisCacheClient):
         value, count = found
         return self._unpickled(value), count
 
-    def _unpickled(self, value: bytes) -> Any:
-        """The value these bytes hold, unpickled once for as long as the cache holds these
-        very bytes: every A2A call reads its key's entry, and unpickling a key (a model
-        instance with its scopes) cost 20-50 µs a call. An entry that changes (a key
-        revoked, its last use recorded) is other bytes. The values are shared between the
-        calls that read them: read-only, as a cached object is. At most
-        ``_UNPICKLED_LIMIT`` are kept; beyond that the memo starts again."""
-        loaded = self._loaded.get(value, _MISSING)
-        if loaded is _MISSING:
-            loaded = self._serializer.loads(value)
-            if len(self._loaded) >= _UNPICKLED_LIMIT:
-                self._loaded.clear()
-            self._loaded[value] = loaded
-        return loaded
-
     def take_slot(self, counter, others, lifetime, limit):
         """Adds one to ``counter`` (living ``lifetime`` seconds from now) unless that makes
         it and ``others`` sum to more than ``limit``; returns whether it did. One round trip."""
@@ -352,10 +338,6 @@ class SharedPoolRedisCacheClient(RedisCacheClient):
         if value is None:
             raise ValueError(f"Key '{key}' not found.")
         return value
-
-
-_MISSING = object()
-_UNPICKLED_LIMIT = 1024
 
 
 _cache_clients: dict[tuple, SharedPoolRedisCacheClient] = {}
