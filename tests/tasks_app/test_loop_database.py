@@ -6,6 +6,7 @@ PostgreSQL; skipped, saying why, where it is absent."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 
 import psycopg
@@ -242,9 +243,58 @@ async def test_a_statement_sent_with_no_server_to_take_it_fails_from_its_answer(
         await answer
 
 
-async def test_statements_on_the_reused_cursor_each_get_their_own_answer(connection_name):
-    """The connection's one cursor serves statement after statement, parameters of every type
-    adapted each time, and a failed statement leaves a fresh cursor for the next."""
+@pytest.fixture(params=[5, None], ids=["prepared", "unprepared"])
+def preparing(request, monkeypatch, connection_name) -> bool:
+    """The database's ``prepare_threshold`` option as production sets it (statements prepared
+    on the server) and as a pooler that cannot keep them needs it (None)."""
+    from django.db import DEFAULT_DB_ALIAS, connections
+
+    database = connections[DEFAULT_DB_ALIAS].settings_dict
+    options = {**(database.get("OPTIONS") or {}), "prepare_threshold": request.param}
+    monkeypatch.setitem(database, "OPTIONS", options)
+    return request.param is not None
+
+
+async def prepared_here() -> int:
+    (count,) = await loop_database.fetchone("SELECT count(*) FROM pg_prepared_statements", [])
+    return count
+
+
+async def test_statements_are_prepared_once_unless_the_database_options_say_not_to(preparing):
+    for index in range(3):
+        assert await loop_database.fetchone("SELECT %s::int * 2", [index]) == (index * 2,)
+    # The count itself is prepared too when preparing: the doubling and the count.
+    assert await prepared_here() == (2 if preparing else 0)
+    assert await prepared_here() == (2 if preparing else 0)
+
+
+async def test_a_statement_whose_parameter_types_change_is_answered_for_each(preparing):
+    sql = "SELECT %s::int IS NULL, %s::text"
+    assert await loop_database.fetchone(sql, [None, "a"]) == (True, "a")
+    assert await loop_database.fetchone(sql, [7, None]) == (False, None)
+    assert await loop_database.fetchone(sql, [None, "b"]) == (True, "b")
+
+
+async def test_placeholders_are_numbered_and_a_doubled_percent_is_a_percent(preparing):
+    assert await loop_database.fetchone("SELECT %s::text || '%%', %s::int", ["50", 1]) == (
+        "50%",
+        1,
+    )
+
+
+async def test_a_statement_larger_than_the_socket_takes_at_once_is_written_whole(preparing):
+    """Several megabytes of parameters: written as the socket drains, then answered."""
+    text = "x" * (8 * 1024 * 1024)
+    length = loop_database.fetchone("SELECT length(%s::text)", [text])
+    assert await asyncio.wait_for(length, 30) == (len(text),)
+    answer = await asyncio.wait_for(loop_database.sent("SELECT md5(%s::text)", [text]), 30)
+    (digest,) = await asyncio.wait_for(answer, 30)
+    assert digest == hashlib.md5(text.encode()).hexdigest()
+
+
+async def test_statements_on_the_reused_cursor_each_get_their_own_answer(preparing):
+    """The connection serves statement after statement, parameters of every type adapted
+    each time, and a failed statement leaves a fresh connection for the next."""
     for index in range(3):
         row = await loop_database.fetchone(
             "SELECT %s::int, %s::text, %s::jsonb", [index, f"text {index}", f'{{"n": {index}}}']
