@@ -322,11 +322,24 @@ def _guarded_socket(addr_info: tuple) -> socket.socket:
     return socket.socket(family, kind, proto)
 
 
-async def _check_redirect(session, context, params: aiohttp.TraceRequestRedirectParams) -> None:
-    """Holds a redirect to the rule of every URL the relay calls (``check_url_shape``): http or
-    https, a host, no credentials (aiohttp itself would send those on as Basic auth)."""
-    location = params.response.headers.get("Location", "")
-    check_url_shape(urljoin(str(params.url), location))
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+async def _redirects_checked(
+    request: aiohttp.ClientRequest, send: aiohttp.ClientHandlerType
+) -> aiohttp.ClientResponse:
+    """The agent session's middleware: holds a redirect to the rule of every URL the relay
+    calls (``check_url_shape``) before aiohttp follows it: http or https, a host, no
+    credentials (aiohttp itself would send those on as Basic auth). A middleware rather than
+    aiohttp's tracing, whose hooks cost every call 20-30 µs of Python with no redirect."""
+    response = await send(request)
+    if response.status in _REDIRECTS:
+        try:
+            check_url_shape(urljoin(str(request.url), response.headers.get("Location", "")))
+        except UnsafeURLError:
+            response.close()
+            raise
+    return response
 
 
 @cache
@@ -359,13 +372,11 @@ def agent_session(policy: OutboundPolicy | None = None) -> aiohttp.ClientSession
         ssl=_tls_context(),
         socket_factory=None if policy.allow_private else _guarded_socket,
     )
-    redirects = aiohttp.TraceConfig()
-    redirects.on_request_redirect.append(_check_redirect)
     return aiohttp.ClientSession(
         connector=connector,
         headers={"User-Agent": USER_AGENT},
         cookie_jar=aiohttp.DummyCookieJar(),
         timeout=agent_timeout(policy.timeout),
-        trace_configs=[redirects],
+        middlewares=(_redirects_checked,),
         trust_env=False,
     )
