@@ -72,6 +72,23 @@ def insert(instance: Model, *, wait_for_disk: bool = True) -> None:
     stored([instance])
 
 
+def insert_many(instances: Sequence[Model]) -> None:
+    """Inserts ``instances`` (one model, automatic primary keys left unset and unread) as
+    ``bulk_create`` would, in as few statements as the database takes parameters for: a burst
+    of a stream's events, without the ORM's compiler (a third of a database thread's time
+    on a fast stream, measured)."""
+    db = _connection()
+    model = type(instances[0])
+    fields = _inserted_fields(model)
+    batch = db.ops.bulk_batch_size(fields, instances) or len(instances)
+    with db.cursor() as cursor:
+        for start in range(0, len(instances), batch):
+            chunk = instances[start : start + batch]
+            params = [value for instance in chunk for value in _saved_values(db, fields, instance)]
+            cursor.execute(_insert_many_statement(model, len(chunk)), params)
+    stored(instances)
+
+
 def insert_query(instance: Model, *, wait_for_disk: bool = True) -> tuple[str, list[Any]]:
     """PostgreSQL only: the statement, and its parameters, that ``insert`` runs for an
     instance whose primary key is set. It returns one row (``fetchone``); once it ran,
@@ -188,7 +205,7 @@ def _update_then_insert_statement(
     quote = connection.ops.quote_name
     returned = quote(_field(model, notify_if).column) if notify_if else "1"
     meta = inserted_model._meta
-    inserted = [field for field in meta.concrete_fields if field is not meta.pk]
+    inserted = _inserted_fields(inserted_model)
     # One INSERT ... SELECT per row, each its own CTE: the values take their columns' types,
     # which a VALUES list of several rows would not give them.
     insert = (
@@ -280,6 +297,25 @@ def _insert_statement(
     if returned:
         sql += f" RETURNING {', '.join(returned)}"
     return sql, fields
+
+
+def _inserted_fields(model: type[Model]) -> list[Field]:
+    """The columns an insert writes: all but an automatic primary key."""
+    meta = model._meta
+    return [field for field in meta.concrete_fields if field is not meta.pk]
+
+
+@lru_cache(maxsize=128)
+def _insert_many_statement(model: type[Model], count: int) -> str:
+    meta = model._meta
+    quote = connection.ops.quote_name
+    fields = _inserted_fields(model)
+    row = f"({', '.join(['%s'] * len(fields))})"
+    return (
+        f"INSERT INTO {quote(meta.db_table)} "
+        f"({', '.join(quote(field.column) for field in fields)}) "
+        f"VALUES {', '.join([row] * count)}"
+    )
 
 
 @lru_cache(maxsize=256)

@@ -217,7 +217,7 @@ def task_record_many(
                     where=_compared(task),
                 )
                 if moved:
-                    TaskEvent.objects.bulk_create(write.stored)
+                    rows.insert_many(write.stored)
         if moved:
             return _applied(task, write)
         task.refresh_from_db()

@@ -62,6 +62,38 @@ def test_an_inserted_event_gets_its_automatic_key():
     assert TaskEvent.objects.get(pk=second.pk).payload == {"n": 2}
 
 
+def test_events_inserted_together_read_back_as_bulk_created_ones():
+    """Several hundred events: more than one statement of the database's parameters takes
+    them, every one stored, in order, as bulk_create stores the same events."""
+    parent = task()
+    rows.insert(parent)
+    count = 2 * connections["default"].ops.bulk_batch_size(rows._inserted_fields(TaskEvent), [])
+
+    def events(first: int) -> list[TaskEvent]:
+        return [
+            TaskEvent(task_id=parent.pk, sequence=n, kind="artifact", payload={"n": n, "é": [n]})
+            for n in range(first, first + count)
+        ]
+
+    written, created = events(1), events(count + 1)
+    rows.insert_many(written)
+    TaskEvent.objects.bulk_create(created)
+    assert all(not event._state.adding and event.pk is None for event in written)
+
+    def stored(events: list[TaskEvent]) -> list[tuple]:
+        found = TaskEvent.objects.filter(sequence__in=[event.sequence for event in events])
+        return list(found.order_by("sequence").values_list("kind", "payload", "created_at"))
+
+    inserted = stored(written)
+    assert len(inserted) == count
+    assert [payload for _, payload, _ in inserted] == [
+        {"n": n, "é": [n]} for n in range(1, count + 1)
+    ]
+    assert {(kind, bool(moment)) for kind, _, moment in inserted} == {
+        (kind, bool(moment)) for kind, _, moment in stored(created)
+    }
+
+
 def test_an_update_changes_the_row_only_while_it_is_as_expected():
     row = task()
     rows.insert(row)
