@@ -117,9 +117,10 @@ class _Doorbell:
         os.read(self.reading, 1)
 
     def silence(self) -> None:
-        """Takes every byte waiting (reads that never block)."""
+        """Takes every byte waiting (reads that never block). A read that returns less than
+        it asked for emptied the pipe: no second read, to be refused."""
         with contextlib.suppress(BlockingIOError):
-            while os.read(self.reading, 4096):
+            while len(os.read(self.reading, 4096)) == 4096:
                 pass
 
 

@@ -172,3 +172,15 @@ def test_the_pipes_of_event_loops_that_are_gone_are_closed():
         assert open_descriptors() <= before + 2
     finally:
         threads.shutdown()
+
+
+def test_silencing_the_doorbell_takes_every_byte_waiting_and_the_next_ring_is_heard():
+    """More rings than one read takes (a read of less than it asked for emptied the pipe)."""
+    doorbell = database_threads._Doorbell(nonblocking_reads=True)
+    for _ in range(10_000):
+        doorbell.ring()
+    doorbell.silence()
+    with pytest.raises(BlockingIOError):
+        os.read(doorbell.reading, 1)
+    doorbell.ring()
+    assert os.read(doorbell.reading, 4096) == b"\0"
