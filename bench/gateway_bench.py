@@ -958,20 +958,24 @@ def judge(
     return verdicts + judge_streams(streams)
 
 
-def not_judged(levels: list[int]) -> list[str]:
-    """Targets that need a level this run did not measure: said, so silence is not a pass."""
+def not_judged(levels: list[int], *, streams: int = 1) -> list[str]:
+    """Targets that need a level (or streams) this run did not measure: said, so silence is
+    not a pass."""
     needed = {
         "CPU per request against the proxy": CPU_LEVELS,
         "added p50": (ADDED_P50_LEVEL,),
         "throughput": (THROUGHPUT_LEVEL,),
         "zero errors": ERROR_FREE_LEVELS,
     }
-    return [
+    missing = [
         f"{what} at c={level}"
         for what, wanted in needed.items()
         for level in wanted
         if level not in levels
     ]
+    if streams <= 0:
+        missing += ["fast 50-chunk streams", f"{PACE_MS} ms-paced streams"]
+    return missing
 
 
 def exit_status(verdicts: list[Verdict]) -> int:
@@ -1128,6 +1132,8 @@ async def bench(
 
     texts = {FAST: MESSAGE_TEXT, PACED: f"{MESSAGE_TEXT} pace-ms={PACE_MS}"}
     streams = {}
+    if args.streams <= 0:  # none asked for: no figures, and no verdict (named as not judged)
+        return levels, streams
     for kind, text in texts.items():
         stream_body = request_body(args.protocol, streaming=True, text=text)
         runs = await measure_streams(stream_targets, stream_body, count=args.streams)
@@ -1447,8 +1453,8 @@ def main() -> None:
     missed = [verdict for verdict in verdicts if not verdict.passed]
     print(f"\n{len(verdicts) - len(missed)} of {len(verdicts)} verdicts pass", end="")
     print(f"; missed: {len(missed)}" if missed else "")
-    for what in not_judged(args.levels):
-        print(f"  not judged (level not run): {what}")
+    for what in not_judged(args.levels, streams=args.streams):
+        print(f"  not judged (not measured in this run): {what}")
     if args.json:
         write_json(args.json, args, levels, streams, verdicts)
         print(f"every figure written to {args.json}")

@@ -16,6 +16,7 @@ from bench.gateway_bench import (
     StreamFigures,
     exit_status,
     judge,
+    judge_streams,
     not_judged,
     parse_args,
     rounds_at,
@@ -196,6 +197,14 @@ def test_a_run_without_verdicts_does_not_pass():
 
 def test_levels_left_out_of_a_run_are_named_as_not_judged():
     assert not_judged([1, 8, 32]) == ["zero errors at c=64"]
+
+
+def test_a_run_without_streams_names_them_as_not_judged_rather_than_missed():
+    assert judge_streams({}) == []
+    assert not_judged([1, 8, 32, 64], streams=0) == [
+        "fast 50-chunk streams",
+        "2 ms-paced streams",
+    ]
 
 
 def test_production_s_time_on_its_services_counts_each_round_trip_a_call_makes():
