@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import select
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -70,7 +71,7 @@ class _LoopConnection:
         async with self._turn:
             with _as_djangos_errors():
                 session = self._session
-                if session is None or session.gone:
+                if session is None or not session.usable():
                     if session is not None:
                         await session.close()
                     session = self._session = _Session(await _connect())
@@ -121,7 +122,7 @@ class _Session:
 
     def __init__(self, connection) -> None:
         self.connection = connection
-        self.gone = False
+        self._gone = False
         self._pgconn = connection.pgconn
         self._socket = self._pgconn.socket
         self._encoding = connection.info.encoding
@@ -132,6 +133,16 @@ class _Session:
         self._results: list[Any] = []
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self._socket, self._readable)
+        # select.select stops at descriptor 1024; a busy process goes past it.
+        self._silence = select.poll()
+        self._silence.register(self._socket, select.POLLIN)
+
+    def usable(self) -> bool:
+        """Whether the connection may take the next statement: open, and silent. Between two
+        statements the server sends nothing unless it is going away (its farewell, or the
+        socket's end, waits to be read); the reader sees it once the loop runs it, the poll
+        at once, without a round trip."""
+        return not self._gone and not self._silence.poll(0)
 
     async def fetchone(
         self, sql: str, params: Sequence[Any], written: asyncio.Future | None
@@ -189,12 +200,12 @@ class _Session:
         self._answer = self._loop.create_future()
         while self._pgconn.flush():  # more than the socket took at once
             writable = self._loop.create_future()
-            self._loop.add_writer(self._socket, writable.set_result, None)
+            self._loop.add_writer(self._socket, _wake, writable)
             try:
                 await writable
             finally:
                 self._loop.remove_writer(self._socket)
-        if written is not None:
+        if written is not None and not written.done():  # its waiter may have been cancelled
             written.set_result(None)
         results = await self._answer
         for result in results:
@@ -224,13 +235,19 @@ class _Session:
                 answer.set_exception(error)
 
     def _forget(self) -> None:
-        if not self.gone:
-            self.gone = True
+        if not self._gone:
+            self._gone = True
             self._loop.remove_reader(self._socket)
 
     async def close(self) -> None:
         self._forget()
         await self.connection.close()
+
+
+def _wake(waiter: asyncio.Future) -> None:
+    """Wakes ``waiter``, unless it was cancelled meanwhile."""
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _numbered(sql: str) -> tuple[str, int]:

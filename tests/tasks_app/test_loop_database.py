@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 
 import psycopg
 import pytest
@@ -61,6 +62,18 @@ async def test_a_connection_the_server_ended_while_idle_is_replaced_before_the_n
     ended = await backend()
     await terminate(ended)
     await asyncio.sleep(0.2)  # the server's farewell reaches the socket
+    assert await loop_database.fetchone("SELECT 1", []) == (1,)
+    assert await backend() != ended
+
+
+async def test_a_connection_ended_while_the_loop_was_busy_is_replaced_before_the_next_statement(
+    connection_name,
+):
+    """The server's farewell is on the socket, and the loop has not run since to read it."""
+    ended = await backend()
+    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:  # blocks the loop
+        admin.execute("SELECT pg_terminate_backend(%s)", [ended])
+    time.sleep(0.2)
     assert await loop_database.fetchone("SELECT 1", []) == (1,)
     assert await backend() != ended
 
@@ -290,6 +303,19 @@ async def test_a_statement_larger_than_the_socket_takes_at_once_is_written_whole
     answer = await asyncio.wait_for(loop_database.sent("SELECT md5(%s::text)", [text]), 30)
     (digest,) = await asyncio.wait_for(answer, 30)
     assert digest == hashlib.md5(text.encode()).hexdigest()
+
+
+async def test_a_statement_sent_still_runs_when_its_sender_stops_waiting_for_it(preparing):
+    """The sender is cancelled while the statement is being written: the statement is
+    written whole and run, and the connection goes on to serve the next one."""
+    first = await backend()
+    text = "x" * (8 * 1024 * 1024)
+    sending = asyncio.ensure_future(loop_database.sent("SELECT length(%s::text)", [text]))
+    await asyncio.sleep(0)
+    sending.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await sending
+    assert await asyncio.wait_for(backend(), 30) == first
 
 
 async def test_statements_on_the_reused_cursor_each_get_their_own_answer(preparing):
