@@ -77,16 +77,25 @@ def insert_many(instances: Sequence[Model]) -> None:
     ``bulk_create`` would, in as few statements as the database takes parameters for: a burst
     of a stream's events, without the ORM's compiler building the statement anew for every
     burst."""
-    db = _connection()
+    with _connection().cursor() as cursor:
+        for sql, params in insert_many_queries(instances):
+            cursor.execute(sql, params)
+    stored(instances)
+
+
+def insert_many_queries(instances: Sequence[Model]) -> list[tuple[str, list[Any]]]:
+    """The statements, and their parameters, that ``insert_many`` runs for ``instances``;
+    once they ran, ``stored`` marks the instances saved."""
+    db = _preparing()
     model = type(instances[0])
     fields = _inserted_fields(model)
     batch = db.ops.bulk_batch_size(fields, instances) or len(instances)
-    with db.cursor() as cursor:
-        for start in range(0, len(instances), batch):
-            chunk = instances[start : start + batch]
-            params = [value for instance in chunk for value in _saved_values(db, fields, instance)]
-            cursor.execute(_insert_many_statement(model, len(chunk)), params)
-    stored(instances)
+    queries = []
+    for start in range(0, len(instances), batch):
+        chunk = instances[start : start + batch]
+        params = [value for instance in chunk for value in _saved_values(db, fields, instance)]
+        queries.append((_insert_many_statement(model, len(chunk)), params))
+    return queries
 
 
 def insert_query(instance: Model, *, wait_for_disk: bool = True) -> tuple[str, list[Any]]:
@@ -107,11 +116,17 @@ def update(model: type[Model], *, where: dict[str, Any], values: dict[str, Any])
     """``UPDATE`` the rows whose ``where`` fields equal the given values (none of them None)
     with ``values``; returns how many rows changed. With the expected state in ``where``,
     a compare-and-set, as ``filter(**where).update(**values)``."""
-    db = _connection()
-    sql, written, compared = _update_statement(model, tuple(values), tuple(where))
-    with db.cursor() as cursor:
-        cursor.execute(sql, _update_params(db, written, compared, values, where))
+    with _connection().cursor() as cursor:
+        cursor.execute(*update_query(model, where=where, values=values))
         return cursor.rowcount
+
+
+def update_query(
+    model: type[Model], *, where: dict[str, Any], values: dict[str, Any]
+) -> tuple[str, list[Any]]:
+    """The statement, and its parameters, that ``update`` runs."""
+    sql, written, compared = _update_statement(model, tuple(values), tuple(where))
+    return sql, _update_params(_preparing(), written, compared, values, where)
 
 
 def _update_params(

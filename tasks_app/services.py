@@ -17,7 +17,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from relay_project import database_threads, loop_database
+from relay_project import database_threads, loop_database, loop_sqlite
 from tasks_app import rows, snapshots, streams
 from tasks_app.lifecycle import (
     INTERRUPTED,
@@ -227,24 +227,44 @@ def task_record_many(
 async def atask_record_many(
     *, task: Task, events: list[tuple[dict[str, Any], str, str]]
 ) -> list[Recorded]:
-    """``task_record_many`` from async code. On PostgreSQL, for a task without push configs,
-    the write is the one statement ``task_record_many`` sends, sent on the event loop's own
-    connection (``relay_project.loop_database``): no hop to a database thread and back, which
-    costs more than the statement's own Python. The events are decided on the task as the
-    caller holds it; a write that loses the compare-and-set (another writer moved the task
+    """``task_record_many`` from async code. For a task without push configs, the write is
+    made by the event loop itself: no hop to a database thread and back, which costs more
+    than the write. On PostgreSQL it is the one statement ``task_record_many`` sends, on the
+    loop's own connection (``relay_project.loop_database``); on SQLite, the transaction
+    ``task_record_many`` makes, on the loop's own connection (``relay_project.loop_sqlite``)
+    unless another connection is writing. The events are decided on the task as the caller
+    holds it; a write that loses the compare-and-set (another writer moved the task
     meanwhile) is decided again in a database thread, on the task as it then stands, as
-    ``task_record_many`` does. Elsewhere (SQLite, push configs to queue), the whole of it
+    ``task_record_many`` does. Otherwise (push configs to queue, SQLite busy) the whole of it
     runs in a database thread."""
-    if not task.has_push_configs and writes_from_the_loop():
+    if not task.has_push_configs:
         write = _planned(task, events)
         if write is None:
             return []
-        sql, params = _one_statement(task, write, in_a_transaction=False)
-        if await loop_database.fetchone(sql, params) is not None:
+        moved = await _written_from_the_loop(task, write)
+        if moved:
             rows.stored(write.stored)
             return _applied(task, write)
-        return await database_threads.run(_record_again, task, events)
+        if moved is not None:
+            return await database_threads.run(_record_again, task, events)
     return await database_threads.run(partial(task_record_many, task=task, events=events))
+
+
+async def _written_from_the_loop(task: Task, write: _Write) -> bool | None:
+    """Makes ``write`` from the event loop; whether it moved the task, None when it was not
+    made (the loop does not write to this database now)."""
+    if writes_from_the_loop():
+        sql, params = _one_statement(task, write, in_a_transaction=False)
+        return await loop_database.fetchone(sql, params) is not None
+    if rows.vendor() != "sqlite":
+        return None
+    update = rows.update_query(
+        Task, values={"last_sequence": write.last_sequence, **write.changes}, where=_compared(task)
+    )
+    try:
+        return loop_sqlite.update_then_insert(update, rows.insert_many_queries(write.stored))
+    except loop_sqlite.Busy:
+        return None
 
 
 def _record_again(task: Task, events: list[tuple[dict[str, Any], str, str]]) -> list[Recorded]:
