@@ -43,8 +43,10 @@ class DatabaseThreads(concurrent.futures.Executor):
         self._work_queue: collections.deque = collections.deque()
         self._doorbell = _Doorbell(nonblocking_reads=False)
         self._closed = False
+        self._working = [False] * max(1, count)
+        """Per thread, whether it is taking or running work (each thread writes its own)."""
         self._threads = [
-            threading.Thread(target=self._work, name=f"{name}-{index}", daemon=True)
+            threading.Thread(target=self._work, args=(index,), name=f"{name}-{index}", daemon=True)
             for index in range(max(1, count))
         ]
         for thread in self._threads:
@@ -76,17 +78,24 @@ class DatabaseThreads(concurrent.futures.Executor):
                 if thread is not threading.current_thread():
                     thread.join()
 
+    def idle(self) -> bool:
+        """Whether no work waits for the threads and none runs in them: until the caller's
+        thread puts some, nothing of theirs touches the database."""
+        return not self._work_queue and not any(self._working)
+
     def _put(self, *work: Any) -> None:
         if self._closed:
             raise RuntimeError("the database threads were shut down")
         self._work_queue.append(work)
         self._doorbell.ring()
 
-    def _work(self) -> None:
+    def _work(self, index: int) -> None:
         # A ring wakes one thread, which runs work until none is left: a ring that was
-        # lost to a full pipe (thousands of hops waiting) never strands any work.
+        # lost to a full pipe (thousands of hops waiting) never strands any work. The thread
+        # says it works before it takes any, so that work it took is never unaccounted for.
         while True:
             self._doorbell.wait()
+            self._working[index] = True
             while True:
                 try:
                     work = self._work_queue.popleft()
@@ -96,6 +105,7 @@ class DatabaseThreads(concurrent.futures.Executor):
                     return
                 work[0](*work[1:])
                 del work
+            self._working[index] = False
 
 
 class _Doorbell:

@@ -133,8 +133,10 @@ async def atask_store_sent(task: Task) -> asyncio.Future[None]:
 
 
 def writes_from_the_loop() -> bool:
-    """Whether a task's writes may go from the event loop's own connection
-    (``relay_project.loop_database``): on PostgreSQL."""
+    """Whether a task's writes, its creation included, may be sent from the event loop's own
+    connection to a database server (``relay_project.loop_database``): on PostgreSQL. On
+    SQLite the loop writes a task's events (``relay_project.loop_sqlite``), but not its
+    creation, which the thread that admits the call writes with the call's other work."""
     return rows.vendor() == "postgresql"
 
 
@@ -210,61 +212,84 @@ def task_record_many(
         if connection.vendor == "postgresql":
             moved = _record_in_one_statement(task, write)
         else:
-            with transaction.atomic():
-                moved = rows.update(
-                    Task,
-                    values={"last_sequence": write.last_sequence, **write.changes},
-                    where=_compared(task),
-                )
-                if moved:
-                    rows.insert_many(write.stored)
+            moved = _record_together(task, write)
         if moved:
             return _applied(task, write)
         task.refresh_from_db()
     raise StaleTaskError(task.pk)
 
 
+def _record_together(task: Task, write: _Write) -> int:
+    """The events of ``write`` for a task without push configs, in one transaction: the
+    compare-and-set and the inserts of all the events. Returns how many task rows it moved
+    (0 or 1)."""
+    with transaction.atomic():
+        moved = rows.update(Task, **_moved(task, write))
+        if moved:
+            rows.insert_many(write.stored)
+    return moved
+
+
+def _moved(task: Task, write: _Write) -> dict[str, dict[str, Any]]:
+    """The compare-and-set of ``task`` that ``write`` makes: ``where`` the task as the write
+    was decided on, ``values`` it writes (``rows.update``'s arguments)."""
+    return {
+        "values": {"last_sequence": write.last_sequence, **write.changes},
+        "where": _compared(task),
+    }
+
+
 async def atask_record_many(
     *, task: Task, events: list[tuple[dict[str, Any], str, str]]
 ) -> list[Recorded]:
-    """``task_record_many`` from async code. For a task without push configs, the write is
-    made by the event loop itself: no hop to a database thread and back, which costs more
-    than the write. On PostgreSQL it is the one statement ``task_record_many`` sends, on the
-    loop's own connection (``relay_project.loop_database``); on SQLite, the transaction
-    ``task_record_many`` makes, on the loop's own connection (``relay_project.loop_sqlite``)
-    unless another connection is writing. The events are decided on the task as the caller
-    holds it; a write that loses the compare-and-set (another writer moved the task
-    meanwhile) is decided again in a database thread, on the task as it then stands, as
-    ``task_record_many`` does. Otherwise (push configs to queue, SQLite busy) the whole of it
-    runs in a database thread."""
-    if not task.has_push_configs:
-        write = _planned(task, events)
-        if write is None:
-            return []
-        moved = await _written_from_the_loop(task, write)
-        if moved:
-            rows.stored(write.stored)
-            return _applied(task, write)
-        if moved is not None:
-            return await database_threads.run(_record_again, task, events)
-    return await database_threads.run(partial(task_record_many, task=task, events=events))
-
-
-async def _written_from_the_loop(task: Task, write: _Write) -> bool | None:
-    """Makes ``write`` from the event loop; whether it moved the task, None when it was not
-    made (the loop does not write to this database now)."""
+    """``task_record_many`` from async code. For a task without push configs, the events are
+    decided on the task as the caller holds it, and the write is made by the event loop
+    itself when it can: no hop to a database thread and back, which costs more than the
+    write. On PostgreSQL it is the one statement ``task_record_many`` sends, on the loop's
+    own connection (``relay_project.loop_database``). On SQLite it is the transaction
+    ``task_record_many`` makes, on the loop's own connection (``relay_project.loop_sqlite``),
+    unless the database threads have work or another connection writes: then that same
+    write is made in a database thread. A write that lost the compare-and-set (another writer
+    moved the task meanwhile) is decided again in a database thread, on the task as it then
+    stands, as ``task_record_many`` does. A task with push configs (deliveries to queue with
+    each event) is recorded in a database thread."""
+    if task.has_push_configs:
+        return await database_threads.run(partial(task_record_many, task=task, events=events))
+    write = _planned(task, events)
+    if write is None:
+        return []
     if writes_from_the_loop():
         sql, params = _one_statement(task, write, in_a_transaction=False)
-        return await loop_database.fetchone(sql, params) is not None
-    if rows.vendor() != "sqlite":
-        return None
-    update = rows.update_query(
-        Task, values={"last_sequence": write.last_sequence, **write.changes}, where=_compared(task)
-    )
+        moved = await loop_database.fetchone(sql, params) is not None
+    else:
+        moved = _written_by_the_loop(task, write)
+        if moved is None:
+            return await database_threads.run(_record_decided, task, write, events)
+    if moved:
+        rows.stored(write.stored)
+        return _applied(task, write)
+    return await database_threads.run(_record_again, task, events)
+
+
+def _written_by_the_loop(task: Task, write: _Write) -> bool | None:
+    """On SQLite, makes ``write`` on the event loop's connection; whether it moved the task,
+    None when the loop does not write now."""
+    update = rows.update_query(Task, **_moved(task, write))
     try:
         return loop_sqlite.update_then_insert(update, rows.insert_many_queries(write.stored))
     except loop_sqlite.Busy:
         return None
+
+
+def _record_decided(
+    task: Task, write: _Write, events: list[tuple[dict[str, Any], str, str]]
+) -> list[Recorded]:
+    """In a database thread: makes ``write``, decided on ``task`` as the caller held it, or
+    decides the events again when another writer moved the task meanwhile."""
+    if _record_together(task, write):
+        rows.stored(write.stored)
+        return _applied(task, write)
+    return _record_again(task, events)
 
 
 def _record_again(task: Task, events: list[tuple[dict[str, Any], str, str]]) -> list[Recorded]:
@@ -393,8 +418,7 @@ def _one_statement(
     last, state = write.last_sequence, write.state
     return rows.update_then_insert_query(
         Task,
-        values={"last_sequence": last, **write.changes},
-        where=_compared(task),
+        **_moved(task, write),
         instances=write.stored,
         notify=(streams.NOTIFY_CHANNEL, streams.notify_payload(task.pk, last, state)),
         notify_if=_notify_if(state),
@@ -438,11 +462,7 @@ def _record_in_a_transaction(task: Task, write: _Write) -> int:
     deliveries, and on PostgreSQL the NOTIFY."""
     (stored,) = write.stored
     with transaction.atomic():
-        moved = rows.update(
-            Task,
-            values={"last_sequence": write.last_sequence, **write.changes},
-            where=_compared(task),
-        )
+        moved = rows.update(Task, **_moved(task, write))
         if moved == 1:
             rows.insert(stored)
             if task.has_push_configs:

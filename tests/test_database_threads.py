@@ -74,6 +74,39 @@ async def test_several_threads_work_at_once():
         threads.shutdown()
 
 
+def test_the_threads_are_idle_only_while_no_work_waits_or_runs():
+    threads = DatabaseThreads(2)
+    release = threading.Event()
+    started = threading.Barrier(3, timeout=5)
+
+    def held() -> None:
+        started.wait()
+        release.wait(5)
+
+    def settled() -> bool:
+        deadline = time.monotonic() + 5
+        while not threads.idle() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        return threads.idle()
+
+    try:
+        assert threads.idle()
+        running = [threads.submit(held) for _ in range(2)]
+        started.wait()
+        assert not threads.idle()  # both threads run work, none waits
+        waiting = threads.submit(where)
+        assert not threads.idle()
+        release.set()
+        concurrent.futures.wait([*running, waiting], timeout=5)
+        assert settled()
+        for _ in range(200):  # short work, one piece after the other
+            threads.submit(where).result(timeout=5)
+            assert settled()
+    finally:
+        release.set()
+        threads.shutdown()
+
+
 def test_work_submitted_after_shutdown_is_refused():
     threads = DatabaseThreads(1)
     threads.shutdown()
