@@ -122,6 +122,11 @@ LEVEL_SECONDS = 60.0
 """A target stops early at a level (and says so) when its requests take longer than this."""
 STREAM_WARMUP = 3
 REQUEST_TIMEOUT = 30.0
+IDLE_SECONDS = 2.0
+"""How long every client of the bench keeps an idle connection: as the relay's own client
+(``relay_project.outbound``), well under the 5 s after which uvicorn closes one. A client that
+keeps it as long as the server may send a request just as the server closes it, and fail with
+a reset connection (seen once, the proxy's client at 5 s, httpx's default)."""
 MESSAGE_TEXT = "hello through the gateway bench"
 
 DIRECT, PROXY, EMBEDDED, PRODUCTION = "direct", "proxy", "embedded", "production"
@@ -273,8 +278,11 @@ def serve_proxy(port: int, upstreams: dict[str, str], *, client: str = "httpx") 
 
     def new_client():
         if client == "aiohttp":
-            return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=128))
-        limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
+            connector = aiohttp.TCPConnector(limit=128, keepalive_timeout=IDLE_SECONDS)
+            return aiohttp.ClientSession(connector=connector)
+        limits = httpx.Limits(
+            max_connections=128, max_keepalive_connections=128, keepalive_expiry=IDLE_SECONDS
+        )
         return httpx.AsyncClient(limits=limits, timeout=REQUEST_TIMEOUT)
 
     @contextlib.asynccontextmanager
@@ -568,7 +576,11 @@ async def measure_level(
 ) -> dict[str, Run]:
     """`count` requests per target at `concurrency`, in rounds of a share each
     (``rounds_at``)."""
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    limits = httpx.Limits(
+        max_connections=concurrency,
+        max_keepalive_connections=concurrency,
+        keepalive_expiry=IDLE_SECONDS,
+    )
     rounds = rounds_at(concurrency)
     runs = {name: Run() for name in targets}
     for name, target in targets.items():
@@ -671,7 +683,8 @@ async def measure_streams(
 ) -> dict[str, StreamRun]:
     """`count` streams, one after the other, to each target, taking them in turn."""
     runs = {name: StreamRun() for name in targets}
-    async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT) as client:
+    limits = httpx.Limits(keepalive_expiry=IDLE_SECONDS)
+    async with httpx.AsyncClient(limits=limits, timeout=REQUEST_TIMEOUT) as client:
         deadline = time.monotonic() + LEVEL_SECONDS
         for index in range(count + STREAM_WARMUP):
             if time.monotonic() > deadline:
