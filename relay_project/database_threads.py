@@ -111,13 +111,16 @@ class DatabaseThreads(concurrent.futures.Executor):
 class _Doorbell:
     """A pipe: ``ring`` writes a byte without waiting (a full pipe already wakes its
     reader), ``wait`` blocks until a byte comes and takes one. Both release the GIL while
-    in the system call. The pipe is closed when the doorbell is garbage."""
+    in the system call. The pipe is closed when the doorbell is garbage, or by the system when
+    the process ends."""
 
     def __init__(self, *, nonblocking_reads: bool) -> None:
         self.reading, self._writing = os.pipe()
         os.set_blocking(self._writing, False)
         os.set_blocking(self.reading, not nonblocking_reads)
-        weakref.finalize(self, _close, self.reading, self._writing)
+        # Not at the interpreter's exit, which closes them anyway: a database thread still at
+        # work then would read or ring a closed descriptor, and die saying so.
+        weakref.finalize(self, _close, self.reading, self._writing).atexit = False
 
     def ring(self) -> None:
         with contextlib.suppress(BlockingIOError):

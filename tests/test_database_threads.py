@@ -7,8 +7,11 @@ import asyncio
 import concurrent.futures
 import gc
 import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -205,6 +208,34 @@ def test_the_pipes_of_event_loops_that_are_gone_are_closed():
         assert open_descriptors() <= before + 2
     finally:
         threads.shutdown()
+
+
+EXIT_WHILE_AT_WORK = """
+import atexit, threading, time
+released = threading.Event()
+
+def last_at_exit():
+    released.set()  # the work ends once the interpreter's other exit handlers ran
+    time.sleep(0.2)
+
+atexit.register(last_at_exit)  # before any finalizer: runs after the finalizers' own
+from relay_project.database_threads import DatabaseThreads
+DatabaseThreads(1).submit(released.wait)
+"""
+
+
+def test_a_thread_still_at_work_when_the_process_exits_ends_quietly():
+    """The pipes are left open at the interpreter's exit: a thread whose work ends then
+    waits on its doorbell again, as at any other time."""
+    ended = subprocess.run(
+        [sys.executable, "-c", EXIT_WHILE_AT_WORK],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert ended.returncode == 0
+    assert ended.stderr == ""
 
 
 def test_silencing_the_doorbell_takes_every_byte_waiting_and_the_next_ring_is_heard():
