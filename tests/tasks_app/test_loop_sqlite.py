@@ -17,25 +17,16 @@ import time
 import pytest
 from django.db import DEFAULT_DB_ALIAS, connections, utils
 
-from registry.services import api_key_create
 from relay_project import database_threads, loop_sqlite
 from tasks_app import rows, services
 from tasks_app.models import Task, TaskEvent
+from tests.tasks_app import stored_tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def open_task(name: str = "loop") -> Task:
-    caller, _ = api_key_create(name=name)
-    return services.task_open(
-        caller=caller,
-        target_kind="agent",
-        target_id="x",
-        agent_id=None,
-        message={"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
-        client_version="1.0",
-        owner="process-a",
-    )
+    return stored_tasks.open_task(name, owner="process-a")
 
 
 def stored(task: Task) -> list:

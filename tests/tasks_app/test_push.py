@@ -33,6 +33,7 @@ from tests.agents import (
     input_required_agent,
 )
 from tests.servers import running
+from tests.tasks_app import stored_tasks
 from tests.tasks_app.a2a_http import (
     INVALID_PARAMS,
     JSONRPC_03,
@@ -666,15 +667,7 @@ def recorded_retries(monkeypatch):
 
 def _pending_delivery(webhook, name: str = "a") -> int:
     """A completed task with one push config and one pending delivery of its last event."""
-    caller, _ = api_key_create(name="pusher")
-    task = services.task_open(
-        caller=caller,
-        target_kind="agent",
-        target_id="x",
-        agent_id=None,
-        message={"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
-        client_version="1.0",
-    )
+    task = stored_tasks.open_task("pusher")
     push.config_create(task=task, config=hook_config(webhook, name))
     queued: list[int] = []
     original = deliver_push.delay

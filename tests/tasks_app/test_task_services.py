@@ -8,24 +8,12 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from registry.services import api_key_create
 from tasks_app import push, services
 from tasks_app.models import PushDelivery, Task
 from tasks_app.tasks import deliver_push
+from tests.tasks_app.stored_tasks import open_task
 
 pytestmark = pytest.mark.django_db
-
-
-def open_task() -> Task:
-    caller, _ = api_key_create(name="recorder")
-    return services.task_open(
-        caller=caller,
-        target_kind="agent",
-        target_id="x",
-        agent_id=None,
-        message={"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
-        client_version="1.0",
-    )
 
 
 def artifact_event(task: Task, text: str, *, append: bool) -> dict:
