@@ -62,6 +62,14 @@ class Busy(Exception):
 Statement = tuple[str, Sequence[Any]]
 
 
+def may_write() -> bool:
+    """Whether the loop may make a write now, as far as this process knows: its database
+    threads are idle, and the database is not one the loop never writes to. A caller asks
+    before it prepares a write, which is otherwise prepared again in a thread."""
+    current = _connections.peek()
+    return database_threads.threads().idle() and (current is None or current.usable)
+
+
 def update_then_insert(update: Statement, inserts: Sequence[Statement]) -> bool:
     """Runs ``update`` (a compare-and-set) and, only when it changed a row, ``inserts``, in
     one transaction on the running loop's connection; whether it changed a row. Statements
@@ -80,6 +88,11 @@ class _LoopConnection:
         self._usable: bool | None = None
         self._commits = 0
         self._checkpointing = False
+
+    @property
+    def usable(self) -> bool:
+        """False once the loop found it does not write to this database."""
+        return self._usable is not False
 
     def update_then_insert(self, update: Statement, inserts: Sequence[Statement]) -> bool:
         with _as_djangos_errors():

@@ -274,6 +274,8 @@ async def atask_record_many(
 def _written_by_the_loop(task: Task, write: _Write) -> bool | None:
     """On SQLite, makes ``write`` on the event loop's connection; whether it moved the task,
     None when the loop does not write now."""
+    if not loop_sqlite.may_write():
+        return None
     update = rows.update_query(Task, **_moved(task, write))
     try:
         return loop_sqlite.update_then_insert(update, rows.insert_many_queries(write.stored))

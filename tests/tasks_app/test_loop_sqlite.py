@@ -225,10 +225,12 @@ def test_while_the_database_threads_have_work_the_loop_leaves_the_write_to_them(
         writing = asyncio.ensure_future(record(task, "working"))
         await asyncio.sleep(0.1)
         assert not threads.idle() and not writing.done()
+        assert not loop_sqlite.may_write()
         release.set()
         await held
         recorded = await asyncio.wait_for(writing, 10)
         await asyncio.sleep(0.05)  # the thread says it is done once the queue is empty
+        assert loop_sqlite.may_write()
         return recorded, threads.idle(), await record(task, "completed")
 
     recorded, idle_after, then = asyncio.run(scenario())
@@ -307,7 +309,10 @@ def test_where_the_loop_may_not_write_a_database_thread_records_the_events(monke
     task = open_task()
 
     async def scenario():
-        return [await record(task, "working"), await record(task, "completed")]
+        assert loop_sqlite.may_write()  # not known yet
+        first = await record(task, "working")
+        assert not loop_sqlite.may_write()  # known since the first write
+        return [first, await record(task, "completed")]
 
     assert asyncio.run(scenario()) == [[[1, "working"]], [[2, "completed"]]]
     assert stored(task) == ["completed", 2, "", [1, 2]]
