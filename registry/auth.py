@@ -3,7 +3,6 @@ every endpoint names explicitly."""
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -17,7 +16,6 @@ from rest_framework import authentication, exceptions, permissions
 from registry.models import ApiKey
 from registry.secrets import api_key_prefix, hash_api_key
 from relay_project import ratelimit
-from relay_project.redis_clients import Pending
 
 # last_used_at is written at most this often per key, so a busy key does not write on every call.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -58,27 +56,20 @@ class KeyLookup:
     refusal: str | None = None
 
 
-def api_key_lookup(
-    header: str | None,
-) -> contextlib.AbstractAsyncContextManager[Pending[KeyLookup]]:
+def api_key_lookup(header: str | None) -> KeyLookup:
     """The lookup of a call's ``Bearer <key>`` in the lookup cache, with the call counted
-    against the key's rate limit (``ratelimit.hit_key``), for the block to read: on Redis
-    one round trip from the event loop, under way as the block starts. ``api_key_counted``
-    makes the caller's key of it."""
+    against the key's rate limit (``ratelimit.hit_key``): on Redis one round trip.
+    ``api_key_counted`` makes the caller's key of it."""
     try:
         key = _bearer_key(header)
     except exceptions.AuthenticationFailed as error:
-        refusal = str(error.detail)
-        return Pending.later(lambda: KeyLookup(None, refusal=refusal))
+        return KeyLookup(None, refusal=str(error.detail))
     if key is None:
-        return Pending.later(lambda: KeyLookup(None))
+        return KeyLookup(None)
     key_hash = hash_api_key(key)
     # A cached key was cached under its own hash, so its prefix is this key's.
-    return ratelimit.cached_and_counted(
-        _cache_key(key_hash),
-        "key",
-        api_key_prefix(key),
-        then=lambda found: KeyLookup(key_hash, *found),
+    return KeyLookup(
+        key_hash, *ratelimit.cached_and_counted(_cache_key(key_hash), "key", api_key_prefix(key))
     )
 
 

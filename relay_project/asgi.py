@@ -14,15 +14,8 @@ import sys
 
 from django.core.asgi import get_asgi_application
 
-from relay_project import database_threads, per_loop
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "relay_project.settings")
 django_application = get_asgi_application()
-
-# Database work runs in the process's RELAY_DATABASE_THREADS threads from the start
-# (relay_project.database_threads): asgiref's sync_to_async too.
-database_threads.threads()
-per_loop.share_the_cache()
 
 # Imported after Django is set up: they load models.
 from channels.routing import ProtocolTypeRouter  # noqa: E402

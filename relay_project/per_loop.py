@@ -40,15 +40,3 @@ class PerLoop(Generic[T]):
         if current is not None:
             self._last = (weakref.ref(loop), current)
         return current
-
-
-def share_the_cache() -> None:
-    """Makes the default cache's backend object in the calling context, before a server's
-    event loop starts: the loop and every request it runs, each in a context copied from
-    this one, then use that object. Django keeps one backend object per async context, made
-    at its first use there, so each A2A call made one of its own (20-30 µs on the loop before
-    its key's lookup could go out). The relay's backends (local memory,
-    ``redis_clients.SharedPoolRedisCache``) are safe to share; threads keep their own."""
-    from django.core.cache import caches
-
-    caches["default"]

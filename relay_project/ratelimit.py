@@ -9,7 +9,7 @@ the answer says how long that is.
 
 On Redis an A2A call's API-key lookup and its count are one round trip
 (``cached_and_counted``), and so is taking a stream slot: Lua scripts of the cache client
-(``relay_project.redis_clients``), atomic as the commands they replace.
+(``relay_project.redis_cache``), atomic as the commands they replace.
 
 Stream slots are counted per API key and per relay process: a process takes a slot when a
 stream opens and gives it back when it ends, and a key's open streams are the sum over the
@@ -21,19 +21,14 @@ last stream of its key opened in its process.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-
-from relay_project.redis_clients import Pending
-
-T = TypeVar("T")
 
 WINDOW_SECONDS = 60
 _PREFIX = "relay:limit"
@@ -58,29 +53,19 @@ def hit(scope: str, identity: str, limit: int, *, now: float | None = None) -> R
 
 
 def cached_and_counted(
-    cache_key: str,
-    scope: str,
-    identity: str,
-    *,
-    now: float | None = None,
-    then: Callable[[tuple[Any, Counted | None]], T] = lambda found: found,
-) -> contextlib.AbstractAsyncContextManager[Pending[T]]:
+    cache_key: str, scope: str, identity: str, *, now: float | None = None
+) -> tuple[Any, Counted | None]:
     """The value cached under ``cache_key`` (None when there is none) and, only when there
     is one, one call of ``identity`` counted in ``scope`` as ``hit`` counts it, whatever the
-    limit (the caller judges the count with ``Counted.refusal``), as a pending answer, passed
-    through ``then``, for the block to read. On Redis both are one round trip from the event
-    loop, under way as the block starts (an A2A call is parsed meanwhile); in local memory
-    they are worked out when read."""
+    limit (the caller judges the count with ``Counted.refusal``). On Redis both are one round
+    trip (``redis_cache``)."""
     counter = _Counter.current(scope, identity, now)
-
-    def counted(found: tuple[Any, int | None]) -> T:
-        value, count = found
-        return then((value, None if count is None else counter.counted(count)))
-
     both = getattr(cache, "get_and_count", None)
     if both is None:
-        return Pending.later(lambda: counted(_get_and_count(cache_key, counter.name)))
-    return both(cache_key, counter.name, COUNTER_SECONDS, counted)
+        value, count = _get_and_count(cache_key, counter.name)
+    else:
+        value, count = both(cache_key, counter.name, COUNTER_SECONDS)
+    return value, None if count is None else counter.counted(count)
 
 
 def _get_and_count(cache_key: str, counter: str) -> tuple[Any, int | None]:

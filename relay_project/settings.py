@@ -1,10 +1,9 @@
 """Settings for Brass Relay.
 
-No environment means the embedded profile: a SQLite file under ``var/``, the in-memory channel
-layer, a local-memory cache and Celery on kombu's filesystem transport, so the relay, a worker
-and beat run with nothing else installed. ``DATABASE_URL`` switches the database to PostgreSQL
-and ``REDIS_URL`` switches the channel layer, the cache and the Celery broker to Redis: that is
-the production profile.
+No environment means the embedded profile: a SQLite file under ``var/``, a local-memory cache
+and Celery on kombu's filesystem transport, so the relay, a worker and beat run with nothing
+else installed. ``DATABASE_URL`` switches the database to PostgreSQL and ``REDIS_URL`` switches
+the cache and the Celery broker to Redis: that is the production profile.
 """
 
 from pathlib import Path
@@ -95,10 +94,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
     )
-    # A2A calls do their database work in one shared thread, whose connection then lives
-    # across calls (an open costs more than the call's queries). Closed at this age, or after
-    # an error, by the close_old_connections of each call admitted in that thread; Django's
-    # own requests run in a thread each and close theirs when it ends.
+    # A2A calls do their database work in asgiref's one database thread, whose connection
+    # lives across calls (an open costs more than the call's queries). Closed at this age, or
+    # after an error, by Channels' database_sync_to_async around each piece of work.
     DATABASES["default"].setdefault("CONN_MAX_AGE", 600)
     # Tests run on a database file set up as the embedded profile's is (WAL, writers wait on
     # the busy timeout), not on Django's shared-cache memory database, where a write fails at
@@ -121,19 +119,11 @@ else:
         if env.bool("RELAY_DATABASE_PREPARED_STATEMENTS", default=True):
             options.setdefault("prepare_threshold", 5)
 PRODUCTION_DATABASE = "DATABASE_URL" in env.ENVIRON
-# How many threads of a relay process do its database work (every A2A call hops there and
-# back). One, with SQLite and with PostgreSQL alike: every extra thread contends for the GIL
-# with the event loop. Measured side by side on PostgreSQL, one thread cost 4% less CPU per
-# call than two at 1 and 8 concurrent calls, 26% less at 32 and 10% less at 64, and served 20%
-# more calls at 32 and 64 (two cost 7-9% less than four). More threads let a slow query wait
-# beside other calls' instead of ahead of them.
-RELAY_DATABASE_THREADS = env.int("RELAY_DATABASE_THREADS", default=1)
-
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# --- Redis: channel layer, cache, Celery broker ---------------------------------------------
+# --- Redis: cache, Celery broker ---------------------------------------------
 REDIS_URL = env.str("REDIS_URL", default="")
-# Every Redis client of the relay (cache, channel layer, Celery broker) is set up alike, by
+# Every Redis client of the relay (the cache, the Celery broker) is set up alike, by
 # relay_project.redis_clients: it connects within RELAY_REDIS_CONNECT_TIMEOUT seconds, so a
 # Redis outage fails a call at once (an A2A call gets a 503 protocol error, the APIs a 503);
 # it pings a connection left idle longer than RELAY_REDIS_HEALTH_CHECK_SECONDS before using
@@ -141,9 +131,9 @@ REDIS_URL = env.str("REDIS_URL", default="")
 # pooled connections left stale by a Redis restart are replaced without failing a call.
 RELAY_REDIS_CONNECT_TIMEOUT = env.float("RELAY_REDIS_CONNECT_TIMEOUT", default=0.5)
 # How long a command may wait for Redis's answer. Cache commands (API keys, rate limits,
-# stream slots) never block, so theirs is this. The channel layer's and the broker's waits
-# block on purpose (channels-redis's BZPOPMIN up to 5 s, kombu's BRPOP 1 s): theirs is this
-# plus 5 s, so a blocking read ends on its own before the socket gives up on it.
+# stream slots) never block, so theirs is this. The broker's waits block on purpose (kombu's
+# BRPOP 1 s): theirs is this plus 5 s, so a blocking read ends on its own before the socket
+# gives up on it.
 RELAY_REDIS_SOCKET_TIMEOUT = env.float("RELAY_REDIS_SOCKET_TIMEOUT", default=2.0)
 RELAY_REDIS_HEALTH_CHECK_SECONDS = env.int("RELAY_REDIS_HEALTH_CHECK_SECONDS", default=30)
 if REDIS_URL:
@@ -156,32 +146,14 @@ if REDIS_URL:
     )
     _redis_blocking_reads = {
         **_redis_commands,
-        "socket_timeout": redis_clients.CHANNELS_BLOCKING_READ_SECONDS + RELAY_REDIS_SOCKET_TIMEOUT,
-    }
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {
-                # The dict form: channels-redis passes the other keys to redis-py's pool.
-                "hosts": [
-                    {
-                        "address": REDIS_URL,
-                        **_redis_blocking_reads,
-                        "retry": redis_clients.command_retry(asynchronous=True),
-                    }
-                ],
-                "prefix": env.str("RELAY_CHANNEL_PREFIX", "relay"),
-                "capacity": 1000,
-                "expiry": 120,
-            },
-        }
+        "socket_timeout": redis_clients.BLOCKING_READ_SECONDS + RELAY_REDIS_SOCKET_TIMEOUT,
     }
     # One connection pool per process, whatever number of cache objects Django makes, holding
-    # one connection: the cache's commands are short, and the threads that send them (the
-    # database threads below) take turns on it rather than each opening its own.
+    # one connection: the cache's commands are short, and the database thread that sends
+    # them uses one at a time.
     CACHES = {
         "default": {
-            "BACKEND": "relay_project.redis_clients.SharedPoolRedisCache",
+            "BACKEND": "relay_project.redis_cache.SharedPoolRedisCache",
             "LOCATION": REDIS_URL,
             "OPTIONS": {
                 **_redis_commands,
@@ -196,12 +168,6 @@ if REDIS_URL:
     # ConnectionError and TimeoutError, as command_retry does (without the backoff).
     CELERY_BROKER_TRANSPORT_OPTIONS = {**_redis_blocking_reads, "retry_on_timeout": True}
 else:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels.layers.InMemoryChannelLayer",
-            "CONFIG": {"capacity": 1000, "expiry": 120},
-        }
-    }
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     CELERY_BROKER_URL = "filesystem://"
     _celery_queue_dir = VAR_DIR / "celery" / "queue"

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from routing.models import MemberContext, RoutingHop, TeamCall
-from tasks_app import gateway, rows
+from tasks_app import gateway
 from tasks_app import services as task_services
 from tasks_app.models import Task
 
@@ -89,7 +89,7 @@ def hop_save(
     its upstream context, and its upstream task while that stays open (``member_task_open``,
     a parked member). ``known`` is the (context, open task) stored before; the row is written
     only when that changes, so a member that keeps its context costs no write."""
-    rows.insert(hop)
+    hop.save(force_insert=True)
     open_task = hop.upstream_task_id if member_task_open else ""
     if hop.upstream_context_id and (hop.upstream_context_id, open_task) != tuple(known):
         MemberContext.objects.bulk_create(

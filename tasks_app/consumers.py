@@ -5,25 +5,20 @@ DRF).
 
 It reads the request, hands it to ``calls.answer``, and writes what comes back: a response, or
 an SSE stream (``data:`` frame per event, keep-alive comments while idle). The call runs in a
-task of its own so a client disconnect is noticed at once: the consumer stops, and a stream's
-upstream work goes on.
+task of its own so a client disconnect (the next message Channels dispatches) is noticed at
+once: the consumer stops, and a stream's upstream work goes on.
 
-This path skips what Django does per request and the relay does not need for A2A calls: a
-fresh thread, the middleware, DRF's request wrapping. A call whose key and agent are cached is
-admitted on the event loop (``calls.admission``); other database work runs in the process's
-database threads (``relay_project.database_threads``), where connections persist for
-CONN_MAX_AGE: admission closes old and broken ones when it goes to a thread, as Django does at
-each request's start.
+Database work runs through Channels' ``database_sync_to_async`` in asgiref's database thread,
+which closes broken and expired connections around each piece of work, as Django does around
+each request.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from urllib.parse import parse_qs
 
-from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from django.conf import settings
@@ -49,23 +44,6 @@ class A2AConsumer(AsyncHttpConsumer):
         self._size = 0
         self._oversized = False
         self._running: asyncio.Task | None = None
-
-    async def __call__(self, scope, receive, send):
-        # The client is the only source of messages: no channel of its own (a stream follows
-        # its task through tasks_app.streams), so they are read in turn. Channels' own loop
-        # multiplexes a channel with the client, a task and an asyncio.wait each message.
-        self.scope, self.base_send = scope, send
-        with contextlib.suppress(StopConsumer):
-            while True:
-                await self.dispatch(await receive())
-
-    async def dispatch(self, message):
-        # AsyncConsumer closes old database connections before every message, a thread hop
-        # each; calls.admission does it once for a call it admits in a database thread.
-        handler = getattr(self, get_handler_name(message), None)
-        if handler is None:
-            raise ValueError(f"No handler for message type {message['type']}")
-        await handler(message)
 
     async def http_request(self, message):
         chunk = message.get("body", b"")

@@ -5,20 +5,18 @@ and re-decides. Services return what they wrote; the async gateway publishes it 
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from typing import Any
 
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from relay_project import database_threads, loop_database, loop_sqlite
-from tasks_app import rows, snapshots, streams
+from tasks_app import snapshots, streams
 from tasks_app.lifecycle import (
     INTERRUPTED,
     TERMINAL,
@@ -88,11 +86,9 @@ def task_open(
     delegation_chain: list[str] | None = None,
     expires_at: datetime | None = None,
     owner: str = "",
-    store: bool = True,
 ) -> Task:
-    """Creates a task in ``submitted`` with the caller's message as its history, owned by the
-    relay process ``owner`` (the one that will drive it). Not ``store``: the task is made,
-    not written yet; ``atask_store_sent`` writes it from the event loop."""
+    """Creates and stores a task in ``submitted`` with the caller's message as its history,
+    owned by the relay process ``owner`` (the one that will drive it)."""
     task = Task(
         caller=caller,
         target_kind=target_kind,
@@ -109,35 +105,8 @@ def task_open(
     )
     task.context_id = context_id or task.id
     task.history = [dict(message, taskId=task.id, contextId=task.context_id)]
-    if store:
-        rows.insert(task, wait_for_disk=_waits_for_disk(task.state))
+    task.save(force_insert=True)
     return task
-
-
-async def atask_store_sent(task: Task) -> asyncio.Future[None]:
-    """Writes a task ``task_open`` made without storing it (PostgreSQL): its INSERT is on its
-    way to the server, on the event loop's connection, when this returns, and the returned
-    future is done once it is stored (raising the database's error when it was not). Every
-    later statement on that connection runs after it; a write from elsewhere must wait for
-    the future."""
-    waits = _waits_for_disk(task.state, in_a_transaction=False)
-    sql, params = rows.insert_query(task, wait_for_disk=waits)
-    inserted = await loop_database.sent(sql, params)
-
-    def mark_stored(done: asyncio.Future) -> None:
-        if not done.cancelled() and done.exception() is None:
-            rows.stored([task])
-
-    inserted.add_done_callback(mark_stored)
-    return inserted
-
-
-def writes_from_the_loop() -> bool:
-    """Whether a task's writes, its creation included, may be sent from the event loop's own
-    connection to a database server (``relay_project.loop_database``): on PostgreSQL. On
-    SQLite the loop writes a task's events (``relay_project.loop_sqlite``), but not its
-    creation, which the thread that admits the call writes with the call's other work."""
-    return rows.vendor() == "postgresql"
 
 
 def task_add_message(*, task: Task, message: dict[str, Any], owner: str = "") -> Task:
@@ -170,133 +139,89 @@ def task_record(
     *, task: Task, event: dict[str, Any], upstream_task_id: str = "", upstream_context_id: str = ""
 ) -> Recorded:
     """Applies one canonical StreamResponse (relay ids) to the task and stores it as the next
-    event. A task already terminal ignores it (returns ``event=None``): a late completion
-    after a cancel changes nothing. An invalid transition raises InvalidTransition. Inside a
-    caller's transaction, the write is part of it (a team records a hop so). A task that ends
-    or waits on the client has no owner any more. On PostgreSQL the transaction also sends a
-    NOTIFY, so the task's streams in other relay processes wake up at its commit
-    (``tasks_app.streams``)."""
-    events = [(event, upstream_task_id, upstream_context_id)]
-    for _ in range(CAS_ATTEMPTS):
-        write = _planned(task, events)
-        if write is None:
-            return Recorded(task, None, task.last_sequence)
-        if not task.has_push_configs and connection.vendor == "postgresql":
-            moved = _record_in_one_statement(task, write)
-        else:
-            moved = _record_in_a_transaction(task, write)
-        if moved == 1:
-            return _applied(task, write)[0]
-        task.refresh_from_db()
-    raise StaleTaskError(task.pk)
+    event (``task_record_many`` of one event). A task already terminal ignores it (returns
+    ``event=None``): a late completion after a cancel changes nothing."""
+    recorded = task_record_many(task=task, events=[(event, upstream_task_id, upstream_context_id)])
+    return recorded[0] if recorded else Recorded(task, None, task.last_sequence)
 
 
 def task_record_many(
     *, task: Task, events: list[tuple[dict[str, Any], str, str]]
 ) -> list[Recorded]:
-    """``task_record`` of several events in order ((event, upstream task id, upstream
-    context id) each), written together: one compare-and-set of the task to where the last
-    one leaves it and the inserts of all the events, in one transaction (on PostgreSQL one
-    statement, as ``task_record`` writes one event). A burst of artifact
-    chunks so writes the task's artifacts once, not once a chunk. Returns what was recorded
-    (the events after one that ended the task are ignored, as ``task_record`` ignores them).
+    """Records events in order ((event, upstream task id, upstream context id) each), and
+    brings ``task`` up to date. The one way a task's events are written: a transaction
+    holding a compare-and-set of the task on (state, last sequence, push configs) to where
+    the last event leaves it, the events' rows, their push deliveries, and on PostgreSQL a
+    NOTIFY for the task's streams in other processes (``streams``). When another writer
+    moved the task meanwhile, the task is read again and the events decided again.
+
+    Returns what was recorded: the events after one that ended the task are ignored, and a
+    task already ended records nothing (a late completion after a cancel changes nothing).
     An event that moves the task in a way A2A forbids raises InvalidTransition once the
-    events before it are recorded. A task with push configs is written event by event (each
-    event queues its own deliveries)."""
-    if len(events) < 2 or task.has_push_configs:
-        return _record_each(task, events)
+    events before it are recorded. Inside a caller's transaction the write is part of it (a
+    team records a hop so)."""
     for _ in range(CAS_ATTEMPTS):
         write = _planned(task, events)
         if write is None:
             return []
-        if connection.vendor == "postgresql":
-            moved = _record_in_one_statement(task, write)
-        else:
-            moved = _record_together(task, write)
-        if moved:
+        if _written(task, write):
             return _applied(task, write)
         task.refresh_from_db()
     raise StaleTaskError(task.pk)
 
 
-def _record_together(task: Task, write: _Write) -> int:
-    """The events of ``write`` for a task without push configs, in one transaction: the
-    compare-and-set and the inserts of all the events. Returns how many task rows it moved
-    (0 or 1)."""
-    with transaction.atomic():
-        moved = rows.update(Task, **_moved(task, write))
-        if moved:
-            rows.insert_many(write.stored)
-    return moved
-
-
-def _moved(task: Task, write: _Write) -> dict[str, dict[str, Any]]:
-    """The compare-and-set of ``task`` that ``write`` makes: ``where`` the task as the write
-    was decided on, ``values`` it writes (``rows.update``'s arguments)."""
-    return {
-        "values": {"last_sequence": write.last_sequence, **write.changes},
-        "where": _compared(task),
-    }
-
-
 async def atask_record_many(
     *, task: Task, events: list[tuple[dict[str, Any], str, str]]
 ) -> list[Recorded]:
-    """``task_record_many`` from async code. For a task without push configs, the events are
-    decided on the task as the caller holds it, and the write is made by the event loop
-    itself when it can: no hop to a database thread and back, which costs more than the
-    write. On PostgreSQL it is the one statement ``task_record_many`` sends, on the loop's
-    own connection (``relay_project.loop_database``). On SQLite it is the transaction
-    ``task_record_many`` makes, on the loop's own connection (``relay_project.loop_sqlite``),
-    unless the database threads have work or another connection writes: then that same
-    write is made in a database thread. A write that lost the compare-and-set (another writer
-    moved the task meanwhile) is decided again in a database thread, on the task as it then
-    stands, as ``task_record_many`` does. A task with push configs (deliveries to queue with
-    each event) is recorded in a database thread."""
-    if task.has_push_configs:
-        return await database_threads.run(partial(task_record_many, task=task, events=events))
-    write = _planned(task, events)
-    if write is None:
-        return []
-    if writes_from_the_loop():
-        sql, params = _one_statement(task, write, in_a_transaction=False)
-        moved = await loop_database.fetchone(sql, params) is not None
-    else:
-        moved = _written_by_the_loop(task, write)
-        if moved is None:
-            return await database_threads.run(_record_decided, task, write, events)
-    if moved:
-        rows.stored(write.stored)
-        return _applied(task, write)
-    return await database_threads.run(_record_again, task, events)
+    """``task_record_many`` from async code, in a database thread."""
+    return await database_sync_to_async(task_record_many)(task=task, events=events)
 
 
-def _written_by_the_loop(task: Task, write: _Write) -> bool | None:
-    """On SQLite, makes ``write`` on the event loop's connection; whether it moved the task,
-    None when the loop does not write now."""
-    if not loop_sqlite.may_write():
-        return None
-    update = rows.update_query(Task, **_moved(task, write))
-    try:
-        return loop_sqlite.update_then_insert(update, rows.insert_many_queries(write.stored))
-    except loop_sqlite.Busy:
-        return None
+def _written(task: Task, write: _Write) -> bool:
+    """Makes ``write``, decided on ``task`` as the caller holds it; False (nothing written)
+    when another writer moved the task meanwhile."""
+    with transaction.atomic():
+        moved = Task.objects.filter(**_compared(task)).update(
+            last_sequence=write.last_sequence, **write.changes
+        )
+        if not moved:
+            return False
+        TaskEvent.objects.bulk_create(write.stored)
+        if task.has_push_configs:
+            for stored in write.stored:
+                _queue_push(task, stored)
+        if connection.vendor == "postgresql":
+            _notify(task.pk, write.last_sequence, write.state)
+    return True
 
 
-def _record_decided(
-    task: Task, write: _Write, events: list[tuple[dict[str, Any], str, str]]
-) -> list[Recorded]:
-    """In a database thread: makes ``write``, decided on ``task`` as the caller held it, or
-    decides the events again when another writer moved the task meanwhile."""
-    if _record_together(task, write):
-        rows.stored(write.stored)
-        return _applied(task, write)
-    return _record_again(task, events)
+def _notify(task_id: str, sequence: int, state: str) -> None:
+    """The end of a write on PostgreSQL, in one statement. It tells the task's streams in
+    other processes that the task moved (delivered at commit): for an end or a wait on the
+    client always (a cancel or an expiry elsewhere stops the process driving the task so),
+    for other events only while streams follow the task from outside the exchange
+    (``Task.remote_streams``: the exchange's own stream gets its events in the process).
+    And the events in between an end (artifact chunks, progress) commit without waiting for
+    the disk, unless RELAY_EVENT_SYNCHRONOUS_COMMIT: a crash of the database server can lose
+    the last fraction of a second of those, for a task still running."""
+    payload = streams.notify_payload(task_id, sequence, state)
+    with connection.cursor() as cursor:
+        if state in _UNOWNED_STATES:
+            cursor.execute("SELECT pg_notify(%s, %s)", [streams.NOTIFY_CHANNEL, payload])
+            return
+        lazy = not settings.RELAY_EVENT_SYNCHRONOUS_COMMIT and not _inside_a_callers_transaction()
+        cursor.execute(
+            f"SELECT set_config('synchronous_commit', %s, true), "
+            f"(SELECT pg_notify(%s, %s) FROM {Task._meta.db_table} "
+            f"WHERE id = %s AND remote_streams > 0)",
+            ["off" if lazy else "on", streams.NOTIFY_CHANNEL, payload, task_id],
+        )
 
 
-def _record_again(task: Task, events: list[tuple[dict[str, Any], str, str]]) -> list[Recorded]:
-    task.refresh_from_db()
-    return task_record_many(task=task, events=events)
+def _inside_a_callers_transaction() -> bool:
+    """Whether the write's transaction is part of a caller's (a team's hop), whose other
+    writes decide for themselves how it commits."""
+    return len(connection.atomic_blocks) > 1
 
 
 @dataclass(frozen=True)
@@ -365,20 +290,6 @@ def _applied(task: Task, write: _Write) -> list[Recorded]:
     ]
 
 
-def _record_each(task: Task, events: list[tuple[dict[str, Any], str, str]]) -> list[Recorded]:
-    recorded = []
-    for event, upstream_task_id, upstream_context_id in events:
-        done = task_record(
-            task=task,
-            event=event,
-            upstream_task_id=upstream_task_id,
-            upstream_context_id=upstream_context_id,
-        )
-        if done.event is not None:
-            recorded.append(done)
-    return recorded
-
-
 def _event_row(task: Task, event: dict[str, Any], sequence: int) -> TaskEvent:
     kind = next(k for k in ("task", "statusUpdate", "artifactUpdate", "message") if k in event)
     return TaskEvent(
@@ -402,40 +313,6 @@ def _compared(task: Task) -> dict[str, Any]:
     }
 
 
-def _record_in_one_statement(task: Task, write: _Write) -> int:
-    """The events of a task without push configs, on PostgreSQL: the compare-and-set, the
-    events and the NOTIFY in one statement. Returns how many task rows it moved (0 or 1)."""
-    sql, params = _one_statement(task, write)
-    moved = rows.fetchone(sql, params) is not None
-    if moved:
-        rows.stored(write.stored)
-    return 1 if moved else 0
-
-
-def _one_statement(
-    task: Task, write: _Write, *, in_a_transaction: bool | None = None
-) -> tuple[str, list[Any]]:
-    """The statement of ``_record_in_one_statement`` and its parameters
-    (``in_a_transaction`` as for ``_waits_for_disk``)."""
-    last, state = write.last_sequence, write.state
-    return rows.update_then_insert_query(
-        Task,
-        **_moved(task, write),
-        instances=write.stored,
-        notify=(streams.NOTIFY_CHANNEL, streams.notify_payload(task.pk, last, state)),
-        notify_if=_notify_if(state),
-        wait_for_disk=_waits_for_disk(state, in_a_transaction=in_a_transaction),
-    )
-
-
-def _notify_if(state: str) -> str | None:
-    """When recording events that leave a task in ``state`` sends its NOTIFY: always for an
-    end or a wait on the client (a cancel or an expiry elsewhere stops the process driving
-    the task so); otherwise only while streams follow the task from outside the exchange
-    (``Task.remote_streams``). The exchange's own stream gets its events in the process."""
-    return None if state in _UNOWNED_STATES else "remote_streams"
-
-
 def task_follow(*, task_id: str, by: int) -> None:
     """Counts a stream that follows the task from outside the exchange that drives it (``by``
     1 when it opens, -1 when it closes): while any does, every event the task records on
@@ -443,43 +320,6 @@ def task_follow(*, task_id: str, by: int) -> None:
     Task.objects.filter(pk=task_id).update(
         remote_streams=Greatest(F("remote_streams") + by, Value(0))
     )
-
-
-def _waits_for_disk(state: str, *, in_a_transaction: bool | None = None) -> bool:
-    """Whether a write that leaves a task in ``state`` waits until PostgreSQL has the commit
-    on disk. A task's end and a state that waits on the client do (and so flush every write
-    of the task before them); its creation and the events in between (artifact chunks,
-    progress) do not, unless RELAY_EVENT_SYNCHRONOUS_COMMIT says so: a crash of the database
-    server can lose the last fraction of a second of those, for a task that is still
-    running. Inside a caller's transaction, the transaction decides: ``in_a_transaction``
-    says whether the write is in one, this thread's connection when not given (the event
-    loop's writes never are)."""
-    if settings.RELAY_EVENT_SYNCHRONOUS_COMMIT or state in _UNOWNED_STATES:
-        return True
-    return connection.in_atomic_block if in_a_transaction is None else in_a_transaction
-
-
-def _record_in_a_transaction(task: Task, write: _Write) -> int:
-    """One event (``write``) in a transaction: the compare-and-set, the event, its push
-    deliveries, and on PostgreSQL the NOTIFY."""
-    (stored,) = write.stored
-    with transaction.atomic():
-        moved = rows.update(Task, **_moved(task, write))
-        if moved == 1:
-            rows.insert(stored)
-            if task.has_push_configs:
-                _queue_push(task, stored)
-            if connection.vendor == "postgresql":
-                _notify(task.pk, write.last_sequence, write.state)
-    return moved
-
-
-def _notify(task_id: str, sequence: int, state: str) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_notify(%s, %s)",
-            [streams.NOTIFY_CHANNEL, streams.notify_payload(task_id, sequence, state)],
-        )
 
 
 def _changes(

@@ -41,11 +41,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import connections
 
-from relay_project import loop_database
+from relay_project import database
 from relay_project.per_loop import PerLoop
 
 logger = logging.getLogger(__name__)
@@ -215,7 +215,7 @@ class Hub:
             task_ids = list(self.subscriptions.keys() | self.watchers.keys())
             for start in range(0, len(task_ids), POLL_BATCH):
                 try:
-                    found = await sync_to_async(selectors.task_positions)(
+                    found = await database_sync_to_async(selectors.task_positions)(
                         task_ids=task_ids[start : start + POLL_BATCH]
                     )
                 except Exception:
@@ -238,7 +238,7 @@ class Hub:
         while self.subscriptions:
             try:
                 connection = await psycopg.AsyncConnection.connect(
-                    loop_database.conninfo("brass-relay-listener"), autocommit=True
+                    database.postgresql_conninfo("brass-relay-listener"), autocommit=True
                 )
             except Exception as error:
                 delay = LISTEN_RETRY_SECONDS[min(failures, len(LISTEN_RETRY_SECONDS) - 1)]

@@ -8,10 +8,11 @@ import pytest
 
 
 @pytest.fixture(scope="session", autouse=True)
-def database_threads_closed(django_db_setup, django_db_blocker):
+def database_thread_closed(django_db_setup, django_db_blocker):
     """At the end of the run, closes the connections that asgiref's one thread for
-    thread-sensitive work opened (every ``sync_to_async`` of the async tests runs there), so
-    the test database can be dropped: PostgreSQL refuses while a session still uses it."""
+    thread-sensitive work opened (every ``database_sync_to_async`` of the async tests runs
+    there), so the test database can be dropped: PostgreSQL refuses while a session still
+    uses it."""
     yield
     from asgiref.sync import sync_to_async
     from django.db import connections

@@ -14,7 +14,7 @@ def redis_cache(prefix: str):
     127.0.0.1:6379, its keys under a fresh ``prefix``. Skips the test when no Redis answers
     there (the production tests, -m production, run where one does)."""
     redis = pytest.importorskip("redis")
-    from relay_project.redis_clients import SharedPoolRedisCache
+    from relay_project.redis_cache import SharedPoolRedisCache
 
     try:
         redis.Redis.from_url(REDIS_URL, socket_timeout=1).ping()

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import contextvars
 
 from django.core.cache import caches
 
-from relay_project.per_loop import PerLoop, share_the_cache
+from relay_project.per_loop import PerLoop
 
 
 def backends_of_two_requests() -> tuple[object, object]:
@@ -22,20 +21,6 @@ def backends_of_two_requests() -> tuple[object, object]:
         return await asyncio.gather(loop.create_task(request()), loop.create_task(request()))
 
     return tuple(asyncio.run(serve()))
-
-
-def test_requests_share_the_cache_backend_made_before_the_loop_started():
-    def server_process():
-        share_the_cache()
-        return backends_of_two_requests()
-
-    first, second = contextvars.Context().run(server_process)
-    assert first is second
-
-
-def test_without_it_each_request_makes_a_backend_of_its_own():
-    first, second = contextvars.Context().run(backends_of_two_requests)
-    assert first is not second
 
 
 async def test_a_loop_has_one_object_of_its_own():

@@ -10,12 +10,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from channels_redis.core import RedisChannelLayer
-from redis.asyncio.retry import Retry as AsyncRetry
 from redis.retry import Retry
 
-from relay_project import redis_clients
-from relay_project.redis_clients import SharedPoolRedisCache
+from relay_project import redis_cache, redis_clients
+from relay_project.redis_cache import SharedPoolRedisCache
 
 ROOT = Path(__file__).resolve().parent.parent
 URL = "redis://127.0.0.1:1/0"  # never connected to: making a pool opens no connection
@@ -25,8 +23,10 @@ OPTIONS = {"socket_connect_timeout": 0.5, "socket_timeout": 2.0, "health_check_i
 @pytest.fixture(autouse=True)
 def no_shared_pools():
     redis_clients.forget_pools()
+    redis_cache.forget_clients()
     yield
     redis_clients.forget_pools()
+    redis_cache.forget_clients()
 
 
 def cache_object(url: str = URL, **options) -> SharedPoolRedisCache:
@@ -89,11 +89,6 @@ def test_the_command_retry_retries_once_on_connection_errors_and_timeouts():
     for retry in (redis_clients.command_retry(), redis_clients.command_retry(asynchronous=True)):
         assert retry.get_retries() == 1
         assert {ConnectionError, TimeoutError} <= set(retry._supported_errors)
-    assert isinstance(redis_clients.command_retry(asynchronous=True), AsyncRetry)
-
-
-def test_channels_redis_still_blocks_as_long_as_the_settings_assume():
-    assert RedisChannelLayer.brpop_timeout == redis_clients.CHANNELS_BLOCKING_READ_SECONDS
 
 
 def production_settings(**env: str) -> dict:
@@ -102,11 +97,8 @@ def production_settings(**env: str) -> dict:
 import json, django
 django.setup()
 from django.conf import settings
-host = settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]
 print(json.dumps({
-    "layer": {k: v for k, v in host.items() if k != "retry"},
-    "layer_retries": host["retry"].get_retries(),
-    "layer_retry_class": type(host["retry"]).__module__,
+    "layers": getattr(settings, "CHANNEL_LAYERS", None),
     "cache": settings.CACHES["default"],
     "broker": settings.CELERY_BROKER_TRANSPORT_OPTIONS,
 }))
@@ -136,26 +128,23 @@ def test_every_redis_client_of_the_production_profile_gets_the_connection_settin
         RELAY_REDIS_SOCKET_TIMEOUT="1.5",
         RELAY_REDIS_HEALTH_CHECK_SECONDS="7",
     )
-    assert found["cache"]["BACKEND"] == "relay_project.redis_clients.SharedPoolRedisCache"
+    assert found["cache"]["BACKEND"] == "relay_project.redis_cache.SharedPoolRedisCache"
     assert found["cache"]["OPTIONS"] == {
         "socket_connect_timeout": 0.25,
         "socket_timeout": 1.5,
         "health_check_interval": 7,
-        # One connection per process, which the database threads take turns on; a thread
-        # waits for it no longer than a command may take.
+        # One connection per process for the database thread; it waits for it no longer
+        # than a command may take.
         "pool_class": "redis.BlockingConnectionPool",
         "max_connections": 1,
         "timeout": 1.75,
     }
-    # Blocking reads (BZPOPMIN for 5 s, BRPOP for 1 s) end before their socket gives up.
+    # The broker's blocking reads (BRPOP for 1 s) end before their socket gives up.
     blocking = {"socket_connect_timeout": 0.25, "socket_timeout": 6.5, "health_check_interval": 7}
-    assert found["layer"] == {"address": "redis://127.0.0.1:6379/0", **blocking}
-    assert found["layer_retries"] == 1
-    assert found["layer_retry_class"] == "redis.asyncio.retry"
     assert found["broker"] == {**blocking, "retry_on_timeout": True}
 
 
-def test_the_default_socket_timeout_of_the_channel_layer_outlasts_its_blocking_read():
-    found = production_settings()
-    assert found["layer"]["socket_timeout"] > RedisChannelLayer.brpop_timeout
-    assert found["cache"]["OPTIONS"]["socket_connect_timeout"] <= 1
+def test_the_relay_configures_no_channel_layer_it_would_not_use():
+    """Streams follow their tasks through the database (tasks_app.streams), not a channel
+    layer: none is configured, in either profile."""
+    assert production_settings()["layers"] is None

@@ -1,7 +1,6 @@
 """One A2A call at the HTTP edge, whatever the binding: parse it into a ``Call`` (operation,
 version, canonical params), admit it (the caller's key, the target, the task a message opens:
-on the event loop from the process's caches, or in one database hop), execute it on the
-target, and render results, errors and stream frames in the caller's binding and version.
+one hop to a database thread), execute it on the target, and render results, errors and stream frames in the caller's binding and version.
 
 The one place A2A answers are rendered: ``answer`` serves every A2A protocol call for the
 Channels consumer (``tasks_app.consumers``), and the task API's DRF views render through the
@@ -13,17 +12,15 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
-import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
+from channels.db import database_sync_to_async
 from django.conf import settings
-from django.core.exceptions import DisallowedHost, SynchronousOnlyOperation
+from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIRequest
-from django.db import connections
 from rest_framework import exceptions
 
 from registry.auth import (
@@ -34,7 +31,7 @@ from registry.auth import (
     api_key_lookup,
     key_may_call,
 )
-from relay_project import database_threads, ratelimit
+from relay_project import ratelimit
 from relay_project.public_url import relay_base_url
 from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE
 from tasks_app import client_ids, delegation, gateway, relay_endpoint, skill_targets
@@ -559,62 +556,23 @@ Parsed = tuple[str, str, Call]
 
 
 async def admission(authorization: str | None, parse: Callable[[], Parsed]) -> Admitted:
-    """A call, parsed (``parse``) and admitted. The caller's key is looked up, and the call
-    counted against its rate limit, in one round trip to the cache, sent before the call is
-    parsed and read after: in the production profile the round trip to Redis and the parsing
-    overlap, and neither needs a database thread.
-
-    Admission then runs on the event loop when it may need only the process's memory
-    (``admits_in_memory``), and in a database thread otherwise. On the loop, a query it turns
-    out to need after all (a key or a target no longer cached, the process's lease to renew)
-    is refused by Django before it is sent (SynchronousOnlyOperation), and admission runs
-    again in a thread, from the same answer of the cache: the call is counted once, and
-    nothing else was done. A caller without a valid key is refused whatever else is wrong
+    """A call, parsed (``parse``, on the event loop: pure) and admitted in a database thread:
+    its caller's key looked up and counted against its rate limit, its target resolved, its
+    task opened (``admit``). A caller without a valid key is refused whatever else is wrong
     with its call. Raises Refused."""
-    async with api_key_lookup(authorization) as pending:
-        try:
-            parsed: Parsed | A2AError = parse()
-        except A2AError as error:
-            parsed = error
-        try:
-            lookup = await pending.result()
-        except UNREACHABLE as error:
-            raise Refused(error, None if isinstance(parsed, A2AError) else parsed[2]) from None
-    if admits_in_memory(parsed):
-        try:
-            return admit_parsed(lookup, parsed)
-        except Refused as refused:
-            if not isinstance(refused.error, SynchronousOnlyOperation):
-                raise
-    return await database_threads.run(first_hop, admit_parsed, lookup, parsed)
+    try:
+        parsed: Parsed | A2AError = parse()
+    except A2AError as error:
+        parsed = error
+    return await database_sync_to_async(admit_parsed)(authorization, parsed)
 
 
-def admits_in_memory(parsed: Parsed | A2AError) -> bool:
-    """Whether admitting a call needs nothing but the process's memory once its key and its
-    target are cached: no query, no other round trip to the cache. So for a call refused
-    unparsed, and for a call to an agent that does not stream, with no per-agent rate limit
-    to count it against, and that opens no task or one stored with its message
-    (``gateway.opens_in_memory``). Not for a team (it reads its members' health at every
-    call), the relay's own endpoint (it reads where it points) or a skill (it reads the
-    registry). Never where Django is told to run queries on the event loop
-    (DJANGO_ALLOW_ASYNC_UNSAFE): they would block it."""
-    if os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE"):
-        return False
-    if isinstance(parsed, A2AError):
-        return True
-    kind, _, call = parsed
-    if kind != "agent" or call.operation in STREAMING or settings.RELAY_RATE_LIMIT_PER_AGENT > 0:
-        return False
-    if call.operation not in OPENS_TASK:
-        return True
-    return call.client_task_id is None and gateway.opens_in_memory(kind, call.params)
-
-
-def admit_parsed(lookup: KeyLookup, parsed: Parsed | A2AError) -> Admitted:
+def admit_parsed(authorization: str | None, parsed: Parsed | A2AError) -> Admitted:
     """A parsed call admitted (``admit``), or the error that refused it unparsed raised once
     its caller's key is found valid. Raises Refused."""
     call = None if isinstance(parsed, A2AError) else parsed[2]
     try:
+        lookup = api_key_lookup(authorization)
         if call is None:
             admit_caller(lookup)
             raise parsed
@@ -664,8 +622,7 @@ def open_message_task(
         return None, call
     ctx, stream = context_for(call, caller), call.operation is Operation.STREAM
     if call.client_task_id is None:
-        store = stream or not gateway.stored_with_the_message(target.kind, call.params)
-        return gateway.open_task(target, ctx, call.params, stream=stream, store=store), call
+        return gateway.open_task(target, ctx, call.params, stream=stream), call
     opened = client_ids.client_task_open(
         target=target, ctx=ctx, request=call.params, client_id=call.client_task_id, stream=stream
     )
@@ -704,36 +661,6 @@ class HoldingSlot:
         if self._held:
             self._held = False
             ratelimit.stream_slot_give_back(self._caller)
-
-
-HEALTH_CHECK_IDLE_SECONDS = 1.0
-"""A database connection whose last call began less than this long ago is not pinged before
-the next one (CONN_HEALTH_CHECKS). On PostgreSQL the ping was one round trip in three of a
-SendMessage's, paid on every call of a busy process for a connection that had just answered.
-A connection that breaks within that second (the database restarted) fails one call, and is
-closed when the next call goes to a database thread, as after any database error."""
-
-
-def first_hop(function, *args):
-    """Runs a call's admission in a database thread (``admission``). Like Django's
-    request_started, it first closes connections past CONN_MAX_AGE or broken by an error, and
-    health-checks (CONN_HEALTH_CHECKS) a connection left idle for HEALTH_CHECK_IDLE_SECONDS
-    or more."""
-    _close_old_connections(time.monotonic())
-    return function(*args)
-
-
-def _close_old_connections(now: float) -> None:
-    """Django's ``close_old_connections``, without the health check of a connection that
-    began a call less than HEALTH_CHECK_IDLE_SECONDS ago."""
-    for connection in connections.all(initialized_only=True):
-        connection.close_if_unusable_or_obsolete()
-        if connection.connection is None:
-            continue
-        began = getattr(connection, "relay_call_began_at", None)
-        if began is not None and now - began < HEALTH_CHECK_IDLE_SECONDS:
-            connection.health_check_done = True
-        connection.relay_call_began_at = now
 
 
 async def answer(request: HttpCall) -> Reply | Stream:

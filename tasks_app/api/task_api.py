@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adrf.views import APIView
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse
 from rest_framework import exceptions
@@ -71,14 +71,14 @@ async def _target(caller, kind: str, target_id: str) -> gateway.Target:
         calls.task_api_target_check(kind)
         return calls.callable_target(caller, kind, target_id)
 
-    target = await sync_to_async(resolve)()
+    target = await database_sync_to_async(resolve)()
     calls.count_target(target)
     return target
 
 
 async def _send(target: gateway.Target, call: calls.Call, caller) -> Any:
     """Opens (or continues) the message's task, then runs the send: its canonical result."""
-    opened, call = await sync_to_async(calls.open_message_task)(target, call, caller)
+    opened, call = await database_sync_to_async(calls.open_message_task)(target, call, caller)
     return await calls.execute(target, call, caller, opened=opened)
 
 
@@ -171,7 +171,7 @@ class TaskDetailView(TaskApiView):
         except ValueError as error:
             raise InvalidParams("historyLength must be a whole number") from error
         check_params({"historyLength": history_length}, calls.current_limits())
-        relay_id, client_id = await sync_to_async(client_ids.task_id_for)(
+        relay_id, client_id = await database_sync_to_async(client_ids.task_id_for)(
             caller=request.auth, task_id=task_id
         )
         ctx = gateway.CallContext(caller=request.auth)
@@ -185,7 +185,7 @@ class TaskCancelView(TaskApiView):
     @docs.cancel
     async def post(self, request, task_id: str):
         shape = _shape(request)
-        relay_id, client_id = await sync_to_async(client_ids.task_id_for)(
+        relay_id, client_id = await database_sync_to_async(client_ids.task_id_for)(
             caller=request.auth, task_id=task_id
         )
         ctx = gateway.CallContext(caller=request.auth)

@@ -22,8 +22,6 @@ from tasks_app.gateway.driving import (
     _running,
     ending,
     open_task,
-    opens_in_memory,
-    stored_with_the_message,
 )
 from tasks_app.gateway.driving import _record as record
 from tasks_app.gateway.expiry import expire_overdue
@@ -87,8 +85,6 @@ __all__ = [
     "get_task",
     "list_tasks",
     "open_task",
-    "opens_in_memory",
-    "stored_with_the_message",
     "push_config_create",
     "push_config_delete",
     "push_config_get",

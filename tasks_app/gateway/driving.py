@@ -18,9 +18,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 
-from relay_project import database_threads
 from tasks_app import selectors, services, snapshots, streams, upstream
 from tasks_app.gateway import ownership
 from tasks_app.gateway.targets import CallContext, Published, Step, Target
@@ -103,59 +102,23 @@ def start(
     *,
     fresh: bool,
     raise_errors: bool,
-    storing: asyncio.Future[None] | None = None,
 ) -> asyncio.Future[Outcome]:
     """Drives ``steps`` (``target.run`` or ``target.resume``) in a job of its own. The
     returned future gets the call's answer as soon as it is known: when the task ends or
     waits on the client, when the agent answered with a message, or at a step marked
     ``answered`` (the job goes on following the task). With ``raise_errors``, an A2A error
     the agent answered a fresh task with removes the task and is the future's exception (a
-    blocking call raises it); otherwise it ends the task failed with the reason.
-
-    ``storing``: the task's INSERT, sent and not yet answered (``services.atask_store_sent``):
-    the agent is called meanwhile, and nothing of the task is written before it is stored.
-    When it is not, the future's exception is InternalError and nothing is written."""
+    blocking call raises it); otherwise it ends the task failed with the reason."""
     answered: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-    if storing is not None:
-        steps = _once_stored(steps, storing)
     _spawn(task.id, _job(target, task, steps, answered, fresh=fresh, raise_errors=raise_errors))
     return answered
-
-
-class TaskNotStored(Exception):
-    """The INSERT of a task sent with its message failed: there is no task to write to."""
-
-
-async def _once_stored(steps: AsyncIterator[Step], storing: asyncio.Future[None]):
-    """``steps``, the first of them (or the error that ends them) once the task is stored.
-    Raises TaskNotStored when it is not."""
-    async with contextlib.aclosing(steps):
-        try:
-            first = await anext(steps)
-        except StopAsyncIteration:
-            await _stored(storing)
-            return
-        except Exception:
-            await _stored(storing)
-            raise
-        await _stored(storing)
-        yield first
-        async for step in steps:
-            yield step
-
-
-async def _stored(storing: asyncio.Future[None]) -> None:
-    try:
-        await asyncio.shield(storing)
-    except Exception as error:
-        raise TaskNotStored(str(error)) from error
 
 
 async def _job(target, task, steps, answered, *, fresh, raise_errors) -> None:
     try:
         outcome = await _drive(target, task, steps, fresh=fresh, answered=answered)
         if not fresh:  # a task taken over, or a follow-up: left waiting, it has no owner
-            await sync_to_async(ownership.release_if_not_driven)(task.pk)
+            await database_sync_to_async(ownership.release_if_not_driven)(task.pk)
         _answer(answered, outcome)
     except A2AError as error:
         if raise_errors and not answered.done():
@@ -166,10 +129,6 @@ async def _job(target, task, steps, answered, *, fresh, raise_errors) -> None:
     except asyncio.CancelledError:
         _answer(answered, Outcome(task))
         raise
-    except TaskNotStored as error:
-        logger.warning("task %s was not stored, its agent's answer is dropped: %s", task.pk, error)
-        if not answered.done():
-            answered.set_exception(InternalError("the relay could not store the task"))
     except Exception:
         logger.exception("driving task %s failed", task.pk)
         if not answered.done():
@@ -208,7 +167,7 @@ async def _record(task: Task, *steps: Step) -> Task:
 
 
 async def _fail(task: Task, reason: str) -> Task:
-    recorded = await database_threads.run(lambda: services.task_fail(task=task, reason=reason))
+    recorded = await database_sync_to_async(services.task_fail)(task=task, reason=reason)
     if recorded.event is not None:
         await streams.publish(task.id, recorded.sequence, recorded.event, final=True)
     return recorded.task
@@ -251,7 +210,7 @@ async def _drive(
         if not ended_elsewhere:
             raise
     # The task was ended by another writer: stop here, with the task as it stands.
-    await sync_to_async(task.refresh_from_db)()
+    await database_sync_to_async(task.refresh_from_db)()
     return Outcome(task)
 
 
@@ -322,10 +281,8 @@ async def _steps_recorded(target, task, steps, end, *, fresh, answered) -> Outco
         raise
     except A2AError:
         if fresh and not seen_event:
-            await sync_to_async(Task.objects.filter(pk=task.pk).delete)()
+            await database_sync_to_async(Task.objects.filter(pk=task.pk).delete)()
         raise
-    except TaskNotStored:
-        raise  # nothing of the task is stored: nothing to end
     except Exception:
         logger.exception("running task %s on %s %s failed", task.pk, target.kind, target.id)
         await _fail(task, f"the relay failed while running the task on {target.id!r}")
@@ -464,10 +421,10 @@ class Exchange:
             raise
         except A2AError:
             if self._fresh and not seen_event:
-                await sync_to_async(Task.objects.filter(pk=task.pk).delete)()
+                await database_sync_to_async(Task.objects.filter(pk=task.pk).delete)()
             raise
         if ended_elsewhere.is_set():
-            await sync_to_async(task.refresh_from_db)()
+            await database_sync_to_async(task.refresh_from_db)()
         self.answer = {"task": services.snapshot_of(task)}
 
     def store_end(self) -> list[Published]:
@@ -511,42 +468,12 @@ def _as_recorded_end(task: Task, step: Step) -> Step:
     return replace(step, event=completed, upstream_task_id="")
 
 
-def stored_with_the_message(kind: str, request: dict[str, Any]) -> bool:
-    """Whether the new task of a SendMessage to a target of this ``kind`` may be stored as its
-    message goes to the agent, not before it (``open_task``'s ``store``,
-    ``operations.send_message``): a blocking call to an agent, where the event loop writes.
-    Its caller learns the task only from the answer. A task returned at once is seen before,
-    and a team's members' tasks refer to the team's: those are stored first."""
-    configuration = request.get("configuration") or {}
-    return (
-        kind == "agent"
-        and not configuration.get("returnImmediately")
-        and services.writes_from_the_loop()
-    )
-
-
-def opens_in_memory(kind: str, request: dict[str, Any]) -> bool:
-    """Whether ``open_task`` makes the task of this SendMessage without the database (when
-    the process holds its lease): a new task, in no conversation the relay knows (no
-    ``contextId``), without an inline push config, stored with its message."""
-    message = request.get("message") or {}
-    configuration = request.get("configuration") or {}
-    return (
-        not message.get("taskId")
-        and not message.get("contextId")
-        and not configuration.get("taskPushNotificationConfig")
-        and stored_with_the_message(kind, request)
-    )
-
-
 @dataclass(frozen=True)
 class Opened:
     """The task a message belongs to, and whether this message created it."""
 
     task: Task
     fresh: bool
-    stored: bool = True
-    """False for a new task made but not written yet (``open_task``'s ``store``)."""
 
 
 def open_task(
@@ -555,15 +482,11 @@ def open_task(
     request: dict[str, Any],
     *,
     stream: bool = False,
-    store: bool = True,
 ) -> Opened:
     """The task a message belongs to: the one it names (checked, the message appended), or a
     new one, with its inline push config stored. Synchronous, so a caller can run it with
     authentication and target resolution (``tasks_app.api.calls.admit``); raises the A2A
-    error that refuses the message before anything is stored. Not ``store``: a new task
-    without an inline push config is made and not written (``Opened.stored`` says so); its
-    caller sends it with the message (``services.atask_store_sent``). ``opens_in_memory``
-    says when it needs no database."""
+    error that refuses the message before anything is stored."""
     if stream and not target.streaming:
         raise UnsupportedOperation(f"{target.kind} {target.id!r} does not stream")
     missing = [uri for uri in target.required_extensions if uri not in ctx.extensions]
@@ -605,8 +528,7 @@ def open_task(
             raise UnsupportedOperation(f"task {task.id} ended meanwhile") from error
         opened = Opened(task, fresh=False)
     else:
-        store = store or bool(inline)  # the push config's row refers to the task's
-        opened = Opened(_open_new(target, ctx, request, store=store), fresh=True, stored=store)
+        opened = Opened(_open_new(target, ctx, request), fresh=True)
     if inline:
         from tasks_app import push
 
@@ -614,7 +536,7 @@ def open_task(
     return opened
 
 
-def _open_new(target: Target, ctx: CallContext, request: dict[str, Any], *, store: bool) -> Task:
+def _open_new(target: Target, ctx: CallContext, request: dict[str, Any]) -> Task:
     message = request["message"]
     context_id = message.get("contextId") or ""
     previous = ctx.upstream_context_id
@@ -640,7 +562,6 @@ def _open_new(target: Target, ctx: CallContext, request: dict[str, Any], *, stor
         parent_id=ctx.parent_task_id,
         expires_at=services.task_expiry(),
         owner=ownership.process_id(),
-        store=store,
     )
 
 
@@ -652,4 +573,4 @@ def _owned_task(target: Target | None, ctx: CallContext, task_id: str) -> Task:
 
 
 async def _load(target: Target | None, ctx: CallContext, task_id: str) -> Task:
-    return await sync_to_async(_owned_task)(target, ctx, task_id)
+    return await database_sync_to_async(_owned_task)(target, ctx, task_id)

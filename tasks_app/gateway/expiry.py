@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.utils import timezone
 
 from tasks_app import selectors, services, streams, upstream
@@ -32,7 +32,7 @@ async def expire_overdue(*, now=None, batch: int = EXPIRY_BATCH) -> int:
     now = now or timezone.now()
     ended = 0
     while True:
-        overdue = await sync_to_async(selectors.tasks_overdue)(now=now, limit=batch)
+        overdue = await database_sync_to_async(selectors.tasks_overdue)(now=now, limit=batch)
         ended_now = 0
         for task in overdue:
             try:
@@ -46,12 +46,12 @@ async def expire_overdue(*, now=None, batch: int = EXPIRY_BATCH) -> int:
 
 
 async def _expire(task: Task) -> bool:
-    recorded = await sync_to_async(services.task_expire)(task=task)
+    recorded = await database_sync_to_async(services.task_expire)(task=task)
     if recorded.event is None:
         return False
     await streams.publish(task.id, recorded.sequence, recorded.event, final=True)
     driving.stop(task.id)  # a job of another process hears of it from the database
-    owner = await sync_to_async(target_of)(task)
+    owner = await database_sync_to_async(target_of)(task)
     if owner is not None:
         try:
             async with asyncio.timeout(UPSTREAM_CANCEL_SECONDS):

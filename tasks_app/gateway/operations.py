@@ -12,9 +12,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
 
+from relay_project import database
 from tasks_app import selectors, services, snapshots, streams, upstream
 from tasks_app.gateway import driving
 from tasks_app.gateway.driving import (
@@ -48,16 +49,13 @@ async def send_message(
     the agent answered with a task it goes on working on: the relay follows that task on its
     own); with ``returnImmediately`` it returns the submitted task and works on in the
     background. ``opened`` is the message's task when the caller already ran ``open_task``
-    (at its admission). A task it made without storing it (``stored_with_the_message``:
-    blocking calls only) is stored as the agent is called: its INSERT goes out first, and
-    the job writes nothing before it is stored.
+    (at its admission).
     """
     if opened is None:
-        opened = await sync_to_async(open_task)(target, ctx, request)
+        opened = await database_sync_to_async(open_task)(target, ctx, request)
     task, fresh = opened.task, opened.fresh
     configuration = request.get("configuration") or {}
     history_length = _capped(configuration.get("historyLength"))
-    storing = None if opened.stored else await services.atask_store_sent(task)
     if configuration.get("returnImmediately"):
         driving.start(
             target,
@@ -73,7 +71,6 @@ async def send_message(
         target.run(task, request, ctx, stream=False),
         fresh=fresh,
         raise_errors=True,
-        storing=storing,
     )
     outcome = await answered
     if outcome.message is not None:
@@ -92,7 +89,7 @@ async def stream_message(
     ``opened`` as for ``send_message`` (``open_task`` with ``stream=True``).
     """
     if opened is None:
-        opened = await sync_to_async(open_task)(target, ctx, request, stream=True)
+        opened = await database_sync_to_async(open_task)(target, ctx, request, stream=True)
     return _stream_from_start(target, opened.task, request, ctx)
 
 
@@ -144,11 +141,15 @@ def _end_stream_at_answer(subscription: streams.Subscription, answered) -> None:
 
 def _stored_events(task_id: str) -> streams.StoredEvents:
     """Reads the task's events stored after a sequence (recorded by another process, or
-    missed in this one)."""
+    missed in this one). While the database is unavailable the read waits for it: the stream
+    keeps its client and catches up once the database is back."""
 
     async def read(sequence: int):
-        return await sync_to_async(selectors.events_after)(
-            task_id=task_id, sequence=sequence, final_states=FINAL_V1_STATES
+        return await database.retried(
+            selectors.events_after,
+            task_id=task_id,
+            sequence=sequence,
+            final_states=FINAL_V1_STATES,
         )
 
     return read
@@ -192,21 +193,23 @@ async def following(task_id: str) -> AsyncIterator[streams.Subscription]:
     (``services.task_follow``). Counted before the caller reads the task: an event recorded
     after that read is announced."""
     async with streams.subscription(task_id, read=_stored_events(task_id)) as subscription:
-        await sync_to_async(services.task_follow)(task_id=task_id, by=1)
+        await database_sync_to_async(services.task_follow)(task_id=task_id, by=1)
         try:
             yield subscription
         finally:
             try:
                 # Shielded: a stream closed by its client is cancelled, and must still count
                 # itself out (a count left behind only costs NOTIFYs nobody waits for).
-                await asyncio.shield(sync_to_async(services.task_follow)(task_id=task_id, by=-1))
+                await asyncio.shield(
+                    database_sync_to_async(services.task_follow)(task_id=task_id, by=-1)
+                )
             except Exception:
                 logger.warning("could not count out a stream of task %s", task_id, exc_info=True)
 
 
 async def _stream_existing(task: Task):
     async with following(task.id) as subscription:
-        current = await sync_to_async(Task.objects.get)(pk=task.pk)
+        current = await database_sync_to_async(Task.objects.get)(pk=task.pk)
         yield {"task": services.snapshot_of(current)}
         if current.is_terminal:
             return
@@ -222,7 +225,7 @@ async def get_task(
     it owns up to date itself)."""
     task = await _load(target, ctx, task_id)
     if not task.is_terminal and not task.owner and not driving.running(task.id):
-        owner = target or await sync_to_async(target_of)(task)
+        owner = target or await database_sync_to_async(target_of)(task)
         if owner is not None:
             try:
                 step = await owner.refresh(task, ctx)
@@ -248,7 +251,7 @@ async def cancel_task(target: Target | None, ctx: CallContext, task_id: str) -> 
     task = await _load(target, ctx, task_id)
     if task.is_terminal:
         raise TaskNotCancelable(f"task {task.id} is {task.state}", metadata={"taskId": task.id})
-    owner = target or await sync_to_async(target_of)(task)
+    owner = target or await database_sync_to_async(target_of)(task)
     note = ""
     if owner is not None:
         try:
@@ -258,7 +261,7 @@ async def cancel_task(target: Target | None, ctx: CallContext, task_id: str) -> 
         except (A2AError, upstream.UpstreamError) as error:
             note = f"canceled at the relay; the agent could not be told: {error}"
     try:
-        recorded = await sync_to_async(services.task_cancel)(task=task, reason=note)
+        recorded = await database_sync_to_async(services.task_cancel)(task=task, reason=note)
     except services.TerminalTaskError as error:
         if error.task.state == "canceled":
             # The agent's own "canceled" was recorded first: the cancel is what was asked for.
@@ -274,7 +277,7 @@ async def cancel_task(target: Target | None, ctx: CallContext, task_id: str) -> 
 async def list_tasks(
     target: Target | None, ctx: CallContext, params: dict[str, Any]
 ) -> dict[str, Any]:
-    return await sync_to_async(selectors.task_list)(
+    return await database_sync_to_async(selectors.task_list)(
         caller=ctx.caller,
         target_kind=target.kind if target else None,
         target_id=target.id if target else None,
@@ -300,7 +303,7 @@ async def push_config_create(
     from tasks_app import push
 
     task = await _load(target, ctx, params["taskId"])
-    stored = await sync_to_async(push.config_create)(task=task, config=params)
+    stored = await database_sync_to_async(push.config_create)(task=task, config=params)
     return push.config_view(stored)
 
 
@@ -310,7 +313,7 @@ async def push_config_get(
     from tasks_app import push
 
     task = await _load(target, ctx, params["taskId"])
-    stored = await sync_to_async(push.config_get)(task=task, config_id=params["id"])
+    stored = await database_sync_to_async(push.config_get)(task=task, config_id=params["id"])
     if stored is None:
         raise TaskNotFound(
             f"task {task.id} has no push notification config {params['id']!r}",
@@ -325,7 +328,7 @@ async def push_config_list(
     from tasks_app import push
 
     task = await _load(target, ctx, params["taskId"])
-    configs = await sync_to_async(push.config_list)(task=task)
+    configs = await database_sync_to_async(push.config_list)(task=task)
     return {"configs": [push.config_view(c) for c in configs], "nextPageToken": ""}
 
 
@@ -335,4 +338,4 @@ async def push_config_delete(
     from tasks_app import push
 
     task = await _load(target, ctx, params["taskId"])
-    await sync_to_async(push.config_delete)(task=task, config_id=params["id"])
+    await database_sync_to_async(push.config_delete)(task=task, config_id=params["id"])

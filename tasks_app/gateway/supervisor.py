@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 
 from relay_project.per_loop import PerLoop
 from tasks_app.gateway import driving, ownership
@@ -48,9 +48,11 @@ class Supervisor:
         while self._busy:
             await asyncio.sleep(ownership.lease_seconds() / 3)
             try:
-                if not await sync_to_async(ownership.renew)():
+                if not await database_sync_to_async(ownership.renew)():
                     logger.warning("this relay process's lease had run out; taking a new one")
-                    lost = await sync_to_async(ownership.claimed_by_others)(list(driving._running))
+                    lost = await database_sync_to_async(ownership.claimed_by_others)(
+                        list(driving._running)
+                    )
                     for task_id in lost:
                         logger.warning(
                             "task %s was taken over by another process; stopping here", task_id
@@ -66,7 +68,7 @@ class Supervisor:
                 await take_over_orphans()
                 if time.monotonic() - forgot > FORGET_DEAD_EVERY_SECONDS:
                     forgot = time.monotonic()
-                    await sync_to_async(ownership.forget_dead)()
+                    await database_sync_to_async(ownership.forget_dead)()
             except Exception:
                 logger.warning("could not look for tasks of dead relay processes", exc_info=True)
             await asyncio.sleep(max(0.5, min(5.0, ownership.lease_seconds() / 4)))
@@ -74,7 +76,7 @@ class Supervisor:
 
 async def take_over_orphans() -> int:
     """Claims the open tasks of dead processes and resumes each one here; returns how many."""
-    claimed = await sync_to_async(_claim)()
+    claimed = await database_sync_to_async(_claim)()
     for task, target in claimed:
         logger.warning(
             "taking over task %s (%s %s) from relay process %s, which stopped",

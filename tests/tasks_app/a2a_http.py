@@ -282,13 +282,7 @@ def register(url: str, spec: AgentSpec = ECHO, **capabilities: Any):
 
 def key_lookup(secret: str | None):
     """The cache's answer for the API key ``secret`` as admission reads it, the call counted
-    (``registry.auth.api_key_lookup``), read from synchronous code."""
-    from asgiref.sync import async_to_sync
-
+    (``registry.auth.api_key_lookup``)."""
     from registry import auth
 
-    async def read():
-        async with auth.api_key_lookup(None if secret is None else f"Bearer {secret}") as found:
-            return await found.result()
-
-    return async_to_sync(read)()
+    return auth.api_key_lookup(None if secret is None else f"Bearer {secret}")

@@ -1,4 +1,5 @@
-"""The A2A consumer as the ASGI server drives it: it reads the client's messages in turn,
+"""The A2A consumer (a Channels ``AsyncHttpConsumer`` run by Channels' own loop) as the ASGI
+server drives it: it reads the client's messages in turn,
 answers once the body is whole, stops the call's handling when the client leaves, and ends
 when the server reports the connection gone.
 
@@ -78,32 +79,6 @@ async def test_a_body_in_parts_is_answered_once_whole_and_the_consumer_ends_when
 
     await server.incoming.put({"type": "http.disconnect"})
     await asyncio.wait_for(consumer, 5)
-
-
-async def test_reading_the_clients_messages_starts_no_task_of_its_own(answered_at_once):
-    """One task a call, the one that handles it (so a disconnect is heard meanwhile): the
-    messages are read in the consumer's own task, with no task and no asyncio.wait each."""
-    loop = asyncio.get_running_loop()
-    created: list[asyncio.Task] = []
-
-    def factory(loop, coroutine, **options):
-        task = asyncio.Task(coroutine, loop=loop, **options)
-        created.append(task)
-        return task
-
-    server = Server()
-    consumer = server.run()  # the server's task for the call, made before counting
-    loop.set_task_factory(factory)
-    try:
-        async with asyncio.timeout(5):  # asyncio.wait_for would make a task of its own
-            await server.incoming.put({"type": "http.request", "body": b"{}", "more_body": False})
-            await server.response_done.wait()
-            await server.incoming.put({"type": "http.disconnect"})
-            await consumer
-    finally:
-        loop.set_task_factory(None)
-
-    assert [task.get_coro().__qualname__ for task in created] == ["A2AConsumer.handle"]
 
 
 async def test_a_client_that_leaves_mid_call_stops_its_handling(monkeypatch):

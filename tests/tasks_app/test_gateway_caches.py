@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from datetime import timedelta
 from unittest import mock
 
@@ -19,10 +18,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from registry import auth, services
+from registry import services
 from registry.models import Agent
 from tasks_app.api import calls
-from tests.redis_cache import redis_cache
 from tests.tasks_app.a2a_http import (
     JSONRPC_1,
     METHOD_NOT_FOUND,
@@ -30,7 +28,6 @@ from tests.tasks_app.a2a_http import (
     call,
     card_document,
     expect_error,
-    key_lookup,
     relay_client,
 )
 
@@ -54,9 +51,9 @@ def test_a_call_with_its_key_and_agent_cached_costs_one_query(echo, api_key):
     body = json.dumps(JSONRPC_1.send().body).encode()
     parsed = calls.parse_jsonrpc_call({"A2A-Version": "1.0"}, body)
     for _ in range(2):  # the first call also records the key's last use
-        calls.admit_parsed(key_lookup(api_key[1]), ("agent", echo.pk, parsed))
+        calls.admit_parsed(f"Bearer {api_key[1]}", ("agent", echo.pk, parsed))
     with CaptureQueriesContext(connection) as queries:
-        admitted = calls.admit_parsed(key_lookup(api_key[1]), ("agent", echo.pk, parsed))
+        admitted = calls.admit_parsed(f"Bearer {api_key[1]}", ("agent", echo.pk, parsed))
     assert admitted.opened is not None and admitted.target.id == echo.pk
     assert [q["sql"].split()[0] for q in queries.captured_queries] == ["INSERT"]
 
@@ -131,37 +128,6 @@ async def test_a_cached_key_is_refused_once_it_expires(echo, transactional_db):
     with mock.patch("registry.models.timezone.now", return_value=later):
         response = await send(echo.pk, secret)
     expect_error(JSONRPC_1, response, UNAUTHENTICATED, request_id=None, http_status=401)
-
-
-async def test_a_call_is_parsed_while_redis_looks_up_its_key(echo, api_key, monkeypatch):
-    """Admission sends the key's lookup and count to Redis, then parses the call: in the
-    production profile that round trip overlaps the parsing."""
-    from relay_project import ratelimit
-
-    backend = redis_cache("admission-test")
-    monkeypatch.setattr(ratelimit, "cache", backend)
-    monkeypatch.setattr(auth, "cache", backend)
-    body = json.dumps(JSONRPC_1.send().body).encode()
-    parsed = calls.parse_jsonrpc_call({"A2A-Version": "1.0"}, body)
-    secret = f"Bearer {api_key[1]}"
-    for _ in range(2):  # the first call also records the key's last use
-        await calls.admission(secret, lambda: ("agent", echo.pk, parsed))
-    counter = backend.make_and_validate_key(
-        ratelimit._Counter.current("key", api_key[0].prefix, None).name
-    )
-    observer = backend._cache.get_client()
-    counted_before = int(observer.get(counter))
-
-    def parse():
-        deadline = time.monotonic() + 5
-        while int(observer.get(counter)) == counted_before:
-            assert time.monotonic() < deadline, "the key's lookup was not sent before parsing"
-            time.sleep(0.001)
-        return "agent", echo.pk, parsed
-
-    admitted = await calls.admission(secret, parse)
-    assert admitted.caller.pk == api_key[0].pk and admitted.opened is not None
-    assert int(observer.get(counter)) == counted_before + 1
 
 
 async def test_admission_refuses_a_call_with_the_call_it_parsed(echo, api_key):

@@ -39,7 +39,7 @@ def redis_down(settings):
     """The production profile's cache, on a port nothing listens on."""
     settings.CACHES = {
         "default": {
-            "BACKEND": "relay_project.redis_clients.SharedPoolRedisCache",
+            "BACKEND": "relay_project.redis_cache.SharedPoolRedisCache",
             "LOCATION": f"redis://127.0.0.1:{free_port()}/0",
             "OPTIONS": {
                 "socket_connect_timeout": 0.5,

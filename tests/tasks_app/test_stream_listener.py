@@ -11,7 +11,7 @@ import uuid
 import psycopg
 import pytest
 
-from relay_project import loop_database
+from relay_project import database
 from tasks_app import streams
 from tests.live import POSTGRES_ADMIN_URL, eventually, named_postgres
 
@@ -26,7 +26,7 @@ def listener_name(monkeypatch) -> str:
     """This test's listener, by its application name, on the machine's PostgreSQL."""
     name, conninfo = named_postgres("listener-test")
     monkeypatch.setattr(streams, "_listens", lambda: True)
-    monkeypatch.setattr(loop_database, "conninfo", lambda application_name: conninfo)
+    monkeypatch.setattr(database, "postgresql_conninfo", lambda application_name: conninfo)
     monkeypatch.setattr(streams, "LISTEN_KEEP_SECONDS", 1.5)
     return name
 

@@ -5,7 +5,7 @@ task_record_many writes a burst of events as one compare-and-set and one insert.
 from __future__ import annotations
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tasks_app import push, services
@@ -166,36 +166,6 @@ def test_a_burst_that_lost_the_race_is_decided_again_on_the_task_as_it_now_stand
 
 
 # --- which commits wait for the disk (PostgreSQL) ---------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("state", "waits"),
-    [
-        ("submitted", False),
-        ("working", False),
-        ("input-required", True),
-        ("auth-required", True),
-        ("completed", True),
-        ("canceled", True),
-        ("failed", True),
-        ("rejected", True),
-    ],
-)
-@pytest.mark.django_db(transaction=True)  # outside any transaction, as the relay records
-def test_only_an_end_or_a_wait_on_the_client_waits_for_the_disk(state, waits):
-    assert services._waits_for_disk(state) is waits
-
-
-@pytest.mark.django_db(transaction=True)
-def test_every_event_waits_for_the_disk_when_the_setting_says_so(settings):
-    settings.RELAY_EVENT_SYNCHRONOUS_COMMIT = True
-    assert services._waits_for_disk("working") is True
-
-
-def test_inside_a_callers_transaction_the_transaction_decides():
-    # Turned off for one statement inside a transaction, it would hold for the whole of it.
-    with transaction.atomic():
-        assert services._waits_for_disk("working") is True
 
 
 def test_timestamps_are_written_in_utc_with_milliseconds_and_a_z():

@@ -8,7 +8,6 @@ import asyncio
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from relay_project import database_threads, per_loop
 from tasks_app.grpc import server
 
 
@@ -32,9 +31,6 @@ class Command(BaseCommand):
                 f"note: cards list the gRPC interface with RELAY_GRPC_PORT "
                 f"({settings.RELAY_GRPC_PORT or 'unset'}), not {port}"
             )
-        # Database work runs in the process's RELAY_DATABASE_THREADS threads from the start.
-        database_threads.threads()
-        per_loop.share_the_cache()
         asyncio.run(
             server.serve(
                 bind,

@@ -1,0 +1,80 @@
+"""What the relay does when its database is away: which errors say so, and waiting it out.
+
+Database work runs through Channels' ``database_sync_to_async`` in asgiref's one database
+thread; it closes a connection that failed before the next piece of work, so the work after an
+outage opens a fresh one. ``retried`` runs work again with backoff while the database is
+unavailable, for work that is safe to repeat (reads, and compare-and-set writes, which decide
+again on the row as it then stands).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from channels.db import database_sync_to_async
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+UNAVAILABLE: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
+"""The database refused, dropped or lost the connection: an outage, not a bad statement."""
+UNAVAILABLE_MESSAGE = "the relay's database is unavailable; try again shortly"
+RETRY_AFTER_SECONDS = 2
+BACKOFF_FIRST_SECONDS = 0.1
+BACKOFF_CAP_SECONDS = 2.0
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before attempt ``attempt`` (1 for the first retry): exponential, capped,
+    with full jitter, so processes that lost the database together do not return together."""
+    return random.uniform(0, min(BACKOFF_CAP_SECONDS, BACKOFF_FIRST_SECONDS * 2**attempt))
+
+
+async def retried(
+    function: Callable[..., T], *args: Any, deadline: float | None = None, **kwargs: Any
+) -> T:
+    """``function(*args, **kwargs)`` in the database thread, run again with backoff while the
+    database is unavailable, until it succeeds or ``deadline`` (``time.monotonic()``) passes;
+    then the last error is raised. Without a deadline it retries until cancelled."""
+    attempt = 0
+    while True:
+        try:
+            return await database_sync_to_async(function)(*args, **kwargs)
+        except UNAVAILABLE as error:
+            attempt += 1
+            delay = backoff(attempt)
+            if deadline is not None and time.monotonic() + delay > deadline:
+                raise
+            if attempt == 1:
+                logger.warning("database unavailable (%s); retrying", error)
+            await asyncio.sleep(delay)
+
+
+def postgresql_conninfo(application_name: str) -> str:
+    """How to reach the default database (PostgreSQL) from a connection of one's own (the
+    stream listener), as ``application_name``: the settings' server, credentials and TLS."""
+    from psycopg.conninfo import make_conninfo
+
+    database = connections[DEFAULT_DB_ALIAS].settings_dict
+    reach = {"sslmode", "sslrootcert", "sslcert", "sslkey", "service"}
+    options = {
+        key: value
+        for key, value in (database.get("OPTIONS") or {}).items()
+        if key in reach and isinstance(value, str | int)
+    }
+    parts = {
+        "dbname": database.get("NAME"),
+        "user": database.get("USER"),
+        "password": database.get("PASSWORD"),
+        "host": database.get("HOST"),
+        "port": database.get("PORT"),
+        "application_name": application_name,
+    }
+    return make_conninfo(**{k: v for k, v in parts.items() if v}, **options)
