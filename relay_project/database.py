@@ -1,7 +1,10 @@
 """What the relay does when its database is away: which errors say so, and waiting it out.
 
-Database work runs through Channels' ``database_sync_to_async`` in asgiref's one database
-thread; it closes a connection that failed before the next piece of work, so the work after an
+Async code runs its database work through ``database_sync_to_async``, in asgiref's one
+database thread: Channels' wrapper of that name, except that a connection inside a caller's
+transaction is left alone (Channels closes it: a synchronous caller that runs async code
+through ``async_to_sync``, a Celery job or a test, would lose its transaction). Before and
+after each piece of work it closes a connection that failed or expired, so the work after an
 outage opens a fresh one. ``retried`` runs work again with backoff while the database is
 unavailable, for work that is safe to repeat (reads, and compare-and-set writes, which decide
 again on the row as it then stands).
@@ -16,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from channels.db import database_sync_to_async
+from asgiref.sync import SyncToAsync
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
 
 logger = logging.getLogger(__name__)
@@ -29,6 +32,27 @@ UNAVAILABLE_MESSAGE = "the relay's database is unavailable; try again shortly"
 RETRY_AFTER_SECONDS = 2
 BACKOFF_FIRST_SECONDS = 0.1
 BACKOFF_CAP_SECONDS = 2.0
+
+
+def close_old_connections() -> None:
+    """Django's ``close_old_connections``, for the connections outside a transaction."""
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:
+            connection.close_if_unusable_or_obsolete()
+
+
+class DatabaseSyncToAsync(SyncToAsync):
+    """``sync_to_async`` for database work (thread-sensitive: asgiref's database thread)."""
+
+    def thread_handler(self, loop, *args, **kwargs):
+        close_old_connections()
+        try:
+            return super().thread_handler(loop, *args, **kwargs)
+        finally:
+            close_old_connections()
+
+
+database_sync_to_async = DatabaseSyncToAsync
 
 
 def backoff(attempt: int) -> float:

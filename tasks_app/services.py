@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from relay_project.database import database_sync_to_async
 from tasks_app import snapshots, streams
 from tasks_app.lifecycle import (
     INTERRUPTED,

@@ -41,11 +41,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import connections
 
 from relay_project import database
+from relay_project.database import database_sync_to_async
 from relay_project.per_loop import PerLoop
 
 logger = logging.getLogger(__name__)

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIRequest
@@ -32,6 +31,7 @@ from registry.auth import (
     key_may_call,
 )
 from relay_project import ratelimit
+from relay_project.database import database_sync_to_async
 from relay_project.public_url import relay_base_url
 from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE
 from tasks_app import client_ids, delegation, gateway, relay_endpoint, skill_targets

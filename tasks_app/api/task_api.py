@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from adrf.views import APIView
-from channels.db import database_sync_to_async
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse
 from rest_framework import exceptions
 
 from registry.auth import ApiKeyAuthentication, HasApiKey
+from relay_project.database import database_sync_to_async
 from relay_project.redis_clients import UNREACHABLE
 from tasks_app import client_ids, gateway
 from tasks_app.api import calls

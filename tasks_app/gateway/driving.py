@@ -18,8 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from channels.db import database_sync_to_async
-
+from relay_project.database import database_sync_to_async
 from tasks_app import selectors, services, snapshots, streams, upstream
 from tasks_app.gateway import ownership
 from tasks_app.gateway.targets import CallContext, Published, Step, Target

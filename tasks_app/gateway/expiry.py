@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from channels.db import database_sync_to_async
 from django.utils import timezone
 
+from relay_project.database import database_sync_to_async
 from tasks_app import selectors, services, streams, upstream
 from tasks_app.gateway import driving
 from tasks_app.gateway.operations import target_of

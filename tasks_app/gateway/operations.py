@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 
 from relay_project import database
+from relay_project.database import database_sync_to_async
 from tasks_app import selectors, services, snapshots, streams, upstream
 from tasks_app.gateway import driving
 from tasks_app.gateway.driving import (

@@ -15,8 +15,7 @@ import asyncio
 import logging
 import time
 
-from channels.db import database_sync_to_async
-
+from relay_project.database import database_sync_to_async
 from relay_project.per_loop import PerLoop
 from tasks_app.gateway import driving, ownership
 from tasks_app.gateway.targets import CallContext, resolve_target

@@ -1,0 +1,101 @@
+"""Query budgets of the hot path, counted where the statements run: asgiref's database thread.
+Every statement of a call goes through Django's connection there, so ``CaptureQueriesContext``
+sees the whole of it: admission, the task's creation, the events written, the answer."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from relay_project.database import database_sync_to_async
+from tasks_app.models import Task
+from tests.tasks_app.a2a_http import JSONRPC_1, call, relay_client
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("allow_private_urls"),
+]
+
+
+class ThreadQueries:
+    """The statements the database thread runs while the block is open."""
+
+    async def __aenter__(self) -> ThreadQueries:
+        def enter() -> None:
+            self._context = CaptureQueriesContext(connection)
+            self._context.__enter__()
+
+        await database_sync_to_async(enter)()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        def leave() -> None:
+            self._context.__exit__(None, None, None)
+            # Read here: ``captured_queries`` reads the connection of the thread that asks.
+            self.statements = [query["sql"] for query in self._context.captured_queries]
+
+        await database_sync_to_async(leave)()
+
+
+def kinds(statements: list[str]) -> list[str]:
+    """Each statement's verb, and the table of a write (what a budget is about)."""
+    named = []
+    for sql in statements:
+        words = sql.replace('"', "").split()
+        verb = words[0].upper()
+        table = {"INSERT": 2, "UPDATE": 1}.get(verb)
+        if verb not in {"BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"}:
+            named.append(f"{verb} {words[table]}" if table else verb)
+    return named
+
+
+async def settled() -> None:
+    """Waits until no task is still being driven (the job writes after a blocking answer)."""
+    for _ in range(100):
+        if not await database_sync_to_async(
+            Task.objects.exclude(state__in=["completed", "failed", "canceled"]).exists
+        )():
+            return
+        await asyncio.sleep(0.05)
+
+
+async def test_a_send_message_to_a_cached_agent_costs_its_task_insert_and_one_event_write(
+    echo, api_key
+):
+    async with relay_client() as client:
+        await call(client, echo, JSONRPC_1.send(), JSONRPC_1.headers(api_key[1]))  # warm caches
+        await settled()
+        async with ThreadQueries() as queries:
+            response = await call(client, echo, JSONRPC_1.send(), JSONRPC_1.headers(api_key[1]))
+            await settled()
+    assert "result" in response.json(), response.text
+    # Admission reads the key, the agent and the relay's own team (3 SELECTs), inserts the
+    # task; its end is one transaction: the compare-and-set UPDATE and the event's INSERT.
+    statements = kinds(queries.statements)
+    writes = [kind for kind in statements if kind != "SELECT"]
+    assert writes == [
+        "INSERT tasks_app_task",
+        "UPDATE tasks_app_task",
+        "INSERT tasks_app_taskevent",
+    ], queries.statements
+    assert statements.count("SELECT") <= 4, queries.statements
+
+
+async def test_a_stream_writes_its_events_in_bursts_not_one_transaction_each(echo, api_key):
+    async with relay_client() as client:
+        await call(client, echo, JSONRPC_1.send(), JSONRPC_1.headers(api_key[1]))
+        await settled()
+        async with ThreadQueries() as queries:
+            response = await call(
+                client, echo, JSONRPC_1.send(stream=True), JSONRPC_1.headers(api_key[1])
+            )
+            await settled()
+    assert response.text.startswith("data: ") and "\"result\"" in response.text
+    writes = [kind for kind in kinds(queries.statements) if kind != "SELECT"]
+    assert writes[0] == "INSERT tasks_app_task"
+    updates = writes.count("UPDATE tasks_app_task")
+    assert updates >= 1 and writes.count("INSERT tasks_app_taskevent") == updates, writes
+    assert kinds(queries.statements).count("SELECT") <= 4 + updates, queries.statements
