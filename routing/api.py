@@ -19,7 +19,7 @@ from registry import selectors as registry_selectors
 from registry.api.schema import AGENT_ID, errors
 from registry.auth import RegistryReadPermission
 from routing import selectors, services
-from tasks_app.api import calls, task_api_docs
+from tasks_app.api import replies, task_api_docs
 from tasks_app.api.task_api import TaskApiView, http_reply
 from tasks_app.protocol.errors import TaskNotFound
 from tasks_app.services import iso
@@ -42,7 +42,7 @@ class TaskTraceView(TaskApiView):
             "state": V1_STATE[task.state],
             "hops": [services.hop_as_json(hop) for hop in hops],
         }
-        return http_reply(calls.Reply(200, body, "application/json"))
+        return http_reply(replies.Reply(200, body, "application/json"))
 
 
 _HOUR = {

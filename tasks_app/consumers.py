@@ -26,7 +26,7 @@ from django.conf import settings
 from relay_project.redis_clients import UNREACHABLE
 from relay_project.routing import security_headers
 from tasks_app import streams
-from tasks_app.api import calls
+from tasks_app.api import calls, parsing, replies
 from tasks_app.protocol.errors import A2AError, InternalError
 
 logger = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class A2AConsumer(AsyncHttpConsumer):
             self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True
         )
         outcome = await calls.answer(
-            calls.HttpCall(
+            parsing.HttpCall(
                 kind=route["kind"],
                 target_id=route["target_id"],
                 rest=route["rest"],
@@ -80,7 +80,7 @@ class A2AConsumer(AsyncHttpConsumer):
                 scope=self.scope,
             )
         )
-        if isinstance(outcome, calls.Reply):
+        if isinstance(outcome, replies.Reply):
             await self._reply(outcome)
             return
         await self.send_headers(
@@ -93,7 +93,7 @@ class A2AConsumer(AsyncHttpConsumer):
         )
         await self._pump(outcome.call, outcome.events)
 
-    async def _reply(self, reply: calls.Reply) -> None:
+    async def _reply(self, reply: replies.Reply) -> None:
         body = reply.encoded()
         await self.send_response(
             reply.status,
@@ -106,24 +106,24 @@ class A2AConsumer(AsyncHttpConsumer):
             ],
         )
 
-    async def _pump(self, call: calls.Call, events) -> None:
+    async def _pump(self, call: parsing.Call, events) -> None:
         try:
             async for item in events:
                 if item is streams.KEEPALIVE:
                     await self.send_body(b": keep-alive\n\n", more_body=True)
                 else:
-                    await self.send_body(calls.stream_frame(call, item), more_body=True)
+                    await self.send_body(replies.stream_frame(call, item), more_body=True)
         except A2AError as error:
-            await self.send_body(calls.stream_error_frame(call, error), more_body=True)
+            await self.send_body(replies.stream_error_frame(call, error), more_body=True)
         except asyncio.CancelledError:
             raise
         except UNREACHABLE as error:
             unavailable = calls.redis_unreachable(error, "a stream, after it opened")
-            await self.send_body(calls.stream_error_frame(call, unavailable), more_body=True)
+            await self.send_body(replies.stream_error_frame(call, unavailable), more_body=True)
         except Exception:
             logger.exception("stream failed")
             await self.send_body(
-                calls.stream_error_frame(call, InternalError("stream failed")), more_body=True
+                replies.stream_error_frame(call, InternalError("stream failed")), more_body=True
             )
         finally:
             await events.aclose()

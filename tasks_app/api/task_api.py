@@ -32,7 +32,7 @@ from registry.auth import ApiKeyAuthentication, HasApiKey
 from relay_project.database import database_sync_to_async
 from relay_project.redis_clients import UNREACHABLE
 from tasks_app import client_ids, gateway
-from tasks_app.api import calls
+from tasks_app.api import admission, calls, parsing, replies
 from tasks_app.api import task_api_docs as docs
 from tasks_app.protocol import early
 from tasks_app.protocol.errors import (
@@ -55,7 +55,7 @@ AGGREGATION_STRATEGIES = ("individual", "merge")
 EARLY, CURRENT = "early", "current"
 
 
-def http_reply(reply: calls.Reply) -> HttpResponse:
+def http_reply(reply: replies.Reply) -> HttpResponse:
     response = HttpResponse(reply.encoded(), status=reply.status, content_type=reply.content_type)
     for name, value in reply.headers:
         response[name] = value
@@ -68,17 +68,17 @@ async def _target(caller, kind: str, target_id: str) -> gateway.Target:
     against the agent's rate limit."""
 
     def resolve() -> gateway.Target:
-        calls.task_api_target_check(kind)
-        return calls.callable_target(caller, kind, target_id)
+        parsing.task_api_target_check(kind)
+        return admission.callable_target(caller, kind, target_id)
 
     target = await database_sync_to_async(resolve)()
-    calls.count_target(target)
+    admission.count_target(target)
     return target
 
 
-async def _send(target: gateway.Target, call: calls.Call, caller) -> Any:
+async def _send(target: gateway.Target, call: parsing.Call, caller) -> Any:
     """Opens (or continues) the message's task, then runs the send: its canonical result."""
-    opened, call = await database_sync_to_async(calls.open_message_task)(target, call, caller)
+    opened, call = await database_sync_to_async(admission.open_message_task)(target, call, caller)
     return await calls.execute(target, call, caller, opened=opened)
 
 
@@ -102,8 +102,8 @@ def _task_reply(
     with a client task id."""
     if shape == EARLY or (shape is None and client_id is not None):
         body = early.early_task(task, client_task_id=client_id, with_history=with_history)
-        return http_reply(calls.Reply(200, body, "application/json"))
-    return http_reply(calls.Reply(200, task, calls.A2A_JSON))
+        return http_reply(replies.Reply(200, body, "application/json"))
+    return http_reply(replies.Reply(200, task, parsing.A2A_JSON))
 
 
 class TaskApiView(APIView):
@@ -116,11 +116,11 @@ class TaskApiView(APIView):
 
     def handle_exception(self, exc):
         if isinstance(exc, exceptions.AuthenticationFailed):
-            exc = calls.InvalidApiKey(str(exc.detail))
+            exc = parsing.InvalidApiKey(str(exc.detail))
         elif isinstance(exc, exceptions.NotAuthenticated):
             exc = Unauthenticated(str(exc.detail))
         elif isinstance(exc, RequestDataTooBig):
-            exc = body_too_large(calls.current_limits())
+            exc = body_too_large(parsing.current_limits())
         elif isinstance(exc, exceptions.Throttled):
             exc = RateLimited(
                 f"rate limit exceeded: retry in {exc.wait} s",
@@ -135,7 +135,7 @@ class TaskApiView(APIView):
         elif not isinstance(exc, A2AError):
             logger.exception("task API call failed")
             exc = InternalError("the relay failed to handle this call")
-        return http_reply(calls.failure_reply(calls.REST, exc, None))
+        return http_reply(replies.failure_reply(parsing.REST, exc, None))
 
     def get_authenticate_header(self, request):
         return ApiKeyAuthentication().authenticate_header(request)
@@ -144,11 +144,11 @@ class TaskApiView(APIView):
 class SendView(TaskApiView):
     @docs.send
     async def post(self, request):
-        send = calls.task_api_send(calls.parse_task_api_body(request.body), Operation.SEND)
+        send = parsing.task_api_send(parsing.parse_task_api_body(request.body), Operation.SEND)
         target = await _target(request.auth, send.kind, send.target_id)
-        call = calls.task_api_call(Operation.SEND, send, request.headers)
+        call = parsing.task_api_call(Operation.SEND, send, request.headers)
         result = await _send(target, call, request.auth)
-        return http_reply(calls.result_reply(call, result))
+        return http_reply(replies.result_reply(call, result))
 
 
 class SendSubscribeView(TaskApiView):
@@ -170,7 +170,7 @@ class TaskDetailView(TaskApiView):
             history_length = int(history) if history not in (None, "") else None
         except ValueError as error:
             raise InvalidParams("historyLength must be a whole number") from error
-        check_params({"historyLength": history_length}, calls.current_limits())
+        check_params({"historyLength": history_length}, parsing.current_limits())
         relay_id, client_id = await database_sync_to_async(client_ids.task_id_for)(
             caller=request.auth, task_id=task_id
         )
@@ -196,11 +196,11 @@ class TaskCancelView(TaskApiView):
 class SendBatchView(TaskApiView):
     @docs.send_batch
     async def post(self, request):
-        payload = calls.parse_task_api_body(request.body)
+        payload = parsing.parse_task_api_body(request.body)
         batch = parse_batch(payload)
         # Validate every entry before running any, so a bad batch runs nothing.
         sends = [
-            calls.task_api_send(
+            parsing.task_api_send(
                 item, Operation.SEND, early_only=batch.early, field_prefix=f"{batch.key}[{index}]"
             )
             for index, item in enumerate(batch.items)
@@ -209,12 +209,12 @@ class SendBatchView(TaskApiView):
             _refuse_repeated_ids(sends)
         targets = [await _target(request.auth, send.kind, send.target_id) for send in sends]
 
-        async def run(target, send: calls.TaskApiSend) -> dict[str, Any]:
-            call = calls.task_api_call(Operation.SEND, send, request.headers)
+        async def run(target, send: parsing.TaskApiSend) -> dict[str, Any]:
+            call = parsing.task_api_call(Operation.SEND, send, request.headers)
             try:
-                return calls.result_reply(call, await _send(target, call, request.auth)).body
+                return replies.result_reply(call, await _send(target, call, request.auth)).body
             except A2AError as error:
-                body = calls.error_reply(calls.REST, "1.0", error).body
+                body = replies.error_reply(parsing.REST, "1.0", error).body
                 return {"id": send.client_task_id, **body} if batch.early else body
 
         pairs = list(zip(targets, sends, strict=True))
@@ -226,11 +226,11 @@ class SendBatchView(TaskApiView):
             body: dict[str, Any] = {"tasks": results}
             if batch.strategy == "merge":
                 body["merged"] = early.merge(results)
-            return http_reply(calls.Reply(200, body, "application/json"))
+            return http_reply(replies.Reply(200, body, "application/json"))
         body = {"results": results}
         if batch.strategy == "merge":
             body["merged"] = merge_results(results)
-        return http_reply(calls.Reply(200, body, calls.A2A_JSON))
+        return http_reply(replies.Reply(200, body, parsing.A2A_JSON))
 
 
 @dataclass(frozen=True)
@@ -278,7 +278,7 @@ def parse_batch(payload: Any) -> Batch:
     return Batch(key, items, mode, strategy)
 
 
-def _refuse_repeated_ids(sends: list[calls.TaskApiSend]) -> None:
+def _refuse_repeated_ids(sends: list[parsing.TaskApiSend]) -> None:
     first: dict[str, int] = {}
     for index, send in enumerate(sends):
         earlier = first.setdefault(send.client_task_id, index)

@@ -484,7 +484,7 @@ def open_task(
 ) -> Opened:
     """The task a message belongs to: the one it names (checked, the message appended), or a
     new one, with its inline push config stored. Synchronous, so a caller can run it with
-    authentication and target resolution (``tasks_app.api.calls.admit``); raises the A2A
+    authentication and target resolution (``tasks_app.api.admission.admit``); raises the A2A
     error that refuses the message before anything is stored."""
     if stream and not target.streaming:
         raise UnsupportedOperation(f"{target.kind} {target.id!r} does not stream")

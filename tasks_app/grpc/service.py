@@ -42,7 +42,7 @@ from relay_project import ratelimit
 from relay_project.redis_clients import UNREACHABLE
 from relay_project.request_metrics import REGISTRY
 from tasks_app import delegation, streams
-from tasks_app.api import calls
+from tasks_app.api import admission, calls, parsing
 from tasks_app.grpc.targets import target_of_tenant
 from tasks_app.grpc.values import message_to_json
 from tasks_app.protocol.convert import parse_request_v1
@@ -131,13 +131,13 @@ def parse_call(operation: Operation, request: Message, pairs: list[tuple[str, st
     tenant = raw.pop("tenant", "")
     kind, target_id = target_of_tenant(tenant)
     params = parse_request_v1(operation, raw)
-    limits = calls.current_limits()
+    limits = parsing.current_limits()
     check_params(params, limits)
-    calls.refuse_nul(params)
+    parsing.refuse_nul(params)
     raw_headers = [
         (key.encode("latin-1"), value.encode("latin-1", "replace")) for key, value in pairs
     ]
-    call = calls.Call(
+    call = parsing.Call(
         GRPC,
         version,
         operation,
@@ -192,20 +192,20 @@ def failure(error: BaseException, what: str) -> A2AError:
     return InternalError("the relay failed to handle this call")
 
 
-async def admitted_call(operation: Operation, request: Message, context) -> calls.Admitted:
+async def admitted_call(operation: Operation, request: Message, context) -> admission.Admitted:
     """Parses and admits a call, as ``calls.answer`` does: a caller without a valid key is
     refused as unauthenticated whatever else is wrong with its call."""
     pairs = metadata_pairs(context)
     try:
-        return await calls.admission(
+        return await admission.admission(
             authorization_of(pairs), partial(parse_call, operation, request, pairs)
         )
-    except calls.Refused as refused:
+    except admission.Refused as refused:
         raise refused.error from None
 
 
-async def announce_extensions(context, admitted: calls.Admitted) -> None:
-    echo = calls.echoed(admitted.call, admitted.target)
+async def announce_extensions(context, admitted: admission.Admitted) -> None:
+    echo = admission.echoed(admitted.call, admitted.target)
     if echo:
         await context.send_initial_metadata((("a2a-extensions", ", ".join(echo)),))
 
@@ -270,7 +270,7 @@ class RelayA2AService(a2a_pb2_grpc.A2AServiceServicer):
             except BaseException:
                 ratelimit.stream_slot_give_back(admitted.caller)
                 raise
-            events = calls.HoldingSlot(opened, admitted.caller)
+            events = admission.HoldingSlot(opened, admitted.caller)
         except Exception as error:  # noqa: BLE001
             refused = failure(error, f"a gRPC {method}")
         DURATION.labels(method).observe(time.monotonic() - began)

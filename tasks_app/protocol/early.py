@@ -454,7 +454,7 @@ class EarlyStream:
         return []
 
     def encode(self, event: Mapping[str, Any]) -> bytes:
-        # ASCII-escaped JSON, for the reason calls.stream_frame gives.
+        # ASCII-escaped JSON, for the reason replies.stream_frame gives.
         return b"".join(
             f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
             for name, data in self.frames(event)

@@ -20,7 +20,7 @@ from django.utils import timezone
 from registry import services, teams
 from registry.models import Agent, Team
 from routing import execution
-from tasks_app.api import calls
+from tasks_app.api import admission, parsing
 from tests.factories import card, card_client, make_agent, skill
 from tests.tasks_app.a2a_http import JSONRPC_1
 
@@ -45,11 +45,11 @@ def view_of(team_id: str = "crew") -> dict[str, bool]:
 
 def test_a_call_to_a_loaded_team_costs_one_query_for_its_members_and_the_task_insert(team, api_key):
     body = json.dumps(JSONRPC_1.send().body).encode()
-    parsed = calls.parse_jsonrpc_call({"A2A-Version": "1.0"}, body)
+    parsed = parsing.parse_jsonrpc_call({"A2A-Version": "1.0"}, body)
     for _ in range(2):  # loads the team and the key, and records the key's last use
-        calls.admit_parsed(f"Bearer {api_key[1]}", ("team", team.pk, parsed))
+        admission.admit_parsed(f"Bearer {api_key[1]}", ("team", team.pk, parsed))
     with CaptureQueriesContext(connection) as queries:
-        admitted = calls.admit_parsed(f"Bearer {api_key[1]}", ("team", team.pk, parsed))
+        admitted = admission.admit_parsed(f"Bearer {api_key[1]}", ("team", team.pk, parsed))
     assert admitted.target.id == "crew" and admitted.opened is not None
     statements = [query["sql"] for query in queries.captured_queries]
     assert [sql.split()[0] for sql in statements] == ["SELECT", "INSERT"], statements

@@ -15,7 +15,10 @@ import json
 import pytest
 
 from tasks_app import consumers
-from tasks_app.api import calls
+from tasks_app.api import calls, parsing, replies
+
+# Channels closes old database connections before each message it dispatches.
+pytestmark = pytest.mark.django_db
 
 SCOPE = {
     "type": "http",
@@ -54,9 +57,9 @@ def answered_at_once(monkeypatch):
     """``calls.answer`` answering every call with one JSON reply, the bodies it got kept."""
     bodies: list[bytes] = []
 
-    async def answer(request: calls.HttpCall) -> calls.Reply:
+    async def answer(request: parsing.HttpCall) -> replies.Reply:
         bodies.append(request.body)
-        return calls.Reply(200, {"ok": True}, "application/json")
+        return replies.Reply(200, {"ok": True}, "application/json")
 
     monkeypatch.setattr(calls, "answer", answer)
     return bodies
@@ -84,7 +87,7 @@ async def test_a_body_in_parts_is_answered_once_whole_and_the_consumer_ends_when
 async def test_a_client_that_leaves_mid_call_stops_its_handling(monkeypatch):
     started, cancelled = asyncio.Event(), asyncio.Event()
 
-    async def answer(request: calls.HttpCall) -> calls.Reply:
+    async def answer(request: parsing.HttpCall) -> replies.Reply:
         started.set()
         try:
             await asyncio.sleep(3600)

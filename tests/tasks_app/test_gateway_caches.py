@@ -20,7 +20,8 @@ from django.utils import timezone
 
 from registry import services
 from registry.models import Agent
-from tasks_app.api import calls
+from tasks_app.api import admission, parsing
+from tasks_app.protocol.errors import InvalidRequest, Unauthenticated
 from tests.tasks_app.a2a_http import (
     JSONRPC_1,
     METHOD_NOT_FOUND,
@@ -49,11 +50,11 @@ def answered(response) -> bool:
 
 def test_a_call_with_its_key_and_agent_cached_costs_one_query(echo, api_key):
     body = json.dumps(JSONRPC_1.send().body).encode()
-    parsed = calls.parse_jsonrpc_call({"A2A-Version": "1.0"}, body)
+    parsed = parsing.parse_jsonrpc_call({"A2A-Version": "1.0"}, body)
     for _ in range(2):  # the first call also records the key's last use
-        calls.admit_parsed(f"Bearer {api_key[1]}", ("agent", echo.pk, parsed))
+        admission.admit_parsed(f"Bearer {api_key[1]}", ("agent", echo.pk, parsed))
     with CaptureQueriesContext(connection) as queries:
-        admitted = calls.admit_parsed(f"Bearer {api_key[1]}", ("agent", echo.pk, parsed))
+        admitted = admission.admit_parsed(f"Bearer {api_key[1]}", ("agent", echo.pk, parsed))
     assert admitted.opened is not None and admitted.target.id == echo.pk
     assert [q["sql"].split()[0] for q in queries.captured_queries] == ["INSERT"]
 
@@ -132,30 +133,32 @@ async def test_a_cached_key_is_refused_once_it_expires(echo, transactional_db):
 
 async def test_admission_refuses_a_call_with_the_call_it_parsed(echo, api_key):
     body = json.dumps(JSONRPC_1.send().body).encode()
-    parsed = calls.parse_jsonrpc_call({"A2A-Version": "1.0"}, body)
-    with pytest.raises(calls.Refused) as refused:
-        await calls.admission(f"Bearer {api_key[1]}", lambda: ("agent", "no-such-agent", parsed))
-    assert isinstance(refused.value.error, calls.TargetNotFound)
+    parsed = parsing.parse_jsonrpc_call({"A2A-Version": "1.0"}, body)
+    with pytest.raises(admission.Refused) as refused:
+        await admission.admission(
+            f"Bearer {api_key[1]}", lambda: ("agent", "no-such-agent", parsed)
+        )
+    assert isinstance(refused.value.error, parsing.TargetNotFound)
     assert refused.value.call is parsed  # its error is answered with the call's id and version
-    with pytest.raises(calls.Refused) as refused:
-        await calls.admission("Bearer not-a-key", lambda: ("agent", echo.pk, parsed))
-    assert isinstance(refused.value.error, calls.InvalidApiKey)
+    with pytest.raises(admission.Refused) as refused:
+        await admission.admission("Bearer not-a-key", lambda: ("agent", echo.pk, parsed))
+    assert isinstance(refused.value.error, parsing.InvalidApiKey)
     assert refused.value.call is None  # answered like an unparsed call
 
 
 async def test_admission_refuses_an_unparsable_call_from_a_keyless_caller_as_unauthenticated(echo):
     def parse():
-        raise calls.InvalidRequest("not a call")
+        raise InvalidRequest("not a call")
 
-    with pytest.raises(calls.Refused) as refused:
-        await calls.admission(None, parse)
-    assert isinstance(refused.value.error, calls.Unauthenticated)
+    with pytest.raises(admission.Refused) as refused:
+        await admission.admission(None, parse)
+    assert isinstance(refused.value.error, Unauthenticated)
 
 
 async def test_admission_refuses_an_unparsable_call_from_a_valid_key_with_its_own_error(api_key):
     def parse():
-        raise calls.InvalidRequest("not a call")
+        raise InvalidRequest("not a call")
 
-    with pytest.raises(calls.Refused) as refused:
-        await calls.admission(f"Bearer {api_key[1]}", parse)
-    assert isinstance(refused.value.error, calls.InvalidRequest)
+    with pytest.raises(admission.Refused) as refused:
+        await admission.admission(f"Bearer {api_key[1]}", parse)
+    assert isinstance(refused.value.error, InvalidRequest)

@@ -20,7 +20,7 @@ from registry.services import api_key_create
 from relay_project import ratelimit
 from routing.demo.agents import ECHO, build_agent_app
 from tasks_app import delegation as relay_delegation
-from tasks_app.api import calls
+from tasks_app.api import calls, parsing, replies
 from tasks_app.models import Task
 from tasks_app.protocol import delegation
 from tests.live import Recording
@@ -335,10 +335,10 @@ async def test_the_task_api_shares_the_keys_budget(echo, key, settings):
 # --- concurrent streams --------------------------------------------------------------------
 
 
-def stream_call(agent_id: str, secret: str) -> calls.HttpCall:
+def stream_call(agent_id: str, secret: str) -> parsing.HttpCall:
     request = JSONRPC_1.send(stream=True)
     headers = [(b"authorization", f"Bearer {secret}".encode()), (b"a2a-version", b"1.0")]
-    return calls.HttpCall(
+    return parsing.HttpCall(
         kind="agent",
         target_id=agent_id,
         rest="",
@@ -356,12 +356,12 @@ async def test_a_key_over_its_stream_limit_is_refused_until_a_stream_closes(
     row, secret = api_key
     first = await calls.answer(stream_call(echo.pk, secret))
     second = await calls.answer(stream_call(echo.pk, secret))
-    assert isinstance(first, calls.Stream) and isinstance(second, calls.Stream)
+    assert isinstance(first, replies.Stream) and isinstance(second, replies.Stream)
     assert ratelimit.streams_open(row) == 2
     tasks = await task_count()
 
     third = await calls.answer(stream_call(echo.pk, secret))
-    assert isinstance(third, calls.Reply) and third.status == 429, third
+    assert isinstance(third, replies.Reply) and third.status == 429, third
     assert "already has 2 streams open" in third.body["error"]["message"]
     assert await task_count() == tasks, "a refused stream stored a task"
 
@@ -371,7 +371,7 @@ async def test_a_key_over_its_stream_limit_is_refused_until_a_stream_closes(
     await second.events.aclose()  # closed unread, as when the client leaves
     assert ratelimit.streams_open(row) == 0
     again = await calls.answer(stream_call(echo.pk, secret))
-    assert isinstance(again, calls.Stream)
+    assert isinstance(again, replies.Stream)
     await again.events.aclose()
 
 
@@ -381,9 +381,9 @@ async def test_a_stream_refused_before_its_first_event_gives_its_slot_back(echo,
     request = stream_call(echo.pk, secret)
     body = json.loads(request.body)
     body["params"]["message"]["taskId"] = "no-such-task"
-    refused_call = calls.HttpCall(**{**request.__dict__, "body": json.dumps(body).encode()})
+    refused_call = parsing.HttpCall(**{**request.__dict__, "body": json.dumps(body).encode()})
     reply = await calls.answer(refused_call)
-    assert isinstance(reply, calls.Reply) and reply.body["error"]["code"] == -32001
+    assert isinstance(reply, replies.Reply) and reply.body["error"]["code"] == -32001
     assert ratelimit.streams_open(row) == 0
 
 

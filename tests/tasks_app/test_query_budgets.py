@@ -93,7 +93,7 @@ async def test_a_stream_writes_its_events_in_bursts_not_one_transaction_each(ech
                 client, echo, JSONRPC_1.send(stream=True), JSONRPC_1.headers(api_key[1])
             )
             await settled()
-    assert response.text.startswith("data: ") and "\"result\"" in response.text
+    assert response.text.startswith("data: ") and '"result"' in response.text
     writes = [kind for kind in kinds(queries.statements) if kind != "SELECT"]
     assert writes[0] == "INSERT tasks_app_task"
     # Each burst of events: the compare-and-set and the events' INSERT; one more UPDATE
