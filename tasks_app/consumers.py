@@ -23,7 +23,6 @@ from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from django.conf import settings
 
-from relay_project.redis_clients import UNREACHABLE
 from relay_project.routing import security_headers
 from tasks_app import streams
 from tasks_app.api import calls, parsing, replies
@@ -117,8 +116,8 @@ class A2AConsumer(AsyncHttpConsumer):
             await self.send_body(replies.stream_error_frame(call, error), more_body=True)
         except asyncio.CancelledError:
             raise
-        except UNREACHABLE as error:
-            unavailable = calls.redis_unreachable(error, "a stream, after it opened")
+        except calls.UNAVAILABLE as error:
+            unavailable = calls.unavailable(error, "a stream, after it opened")
             await self.send_body(replies.stream_error_frame(call, unavailable), more_body=True)
         except Exception:
             logger.exception("stream failed")

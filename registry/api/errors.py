@@ -15,6 +15,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from registry.selectors import InvalidQueryError
 from registry.services import RegistryError
+from relay_project import database
 from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE
 
 logger = logging.getLogger(__name__)
@@ -39,14 +40,18 @@ def exception_handler(exc, context):
         return error_response(exc.code, exc.message, exc.status, **details)
     if isinstance(exc, InvalidQueryError):
         return error_response("invalid_query", str(exc), status.HTTP_400_BAD_REQUEST)
-    if isinstance(exc, UNREACHABLE):
-        # The API key lookup and the rate limit live in Redis: a short outage, not a bug.
+    if isinstance(exc, (*UNREACHABLE, *database.UNAVAILABLE)):
+        # Redis (the API key lookup, the rate limits) or the database is away: a short
+        # outage, not a bug. The client may send the same request again.
+        message = (
+            UNREACHABLE_MESSAGE if isinstance(exc, UNREACHABLE) else database.UNAVAILABLE_MESSAGE
+        )
         request = context.get("request")
         where = f"{request.method} {request.path}" if request is not None else "an API call"
-        logger.warning("refused %s: %s (%s)", where, UNREACHABLE_MESSAGE, exc)
-        return error_response(
-            "unavailable", UNREACHABLE_MESSAGE, status.HTTP_503_SERVICE_UNAVAILABLE
-        )
+        logger.warning("refused %s: %s (%s)", where, message, exc)
+        response = error_response("unavailable", message, status.HTTP_503_SERVICE_UNAVAILABLE)
+        response["Retry-After"] = str(database.RETRY_AFTER_SECONDS)
+        return response
     if isinstance(exc, RequestDataTooBig):
         return error_response(
             "too_large",

@@ -13,7 +13,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from relay_project import ratelimit
+from relay_project import database, ratelimit
 from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE
 from tasks_app import gateway
 from tasks_app.api.admission import HoldingSlot, Refused, admission, context_for, echoed
@@ -76,8 +76,8 @@ async def answer(request: HttpCall) -> Reply | Stream:
         return result_reply(call, result, echo_extensions=echo)
     except A2AError as error:
         return failure_reply(request.binding, error, call)
-    except UNREACHABLE as error:
-        refused = redis_unreachable(error, f"an A2A call to {request.kind} {request.target_id!r}")
+    except UNAVAILABLE as error:
+        refused = unavailable(error, f"an A2A call to {request.kind} {request.target_id!r}")
         return failure_reply(request.binding, refused, call)
     except Exception:
         logger.exception("A2A call failed")
@@ -86,12 +86,19 @@ async def answer(request: HttpCall) -> Reply | Stream:
         )
 
 
-def redis_unreachable(error: Exception, what: str) -> Unavailable:
-    """The error answering a call that Redis being unreachable stopped (``what`` names the
-    call), logged as one WARNING line. Admission (the API key lookup and the rate limits,
-    both in the cache) runs before a message opens its task, so such a call stored nothing."""
-    logger.warning("refused %s: %s (%s)", what, UNREACHABLE_MESSAGE, error)
-    return Unavailable(UNREACHABLE_MESSAGE)
+UNAVAILABLE = (*UNREACHABLE, *database.UNAVAILABLE)
+"""Errors that mean a service of the relay (Redis, the database) cannot be reached now."""
+
+
+def unavailable(error: Exception, what: str) -> Unavailable:
+    """The retryable error answering a call that an unreachable Redis or database stopped
+    (``what`` names the call), logged as one WARNING line. Admission writes nothing before
+    its reads succeed, so a call refused so stored nothing."""
+    message = (
+        UNREACHABLE_MESSAGE if isinstance(error, UNREACHABLE) else database.UNAVAILABLE_MESSAGE
+    )
+    logger.warning("refused %s: %s (%s)", what, message, error)
+    return Unavailable(message)
 
 
 async def execute(

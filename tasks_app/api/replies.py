@@ -56,7 +56,7 @@ def error_reply(binding: str, version: str, error: A2AError, request_id: Any = N
         headers.append(
             ("WWW-Authenticate", REALM_INVALID_TOKEN if isinstance(error, InvalidApiKey) else REALM)
         )
-    if isinstance(error, RateLimited) and error.retry_after:
+    if isinstance(error, RateLimited | Unavailable) and error.retry_after:
         headers.append(("Retry-After", str(error.retry_after)))
     if binding == JSONRPC:
         body = jsonrpc_error_body(error, request_id, version)

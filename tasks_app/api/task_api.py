@@ -30,7 +30,6 @@ from rest_framework import exceptions
 
 from registry.auth import ApiKeyAuthentication, HasApiKey
 from relay_project.database import database_sync_to_async
-from relay_project.redis_clients import UNREACHABLE
 from tasks_app import client_ids, gateway
 from tasks_app.api import admission, calls, parsing, replies
 from tasks_app.api import task_api_docs as docs
@@ -130,8 +129,8 @@ class TaskApiView(APIView):
             exc = MethodNotFound(f"{self.request.method} is not an A2A call here")
         elif isinstance(exc, exceptions.APIException):
             return super().handle_exception(exc)
-        elif isinstance(exc, UNREACHABLE):
-            exc = calls.redis_unreachable(exc, f"a task API call ({self.request.path})")
+        elif isinstance(exc, calls.UNAVAILABLE):
+            exc = calls.unavailable(exc, f"a task API call ({self.request.path})")
         elif not isinstance(exc, A2AError):
             logger.exception("task API call failed")
             exc = InternalError("the relay failed to handle this call")

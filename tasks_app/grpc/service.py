@@ -39,7 +39,6 @@ from google.rpc import error_details_pb2, status_pb2  # noqa: F401  (registers t
 from prometheus_client import Counter, Histogram
 
 from relay_project import ratelimit
-from relay_project.redis_clients import UNREACHABLE
 from relay_project.request_metrics import REGISTRY
 from tasks_app import delegation, streams
 from tasks_app.api import admission, calls, parsing
@@ -186,8 +185,8 @@ def failure(error: BaseException, what: str) -> A2AError:
     """The A2AError an exception of a call is answered with."""
     if isinstance(error, A2AError):
         return error
-    if isinstance(error, UNREACHABLE):
-        return calls.redis_unreachable(error, what)
+    if isinstance(error, calls.UNAVAILABLE):
+        return calls.unavailable(error, what)
     logger.exception("gRPC call failed", exc_info=error)
     return InternalError("the relay failed to handle this call")
 

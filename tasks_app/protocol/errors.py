@@ -286,8 +286,8 @@ class RateLimited(A2AError):
 
 
 class Unavailable(A2AError):
-    """The relay cannot serve the call now (its Redis is unreachable); nothing was done, and
-    the same call may be sent again shortly."""
+    """The relay cannot serve the call now (its Redis or its database is unreachable);
+    nothing was done, and the same call may be sent again after ``retry_after`` seconds."""
 
     code = -31503
     reason = "UNAVAILABLE"
@@ -295,6 +295,7 @@ class Unavailable(A2AError):
     status = "UNAVAILABLE"
     domain = RELAY_DOMAIN
     default_message = "The relay is unavailable"
+    retry_after = 2
 
 
 ALL_ERRORS: tuple[type[A2AError], ...] = (
