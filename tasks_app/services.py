@@ -179,8 +179,10 @@ async def atask_record_many(
 
 def _written(task: Task, write: _Write) -> bool:
     """Makes ``write``, decided on ``task`` as the caller holds it; False (nothing written)
-    when another writer moved the task meanwhile."""
-    with transaction.atomic():
+    when another writer moved the task meanwhile. Inside a caller's transaction it is part
+    of it, without a savepoint of its own: the caller's writes and these stand or fall
+    together."""
+    with transaction.atomic(savepoint=False):
         moved = Task.objects.filter(**_compared(task)).update(
             last_sequence=write.last_sequence, **write.changes
         )

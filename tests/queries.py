@@ -1,0 +1,40 @@
+"""Counting the statements of the hot path where they run: asgiref's database thread."""
+
+from __future__ import annotations
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from relay_project.database import database_sync_to_async
+
+
+class ThreadQueries:
+    """The statements the database thread runs while the block is open."""
+
+    async def __aenter__(self) -> ThreadQueries:
+        def enter() -> None:
+            self._context = CaptureQueriesContext(connection)
+            self._context.__enter__()
+
+        await database_sync_to_async(enter)()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        def leave() -> None:
+            self._context.__exit__(None, None, None)
+            # Read here: ``captured_queries`` reads the connection of the thread that asks.
+            self.statements = [query["sql"] for query in self._context.captured_queries]
+
+        await database_sync_to_async(leave)()
+
+
+def kinds(statements: list[str]) -> list[str]:
+    """Each statement's verb, and the table of a write (what a budget is about)."""
+    named = []
+    for sql in statements:
+        words = sql.replace('"', "").split()
+        verb = words[0].upper()
+        table = {"INSERT": 2, "UPDATE": 1}.get(verb)
+        if verb not in {"BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"}:
+            named.append(f"{verb} {words[table]}" if table else verb)
+    return named

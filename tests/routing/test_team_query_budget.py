@@ -1,0 +1,72 @@
+"""The query budget of a team hop, counted in the database thread where every statement of the
+call runs: a one-member team answering through its member."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from registry.services import agent_register
+from registry.teams import team_create
+from relay_project.database import database_sync_to_async
+from routing.demo.agents import ECHO, app_factory
+from tasks_app.models import Task
+from tests.queries import ThreadQueries, kinds
+from tests.servers import running
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("allow_private_urls"),
+]
+
+
+@pytest.fixture(scope="module")
+def echo_url():
+    with running(app_factory(ECHO)) as url:
+        yield url
+
+
+async def settled() -> None:
+    open_states = ["completed", "failed", "canceled"]
+    for _ in range(100):
+        if not await database_sync_to_async(Task.objects.exclude(state__in=open_states).exists)():
+            return
+        await asyncio.sleep(0.05)
+
+
+async def test_a_team_hop_costs_the_two_tasks_and_their_writes(echo_url, api_key):
+    from relay_project.asgi import application
+
+    await database_sync_to_async(agent_register)(url=echo_url, agent_id="echo")
+    await database_sync_to_async(team_create)(
+        team_id="solo", name="Solo", members=["echo"], default_agent="echo"
+    )
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}},
+    }
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=application),
+        base_url="http://testserver",
+        headers={"Authorization": f"Bearer {api_key[1]}", "A2A-Version": "1.0"},
+    ) as relay:
+        assert "result" in (await relay.post("/a2a/teams/solo/", json=body)).json()  # warm
+        await settled()
+        body["params"]["message"]["messageId"] = "m-2"
+        async with ThreadQueries() as queries:
+            answer = (await relay.post("/a2a/teams/solo/", json=body)).json()
+            await settled()
+    assert "result" in answer, answer
+    writes = [kind for kind in kinds(queries.statements) if kind != "SELECT"]
+    # The team's task and the member's, each inserted once; the hop's record; the member's
+    # end and the team's end, each one compare-and-set with its events.
+    assert writes.count("INSERT tasks_app_task") == 2, writes
+    assert writes.count("INSERT routing_routinghop") == 1, writes
+    assert writes.count("UPDATE tasks_app_task") <= 4, writes
+    # Besides: admission's reads (the key, its scope, the members' health: 4), the team
+    # call's row, the member's conversation, and the wait for the tasks to settle.
+    assert len(kinds(queries.statements)) <= 14, queries.statements
