@@ -229,7 +229,7 @@ def test_on_redis_a_stream_slot_is_taken_or_refused_in_one_round_trip(cache, set
     processes.current = "other"
     assert ratelimit.stream_slot_take(key) is None
     processes.current = "this"
-    client = cache._cache.get_client(write=True)
+    client = cache._cache._counting_client
     sent = []
     execute = client.execute_command
     monkeypatch.setattr(

@@ -86,9 +86,9 @@ def test_the_shared_pool_connects_with_the_timeouts_health_check_and_one_retry()
 def test_the_command_retry_retries_once_on_connection_errors_and_timeouts():
     from redis.exceptions import ConnectionError, TimeoutError
 
-    for retry in (redis_clients.command_retry(), redis_clients.command_retry(asynchronous=True)):
-        assert retry.get_retries() == 1
-        assert {ConnectionError, TimeoutError} <= set(retry._supported_errors)
+    retry = redis_clients.command_retry()
+    assert retry.get_retries() == 1
+    assert {ConnectionError, TimeoutError} <= set(retry._supported_errors)
 
 
 def production_settings(**env: str) -> dict:
