@@ -112,12 +112,12 @@ def test_errors_at_c64_fail_the_run_though_c32_had_none():
 
 
 def test_a_figure_that_could_not_be_measured_is_a_miss_not_a_pass():
-    # No request succeeded: p50 and so the added p50 are NaN, and NaN <= 2.5 must not pass.
+    # No request succeeded: p50 and so the added p50 are NaN, and NaN <= 3.0 must not pass.
     levels = {1: make_level(embedded={"added_p50_ms": math.nan, "p50_ms": math.nan})}
 
     verdicts = judge(levels, make_streams())
 
-    assert misses(verdicts) == [(1, EMBEDDED, "added p50 <= 2.5x proxy's")]
+    assert misses(verdicts) == [(1, EMBEDDED, "added p50 <= 3.0x proxy's")]
 
 
 def test_a_ratio_that_ties_its_limit_passes_despite_float_rounding():
@@ -133,7 +133,7 @@ def test_a_proxy_that_added_no_latency_leaves_no_ratio_to_pass():
 
     verdicts = judge(levels, make_streams())
 
-    assert (1, EMBEDDED, "added p50 <= 2.5x proxy's") in misses(verdicts)
+    assert (1, EMBEDDED, "added p50 <= 3.0x proxy's") in misses(verdicts)
 
 
 def test_throughput_is_judged_at_c8_only():
@@ -235,3 +235,16 @@ def test_one_call_at_a_time_takes_more_shorter_rounds_and_every_round_fills_its_
     for level in LEVELS:
         share = requests // rounds_at(level)
         assert share >= level, f"a round at c={level} holds {share} calls"
+
+
+def test_cpu_is_judged_at_2_5x_at_c8_and_c32_and_held_to_3x_at_one_call_at_a_time():
+    levels = {
+        1: make_level(embedded={"cpu_ms": 2.9}, production={"cpu_ms": 3.1}),
+        32: make_level(embedded={"cpu_ms": 2.6}),
+    }
+
+    verdicts = judge(levels, make_streams())
+
+    assert (1, PRODUCTION, "CPU per request <= 3.0x proxy's") in misses(verdicts)
+    assert (1, EMBEDDED, "CPU per request <= 3.0x proxy's") not in misses(verdicts)
+    assert (32, EMBEDDED, "CPU per request <= 2.5x proxy's") in misses(verdicts)
