@@ -5,6 +5,7 @@ and re-decides. Services return what they wrote; the async gateway publishes it 
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,7 +17,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from relay_project.database import database_sync_to_async
-from tasks_app import snapshots, streams
+from tasks_app import postgres_events, snapshots, streams
 from tasks_app.lifecycle import (
     INTERRUPTED,
     TERMINAL,
@@ -179,51 +180,62 @@ async def atask_record_many(
 
 def _written(task: Task, write: _Write) -> bool:
     """Makes ``write``, decided on ``task`` as the caller holds it; False (nothing written)
-    when another writer moved the task meanwhile. Inside a caller's transaction it is part
-    of it, without a savepoint of its own: the caller's writes and these stand or fall
-    together."""
+    when another writer moved the task meanwhile. One function per database: the ORM's
+    transaction on SQLite, one statement on PostgreSQL (``postgres_events``). Inside a
+    caller's transaction the write is part of it: the caller's writes and these stand or
+    fall together."""
+    if connection.vendor == "postgresql":
+        return _written_on_postgresql(task, write)
     with transaction.atomic(savepoint=False):
         moved = Task.objects.filter(**_compared(task)).update(
             last_sequence=write.last_sequence, **write.changes
         )
-        if not moved:
-            return False
-        TaskEvent.objects.bulk_create(write.stored)
-        if task.has_push_configs:
-            for stored in write.stored:
-                _queue_push(task, stored)
-        if connection.vendor == "postgresql":
-            _notify(task.pk, write.last_sequence, write.state)
-    return True
+        if moved:
+            TaskEvent.objects.bulk_create(write.stored)
+            _queue_pushes(task, write.stored)
+    return bool(moved)
 
 
-def _notify(task_id: str, sequence: int, state: str) -> None:
-    """The end of a write on PostgreSQL, in one statement. It tells the task's streams in
-    other processes that the task moved (delivered at commit): for an end or a wait on the
-    client always (a cancel or an expiry elsewhere stops the process driving the task so),
-    for other events only while streams follow the task from outside the exchange
-    (``Task.remote_streams``: the exchange's own stream gets its events in the process).
-    And the events in between an end (artifact chunks, progress) commit without waiting for
-    the disk, unless RELAY_EVENT_SYNCHRONOUS_COMMIT: a crash of the database server can lose
-    the last fraction of a second of those, for a task still running."""
-    payload = streams.notify_payload(task_id, sequence, state)
-    with connection.cursor() as cursor:
-        if state in _UNOWNED_STATES:
-            cursor.execute("SELECT pg_notify(%s, %s)", [streams.NOTIFY_CHANNEL, payload])
-            return
-        lazy = not settings.RELAY_EVENT_SYNCHRONOUS_COMMIT and not _inside_a_callers_transaction()
-        cursor.execute(
-            f"SELECT set_config('synchronous_commit', %s, true), "
-            f"(SELECT pg_notify(%s, %s) FROM {Task._meta.db_table} "
-            f"WHERE id = %s AND remote_streams > 0)",
-            ["off" if lazy else "on", streams.NOTIFY_CHANNEL, payload, task_id],
+def _written_on_postgresql(task: Task, write: _Write) -> bool:
+    """The compare-and-set, the events and the NOTIFY in one statement, and the push
+    deliveries of a task that has push configs in the same transaction. The NOTIFY tells the
+    task's streams in other processes that it moved (delivered at commit): for an end or a
+    wait on the client always (a cancel or an expiry elsewhere stops the process driving the
+    task so), for other events only while streams follow the task from outside the exchange
+    (``Task.remote_streams``). The events between a task's start and its end (artifact
+    chunks, progress) commit without waiting for the disk, unless
+    RELAY_EVENT_SYNCHRONOUS_COMMIT: a crash of the database server can lose the last
+    fraction of a second of those, for a task still running."""
+    ends = write.state in _UNOWNED_STATES
+    with transaction.atomic(savepoint=False) if task.has_push_configs else _alone():
+        moved = postgres_events.record(
+            where=_compared(task),
+            values={"last_sequence": write.last_sequence, **write.changes},
+            events=write.stored,
+            notify=(
+                streams.NOTIFY_CHANNEL,
+                streams.notify_payload(task.pk, write.last_sequence, write.state),
+            ),
+            notify_always=ends,
+            commit_without_disk_wait=not ends
+            and not settings.RELAY_EVENT_SYNCHRONOUS_COMMIT
+            and not connection.in_atomic_block,
         )
+        if moved:
+            _queue_pushes(task, write.stored)
+    return moved
 
 
-def _inside_a_callers_transaction() -> bool:
-    """Whether the write's transaction is part of a caller's (a team's hop), whose other
-    writes decide for themselves how it commits."""
-    return len(connection.atomic_blocks) > 1
+@contextlib.contextmanager
+def _alone():
+    """No transaction of its own: the one statement is atomic."""
+    yield
+
+
+def _queue_pushes(task: Task, events: list[TaskEvent]) -> None:
+    if task.has_push_configs:
+        for event in events:
+            _queue_push(task, event)
 
 
 @dataclass(frozen=True)

@@ -28,13 +28,26 @@ class ThreadQueries:
         await database_sync_to_async(leave)()
 
 
+EVENT_WRITE = "EVENT WRITE"
+"""A task's events written (``services.task_record_many``): on PostgreSQL one statement, on
+SQLite the compare-and-set UPDATE of the task and the events' INSERT."""
+
+
 def kinds(statements: list[str]) -> list[str]:
-    """Each statement's verb, and the table of a write (what a budget is about)."""
-    named = []
+    """Each statement's verb, and the table of a write (what a budget is about); an event
+    write is EVENT_WRITE on either database."""
+    named: list[str] = []
     for sql in statements:
         words = sql.replace('"', "").split()
         verb = words[0].upper()
         table = {"INSERT": 2, "UPDATE": 1}.get(verb)
-        if verb not in {"BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"}:
-            named.append(f"{verb} {words[table]}" if table else verb)
+        kind = f"{verb} {words[table]}" if table else verb
+        if verb in {"BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"}:
+            continue
+        if sql.startswith("WITH moved AS (UPDATE"):
+            kind = EVENT_WRITE
+        elif kind == "INSERT tasks_app_taskevent" and named[-1:] == ["UPDATE tasks_app_task"]:
+            named[-1] = kind = EVENT_WRITE
+            continue
+        named.append(kind)
     return named
