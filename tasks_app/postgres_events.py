@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import connection
+from psycopg.types.json import Jsonb
 
 from tasks_app.models import Task, TaskEvent
 
@@ -33,17 +34,18 @@ def record(
     commit_without_disk_wait: bool,
 ) -> bool:
     """Updates the task matching ``where`` (field: expected value, a compare-and-set) with
-    ``values`` and inserts ``events`` only if it moved; sends NOTIFY ``notify`` (channel,
-    payload) when it moved and ``notify_always`` or a stream follows the task from elsewhere.
-    Returns whether the task moved; the events then have their primary keys. ``commit_without_disk_wait`` only outside a transaction:
-    in one it would hold for the whole of it."""
+    ``values`` and inserts ``events`` (one task's, all made now) only if it moved; sends
+    NOTIFY ``notify`` (channel, payload) when it moved and ``notify_always`` or a stream
+    follows the task from elsewhere. Returns whether the task moved; the events then have
+    their primary keys. ``commit_without_disk_wait`` only outside a transaction: in one it
+    would hold for the whole of it."""
     sql, params = _statement(where, values, events, notify, notify_always, commit_without_disk_wait)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
         return False
-    for event, pk in zip(events, row[len(row) - len(events) :], strict=True):
+    for event, pk in zip(events, row[-1], strict=True):
         event.pk = pk
         event._state.adding = False
         event._state.db = connection.alias
@@ -51,6 +53,8 @@ def record(
 
 
 def _statement(where, values, events, notify, notify_always, lazy) -> tuple[str, list[Any]]:
+    """The statement and its parameters. Its text depends only on which fields are written
+    (the events travel as one JSON parameter), so psycopg prepares it after a few uses."""
     quote = connection.ops.quote_name
     task_fields = [Task._meta.get_field(name) for name in values]
     compared = [Task._meta.pk if name == "pk" else Task._meta.get_field(name) for name in where]
@@ -69,31 +73,23 @@ def _statement(where, values, events, notify, notify_always, lazy) -> tuple[str,
         + " AND ".join(f"{quote(field.column)} = %s" for field in compared)
         + f" RETURNING {quote('remote_streams')}"
     )
-    event_fields = [field for field in TaskEvent._meta.concrete_fields if not field.primary_key]
-    columns = ", ".join(quote(field.column) for field in event_fields)
-    placeholders = ", ".join(["%s"] * len(event_fields))
-    inserts = []
-    for index, event in enumerate(events):
-        # One INSERT ... SELECT a row: the values take their columns' types, which one VALUES
-        # list of several rows would not give them.
-        inserts.append(
-            f"stored{index} AS (INSERT INTO {quote(TaskEvent._meta.db_table)} ({columns}) "
-            f"SELECT {placeholders} FROM moved RETURNING {quote(TaskEvent._meta.pk.column)})"
-        )
-        params += [
-            field.get_db_prep_save(field.pre_save(event, True), connection)
-            for field in event_fields
-        ]
-    announce = "CASE WHEN %s OR moved.remote_streams > 0 THEN pg_notify(%s, %s) END"
+    rows = [
+        {"sequence": event.sequence, "kind": event.kind, "payload": event.payload}
+        for event in events
+    ]
+    first = events[0]
+    params += [first.task_id, first.created_at, Jsonb(rows)]
+    table = quote(TaskEvent._meta.db_table)
+    stored = (
+        f"INSERT INTO {table} (task_id, sequence, kind, payload, created_at) "
+        "SELECT %s, e.sequence, e.kind, e.payload, %s FROM moved, "
+        "jsonb_to_recordset(%s) AS e(sequence integer, kind text, payload jsonb) "
+        "ORDER BY e.sequence RETURNING id, sequence"
+    )
+    selected = ["CASE WHEN %s OR moved.remote_streams > 0 THEN pg_notify(%s, %s) END"]
     params += [notify_always, *notify]
-    selected = [announce]
     if lazy:
         selected.append("set_config('synchronous_commit', 'off', true)")
-    pk = quote(TaskEvent._meta.pk.column)
-    selected += [f"stored{index}.{pk}" for index in range(len(events))]
-    joined = "".join(f"stored{index}, " for index in range(len(events)))
-    sql = (
-        f"WITH moved AS ({update}), {', '.join(inserts)} "
-        f"SELECT {', '.join(selected)} FROM {joined}moved"
-    )
+    selected.append("(SELECT array_agg(id ORDER BY sequence) FROM stored)")
+    sql = f"WITH moved AS ({update}), stored AS ({stored}) SELECT {', '.join(selected)} FROM moved"
     return sql, params
