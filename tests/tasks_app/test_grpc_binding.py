@@ -126,7 +126,7 @@ def test_every_card_lists_the_grpc_interface_with_its_target_as_tenant(relay, gr
         grpc_interfaces = [i for i in card["supportedInterfaces"] if i["protocolBinding"] == GRPC]
         assert grpc_interfaces == [
             {
-                "url": grpc_relay,
+                "url": f"http://{grpc_relay}",
                 "protocolBinding": GRPC,
                 "protocolVersion": "1.0",
                 "tenant": tenant,
@@ -146,7 +146,7 @@ async def test_the_extended_card_over_grpc_is_the_relays_with_both_addresses(rel
     interfaces = {(i.protocol_binding, i.url, i.tenant) for i in card.supported_interfaces}
     http = f"{relay.url}/a2a/agents/insider/"
     assert ("JSONRPC", http, "") in interfaces
-    assert (GRPC, grpc_relay, "agents/insider") in interfaces
+    assert (GRPC, f"http://{grpc_relay}", "agents/insider") in interfaces
     assert relay.agents["insider"].rstrip("/") not in str(card)
 
 
