@@ -295,9 +295,12 @@ def task_id_in(error: dict[str, Any]) -> str | None:
 
 @pytest.mark.parametrize(("binding", "version"), PROTOCOLS, ids=PROTOCOL_IDS)
 def test_an_invalid_agent_response_names_the_failed_task_it_left(relay, binding, version):
-    error = error_of_send(relay, "not-jsonrpc", binding, version)
+    # An agent of its own: the other tests' failures open the shared agents' breakers.
+    agent_id = f"garbage-{'rest' if binding == 'HTTP+JSON' else 'rpc'}-{version.replace('.', '')}"
+    relay.serve_agent(agent_id, failing_agent(not_jsonrpc))
+    error = error_of_send(relay, agent_id, binding, version)
     task_id = task_id_in(error)
     assert task_id, error
-    stored = relay.call("not-jsonrpc", "GetTask", {"id": task_id}).json()["result"]
+    stored = relay.call(agent_id, "GetTask", {"id": task_id}).json()["result"]
     assert stored["status"]["state"] == "TASK_STATE_FAILED"
     assert "not A2A" in status_text(stored)
