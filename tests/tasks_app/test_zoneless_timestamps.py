@@ -72,3 +72,28 @@ async def test_a_resubscription_to_a_working_task_of_that_agent_parses(relay, bi
         [{"text": "eno wols"}]
     ]
     assert all(t.endswith("Z") for t in timestamps(first + again + rest))
+
+
+@pytest.mark.parametrize("transport", ["JSONRPC", "HTTP+JSON"])
+def test_the_03_sdk_client_streams_from_that_agent_through_the_relay(relay, a2a_sdk_03, transport):
+    """a2a-sdk 0.3.26 itself (its own venv), which parses timestamps as ISO 8601 strings on
+    JSON-RPC and as protobuf Timestamps on its REST binding."""
+    answer = a2a_sdk_03.client(
+        {
+            "url": relay.agent_url("reverser"),
+            "transport": transport,
+            "token": relay.key,
+            "streaming": True,
+            "message": {
+                "kind": "message",
+                "messageId": uuid.uuid4().hex,
+                "role": "user",
+                "parts": [{"kind": "text", "text": "abc"}],
+            },
+        }
+    )
+    assert "error" not in answer, answer
+    last = answer["events"][-1]
+    task = last[0] if isinstance(last, list) else last
+    assert task["status"]["state"] == "completed"
+    assert task["artifacts"][0]["parts"][0]["text"] == "cba"
