@@ -43,6 +43,7 @@ _REQUIRED_V03 = (
 )
 _REQUIRED_SKILL = ("id", "name", "description")
 _REQUIRED_INTERFACE = ("url", "protocolBinding", "protocolVersion")
+_FREE_FORM_FIELDS = ("params", "header")
 _STRING_FIELDS = ("name", "description", "version", "url", "documentationUrl", "iconUrl")
 _LIST_FIELDS = (
     "skills",
@@ -173,6 +174,7 @@ def parse_card(document: Any, *, legacy_path: bool = False) -> ParsedCard:
     """
     if not isinstance(document, dict):
         raise InvalidCardError("the agent card must be a JSON object")
+    document = without_nulls(document)
     generation = card_generation(document, legacy_path=legacy_path)
     _check_required(document, generation)
     try:
@@ -238,6 +240,22 @@ def parse_card(document: Any, *, legacy_path: bool = False) -> ParsedCard:
         # is the same card.
         content_hash=content_hash({k: v for k, v in document.items() if k != "signatures"}),
     )
+
+
+def without_nulls(value: Any, *, key: str = "") -> Any:
+    """``value`` with every JSON null left out, as if the field were absent: cards written from
+    models without ``exclude_none`` (agno's, from a2a-sdk's pydantic types) carry a null for
+    each optional field they lack, and protobuf's reader refuses them. The free-form JSON of
+    extension ``params`` and a signature's ``header`` is kept as it is: a null there is data."""
+    if key in _FREE_FORM_FIELDS:
+        return value
+    if isinstance(value, dict):
+        return {
+            name: without_nulls(item, key=name) for name, item in value.items() if item is not None
+        }
+    if isinstance(value, list):
+        return [without_nulls(item) for item in value if item is not None]
+    return value
 
 
 def restore_json_fields(source: dict[str, Any], target: dict[str, Any]) -> dict[str, Any]:

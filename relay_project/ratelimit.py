@@ -21,6 +21,7 @@ last stream of its key opened in its process.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable, Iterable
@@ -29,6 +30,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+
+from relay_project.redis_clients import UNREACHABLE
+
+logger = logging.getLogger(__name__)
 
 WINDOW_SECONDS = 60
 _PREFIX = "relay:limit"
@@ -189,10 +194,15 @@ def stream_slot_take(api_key) -> Refusal | None:
 
 
 def stream_slot_give_back(api_key) -> None:
-    """Gives back a slot ``stream_slot_take`` took. Never raises."""
+    """Gives back a slot ``stream_slot_take`` took. Never raises: it runs as a stream ends,
+    after its final event, where nothing may follow (an error frame would). With Redis
+    unreachable the slot stays taken until its counter expires (RELAY_STREAM_SLOT_SECONDS)."""
     if settings.RELAY_MAX_STREAMS_PER_KEY <= 0:
         return
-    _decrement(_streams_counter(api_key, _current_holder()))
+    try:
+        _decrement(_streams_counter(api_key, _current_holder()))
+    except UNREACHABLE as error:
+        logger.warning("could not give a stream slot back, Redis is unreachable: %s", error)
 
 
 def streams_open(api_key) -> int:

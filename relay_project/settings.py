@@ -351,8 +351,8 @@ RELAY_MAX_METADATA_DEPTH = env.int("RELAY_MAX_METADATA_DEPTH", default=16)
 # The largest historyLength a caller may ask for.
 RELAY_MAX_HISTORY_LENGTH = env.int("RELAY_MAX_HISTORY_LENGTH", default=1000)
 # The gRPC binding (``manage.py run_grpc``, ``tasks_app.grpc``): the port its server listens on
-# (0: no gRPC, and no card lists it), the address it binds, and the host:port cards give
-# clients (default: the card's host with RELAY_GRPC_PORT).
+# (0: no gRPC, and no card lists it), the address it binds, and the URL cards give
+# clients (default: http:// and the card's host with RELAY_GRPC_PORT).
 RELAY_GRPC_PORT = env.int("RELAY_GRPC_PORT", default=0)
 RELAY_GRPC_BIND = env.str("RELAY_GRPC_BIND", default="127.0.0.1")
 RELAY_GRPC_PUBLIC_ADDRESS = env.str("RELAY_GRPC_PUBLIC_ADDRESS", default="")

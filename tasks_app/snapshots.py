@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from tasks_app.lifecycle import TaskState, to_wire_v1
@@ -48,7 +49,9 @@ class IdMap:
         return out
 
     def to_relay(self, value: Any) -> Any:
-        """A task, message, or stream response from upstream, with the relay's ids."""
+        """A task, message, or stream response from upstream, with the relay's ids and its
+        status timestamps in RFC 3339 UTC (``utc_timestamp``): every answer and event of an
+        agent passes here, so clients that read timestamps strictly can parse them all."""
         if isinstance(value, list):
             return [self.to_relay(item) for item in value]
         if not isinstance(value, dict):
@@ -65,6 +68,10 @@ class IdMap:
                 out[key] = self.context_id
             elif key in ("task", "message", "statusUpdate", "artifactUpdate", "status", "history"):
                 out[key] = self.to_relay(item)
+            elif key == "timestamp" and isinstance(item, str):
+                # Only a status has a timestamp among the objects walked here.
+                if (moment := utc_timestamp(item)) is not None:
+                    out[key] = moment
             else:
                 out[key] = item
         return out
@@ -73,6 +80,20 @@ class IdMap:
         # "id" names the task only on a Task object (it has "status"); elsewhere "id" may be a
         # config id. A taskId always names the task.
         return key == "taskId" or "status" in container
+
+
+def utc_timestamp(value: str) -> str | None:
+    """``value`` as RFC 3339 in UTC (``2026-11-28T16:58:00.944Z``), as ProtoJSON readers (the
+    a2a-sdk clients, the relay's gRPC server) require. A timestamp without a zone, as fasta2a
+    agents send (``2026-11-28T16:58:00.944946``), is read as UTC; one that is not ISO 8601 at
+    all is None, and the caller drops it (a status's timestamp is optional)."""
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def task_snapshot(

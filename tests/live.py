@@ -214,9 +214,11 @@ async def sdk_client(
 
 
 def grpc_channel_factory(headers: dict[str, str] | None = None) -> Callable[[str], Any]:
-    """A2A's ``grpc_channel_factory``: an insecure ``grpc.aio`` channel to the card's
-    ``host:port`` that sends ``headers`` (``Authorization`` and the like) as metadata with
-    every call."""
+    """A2A's ``grpc_channel_factory``: an insecure ``grpc.aio`` channel to the host and port
+    of the card's URL (``http://host:port``, or a bare ``host:port``) that sends ``headers``
+    (``Authorization`` and the like) as metadata with every call."""
+    from urllib.parse import urlsplit
+
     import grpc
 
     metadata = tuple((name.lower(), value) for name, value in (headers or {}).items())
@@ -241,7 +243,8 @@ def grpc_channel_factory(headers: dict[str, str] | None = None) -> Callable[[str
 
     def factory(url: str):
         interceptors = [Unary(), Streaming()] if metadata else None
-        return grpc.aio.insecure_channel(url, interceptors=interceptors)
+        target = urlsplit(url).netloc if "://" in url else url
+        return grpc.aio.insecure_channel(target, interceptors=interceptors)
 
     return factory
 
@@ -407,11 +410,13 @@ class Daphne:
         self.process.wait(STOP_SECONDS)
 
 
-def start_daphne(env: dict[str, str], var_dir: Path, *, server: str = "daphne") -> Daphne:
+def start_daphne(
+    env: dict[str, str], var_dir: Path, *, server: str = "daphne", port: int | None = None
+) -> Daphne:
     """Starts ``daphne relay_project.asgi:application`` (or, with ``server="uvicorn"``, uvicorn
-    as the README's production section runs it) on a free port and returns once it answers
-    HTTP. Raises RelayFailedError (with the log's tail) when it does not."""
-    port = free_port()
+    as the README's production section runs it) on ``port`` (else a free one) and returns once
+    it answers HTTP. Raises RelayFailedError (with the log's tail) when it does not."""
+    port = port or free_port()
     log = var_dir / f"{server}-{port}.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
@@ -491,10 +496,11 @@ class LiveRelay:
         return {"Authorization": f"Bearer {key or self.key}"}
 
     @contextmanager
-    def second(self, **extra_env: str) -> Iterator[str]:
-        """Another daphne of this relay: the same database (and the same Redis when the relay
-        runs with REDIS_URL). Yields its base URL; stopped when the block ends."""
-        daphne = start_daphne({**self.env, **extra_env}, self.var_dir)
+    def second(self, *, port: int | None = None, **extra_env: str) -> Iterator[str]:
+        """Another daphne of this relay (on ``port``, else a free one): the same database (and
+        the same Redis when the relay runs with REDIS_URL). Yields its base URL; stopped when
+        the block ends."""
+        daphne = start_daphne({**self.env, **extra_env}, self.var_dir, port=port)
         try:
             yield daphne.url
         finally:

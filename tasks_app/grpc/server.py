@@ -8,7 +8,9 @@ With RELAY_GRPC_METRICS_PORT it serves its Prometheus metrics (``relay_grpc_call
 ``relay_grpc_call_duration_seconds``) over HTTP on that port.
 
 Messages larger than RELAY_MAX_BODY_BYTES are refused by gRPC itself (RESOURCE_EXHAUSTED),
-as daphne refuses such a body.
+as daphne refuses such a body. A body that is not the request message (corrupt, or nested past
+protobuf's depth limit) reaches the service as ``Unparsable`` and is refused there as an
+invalid request (INVALID_ARGUMENT), after the key is checked like any other call's.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from prometheus_client import start_http_server
 
 from relay_project.request_metrics import REGISTRY
 from tasks_app.gateway import KEEPALIVE_SECONDS, supervisor
-from tasks_app.grpc.service import RelayA2AService
+from tasks_app.grpc.service import RelayA2AService, Unparsable
 
 logger = logging.getLogger(__name__)
 
@@ -40,11 +42,48 @@ def build_server(address: str) -> tuple[grpc.aio.Server, int]:
     if settings.RELAY_MAX_BODY_BYTES:
         options.append(("grpc.max_receive_message_length", settings.RELAY_MAX_BODY_BYTES))
     server = grpc.aio.server(options=options)
-    a2a_pb2_grpc.add_A2AServiceServicer_to_server(RelayA2AService(), server)
+    add_service(server, RelayA2AService())
     port = server.add_insecure_port(address)
     if not port:
         raise OSError(f"the gRPC server could not bind {address}")
     return server, port
+
+
+class _Handlers:
+    """Stands in for a server to a2a-sdk's generated registration, keeping its handlers."""
+
+    def add_generic_rpc_handlers(self, handlers) -> None:
+        pass
+
+    def add_registered_method_handlers(self, service: str, handlers: dict) -> None:
+        self.service, self.handlers = service, handlers
+
+
+def add_service(server: grpc.aio.Server, servicer: RelayA2AService) -> None:
+    """Registers ``servicer`` as a2a-sdk's generated code does, but with request decoders that
+    never raise: gRPC would end a call whose body does not decode with UNKNOWN and the decoder's
+    Python exception as its message, before the service could answer."""
+    generated = _Handlers()
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(servicer, generated)
+    handlers = {
+        name: handler._replace(request_deserializer=_lenient(handler.request_deserializer))
+        for name, handler in generated.handlers.items()
+    }
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(generated.service, handlers),)
+    )
+    server.add_registered_method_handlers(generated.service, handlers)
+
+
+def _lenient(decode):
+    def decode_or_keep_the_error(body: bytes):
+        try:
+            return decode(body)
+        except Exception as error:  # noqa: BLE001 - protobuf raises DecodeError, and others
+            deep = "depth" in str(error).lower()
+            return Unparsable("nested deeper than protobuf reads" if deep else "corrupt")
+
+    return decode_or_keep_the_error
 
 
 async def serve(bind: str, port: int, *, on_ready=None) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -49,6 +50,7 @@ from tasks_app.protocol.errors import (
     A2AError,
     InternalError,
     InvalidAgentResponse,
+    InvalidRequest,
     UnsupportedOperation,
     VersionNotSupported,
 )
@@ -123,8 +125,20 @@ def grpc_version(pairs: list[tuple[str, str]]) -> ProtocolVersion:
     return version
 
 
-def parse_call(operation: Operation, request: Message, pairs: list[tuple[str, str]]):
+@dataclass(frozen=True)
+class Unparsable:
+    """A request body that did not decode as the method's request message, and why
+    (``tasks_app.grpc.server`` hands it in instead of failing the call in gRPC)."""
+
+    reason: str
+
+
+def parse_call(operation: Operation, request: Message | Unparsable, pairs: list[tuple[str, str]]):
     """(kind, target id, Call) of a gRPC request; raises A2AError for a bad one."""
+    if isinstance(request, Unparsable):
+        raise InvalidRequest(
+            f"the request body is not a valid {operation.value} request message: {request.reason}"
+        )
     version = grpc_version(pairs)
     raw = message_to_json(request)
     tenant = raw.pop("tenant", "")

@@ -1,9 +1,9 @@
-"""Addressing over gRPC: one server, one ``host:port``, for every target.
+"""Addressing over gRPC: one server, one address, for every target.
 
-The a2a-sdk client opens a channel to the ``GRPC`` interface's URL as it is (``host:port``)
-and puts the interface's ``tenant`` into every request's ``tenant`` field. So the relay's
-cards name the gRPC server's address as the URL and the target as the tenant, spelled as the
-target's path under ``/a2a/`` in the HTTP bindings:
+The a2a-sdk client hands the ``GRPC`` interface's URL to the caller's channel factory and puts
+the interface's ``tenant`` into every request's ``tenant`` field. So the relay's cards name the
+gRPC server's address as the URL and the target as the tenant, spelled as the target's path
+under ``/a2a/`` in the HTTP bindings:
 
 - ``agents/<id>``: a registered agent (``/a2a/agents/<id>/``);
 - ``teams/<id>``: a team (``/a2a/teams/<id>/``);
@@ -12,7 +12,13 @@ target's path under ``/a2a/`` in the HTTP bindings:
 
 The interface is listed only when the gRPC server is configured (``RELAY_GRPC_PORT``). Its
 address is ``RELAY_GRPC_PUBLIC_ADDRESS`` when set (a proxy or load balancer in front), else the
-card's own host with ``RELAY_GRPC_PORT``.
+card's own host with ``RELAY_GRPC_PORT``, always written as an absolute URL
+(``http://127.0.0.1:8001``), never a bare ``host:port``: the spec's own card example gives its
+gRPC interface an ``https://`` URL, the conformance suite's gRPC client reads the target from
+the URL's host and port (``http``/``grpc`` plaintext, ``https``/``grpcs`` TLS), and Google
+ADK's ``RemoteA2aAgent`` refuses a card with any interface URL that is not ``https`` (or
+``http`` on a loopback host) on the card's own origin. A channel factory passes
+``urlsplit(url).netloc`` to gRPC (which reads ``http://`` as a name to resolve).
 """
 
 from __future__ import annotations
@@ -59,14 +65,18 @@ def enabled() -> bool:
     return bool(settings.RELAY_GRPC_PORT)
 
 
-def public_address(base_url: str) -> str:
-    """Where clients reach the gRPC server, as a card gives it (``host:port``)."""
-    if settings.RELAY_GRPC_PUBLIC_ADDRESS:
-        return settings.RELAY_GRPC_PUBLIC_ADDRESS
+def public_url(base_url: str) -> str:
+    """Where clients reach the gRPC server, as a card gives it: ``RELAY_GRPC_PUBLIC_ADDRESS``
+    as set when it is a URL, with the scheme of ``base_url`` when it is a bare ``host:port``
+    (the proxy in front of the relay serves both); else ``http://`` (the server speaks
+    plaintext) on the host of ``base_url`` with RELAY_GRPC_PORT."""
+    public = settings.RELAY_GRPC_PUBLIC_ADDRESS
+    if public:
+        return public if "://" in public else f"{urlsplit(base_url).scheme or 'http'}://{public}"
     host = urlsplit(base_url).hostname or "127.0.0.1"
     if ":" in host:
         host = f"[{host}]"
-    return f"{host}:{settings.RELAY_GRPC_PORT}"
+    return f"http://{host}:{settings.RELAY_GRPC_PORT}"
 
 
 def grpc_interface(base_url: str) -> dict[str, str] | None:
@@ -75,7 +85,7 @@ def grpc_interface(base_url: str) -> dict[str, str] | None:
     if not enabled():
         return None
     return {
-        "url": public_address(base_url),
+        "url": public_url(base_url),
         "protocolBinding": GRPC,
         "protocolVersion": "1.0",
         "tenant": tenant_of_base(base_url),

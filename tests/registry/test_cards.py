@@ -240,3 +240,62 @@ def test_the_card_parser_imports_no_django():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "False"
+
+
+def agno_card():
+    """A 0.3 card as agno serves it: a2a-sdk's pydantic AgentCard dumped without
+    ``exclude_none``, so every optional field it lacks is a JSON null."""
+    return card_v03(
+        additionalInterfaces=None,
+        documentationUrl=None,
+        iconUrl=None,
+        provider=None,
+        security=None,
+        securitySchemes=None,
+        signatures=None,
+        supportsAuthenticatedExtendedCard=None,
+        capabilities={
+            "extensions": None,
+            "pushNotifications": None,
+            "stateTransitionHistory": None,
+            "streaming": True,
+        },
+        skills=[
+            {
+                "id": "echo",
+                "name": "Echo",
+                "description": "Says it back",
+                "tags": ["echo"],
+                "examples": None,
+                "inputModes": None,
+                "outputModes": None,
+                "security": None,
+            }
+        ],
+    )
+
+
+def test_a_card_with_null_fields_is_read_as_if_they_were_absent():
+    card = parse_card(agno_card())
+    assert card.name == "Echo"
+    assert card.streaming and not card.push_notifications and not card.extended_card
+    assert [i.binding for i in card.interfaces] == ["JSONRPC"]
+    assert card.skills[0].examples == () and card.provider_organization == ""
+    assert "provider" not in card.normalized and "iconUrl" not in card.normalized
+
+
+def test_a_1_0_card_with_null_fields_keeps_the_nulls_inside_extension_params():
+    document = card_v1(provider=None, iconUrl=None, signatures=None)
+    document["supportedInterfaces"][0]["tenant"] = None
+    document["capabilities"]["extensions"][0]["params"]["empty"] = None
+    document["skills"][0]["outputModes"] = None
+    card = parse_card(document)
+    assert card.interfaces[0].tenant == ""
+    assert card.extensions[0].params["empty"] is None
+    assert card.normalized["capabilities"]["extensions"][0]["params"]["empty"] is None
+
+
+def test_a_required_field_that_is_null_is_still_missing():
+    with pytest.raises(InvalidCardError) as raised:
+        parse_card(card_v1(name=None))
+    assert raised.value.missing == ("name",)

@@ -26,7 +26,7 @@ def test_run_relay_starts_the_grpc_server_and_the_cards_list_it(tmp_path):
             timeout=10,
         ).json()
         assert {
-            "url": f"127.0.0.1:{grpc_port}",
+            "url": f"http://127.0.0.1:{grpc_port}",
             "protocolBinding": "GRPC",
             "protocolVersion": "1.0",
             "tenant": "relay",

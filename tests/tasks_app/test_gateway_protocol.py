@@ -655,7 +655,7 @@ def test_the_agent_card_points_at_the_relay_and_can_be_cached(relay):
     }
     assert set(interfaces) == {*PROTOCOLS, GRPC_PROTOCOL}
     grpc_address = interfaces.pop(GRPC_PROTOCOL)
-    assert grpc_address == f"127.0.0.1:{relay.env['RELAY_GRPC_PORT']}"
+    assert grpc_address == f"http://127.0.0.1:{relay.env['RELAY_GRPC_PORT']}"
     assert all(u.rstrip("/") == relay.agent_url("chunked").rstrip("/") for u in interfaces.values())
     assert card["url"].rstrip("/") == relay.agent_url("chunked").rstrip("/")
     assert card["capabilities"]["streaming"] is True

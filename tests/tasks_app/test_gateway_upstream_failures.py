@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.agents import misadvertised_agent
-from tests.live import CALL_SECONDS, read_stream
+from tests.live import CALL_SECONDS, PROTOCOL_IDS, PROTOCOLS, read_stream
 
 UPSTREAM_TIMEOUT = 1.0
 RELAY_ENV = {"RELAY_UPSTREAM_TIMEOUT": str(UPSTREAM_TIMEOUT)}
@@ -256,3 +256,51 @@ def test_an_agent_refusing_a_streamed_message_ends_the_stream_failed_with_its_re
     assert status["state"] == "TASK_STATE_FAILED"
     assert "the agent refuses this message" in status["message"]["parts"][0]["text"]
     assert [task["status"]["state"] for task in listed(relay, "refuses")] == ["TASK_STATE_FAILED"]
+
+
+def error_of_send(relay, agent_id: str, binding: str, version: str) -> dict[str, Any]:
+    """The error a SendMessage to ``agent_id`` gets in one binding and version, as sent."""
+    text = message("hello")
+    if version == "0.3":
+        text = {**text, "role": "user", "kind": "message", "parts": [{"kind": "text", "text": "x"}]}
+    if binding == "JSONRPC":
+        method = "SendMessage" if version == "1.0" else "message/send"
+        response = relay.call(agent_id, method, {"message": text}, version=version)
+        return response.json()["error"]
+    if version == "0.3":
+        text = {**message("hello"), "content": [{"text": "x"}]}
+        text.pop("parts")
+    path = "message:send" if version == "1.0" else "v1/message:send"
+    headers = {"A2A-Version": "1.0"} if version == "1.0" else {}
+    response = httpx.post(
+        relay.agent_url(agent_id) + path,
+        json={"message" if version == "1.0" else "request": text},
+        headers={**relay.auth(), **headers},
+        timeout=CALL_SECONDS,
+    )
+    return response.json()["error"]
+
+
+def task_id_in(error: dict[str, Any]) -> str | None:
+    """The task id an error names: in its ErrorInfo's metadata (1.0), in its data (0.3
+    JSON-RPC)."""
+    found = error.get("data") if isinstance(error.get("data"), dict) else None
+    if found and found.get("taskId"):
+        return found["taskId"]
+    for detail in error.get("data") or error.get("details") or []:
+        if isinstance(detail, dict) and detail.get("metadata", {}).get("taskId"):
+            return detail["metadata"]["taskId"]
+    return None
+
+
+@pytest.mark.parametrize(("binding", "version"), PROTOCOLS, ids=PROTOCOL_IDS)
+def test_an_invalid_agent_response_names_the_failed_task_it_left(relay, binding, version):
+    # An agent of its own: the other tests' failures open the shared agents' breakers.
+    agent_id = f"garbage-{'rest' if binding == 'HTTP+JSON' else 'rpc'}-{version.replace('.', '')}"
+    relay.serve_agent(agent_id, failing_agent(not_jsonrpc))
+    error = error_of_send(relay, agent_id, binding, version)
+    task_id = task_id_in(error)
+    assert task_id, error
+    stored = relay.call(agent_id, "GetTask", {"id": task_id}).json()["result"]
+    assert stored["status"]["state"] == "TASK_STATE_FAILED"
+    assert "not A2A" in status_text(stored)

@@ -19,6 +19,10 @@ from a2a.types import (
     GetTaskRequest,
     ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
     SubscribeToTaskRequest,
     TaskPushNotificationConfig,
     TaskState,
@@ -126,7 +130,7 @@ def test_every_card_lists_the_grpc_interface_with_its_target_as_tenant(relay, gr
         grpc_interfaces = [i for i in card["supportedInterfaces"] if i["protocolBinding"] == GRPC]
         assert grpc_interfaces == [
             {
-                "url": grpc_relay,
+                "url": f"http://{grpc_relay}",
                 "protocolBinding": GRPC,
                 "protocolVersion": "1.0",
                 "tenant": tenant,
@@ -146,7 +150,7 @@ async def test_the_extended_card_over_grpc_is_the_relays_with_both_addresses(rel
     interfaces = {(i.protocol_binding, i.url, i.tenant) for i in card.supported_interfaces}
     http = f"{relay.url}/a2a/agents/insider/"
     assert ("JSONRPC", http, "") in interfaces
-    assert (GRPC, grpc_relay, "agents/insider") in interfaces
+    assert (GRPC, f"http://{grpc_relay}", "agents/insider") in interfaces
     assert relay.agents["insider"].rstrip("/") not in str(card)
 
 
@@ -575,3 +579,44 @@ async def test_the_relay_tenant_and_no_tenant_reach_the_default_target(relay, gr
     )
     assert error is None, error
     assert text_of(answer.message.parts) == "bare"
+
+
+def deep_struct_request(depth: int) -> bytes:
+    """A SendMessageRequest whose metadata nests ``depth`` Structs, as bytes: protobuf's
+    parser refuses a message nested deeper than its recursion limit (100)."""
+    from google.protobuf import struct_pb2
+
+    value = struct_pb2.Value(string_value="bottom")
+    for _ in range(depth):
+        inner = struct_pb2.Value()
+        inner.struct_value.fields["x"].CopyFrom(value)
+        value = inner
+    request = SendMessageRequest(
+        tenant="agents/writer",
+        message=Message(message_id="m-deep", role=Role.ROLE_USER, parts=[Part(text="hi")]),
+    )
+    request.metadata.fields["x"].CopyFrom(value)
+    return request.SerializeToString()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"\xff\xff\xff\xff", b"\x0a\x05ab", deep_struct_request(90)],
+    ids=["garbage", "truncated", "90-deep-struct"],
+)
+async def test_a_body_that_is_not_the_request_message_is_invalid_argument(relay, grpc_relay, body):
+    auth = (("authorization", f"Bearer {relay.key}"),)
+    async with grpc.aio.insecure_channel(grpc_relay) as channel:
+        for method in ("SendMessage", "SendStreamingMessage"):
+            path = f"/lf.a2a.v1.A2AService/{method}"
+            call = (
+                channel.unary_unary(path)(body, metadata=auth, timeout=20)
+                if method == "SendMessage"
+                else channel.unary_stream(path)(body, metadata=auth, timeout=20).read()
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as raised:
+                await call
+            error = raised.value
+            assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, (method, error.details())
+            assert "class" not in error.details() and "request message" in error.details()
+            assert error_info(error).reason == "INVALID_REQUEST"

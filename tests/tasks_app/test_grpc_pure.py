@@ -66,13 +66,15 @@ def test_cards_list_grpc_only_when_its_port_is_set(settings):
     assert all(i["protocolBinding"] != "GRPC" for i in cards.relay_interfaces(base))
     settings.RELAY_GRPC_PORT = 8101
     assert cards.relay_interfaces(base)[-1] == {
-        "url": "relay.example:8101",
+        "url": "http://relay.example:8101",
         "protocolBinding": "GRPC",
         "protocolVersion": "1.0",
         "tenant": "agents/echo",
     }
     settings.RELAY_GRPC_PUBLIC_ADDRESS = "grpc.relay.example:443"
-    assert cards.relay_interfaces(base)[-1]["url"] == "grpc.relay.example:443"
+    assert cards.relay_interfaces(base)[-1]["url"] == "https://grpc.relay.example:443"
+    settings.RELAY_GRPC_PUBLIC_ADDRESS = "grpcs://grpc.relay.example"
+    assert cards.relay_interfaces(base)[-1]["url"] == "grpcs://grpc.relay.example"
     # 0.3 readers get no gRPC: 0.3 gRPC was another service.
     hybrid = cards.hybrid_card(
         {
@@ -88,7 +90,7 @@ def test_cards_list_grpc_only_when_its_port_is_set(settings):
 def test_an_ipv6_host_is_bracketed(settings):
     settings.RELAY_GRPC_PORT = 8101
     settings.RELAY_GRPC_PUBLIC_ADDRESS = ""
-    assert targets.public_address("http://[::1]:8000/a2a/relay/") == "[::1]:8101"
+    assert targets.public_url("http://[::1]:8000/a2a/relay/") == "http://[::1]:8101"
 
 
 # --- requests ------------------------------------------------------------------------------
@@ -213,6 +215,7 @@ def test_a_bare_code_picks_the_error_by_its_http_status():
         ("grpc://agent.example:7000", ("agent.example", 7000, False)),
         ("grpcs://agent.example", ("agent.example", 443, True)),
         ("https://agent.example:8443", ("agent.example", 8443, True)),
+        ("http://127.0.0.1:8001", ("127.0.0.1", 8001, False)),
         ("[::1]:50051", ("::1", 50051, False)),
     ],
 )

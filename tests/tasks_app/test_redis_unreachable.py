@@ -146,3 +146,101 @@ def test_the_registry_and_team_apis_answer_503_with_their_error_body(api, redis_
 
 def test_registry_reads_without_a_key_need_no_redis(anonymous, redis_down):
     assert anonymous.get("/a2a/registry").status_code == 200
+
+
+@pytest.fixture
+def redis_up_then_down(settings):
+    """The production profile's cache on the local Redis (a fresh key prefix); the test calls
+    the fixture's value to point it at a port nothing listens on, as if Redis went down."""
+    import uuid
+
+    pytest.importorskip("redis")
+    options = {"socket_connect_timeout": 0.5, "socket_timeout": 2.0}
+    backend = "relay_project.redis_clients.SharedPoolRedisCache"
+    settings.CACHES = {
+        "default": {
+            "BACKEND": backend,
+            "LOCATION": "redis://127.0.0.1:6379/0",
+            "KEY_PREFIX": f"down-{uuid.uuid4().hex}",
+            "OPTIONS": options,
+        }
+    }
+
+    def down():
+        redis_clients.forget_pools()
+        settings.CACHES = {
+            "default": {
+                "BACKEND": backend,
+                "LOCATION": f"redis://127.0.0.1:{free_port()}/0",
+                "OPTIONS": options,
+            }
+        }
+
+    yield down
+    redis_clients.forget_pools()
+
+
+async def test_nothing_follows_the_final_event_of_a_stream_whose_redis_went_down(
+    api_key, redis_up_then_down, settings, allow_private_urls
+):
+    """Issue 34, item 12: the stream's slot went back to Redis after its final ``completed``
+    event; with Redis down that raised, and the caller got an error frame after the end."""
+    import json
+
+    from tasks_app.api import calls
+    from tasks_app.consumers import A2AConsumer
+    from tests.agents import CHUNKED_STREAMER, chunked_streaming_agent
+    from tests.servers import running
+
+    settings.RELAY_MAX_STREAMS_PER_KEY = 2
+
+    class Sent(A2AConsumer):
+        frames: list[bytes] = []
+
+        async def send_body(self, body, *, more_body=False):
+            self.frames.append(body)
+
+    with running(chunked_streaming_agent) as url:
+        agent = await sync_to_async(register)(url, CHUNKED_STREAMER)
+        request = JSONRPC_1.send(stream=True)
+        outcome = await calls.answer(
+            calls.HttpCall(
+                kind="agent",
+                target_id=agent.pk,
+                rest="",
+                http_method="POST",
+                query={},
+                headers=[
+                    (k.lower().encode(), v.encode())
+                    for k, v in JSONRPC_1.headers(api_key[1]).items()
+                ],
+                body=json.dumps(request.body).encode(),
+            )
+        )
+        assert isinstance(outcome, calls.Stream), outcome
+
+        async def redis_goes_down_after_the_first_event():
+            first = True
+            async for item in outcome.events:
+                yield item
+                if first:
+                    first = False
+                    redis_up_then_down()
+
+        class Events:  # what the consumer pumps: the stream, closed as the stream closes
+            def __init__(self):
+                self.items = redis_goes_down_after_the_first_event()
+
+            def __aiter__(self):
+                return self.items
+
+            async def aclose(self):
+                await outcome.events.aclose()
+
+        consumer = Sent()
+        await consumer._pump(outcome.call, Events())
+    frames = [frame for frame in consumer.frames if frame.startswith((b"data", b"event"))]
+    last = json.loads(frames[-1].split(b"data: ", 1)[1])
+    assert "error" not in last, frames[-2:]
+    assert last["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED", frames
+    assert consumer.frames[-1] == b""

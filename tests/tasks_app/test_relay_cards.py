@@ -24,6 +24,7 @@ from tasks_app.cards import (
     CARD_CACHE_CONTROL,
     agent_card_for_relay,
     card_etag,
+    card_for_reader,
     hybrid_card,
     legacy_0_2_card,
     relay_interfaces,
@@ -33,6 +34,7 @@ from tasks_app.cards import (
 )
 from tasks_app.protocol.convert import parse_v1
 from tasks_app.protocol.errors import VersionNotSupported
+from tasks_app.protocol.versions import ProtocolVersion
 
 BASE = "https://relay.example/a2a/agents/echo/"
 UPSTREAM_HOST = "upstream.internal"
@@ -264,11 +266,91 @@ def test_the_hybrid_card_adds_the_03_fields_for_the_relays_03_interfaces():
     assert hybrid["supportsAuthenticatedExtendedCard"] is True
     assert hybrid["security"] == [{"relayApiKey": []}]
     scheme = hybrid["securitySchemes"]["relayApiKey"]
+    description = "A Brass Relay API key, sent as 'Authorization: Bearer <key>'."
     assert scheme == {
         "type": "http",
         "scheme": "Bearer",
-        "description": "A Brass Relay API key, sent as 'Authorization: Bearer <key>'.",
+        "description": description,
+        "httpAuthSecurityScheme": {"scheme": "Bearer", "description": description},
     }
+
+
+def readers_of_the_card_without_a_version(card: dict) -> dict[str, bool]:
+    """Whether each reader that fetches a card without ``A2A-Version`` reads it with the
+    relay's security: a2a-sdk 0.3.26's AgentCard model; a2a-sdk 1.3's ``parse_agent_card``
+    made strict (issue 13); a 1.0 ProtoJSON reader without the SDK's 0.3 step, which skips
+    fields it does not know (the conformance suite's card-structure check reads so)."""
+    import pydantic
+    from a2a.types import a2a_pb2
+    from google.protobuf.json_format import ParseDict, ParseError
+
+    from tests.tasks_app.test_card_fidelity import strict_sdk_parse
+
+    def reads(read) -> bool:
+        try:
+            return read()
+        except (ParseError, pydantic.ValidationError):
+            return False
+
+    def v03() -> bool:
+        scheme = types_v03.AgentCard.model_validate(card).security_schemes["relayApiKey"]
+        return scheme.root.type == "http"
+
+    def sdk_strict() -> bool:
+        scheme = strict_sdk_parse(card).security_schemes["relayApiKey"]
+        return scheme.WhichOneof("scheme") == "http_auth_security_scheme"
+
+    def protojson() -> bool:
+        read = ParseDict(card, a2a_pb2.AgentCard(), ignore_unknown_fields=True)
+        return read.security_schemes["relayApiKey"].WhichOneof("scheme") is not None
+
+    return {"0.3": reads(v03), "1.3 strict": reads(sdk_strict), "1.0 protojson": reads(protojson)}
+
+
+def test_no_security_scheme_shape_serves_every_reader_of_the_card_without_a_version():
+    """Issue 34, item 9: the card fetched without ``A2A-Version`` is refused by the conformance
+    suite's 1.0 card-structure check. Its one security scheme can be written three ways, and
+    each leaves one reader out: 0.3 needs ``type``; with ``type``, a2a-sdk's 0.3 step wraps
+    the whole scheme, so a strict parse refuses a 1.0 wrapper beside it; a 1.0 reader without
+    that step needs the wrapper. The relay keeps the 0.3 shape (the SDKs both read it); 1.0
+    readers that check structure ask with ``A2A-Version: 1.0`` and get the 1.0 card."""
+    served = hybrid_card(agent_card_for_relay(make_upstream_card(), base_url=BASE))
+    wrapped = {"httpAuthSecurityScheme": {"scheme": "Bearer"}}
+    typed = {"type": "http", "scheme": "Bearer"}
+    shapes = {"served": served["securitySchemes"]["relayApiKey"], "1.0": wrapped}
+    shapes["both"] = {**typed, **wrapped}
+    verdicts = {
+        name: readers_of_the_card_without_a_version(
+            {**served, "securitySchemes": {"relayApiKey": scheme}}
+        )
+        for name, scheme in shapes.items()
+    }
+    assert verdicts == {
+        "served": {"0.3": True, "1.3 strict": True, "1.0 protojson": False},
+        "1.0": {"0.3": False, "1.3 strict": True, "1.0 protojson": True},
+        "both": {"0.3": True, "1.3 strict": False, "1.0 protojson": True},
+    }
+
+
+def test_no_card_reads_both_in_a_strict_10_parse_and_in_the_03_model():
+    """Issue 34, item 9, the limit: a 0.3 reader needs the card's top-level ``url`` (the 0.3
+    AgentCard requires it) and the 1.0 AgentCard has no such field, so a parse that refuses
+    unknown fields refuses every card a 0.3 reader can use. The card fetched without a version
+    stays the hybrid; strict 1.0 readers ask with ``A2A-Version: 1.0`` and get the 1.0 card."""
+    import pydantic
+    from a2a.types import a2a_pb2
+    from google.protobuf.json_format import ParseDict, ParseError
+
+    hybrid = hybrid_card(agent_card_for_relay(make_upstream_card(), base_url=BASE))
+    with pytest.raises(ParseError, match="url"):
+        ParseDict({"url": hybrid["url"]}, a2a_pb2.AgentCard())
+    without_url = {key: value for key, value in hybrid.items() if key != "url"}
+    with pytest.raises(pydantic.ValidationError, match="url"):
+        types_v03.AgentCard.model_validate(without_url)
+    only_v1 = card_for_reader(
+        agent_card_for_relay(make_upstream_card(), base_url=BASE), version=ProtocolVersion.V1_0
+    )
+    ParseDict(only_v1, a2a_pb2.AgentCard())  # strict: nothing unknown
 
 
 def test_the_hybrid_card_reads_back_in_the_sdk_as_the_same_10_card():

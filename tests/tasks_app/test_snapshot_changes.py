@@ -72,3 +72,24 @@ def test_a_new_status_message_in_the_same_state_is_a_status_update():
     )
     [change] = changes_between(before, after)
     assert change["statusUpdate"]["status"] == after["status"]
+
+
+def test_an_agents_zoneless_and_offset_timestamps_reach_the_relay_in_utc():
+    from tasks_app.snapshots import IdMap
+
+    ids = IdMap(task_id="t", context_id="c", upstream_task_id="up", upstream_context_id="uc")
+    event = {
+        "statusUpdate": {
+            "taskId": "up",
+            "status": {"state": "TASK_STATE_WORKING", "timestamp": "2026-11-28T16:58:00.944946"},
+            "metadata": {"timestamp": "left alone"},
+        }
+    }
+    task = {"id": "up", "status": {"state": "X", "timestamp": "2026-11-28T18:58:00+02:00"}}
+    unreadable = {"task": {"id": "up", "status": {"state": "X", "timestamp": "yesterday"}}}
+
+    relayed = ids.to_relay(event)["statusUpdate"]
+    assert relayed["status"]["timestamp"] == "2026-11-28T16:58:00.944Z"
+    assert relayed["metadata"] == {"timestamp": "left alone"}
+    assert ids.to_relay(task)["status"]["timestamp"] == "2026-11-28T16:58:00.000Z"
+    assert ids.to_relay(unreadable)["task"]["status"] == {"state": "X"}
