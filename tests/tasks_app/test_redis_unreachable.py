@@ -156,7 +156,7 @@ def redis_up_then_down(settings):
 
     pytest.importorskip("redis")
     options = {"socket_connect_timeout": 0.5, "socket_timeout": 2.0}
-    backend = "relay_project.redis_clients.SharedPoolRedisCache"
+    backend = "relay_project.redis_cache.SharedPoolRedisCache"
     settings.CACHES = {
         "default": {
             "BACKEND": backend,
@@ -187,7 +187,7 @@ async def test_nothing_follows_the_final_event_of_a_stream_whose_redis_went_down
     event; with Redis down that raised, and the caller got an error frame after the end."""
     import json
 
-    from tasks_app.api import calls
+    from tasks_app.api import calls, parsing, replies
     from tasks_app.consumers import A2AConsumer
     from tests.agents import CHUNKED_STREAMER, chunked_streaming_agent
     from tests.servers import running
@@ -204,7 +204,7 @@ async def test_nothing_follows_the_final_event_of_a_stream_whose_redis_went_down
         agent = await sync_to_async(register)(url, CHUNKED_STREAMER)
         request = JSONRPC_1.send(stream=True)
         outcome = await calls.answer(
-            calls.HttpCall(
+            parsing.HttpCall(
                 kind="agent",
                 target_id=agent.pk,
                 rest="",
@@ -217,7 +217,7 @@ async def test_nothing_follows_the_final_event_of_a_stream_whose_redis_went_down
                 body=json.dumps(request.body).encode(),
             )
         )
-        assert isinstance(outcome, calls.Stream), outcome
+        assert isinstance(outcome, replies.Stream), outcome
 
         async def redis_goes_down_after_the_first_event():
             first = True
