@@ -13,6 +13,14 @@ One file a job, imports going down:
 - ``expiry``: ending tasks past their expiry.
 """
 
+from tasks_app.gateway.agent_targets import (
+    AgentTarget,
+    CallGuard,
+    agent_changed,
+    agent_target,
+    forget_agent_targets,
+    register_call_guard,
+)
 from tasks_app.gateway.driving import (
     FINAL_STATES,
     FINAL_V1_STATES,
@@ -42,17 +50,11 @@ from tasks_app.gateway.operations import (
     target_of,
 )
 from tasks_app.gateway.targets import (
-    AgentTarget,
     CallContext,
-    CallGuard,
     Published,
     Step,
     Target,
     TargetCache,
-    agent_changed,
-    agent_target,
-    forget_agent_targets,
-    register_call_guard,
     register_target_kind,
     resolve_target,
     target_cache_seconds,
