@@ -13,7 +13,7 @@ from django.utils.dateparse import parse_datetime
 from tasks_app import snapshots
 from tasks_app.models import Task, TaskEvent
 from tasks_app.protocol.errors import InvalidParams
-from tasks_app.services import snapshot_of
+from tasks_app.snapshots import snapshot_of
 
 
 def task_for_caller(*, caller, task_id: str) -> Task | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -26,6 +26,7 @@ from tasks_app.lifecycle import (
     check_transition,
 )
 from tasks_app.models import PushDelivery, PushNotificationConfig, Task, TaskEvent
+from tasks_app.snapshots import iso, snapshot_of
 
 CAS_ATTEMPTS = 5
 _UNOWNED_STATES = frozenset(state.value for state in TERMINAL | INTERRUPTED)
@@ -46,29 +47,6 @@ class Recorded:
     sequence: int
     state: str = ""
     """The task's state right after this event ("" where nothing was recorded)."""
-
-
-def iso(moment: datetime) -> str:
-    """RFC 3339 UTC with milliseconds and a Z, as ProtoJSON timestamps are written."""
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"  # "+00:00"
-
-
-def snapshot_of(task: Task) -> dict[str, Any]:
-    """The canonical Task dict of a stored task (relay ids)."""
-    return snapshots.task_snapshot(
-        task_id=task.id,
-        context_id=task.context_id,
-        state=task.state,
-        status_message=task.status_message,
-        timestamp=iso(task.status_timestamp),
-        history=task.history,
-        artifacts=task.artifacts,
-        metadata=(
-            {**(task.metadata or {}), "relaySelection": task.selection}
-            if task.selection
-            else task.metadata
-        ),
-    )
 
 
 def task_open(

@@ -213,3 +213,26 @@ def changes_between(before: JsonDict, after: JsonDict) -> list[JsonDict]:
     update = [{"statusUpdate": {**ids, "status": status}}]
     ends = status["state"] not in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
     return artifacts + update if ends else update + artifacts
+
+
+def iso(moment: datetime) -> str:
+    """RFC 3339 UTC with milliseconds and a Z, as ProtoJSON timestamps are written."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"  # "+00:00"
+
+
+def snapshot_of(task) -> dict[str, Any]:
+    """The canonical Task dict of a stored task (a ``Task`` row; relay ids)."""
+    return task_snapshot(
+        task_id=task.id,
+        context_id=task.context_id,
+        state=task.state,
+        status_message=task.status_message,
+        timestamp=iso(task.status_timestamp),
+        history=task.history,
+        artifacts=task.artifacts,
+        metadata=(
+            {**(task.metadata or {}), "relaySelection": task.selection}
+            if task.selection
+            else task.metadata
+        ),
+    )

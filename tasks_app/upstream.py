@@ -28,6 +28,7 @@ import httpx
 
 from relay_project import outbound
 from tasks_app import lifecycle
+from tasks_app.grpc import upstream as grpc_upstream
 from tasks_app.protocol import jsonrpc, rest
 from tasks_app.protocol.convert import Dialect, stream_response_to_v1, with_artifact_flags
 from tasks_app.protocol.errors import (
@@ -41,6 +42,7 @@ from tasks_app.protocol.versions import (
     Operation,
     activation_header_name,
 )
+from tasks_app.upstream_errors import UpstreamError
 
 DRAIN_SECONDS = 0.25
 """How long a stream that sent its last event may take to end. Read to its end, its connection
@@ -51,16 +53,6 @@ BINDINGS = ("JSONRPC", "HTTP+JSON", "GRPC")
 service), spoken through ``tasks_app.grpc.upstream``."""
 GRPC_VERSIONS = ("1.0",)
 _request_ids = itertools.count(1)
-
-
-class UpstreamError(Exception):
-    """The agent could not be reached or did not answer usably. ``category`` is stable."""
-
-    def __init__(self, category: str, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.category = category
-        self.message = message
-        self.status = status
 
 
 class StreamSilent(UpstreamError):
@@ -285,8 +277,6 @@ async def call(
     without an A2A body.
     """
     if endpoint.binding == "GRPC":
-        from tasks_app.grpc import upstream as grpc_upstream
-
         try:
             return await grpc_upstream.call(
                 endpoint,
@@ -376,8 +366,6 @@ async def stream(
     agent to start answering (its response headers); once it streams, it may stay quiet.
     """
     if endpoint.binding == "GRPC":
-        from tasks_app.grpc import upstream as grpc_upstream
-
         try:
             async for answer in grpc_upstream.stream(
                 endpoint,

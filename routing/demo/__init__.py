@@ -6,6 +6,6 @@ No Django in this package (a2a-sdk, Starlette and, to run servers, uvicorn only)
   `TRIAGE`, `RESEARCHER`, `WRITER`, `ECHO` (`DEMO_AGENTS`) and `serve_demo_agents`.
 - `routing.demo.serve`: `serve` / `serve_many` run ASGI apps in background threads.
 
-Run the demo team: `python -m routing.demo.serve --port 9301` (triage on 9301, researcher
+Run the demo team: `python -m routing.demo --port 9301` (triage on 9301, researcher
 9302, writer 9303, echo 9304). Nothing is imported here so that `-m` runs cleanly.
 """

@@ -21,7 +21,7 @@ that serves, all at `base_url` (which may carry a path prefix):
 
 The four demo agents (`DEMO_AGENTS`) are `triage`, `researcher`, `writer` and `echo`; their
 rules are in the docstrings of `triage_answer`, `researcher_answer`, `draft_for` and
-`echo_answer`. Run them with `serve_demo_agents()` or `python -m routing.demo.serve`.
+`echo_answer`. Run them with `serve_demo_agents()` or `python -m routing.demo`.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ One file a job, imports going down:
 - ``expiry``: ending tasks past their expiry.
 """
 
+from tasks_app.gateway import supervisor  # noqa: F401  (plugs into driving)
 from tasks_app.gateway.agent_targets import (
     AgentTarget,
     CallGuard,

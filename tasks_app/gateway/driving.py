@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -50,14 +50,21 @@ CONTEXT_ID_MAX_LENGTH = Task._meta.get_field("context_id").max_length
 _running: dict[str, asyncio.Task] = {}
 """The jobs driving tasks in this process, by task id."""
 
+_before_a_job: list[Callable[[], None]] = []
+
+
+def before_each_job(hook: Callable[[], None]) -> None:
+    """Has ``hook`` called in the event loop before each job starts (the supervisor plugs in
+    here, so that a process driving tasks renews its lease)."""
+    _before_a_job.append(hook)
+
 
 def _spawn(task_id: str, coroutine) -> asyncio.Task:
     """Runs a task's job apart from the request that started it. It runs in a fresh context:
     the request's names executors that die with the request (asgiref's
     CurrentThreadExecutor), and every later sync_to_async would fail on them."""
-    from tasks_app.gateway import supervisor
-
-    supervisor.ensure_running()
+    for hook in _before_a_job:
+        hook()
     runner = asyncio.get_running_loop().create_task(coroutine, context=contextvars.Context())
     _running[task_id] = runner
     runner.add_done_callback(

@@ -119,3 +119,6 @@ def supervisor() -> Supervisor:
 def ensure_running(*, takeover: bool = False) -> None:
     """Starts this loop's heartbeat (and with ``takeover`` the orphan scan) unless running."""
     supervisor().start(takeover=takeover)
+
+
+driving.before_each_job(ensure_running)

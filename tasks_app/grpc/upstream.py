@@ -40,6 +40,7 @@ from relay_project import outbound
 from tasks_app.grpc.values import message_to_json
 from tasks_app.protocol.errors import A2AError, InvalidAgentResponse, InvalidParams, error_from_rest
 from tasks_app.protocol.versions import Operation
+from tasks_app.upstream_errors import UpstreamError
 
 REQUEST_TYPES: dict[Operation, type[Message]] = {
     Operation.SEND: a2a_pb2.SendMessageRequest,
@@ -75,8 +76,6 @@ TRANSPORT_CODES = {
 
 
 def _upstream_error(category: str, message: str):
-    from tasks_app.upstream import UpstreamError
-
     return UpstreamError(category, message)
 
 
