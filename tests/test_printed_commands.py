@@ -71,6 +71,12 @@ PLAN: dict[str, str | tuple[str, str]] = {
     ".venv/bin/python manage.py create_api_key NAME": RUN,
     ".venv/bin/python manage.py check_agents [--agent ID]": RUN,
     "make docs": RUN,
+    'curl -s http://127.0.0.1:8000/a2a/agents/echo/ -H "Authorization: Bearer '
+    "$(sed -n 's/^api_key=//p' var/credentials.txt)\" -H 'Content-Type: application/json' "
+    '-H \'A2A-Version: 1.0\' -d \'{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", '
+    '"params": {"message": {"messageId": "m1", "role": "ROLE_USER", '
+    '"parts": [{"text": "hello"}]}}}\'': RUN,
+    "curl -s 'http://127.0.0.1:8000/a2a/skills?q=will+I+need+an+umbrella+tomorrow'": RUN,
     "make diagram": (
         "renders docs/architecture.svg in the checkout again (tests/test_docs.py checks the "
         "committed picture against its source instead)",
@@ -102,7 +108,7 @@ def page_commands(text: str) -> list[str]:
     for language, body in CODE_BLOCK.findall(text):
         if language not in ("", "sh", "bash", "shell"):
             continue
-        for line in body.splitlines():
+        for line in re.sub(r"\\\n\s*", "", body).splitlines():  # continued lines joined
             command = re.sub(r"\s+#.*$", "", line).strip()  # a trailing comment
             if command.startswith("#"):
                 continue
@@ -124,7 +130,8 @@ def banner_commands(banner: str) -> list[str]:
 
 
 def without_optional_parts(command: str) -> str:
-    return " ".join(re.sub(r"\[[^\]]*\]", "", command).split())
+    """``command`` without its ``[--option ...]`` parts (a JSON array is not one)."""
+    return " ".join(re.sub(r"\[--[^\]]*\]", "", command).split())
 
 
 def shell(command: str, env: dict[str, str], stdin: str = "") -> str:
@@ -250,6 +257,8 @@ def test_every_command_the_readme_and_make_up_print_works(tmp_path, checkout_ven
             output = shell(as_here(without_optional_parts(command)), env, stdin)
             if "ask_team" in command:
                 assert "replied -> user" in output, output
+            if command.startswith("curl "):
+                assert output.strip() and '"error"' not in output, (command, output)
             if "create_api_key" in command:
                 assert output.strip().splitlines()[-1].startswith("br_"), output
             checked.add(command)
