@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import inspect
 import os
+import re
 from pathlib import Path
 
 from mkdocs.structure.files import File
@@ -148,6 +149,7 @@ def endpoints_page() -> str:
     from django.urls import URLPattern, URLResolver, get_resolver
 
     rows = []
+    operations = schema_summaries()
 
     def walk(patterns, prefix: str) -> None:
         for pattern in patterns:
@@ -161,6 +163,7 @@ def endpoints_page() -> str:
                 view = getattr(view, "cls", None) or getattr(view, "view_class", None) or view
                 own = view.__dict__.get("__doc__") if inspect.isclass(view) else view.__doc__
                 doc = inspect.cleandoc(own or "").split("\n\n")[0].replace("\n", " ")
+                doc = doc or operations.get("/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route), "")
                 methods = [
                     method.upper()
                     for method in ("get", "post", "put", "patch", "delete")
@@ -171,6 +174,9 @@ def endpoints_page() -> str:
                 rows.append(f"| `/{_cell(route)}` | {verbs} | `{where}` | {_cell(doc)} |")
 
     walk(get_resolver().url_patterns, "")
+    import relay_project.routing
+
+    a2a = inspect.cleandoc(relay_project.routing.__doc__ or "")
     return "\n".join(
         [
             "# Endpoints",
@@ -184,5 +190,26 @@ def endpoints_page() -> str:
             "| --- | --- | --- | --- |",
             *rows,
             "",
+            "## A2A endpoints",
+            "",
+            "From the docstring of `relay_project/routing.py`, the ASGI router in front of Django:",
+            "",
+            a2a,
+            "",
         ]
     )
+
+
+def schema_summaries() -> dict[str, str]:
+    """``{path: "GET: summary; POST: summary"}`` from the relay's OpenAPI schema."""
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    found = {}
+    for path, operations in schema["paths"].items():
+        found[path] = "; ".join(
+            f"{method.upper()}: {operation.get('summary') or operation.get('description', '')}"
+            for method, operation in operations.items()
+            if isinstance(operation, dict)
+        )
+    return found
