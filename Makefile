@@ -10,7 +10,7 @@ RELAY_AGENTS_PORT ?= 9301
 # The gRPC A2A server (manage.py run_grpc) beside daphne; 0 starts none.
 RELAY_GRPC_PORT ?= 8001
 
-.PHONY: up test lint bench clean
+.PHONY: up test lint bench clean docs diagram
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found; run: make PYTHON=python3 ..."; exit 1; }
@@ -28,11 +28,20 @@ test: $(STAMP)
 	bash scripts/ensure-js
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/pytest
+
+# The documentation site (docs/, mkdocs.yml) into site/; strict: a broken link fails.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+
+# The README's architecture picture, from its Graphviz source (tests/test_docs.py checks it).
+diagram:
+	$(BIN)/python scripts/render_diagram.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/registry_bench.py
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .ruff_cache
+	rm -rf $(VENV) var site .pytest_cache .ruff_cache

@@ -114,6 +114,12 @@ def check_url_shape(url: str) -> str:
     return parts.hostname
 
 
+ALLOW_PRIVATE_HINT = (
+    " (set RELAY_ALLOW_PRIVATE_URLS=true to let it, e.g. for agents on this machine)"
+)
+"""Ends every refusal of a non-public address, so whoever meets it learns the way out."""
+
+
 def check_literal_address(url: str, policy: OutboundPolicy | None = None) -> None:
     """Refuses, with no DNS lookup, a URL whose host is a non-public IP literal or
     ``localhost``, unless private URLs are allowed: for URLs stored now and fetched later
@@ -126,7 +132,7 @@ def check_literal_address(url: str, policy: OutboundPolicy | None = None) -> Non
     if host == "localhost" or host.endswith(".localhost"):
         raise UnsafeURLError(
             f"{host} is a loopback name; the relay does not call loopback, "
-            "private, link-local or metadata addresses"
+            f"private, link-local or metadata addresses{ALLOW_PRIVATE_HINT}"
         )
     try:
         ipaddress.ip_address(host.split("%", 1)[0])
@@ -135,7 +141,7 @@ def check_literal_address(url: str, policy: OutboundPolicy | None = None) -> Non
     if not is_public_address(host):
         raise UnsafeURLError(
             f"{host} is a non-public address; the relay does not call "
-            "loopback, private, link-local or metadata addresses"
+            f"loopback, private, link-local or metadata addresses{ALLOW_PRIVATE_HINT}"
         )
 
 
@@ -144,7 +150,7 @@ def _refusal(address: str, host: str = "") -> str:
     where = f"{host} resolves to a non-public address" if host else "a non-public address"
     return (
         f"{where} ({address}); the relay does not fetch loopback, private, link-local or "
-        "metadata addresses"
+        f"metadata addresses{ALLOW_PRIVATE_HINT}"
     )
 
 

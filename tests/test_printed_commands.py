@@ -1,7 +1,7 @@
-"""Every command the README shows, and every command ``make up`` prints, works pasted into a
-fresh shell in the checkout.
+"""Every command the README and the documentation site show, and every command ``make up``
+prints, works pasted into a fresh shell in the checkout.
 
-The README's commands are read from the file itself: every line of a ``sh`` block, the lines of
+The commands are read from the files themselves (``README.md`` and ``docs/**/*.md``): every line of a ``sh`` block, the lines of
 a block without a language that start like a command (the rest is what they print), and the
 inline code that starts with ``.venv/bin/`` or ``make``. ``PLAN`` says how each is checked, so
 a new command in the README fails here until it is given a way to be checked:
@@ -11,15 +11,19 @@ a new command in the README fails here until it is given a way to be checked:
 - anything else: the reason it cannot run inside a test, and the lighter check made instead.
 
 They run against a throwaway relay: ``make up`` on a var directory of the test's own (the
-embedded profile), and for the production profile's block a fresh PostgreSQL database and a
-private ``redis-server``. The only changes made to a printed line are those addresses: the
-relay's port, the var directory's ``var/credentials.txt``, the production block's ports.
+embedded profile). The production page's block (``PRODUCTION_PAGE``, ``PAGE`` in the plan) runs
+whole, as one script, on a fresh PostgreSQL database and a private ``redis-server``. The only
+changes made to a printed line are those addresses: the relay's port, the var directory's
+``var/credentials.txt``, the production block's database, Redis and ports.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -33,7 +37,12 @@ from tests.live import ServiceMissingError, free_port, postgres_database, relay_
 from tests.routing.console_runs import ROOT, ConsoleRun
 from tests.routing.test_run_relay_health import free_run
 
-RUN, SERVER = "run", "server"
+COMMAND_START = re.compile(r"^(\.venv/bin/|make |python3? |curl |daphne |uvicorn |celery )")
+CODE_BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+INLINE_CODE = re.compile(r"(?<!`)`((?:\.venv/bin/|make )[^`]+)`")
+
+RUN, SERVER, PAGE = "run", "server", "the production page's block, run whole"
+PRODUCTION_PAGE = ROOT / "docs" / "production" / "index.md"
 NEW_PASSWORD = "Printed-command-2841"
 
 PLAN: dict[str, str | tuple[str, str]] = {
@@ -61,39 +70,52 @@ PLAN: dict[str, str | tuple[str, str]] = {
     ".venv/bin/python manage.py create_api_key my-key --admin": RUN,
     ".venv/bin/python manage.py create_api_key NAME": RUN,
     ".venv/bin/python manage.py check_agents [--agent ID]": RUN,
-    ".venv/bin/python manage.py migrate": RUN,
-    ".venv/bin/uvicorn relay_project.asgi:application --port 8001 --lifespan on --timeout-graceful-shutdown 10 --timeout-keep-alive 75 --no-access-log": SERVER,
-    ".venv/bin/uvicorn relay_project.asgi:application --port 8002 --lifespan on --timeout-graceful-shutdown 10 --timeout-keep-alive 75 --no-access-log": SERVER,
-    ".venv/bin/celery -A relay_project worker --loglevel=INFO": SERVER,
-    ".venv/bin/celery -A relay_project beat --loglevel=INFO": SERVER,
-    "RELAY_GRPC_PORT=8101 .venv/bin/python manage.py run_grpc": SERVER,
+    "make docs": RUN,
+    'curl -s http://127.0.0.1:8000/a2a/agents/echo/ -H "Authorization: Bearer '
+    "$(sed -n 's/^api_key=//p' var/credentials.txt)\" -H 'Content-Type: application/json' "
+    '-H \'A2A-Version: 1.0\' -d \'{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", '
+    '"params": {"message": {"messageId": "m1", "role": "ROLE_USER", '
+    '"parts": [{"text": "hello"}]}}}\'': RUN,
+    "curl -s 'http://127.0.0.1:8000/a2a/skills?q=will+I+need+an+umbrella+tomorrow'": RUN,
+    "make diagram": (
+        "renders docs/architecture.svg in the checkout again (tests/test_docs.py checks the "
+        "committed picture against its source instead)",
+        "make -n diagram",
+    ),
 }
 
-PRODUCTION = (
-    ".venv/bin/python manage.py migrate",
-    ".venv/bin/uvicorn",
-    ".venv/bin/celery",
-    "RELAY_GRPC_PORT=",
-)
-"""The production profile's block: run against PostgreSQL and Redis."""
 
-COMMAND_START = re.compile(r"^(\.venv/bin/|make |python3? |curl |daphne |uvicorn |celery )")
-CODE_BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
-INLINE_CODE = re.compile(r"(?<!`)`((?:\.venv/bin/|make )[^`]+)`")
+def production_block() -> list[str]:
+    """The lines of the production page's first ``sh`` block."""
+    language, body = CODE_BLOCK.findall(PRODUCTION_PAGE.read_text())[0]
+    assert language == "sh"
+    return [line.strip() for line in body.splitlines() if line.strip()]
+
+
+PLAN.update(dict.fromkeys(production_block(), PAGE))
 
 
 def readme_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+    found = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        found += page_commands(page.read_text())
+    return list(dict.fromkeys(found))
+
+
+def page_commands(text: str) -> list[str]:
+    """The commands of one Markdown page."""
     found = []
     for language, body in CODE_BLOCK.findall(text):
         if language not in ("", "sh", "bash", "shell"):
             continue
-        for line in body.splitlines():
+        for line in re.sub(r"\\\n\s*", "", body).splitlines():  # continued lines joined
             command = re.sub(r"\s+#.*$", "", line).strip()  # a trailing comment
+            if command.startswith("#"):
+                continue
             if command and (language or COMMAND_START.match(command)):
                 found.append(command)
     found += [" ".join(span.split()) for span in INLINE_CODE.findall(CODE_BLOCK.sub("", text))]
-    return list(dict.fromkeys(found))
+    return found
 
 
 def banner_commands(banner: str) -> list[str]:
@@ -108,7 +130,8 @@ def banner_commands(banner: str) -> list[str]:
 
 
 def without_optional_parts(command: str) -> str:
-    return " ".join(re.sub(r"\[[^\]]*\]", "", command).split())
+    """``command`` without its ``[--option ...]`` parts (a JSON array is not one)."""
+    return " ".join(re.sub(r"\[--[^\]]*\]", "", command).split())
 
 
 def shell(command: str, env: dict[str, str], stdin: str = "") -> str:
@@ -192,7 +215,7 @@ def answers(url: str) -> bool:
 def test_the_readme_shows_only_commands_this_test_knows_how_to_check():
     assert readme_commands() == list(dict.fromkeys(readme_commands()))
     assert sorted(readme_commands()) == sorted(PLAN), (
-        "a command of the README is not in PLAN (or PLAN names one the README no longer shows)"
+        "a command of the README or the docs is not in PLAN (or PLAN names one they no longer show)"
     )
 
 
@@ -228,74 +251,120 @@ def test_every_command_the_readme_and_make_up_print_works(tmp_path, checkout_ven
                 assert "replied -> user" in output, output
 
         for command, how in PLAN.items():
-            if how != RUN or command.startswith(PRODUCTION):
+            if how != RUN:
                 continue
             stdin = f"{NEW_PASSWORD}\n{NEW_PASSWORD}\n" if "changepassword" in command else ""
             output = shell(as_here(without_optional_parts(command)), env, stdin)
             if "ask_team" in command:
                 assert "replied -> user" in output, output
+            if command.startswith("curl "):
+                assert output.strip() and '"error"' not in output, (command, output)
             if "create_api_key" in command:
                 assert output.strip().splitlines()[-1].startswith("br_"), output
             checked.add(command)
     assert "Stopped." in running.output
     assert checked == {
-        command
-        for command, how in PLAN.items()
-        if not command.startswith(PRODUCTION) and (how in (RUN, SERVER) or command == "make up")
+        command for command, how in PLAN.items() if how in (RUN, SERVER) or command == "make up"
     }
 
 
-def test_the_production_profile_commands_work(tmp_path, checkout_venv):
-    """On a fresh PostgreSQL database and a private Redis: migrate exits 0, each uvicorn
-    answers on its port and takes its lease (its background work started), the worker, beat
-    and the gRPC server say they started; Ctrl-C stops each."""
-    commands = [command for command in PLAN if command.startswith(PRODUCTION)]
-    assert len(commands) == 6
+def test_the_production_page_runs_as_written(tmp_path, checkout_venv):
+    """The production page's block, run whole in one shell on a fresh PostgreSQL database and a
+    private Redis, with no relay setting in the environment but the block's own: both uvicorn
+    processes answer and take their lease, the worker, beat and gRPC server start, the
+    superuser it made logs in to the admin, and an agent on 127.0.0.1 registered through one
+    process with the key it printed is called through the other."""
+    from routing.demo.agents import serve_demo_agents
+
     with ExitStack() as stack:
         try:
-            _, database_url = stack.enter_context(postgres_database("relay_readme"))
+            _, database_url = stack.enter_context(postgres_database("relay_docs"))
             redis_url = stack.enter_context(redis_server(tmp_path))
         except ServiceMissingError as error:
-            pytest.skip(f"the production profile's commands need PostgreSQL and Redis: {error}")
-        env = relay_env(
-            tmp_path / "production",
-            DATABASE_URL=database_url,
-            REDIS_URL=redis_url,
-            DJANGO_SECRET_KEY="a-secret-for-the-readme-test-only",
-            RELAY_LOG_LEVEL="INFO",
-        )
-        shell(".venv/bin/python manage.py migrate", env)
-        runs = []
-        for command in commands[1:]:
-            port = re.search(r"--port (\d+)", command)
-            line = command.replace(port.group(), f"--port {free_port()}") if port else command
-            line = line.replace("RELAY_GRPC_PORT=8101", f"RELAY_GRPC_PORT={free_port()}")
-            runs.append((line, stack.enter_context(ConsoleRun(line, env=env))))
-        for line, run in runs:
-            if "uvicorn" in line:
-                port = re.search(r"--port (\d+)", line).group(1)
-                url = f"http://127.0.0.1:{port}/a2a/registry"
-                wait_for(
-                    lambda url=url, run=run: answers(url) or run.process.poll() is not None,
-                    f"{line} answering",
-                    timeout=120,
-                )
-                assert answers(url), (line, run.output[-2000:])
-            elif " worker " in line:
-                run.wait_for(r"celery@\S+ ready\.")
-            elif "run_grpc" in line:
-                run.wait_for(r"gRPC A2A server on \S+")
-            else:
-                run.wait_for(r"beat: Starting\.\.\.")
-        servers = [process_tree(run.process.pid) for line, run in runs if "uvicorn" in line]
+            pytest.skip(f"the production page's block needs PostgreSQL and Redis: {error}")
+        env = relay_env(tmp_path / "production", RELAY_LOG_LEVEL="INFO")
+        del env["RELAY_ALLOW_PRIVATE_URLS"]  # the block must set it itself
+        ports = {printed: str(free_port()) for printed in ("8011", "8012", "8101")}
+        script = "\n".join(production_block())
+        script = script.replace("postgres://postgres@127.0.0.1:5432/relay", database_url)
+        script = script.replace("redis://127.0.0.1:6379/0", redis_url)
+        for printed, port in ports.items():
+            script = script.replace(printed, port)
+        run = ConsoleRun(f"set -e\n{script}\nwait", env=env)
+        stack.callback(stop_group, run)
+
+        key = run.wait_for(r"^(br_\S+)$", seconds=180).group(1)
+        first, second = (f"http://127.0.0.1:{ports[p]}" for p in ("8011", "8012"))
+        for url in (first, second):
+            wait_for(
+                lambda url=url: answers(f"{url}/a2a/registry") or run.process.poll() is not None,
+                f"{url} answering",
+                timeout=120,
+            )
+            assert answers(f"{url}/a2a/registry"), run.output[-3000:]
+        run.wait_for(r"celery@\S+ ready\.")
+        run.wait_for(r"beat: Starting\.\.\.")
+        run.wait_for(r"gRPC A2A server on \S+")
         wait_for(
-            lambda: all(tree & leased_pids(database_url) for tree in servers),
+            lambda: len(process_tree(run.process.pid) & leased_pids(database_url)) >= 2,
             "a lease for each uvicorn process",
             timeout=60,
         )
-        for _, run in runs:
-            run.stop()
-            assert run.process.returncode is not None
+
+        with httpx.Client(base_url=first, timeout=30) as browser:
+            form = browser.get("/admin/login/")
+            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
+            login = browser.post(
+                "/admin/login/?next=/admin/",
+                data={
+                    "csrfmiddlewaretoken": token,
+                    "username": "admin",
+                    "password": "choose-a-long-password",
+                },
+                headers={"Referer": f"{first}/admin/login/"},
+            )
+            assert login.status_code == 302 and login.headers["location"] == "/admin/", login.text
+
+        agents = stack.enter_context(serve_demo_agents())
+        bearer = {"Authorization": f"Bearer {key}"}
+        registered = httpx.post(
+            f"{first}/a2a/registry",
+            headers=bearer,
+            json={"url": agents["echo"].url, "id": "echo"},
+            timeout=30,
+        )
+        assert registered.status_code == 201, registered.text
+        call = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+            },
+        }
+        answer = httpx.post(
+            f"{second}/a2a/agents/echo/",
+            headers={**bearer, "A2A-Version": "1.0"},
+            json=call,
+            timeout=30,
+        )
+        assert answer.status_code == 200 and "hi" in answer.text, answer.text
+        assert "error" not in answer.json(), answer.text
+
+
+def stop_group(run: ConsoleRun) -> None:
+    """SIGTERM to the block's whole process group (its ``&`` jobs ignore Ctrl-C, as a
+    non-interactive shell's background jobs do), SIGKILL for what outlives 20 seconds."""
+    try:
+        os.killpg(run.process.pid, signal.SIGTERM)
+        run.process.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.process.pid, signal.SIGKILL)
+        run.process.wait(10)
+    except ProcessLookupError:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(run.process.pid, signal.SIGKILL)  # the jobs bash left behind
 
 
 def leased_pids(database_url: str) -> set[int]:

@@ -203,6 +203,19 @@ def test_a_private_address_is_refused_when_private_urls_are_off(api, settings, s
     assert nothing_stored()
 
 
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_refusing_a_local_agent_names_the_setting_that_allows_it(api, settings, served, host):
+    """Regression: the refusal said the address was private but not how to allow it, so the
+    production steps, followed literally, ended here for an agent on the same machine."""
+    url = served(card_v1()).replace("127.0.0.1", host)
+    settings.RELAY_ALLOW_PRIVATE_URLS = False
+    response = register(api, url)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "unsafe_url"
+    assert "RELAY_ALLOW_PRIVATE_URLS=true" in response.json()["error"]["message"]
+    assert nothing_stored()
+
+
 def test_registering_the_same_card_twice_is_a_409(api, served):
     url = served(card_v1())
     assert register(api, url).status_code == 201
