@@ -106,7 +106,7 @@ class AgentFilterSet(django_filters.FilterSet):
     ask = django_filters.CharFilter(
         method="filter_ask",
         help_text="A question in plain words: only agents with one of the 100 skills closest "
-        "to it in meaning (every word must occur when the embedding model is unavailable). "
+        "to it in meaning (by words, BM25, when the embedding model is unavailable). "
         "The list stays ordered by id; GET /a2a/skills?q= and POST /a2a/select rank.",
     )
     skill = FacetFilter(field_name="skill_facets", help_text="A skill id")

@@ -337,9 +337,9 @@ class SkillSearchView(APIView):
         "in (0, 1]. `q` is a question in plain words: skills are ranked by what they mean "
         "(a sentence-embedding model run by the relay), the words they share with it, and "
         "their agent's health and measured latency; `search.mode` is `semantic`. When the "
-        "model is unavailable, `search.mode` is `lexical` with the reason, and every word of "
-        "`q` must occur in the skill (a word in a tag or the name weighs 3, in the id 2, in "
-        "the description 1; ties go to healthier agents).",
+        "model is unavailable, `search.mode` is `lexical` with the reason, and skills are "
+        "ranked by the words they and their agent share with `q` (BM25: rarer words weigh "
+        "more; a skill need not have every word).",
         parameters=[
             OpenApiParameter(
                 "q",

@@ -140,3 +140,22 @@ async def test_send_subscribe_may_name_a_skill(agents, relay):
     )
     fetched = (await relay.get(f"/a2a/tasks/{task_id}")).json()
     assert fetched["metadata"]["relaySelection"]["agentId"] == "writer"
+
+
+async def test_without_the_model_a_send_naming_a_skill_still_finds_it_by_words(
+    agents, relay, settings
+):
+    from registry import embeddings
+
+    settings.RELAY_EMBEDDINGS = False
+    embeddings.reset()
+    try:
+        response = await relay.post(
+            "/a2a/tasks/send",
+            json={"skill": "write me a short document", "message": message("a memo")},
+        )
+    finally:
+        embeddings.reset()
+    assert response.status_code == 200, response.text
+    chosen = response.json()["task"]["metadata"]["relaySelection"]
+    assert (chosen["agentId"], chosen["search"]) == ("writer", "lexical")

@@ -1,0 +1,77 @@
+"""Discovery measured on a held-out set (``discovery_heldout.json``), written apart from the
+tuning set of ``discovery_eval`` and never used to tune: word search without the model, and
+sparse cards whose meaning is only in the agent's own name and description."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from registry import embeddings
+from tests.registry import discovery_eval as evaluation
+
+pytestmark = pytest.mark.django_db
+
+HELDOUT = json.loads((Path(__file__).parent / "discovery_heldout.json").read_text())
+
+
+def questions(*, sparse: bool | None = None) -> list[dict]:
+    return [q for q in HELDOUT["questions"] if sparse is None or q["sparse"] == sparse]
+
+
+def hit_at_5(search, asked: list[dict]) -> float:
+    """The share of ``asked`` with at least one right agent among the first five found."""
+    hits = [bool(set(search(q["text"])[:5]) & set(q["expected"])) for q in asked]
+    return sum(hits) / len(hits)
+
+
+def skill_search(client):
+    def search(text: str) -> list[str]:
+        body = client.get("/a2a/skills", {"q": text, "limit": 20}).json()
+        return evaluation.ranked_agents(body["matches"])
+
+    return search
+
+
+@pytest.fixture
+def heldout_agents():
+    evaluation.register_all(
+        {
+            agent_id: evaluation._card(agent["name"], agent["description"], agent["skills"])
+            for agent_id, agent in HELDOUT["agents"].items()
+        }
+    )
+
+
+@pytest.fixture
+def model_off(settings):
+    settings.RELAY_EMBEDDINGS = False
+    embeddings.reset()
+    yield
+    embeddings.reset()
+
+
+def test_the_heldout_set_has_30_agents_30_questions_and_sparse_cards():
+    assert len(HELDOUT["agents"]) >= 30
+    assert len(questions()) >= 30
+    assert len(questions(sparse=True)) >= 10
+    for question in questions():
+        assert set(question["expected"]) <= set(HELDOUT["agents"]), question
+
+
+def test_without_the_model_word_search_finds_a_right_agent_at_5_for_half_the_questions(
+    anonymous, heldout_agents, model_off
+):
+    found = hit_at_5(skill_search(anonymous), questions())
+    assert found >= 0.5, found
+
+
+def test_without_the_model_select_ranks_by_words_instead_of_answering_nothing(
+    api, heldout_agents, model_off
+):
+    message = {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "when to sow carrots"}]}
+    answer = api.post("/a2a/select", {"message": message, "limit": 3}, format="json").json()
+    assert answer["search"]["mode"] == "lexical"
+    assert answer["candidates"][0]["agentId"] == "plants-2"
