@@ -38,6 +38,9 @@ WEIGHT_MEANING = 0.70
 WEIGHT_WORDS = 0.18
 WEIGHT_HEALTH = 0.08
 WEIGHT_LATENCY = 0.04
+# An agent's own text says less about one skill than the skill's text: its closeness counts
+# for this share.
+AGENT_MEANING_SHARE = 0.8
 # Below this relevance (meaning and words) a skill is not a match at all.
 MIN_RELEVANCE = 0.10
 HEALTH_FACTOR = {
@@ -165,10 +168,20 @@ def model_warm() -> None:
         embeddings.embedder()
 
 
+# What a stored embedding holds: two vectors of the model, for the skill's own text and for
+# its agent's name and description (see :func:`embed_skills`).
+EMBEDDING_KIND = f"{embeddings.MODEL_NAME}/skill+agent"
+
+
 def embed_skills(skills: Iterable[Skill]) -> bool:
     """Sets ``embedding``, ``embedding_model`` and ``embedded_at`` on unsaved or saved skills
     (the caller saves them). Returns False, leaving them empty, when the model is unavailable:
-    storing a card never fails for want of it."""
+    storing a card never fails for want of it.
+
+    Two vectors are stored: the skill's own text, and its agent's name and description; a
+    question's meaning is its closer one. The agent's text finds sparse cards (a generic skill
+    of an agent that says what it does), and the skill's own text keeps a full card as close
+    as it was."""
     skills = list(skills)
     if not skills:
         return True
@@ -176,11 +189,12 @@ def embed_skills(skills: Iterable[Skill]) -> bool:
         model = embeddings.embedder()
     except embeddings.EmbeddingsUnavailable:
         return False
-    vectors = model.encode([_text_of(skill) for skill in skills])
+    texts = [text for skill in skills for text in (_text_of(skill), _agent_text_of(skill))]
+    vectors = model.encode(texts)
     now = timezone.now()
-    for skill, vector in zip(skills, vectors, strict=True):
-        skill.embedding = embeddings.to_bytes(vector)
-        skill.embedding_model = model.name
+    for number, skill in enumerate(skills):
+        skill.embedding = embeddings.to_bytes(vectors[2 * number : 2 * number + 2].reshape(-1))
+        skill.embedding_model = EMBEDDING_KIND
         skill.embedded_at = now
     return True
 
@@ -189,11 +203,11 @@ def skill_embeddings_refresh(*, everything: bool = False, batch_size: int = 256)
     """Computes the embeddings that are missing or were made by another model (every one with
     ``everything``). Returns how many were written. Raises EmbeddingsUnavailable without the
     model."""
-    model = embeddings.embedder()
+    embeddings.embedder()
     queryset = Skill.objects.all()
     if not everything:
         # A skill without an embedding has an empty model name.
-        queryset = queryset.exclude(embedding_model=model.name)
+        queryset = queryset.exclude(embedding_model=EMBEDDING_KIND)
     pks = list(queryset.order_by("pk").values_list("pk", flat=True))
     written = 0
     for start in range(0, len(pks), batch_size):
@@ -212,6 +226,14 @@ def _text_of(skill: Skill) -> str:
     )
 
 
+def _agent_text_of(skill: Skill) -> str:
+    # An agent that describes itself with this skill's own words says nothing more about it.
+    if skill.agent.description.strip().lower() == skill.description.strip().lower():
+        return _text_of(skill)
+    # The description only: a name is often a brand ("Umbrella Corp"), not what it does.
+    return skill.agent.description or skill.agent.name
+
+
 # --- The in-process index -------------------------------------------------------------------
 
 
@@ -222,6 +244,10 @@ class SkillIndex:
     version: tuple
     pks: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     matrix: np.ndarray = field(
+        default_factory=lambda: np.zeros((0, embeddings.DIMENSION), dtype=np.float32)
+    )
+    # The vectors of the same skills' agents' text (EMBEDDING_KIND).
+    agent_matrix: np.ndarray = field(
         default_factory=lambda: np.zeros((0, embeddings.DIMENSION), dtype=np.float32)
     )
     # Word -> positions of the skills whose search text has it (word matching without a
@@ -304,14 +330,15 @@ def _build_index(version: tuple) -> SkillIndex:
     )
     dimension = embeddings.DIMENSION
     matrix = np.zeros((len(rows), dimension), dtype=np.float32)
+    agent_matrix = np.zeros((len(rows), dimension), dtype=np.float32)
     has_embedding = np.zeros(len(rows), dtype=bool)
     postings: dict[str, list[int]] = {}
     for position, row in enumerate(rows):
         blob = row["embedding"]
-        if blob is not None and row["embedding_model"] == embeddings.MODEL_NAME:
+        if blob is not None and row["embedding_model"] == EMBEDDING_KIND:
             vector = embeddings.from_bytes(blob)
-            if vector.shape == (dimension,):
-                matrix[position] = vector
+            if vector.shape == (2 * dimension,):
+                matrix[position], agent_matrix[position] = vector.reshape(2, dimension)
                 has_embedding[position] = True
         for token in set(_WORD.findall(row["search_text"] or "")):
             postings.setdefault(token, []).append(position)
@@ -330,6 +357,7 @@ def _build_index(version: tuple) -> SkillIndex:
         version=version,
         pks=np.array([row["pk"] for row in rows], dtype=np.int64),
         matrix=matrix,
+        agent_matrix=agent_matrix,
         postings={token: np.array(p, dtype=np.int64) for token, p in postings.items()},
         word_index=word_index,
         has_embedding=has_embedding,
@@ -391,7 +419,11 @@ def semantic_search(query: SkillQuery, *, limit: int) -> list[SkillMatch]:
     vector = model.encode([query.text])[0]
     # einsum rather than the BLAS product: one thread, so its time does not balloon when
     # the CPUs are busy with other requests (the threaded BLAS product did, 3 to 7 times).
-    meaning = np.clip(np.einsum("ij,j->i", index.matrix, vector), 0.0, 1.0)
+    meaning = np.maximum(
+        np.einsum("ij,j->i", index.matrix, vector),
+        AGENT_MEANING_SHARE * np.einsum("ij,j->i", index.agent_matrix, vector),
+    )
+    meaning = np.clip(meaning, 0.0, 1.0)
     words = index.word_scores(query_words(query.text))
     relevance = (WEIGHT_MEANING * meaning + WEIGHT_WORDS * words) / (WEIGHT_MEANING + WEIGHT_WORDS)
     if index.embedded < index.size:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from registry import embeddings
+from registry import embeddings, semantic, tasks
 from tests.registry import discovery_eval as evaluation
 
 pytestmark = pytest.mark.django_db
@@ -75,3 +75,28 @@ def test_without_the_model_select_ranks_by_words_instead_of_answering_nothing(
     answer = api.post("/a2a/select", {"message": message, "limit": 3}, format="json").json()
     assert answer["search"]["mode"] == "lexical"
     assert answer["candidates"][0]["agentId"] == "plants-2"
+
+
+def hit_at_5_by_meaning(anonymous) -> tuple[float, float]:
+    """hit@5 of search by meaning on the sparse-card questions and on the others."""
+    search = skill_search(anonymous)
+    return hit_at_5(search, questions(sparse=True)), hit_at_5(search, questions(sparse=False))
+
+
+def test_the_agents_own_text_finds_sparse_cards_and_loses_nothing_elsewhere(
+    anonymous, heldout_agents, monkeypatch
+):
+    with_agent = hit_at_5_by_meaning(anonymous)
+    # The same index with each skill's own text only, as it was embedded before.
+    monkeypatch.setattr(semantic, "_agent_text_of", semantic._text_of)
+    tasks.reindex_skill_embeddings(everything=True)
+    skill_alone = hit_at_5_by_meaning(anonymous)
+    assert with_agent[0] - skill_alone[0] >= 0.10, (with_agent, skill_alone)
+    assert with_agent[1] >= skill_alone[1], (with_agent, skill_alone)
+
+
+def test_the_readme_umbrella_question_finds_the_sparse_weather_agent_in_the_top_five(
+    anonymous, heldout_agents
+):
+    found = skill_search(anonymous)("will I need an umbrella in Lyon tomorrow?")
+    assert "weather-agent" in found[:5], found
