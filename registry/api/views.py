@@ -29,7 +29,7 @@ from registry.auth import (
     caller_key,
 )
 from registry.cards import card_diff
-from registry.filters import AgentFilterSet, ZonedDateTimeFilter, check_valid
+from registry.filters import ASK_RANK, AgentFilterSet, ZonedDateTimeFilter, check_valid
 from registry.models import Agent, Team
 from relay_project.own_address import own_addresses
 
@@ -114,6 +114,15 @@ class RegistryView(ListAPIView):
     filter_backends = [RegistryFilterBackend]
     filterset_class = AgentFilterSet
     pagination_class = AgentPagination
+
+    def list(self, request: Request, *args, **kwargs) -> Response:
+        if not request.query_params.get("ask", "").strip():
+            return super().list(request, *args, **kwargs)
+        # A question's agents are ranked, best first, on one page: id cursors do not apply.
+        size = self.paginator.get_page_size(request)
+        ranked = self.filter_queryset(self.get_queryset()).order_by(ASK_RANK, "id")[:size]
+        data = self.get_serializer(ranked, many=True).data
+        return Response({"agents": data, "nextCursor": None})
 
     @extend_schema(
         operation_id="agents_register",
