@@ -91,6 +91,13 @@ async def test_a_skill_id_picks_among_the_agents_that_declare_it(agents, relay):
     assert response.json()["message"]["parts"] == [{"text": "hi"}]
 
 
+async def test_a_skill_send_answered_with_a_message_says_which_agent_and_why(agents, relay):
+    response = await relay.post("/a2a/tasks/send", json={"skill": "echo", "message": message("hi")})
+    chosen = response.json()["message"]["metadata"]["relaySelection"]
+    assert (chosen["agentId"], chosen["skillId"]) == ("echo", "echo")
+    assert chosen["why"] and chosen["score"] > 0
+
+
 async def test_no_healthy_match_is_a_not_found_that_stores_nothing(agents, relay):
     await Agent.objects.filter(pk="echo").aupdate(health="unhealthy")
     response = await relay.post("/a2a/tasks/send", json={"skill": "echo", "message": message("x")})
