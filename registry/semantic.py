@@ -199,16 +199,18 @@ def embed_skills(skills: Iterable[Skill]) -> bool:
     return True
 
 
-def skill_embeddings_refresh(*, everything: bool = False, batch_size: int = 256) -> int:
+def skill_embeddings_refresh(
+    *, everything: bool = False, batch_size: int = 256, at_most: int | None = None
+) -> int:
     """Computes the embeddings that are missing or were made by another model (every one with
-    ``everything``). Returns how many were written. Raises EmbeddingsUnavailable without the
-    model."""
+    ``everything``; the first ``at_most`` when given). Returns how many were written. Raises
+    EmbeddingsUnavailable without the model."""
     embeddings.embedder()
     queryset = Skill.objects.all()
     if not everything:
         # A skill without an embedding has an empty model name.
         queryset = queryset.exclude(embedding_model=EMBEDDING_KIND)
-    pks = list(queryset.order_by("pk").values_list("pk", flat=True))
+    pks = list(queryset.order_by("pk").values_list("pk", flat=True)[:at_most])
     written = 0
     for start in range(0, len(pks), batch_size):
         skills = list(
@@ -412,6 +414,11 @@ def semantic_search(query: SkillQuery, *, limit: int) -> list[SkillMatch]:
     yet is ranked by its words alone. Raises EmbeddingsUnavailable."""
     model = embeddings.embedder()
     index = skill_index()
+    if index.embedded < index.size:
+        # Cards stored while the model was down: indexed now that it is here, a batch per
+        # search, rather than left out until the hourly job.
+        skill_embeddings_refresh(at_most=MISSING_PER_SEARCH)
+        index = skill_index()
     if index.embedded == 0 and index.size:
         raise embeddings.EmbeddingsUnavailable("no skill has an embedding yet")
     if not index.size:
@@ -432,6 +439,9 @@ def semantic_search(query: SkillQuery, *, limit: int) -> list[SkillMatch]:
         )
     return _ranked(query, index, relevance, meaning=meaning, words=words, limit=limit)
 
+
+# How many missing embeddings a search computes before answering (about a second's work).
+MISSING_PER_SEARCH = 256
 
 # A skill ranked by words alone (no embedding yet) next to skills ranked by meaning: its best
 # word match counts as a fair, not a perfect, match in meaning.
@@ -507,9 +517,16 @@ def skill_find(query: SkillQuery, *, limit: int = 20) -> tuple[list[SkillMatch],
     passing the filters as ``registry.selectors.skill_search`` lists them."""
     if query.text.strip():
         try:
-            return semantic_search(query, limit=limit), SearchMode("semantic")
+            matches = semantic_search(query, limit=limit)
         except embeddings.EmbeddingsUnavailable as error:
             return word_search(query, limit=limit), SearchMode("lexical", str(error))
+        index = skill_index()
+        if index.embedded < index.size:
+            missing = index.size - index.embedded
+            return matches, SearchMode(
+                "semantic", f"{missing} skill(s) not indexed by meaning yet were ranked by words"
+            )
+        return matches, SearchMode("semantic")
     found = selectors.skill_search(
         filters=selectors.SkillFilters(
             q=query.text,

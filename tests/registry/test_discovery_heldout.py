@@ -4,12 +4,14 @@ sparse cards whose meaning is only in the agent's own name and description."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
 
 from registry import embeddings, semantic, tasks
+from registry.models import Skill
 from tests.registry import discovery_eval as evaluation
 
 pytestmark = pytest.mark.django_db
@@ -100,3 +102,49 @@ def test_the_readme_umbrella_question_finds_the_sparse_weather_agent_in_the_top_
 ):
     found = skill_search(anonymous)("will I need an umbrella in Lyon tomorrow?")
     assert "weather-agent" in found[:5], found
+
+
+def test_agents_registered_while_the_model_was_down_are_found_by_meaning_once_it_is_back(
+    anonymous, settings
+):
+    settings.RELAY_EMBEDDINGS = False
+    embeddings.reset()
+    test_agents = HELDOUT["agents"]
+    evaluation.register_all(
+        {
+            agent_id: evaluation._card(agent["name"], agent["description"], agent["skills"])
+            for agent_id, agent in test_agents.items()
+        }
+    )
+    assert not Skill.objects.exclude(embedding=None).exists()
+    down = anonymous.get("/a2a/skills", {"q": "is my plane to Oslo delayed"}).json()
+    assert down["search"]["mode"] == "lexical" and down["search"]["reason"]
+    settings.RELAY_EMBEDDINGS = True
+    embeddings.reset()
+    back = anonymous.get("/a2a/skills", {"q": "is my plane to Oslo delayed"}).json()
+    assert back["search"] == {"mode": "semantic"}
+    assert "flight-status-agent" in evaluation.ranked_agents(back["matches"])[:5]
+    assert not Skill.objects.filter(embedding=None).exists()
+
+
+def test_a_search_says_when_some_skills_are_not_indexed_by_meaning_yet(
+    anonymous, heldout_agents, monkeypatch
+):
+    Skill.objects.filter(agent_id="plants-2").update(
+        embedding=None, embedding_model="", embedded_at=None
+    )
+    monkeypatch.setattr(semantic, "MISSING_PER_SEARCH", 0)
+    body = anonymous.get("/a2a/skills", {"q": "when should I sow carrots"}).json()
+    assert body["search"]["mode"] == "semantic"
+    assert "1 skill(s) not indexed by meaning yet" in body["search"]["reason"]
+    assert evaluation.ranked_agents(body["matches"])[0] == "plants-2"
+
+
+def test_the_reindex_command_fills_in_embeddings_stored_without_the_model(heldout_agents):
+    from django.core.management import call_command
+
+    Skill.objects.update(embedding=None, embedding_model="", embedded_at=None)
+    output = io.StringIO()
+    call_command("reindex_embeddings", stdout=output)
+    assert output.getvalue().strip() == f"{Skill.objects.count()} skill embedding(s) written"
+    assert not Skill.objects.filter(embedding=None).exists()
