@@ -31,6 +31,7 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.utils.text import slugify
 
+from registry.fetching import candidate_urls
 from registry.models import Agent, Team
 from relay_project import outbound
 from relay_project.own_address import OwnAddresses
@@ -369,7 +370,11 @@ def catalog_import(
 def _import_one(entry, report, *, client, credentials, actor, created_by, own, services) -> None:
     card_url = entry["url"]
     ident = entry["identifier"]
-    existing = Agent.objects.filter(card_url=card_url).first()
+    try:
+        # An entry may name the agent's base URL: its card was stored at a well-known path.
+        existing = Agent.objects.filter(card_url__in=candidate_urls(card_url)).first()
+    except outbound.UnsafeURLError:
+        existing = None  # refused with the reason by the registration below
     try:
         if existing is not None:
             changed = services.agent_card_refresh(agent=existing, client=client)

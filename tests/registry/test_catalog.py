@@ -312,3 +312,17 @@ def test_removed_agents_are_listed_since_a_time(api):
     assert api.get("/a2a/registry/removed?since=2999-01-01T00:00:00Z").json()["removed"] == []
     assert api.get("/a2a/registry/removed?since=yesterday").status_code == 400
     assert api.get("/a2a/registry/removed").status_code == 400
+
+
+def test_importing_again_updates_an_agent_listed_by_its_base_url(allow_private_urls):
+    with card_site({}) as (site, url):
+        site.routes["/.well-known/agent-card.json"] = card_json(card(name="Gamma"))
+        site.routes["/.well-known/ai-catalog.json"] = card_json(
+            {"specVersion": "1.0", "entries": [a2a_entry(f"{url}/", "gamma")]}
+        )
+        first = catalog.catalog_import(url=url, actor="system")
+        site.routes["/.well-known/agent-card.json"] = card_json(card(name="Gamma", version="2.0.0"))
+        again = catalog.catalog_import(url=url, actor="system")
+    assert [row["agentId"] for row in first.added] == ["gamma"]
+    assert (again.refused, [row["agentId"] for row in again.updated]) == ([], ["gamma"])
+    assert Agent.objects.get(pk="gamma").version == "2.0.0"
