@@ -135,7 +135,7 @@ def fill_to(size: int, vectors: dict[str, bytes]) -> None:
                     input_mode_facets="|text/plain|",
                     output_mode_facets="|text/plain|",
                     embedding=vectors[name],
-                    embedding_model=embeddings.MODEL_NAME,
+                    embedding_model=semantic.EMBEDDING_KIND,
                     embedded_at=now,
                 )
             )
@@ -156,7 +156,8 @@ def filler_vectors() -> dict[str, bytes]:
         for name in names
     ]
     return {
-        name: embeddings.to_bytes(vector)
+        # The skill's vector twice: the filler agents say nothing more than their skills.
+        name: embeddings.to_bytes(np.concatenate([vector, vector]))
         for name, vector in zip(names, model.encode(texts), strict=True)
     }
 

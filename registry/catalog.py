@@ -2,10 +2,11 @@
 Discovery): the relay publishes one listing every agent and team it serves, and imports other
 hosts' catalogs, registering every A2A agent in them.
 
-Publishing: ``/.well-known/ai-catalog.json`` is ``{"specVersion": "1.0", "host": {...},
-"entries": [...]}``; each entry has a domain-anchored identifier
-``urn:air:<publisher>:agent:<id>`` (``team`` for teams), ``displayName``, ``type``
-``application/a2a-agent-card+json``, ``url`` (the card the relay serves for it; never ``data``),
+Publishing: ``/.well-known/ai-catalog.json`` is ``{"specVersion": "0.9", "host": {...},
+"entries": [...]}`` (0.9: the newest published draft, v0.9.0); each entry has a
+domain-anchored identifier ``urn:air:<publisher>:agent:<id>`` (``team`` for teams),
+``displayName``, ``type`` and ``mediaType`` (both ``application/a2a-agent-card+json``: the
+drafts moved from ``mediaType`` to ``type``, ADR 0014, and readers of either exist), ``url`` (the card the relay serves for it; never ``data``),
 ``description``, ``tags``, ``capabilities`` (skill ids), ``representativeQueries`` (the skills'
 examples, at most five), ``version`` and ``updatedAt``. ``<publisher>`` is
 RELAY_CATALOG_PUBLISHER, else the relay's host name. Disabled agents and teams are left out, and
@@ -31,11 +32,12 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.utils.text import slugify
 
+from registry.fetching import candidate_urls
 from registry.models import Agent, Team
 from relay_project import outbound
 from relay_project.own_address import OwnAddresses
 
-SPEC_VERSION = "1.0"
+SPEC_VERSION = "0.9"
 MEDIA_TYPE = "application/ai-catalog+json"
 A2A_CARD_TYPE = "application/a2a-agent-card+json"
 CACHE_CONTROL = "public, max-age=300"
@@ -96,6 +98,7 @@ def _agent_entry(agent: Agent, *, base: str, publisher: str) -> dict[str, Any]:
         "identifier": identifier(publisher, "agent", agent.pk),
         "displayName": agent.name,
         "type": A2A_CARD_TYPE,
+        "mediaType": A2A_CARD_TYPE,
         "url": f"{base}/a2a/agents/{agent.pk}/.well-known/agent-card.json",
         "description": agent.description,
         "tags": tags,
@@ -119,6 +122,7 @@ def _team_entry(team: Team, *, base: str, publisher: str) -> dict[str, Any]:
         "identifier": identifier(publisher, "team", team.pk),
         "displayName": team.name,
         "type": A2A_CARD_TYPE,
+        "mediaType": A2A_CARD_TYPE,
         "url": f"{base}/a2a/teams/{team.pk}/.well-known/agent-card.json",
         "description": team.description or f"The team '{team.name}' on Brass Relay.",
         "tags": ["team"],
@@ -141,13 +145,13 @@ def _without_empty(entry: dict[str, Any]) -> dict[str, Any]:
 
 def entry_problems(entry: Any) -> list[str]:
     """What makes ``entry`` not a valid catalog entry (empty when it is one): the required
-    ``identifier`` and ``type`` strings, exactly one of ``url`` and ``data``, a ``urn:air``
+    ``identifier`` and ``type`` strings (``mediaType`` in drafts before ADR 0014), exactly one of ``url`` and ``data``, a ``urn:air``
     identifier well formed when it is one, and the optional members of their types."""
     if not isinstance(entry, dict):
         return ["an entry must be a JSON object"]
     problems = []
     for name in ("identifier", "type"):
-        if not isinstance(entry.get(name), str) or not entry[name].strip():
+        if not isinstance(entry_value(entry, name), str) or not entry_value(entry, name).strip():
             problems.append(f"{name} is required (a string)")
     ident = entry.get("identifier")
     if isinstance(ident, str) and ident.startswith("urn:air:") and not URN.match(ident):
@@ -166,6 +170,13 @@ def entry_problems(entry: Any) -> list[str]:
         ):
             problems.append(f"{name} must be a list of strings")
     return problems
+
+
+def entry_value(entry: dict, name: str) -> Any:
+    """An entry's member, ``type`` read from ``mediaType`` when only that is given."""
+    if name == "type" and "type" not in entry:
+        return entry.get("mediaType")
+    return entry.get(name)
 
 
 def catalog_problems(document: Any) -> list[str]:
@@ -339,8 +350,9 @@ def catalog_import(
         if problems:
             report.refuse(entry, "invalid_entry", "; ".join(problems))
             continue
-        if entry["type"] != A2A_CARD_TYPE:
-            report.refuse(entry, "not_a2a", f"type {entry['type'][:100]} is not an A2A agent card")
+        kind = entry_value(entry, "type")
+        if kind != A2A_CARD_TYPE:
+            report.refuse(entry, "not_a2a", f"type {kind[:100]} is not an A2A agent card")
             continue
         if "url" not in entry:
             report.refuse(entry, "inline_card", "inline cards (data) are not imported")
@@ -369,7 +381,11 @@ def catalog_import(
 def _import_one(entry, report, *, client, credentials, actor, created_by, own, services) -> None:
     card_url = entry["url"]
     ident = entry["identifier"]
-    existing = Agent.objects.filter(card_url=card_url).first()
+    try:
+        # An entry may name the agent's base URL: its card was stored at a well-known path.
+        existing = Agent.objects.filter(card_url__in=candidate_urls(card_url)).first()
+    except outbound.UnsafeURLError:
+        existing = None  # refused with the reason by the registration below
     try:
         if existing is not None:
             changed = services.agent_card_refresh(agent=existing, client=client)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -107,20 +108,26 @@ def _load() -> Embedder:
 _lock = threading.Lock()
 _loaded: Embedder | None = None
 _failure: str | None = None
+_failed_at = 0.0
+# A failed load is tried again after this long, so a model installed or switched on later is
+# used without a restart.
+RETRY_SECONDS = 60.0
 
 
 def embedder() -> Embedder:
-    """The process's model. Raises EmbeddingsUnavailable (every time, without retrying the
-    load) when it could not load; :func:`reset` forgets the outcome."""
-    global _loaded, _failure
+    """The process's model. Raises EmbeddingsUnavailable when it could not load (without
+    trying again for RETRY_SECONDS); :func:`reset` forgets the outcome."""
+    global _loaded, _failure, _failed_at
     if _loaded is not None:
         return _loaded
     with _lock:
+        if _failure is not None and time.monotonic() - _failed_at > RETRY_SECONDS:
+            _failure = None
         if _loaded is None and _failure is None:
             try:
                 _loaded = _load()
             except EmbeddingsUnavailable as error:
-                _failure = str(error)
+                _failure, _failed_at = str(error), time.monotonic()
                 logger.warning("search by meaning is unavailable: %s", error)
         if _loaded is None:
             raise EmbeddingsUnavailable(_failure)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import django_filters
 from django import forms
 from django.core.exceptions import ValidationError
-from django.db.models import QuerySet
+from django.db.models import Case, IntegerField, QuerySet, Value, When
 from django.utils.dateparse import parse_datetime
 
 from registry.models import Agent
@@ -37,6 +37,8 @@ def facet(value: str) -> str:
 
 
 # Form fields raise their message without the parameter's name; agent_filter puts it in front.
+# The annotation ``ask=`` puts on each agent: its place by relevance (0 is the best).
+ASK_RANK = "ask_rank"
 _TRUTH = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
@@ -106,8 +108,8 @@ class AgentFilterSet(django_filters.FilterSet):
     ask = django_filters.CharFilter(
         method="filter_ask",
         help_text="A question in plain words: only agents with one of the 100 skills closest "
-        "to it in meaning (every word must occur when the embedding model is unavailable). "
-        "The list stays ordered by id; GET /a2a/skills?q= and POST /a2a/select rank.",
+        "to it in meaning (by words, BM25, when the embedding model is unavailable). "
+        "The list is then ordered by relevance, best first, on one page of `limit` agents.",
     )
     skill = FacetFilter(field_name="skill_facets", help_text="A skill id")
     tag = FacetFilter(field_name="tag_facets", help_text="A skill tag")
@@ -167,7 +169,15 @@ class AgentFilterSet(django_filters.FilterSet):
         if not value.strip():
             return queryset
         matches, _search = semantic.skill_find(semantic.SkillQuery(text=value), limit=100)
-        return queryset.filter(id__in=semantic.agents_of(matches))
+        ranked = semantic.agents_of(matches)
+        if not ranked:
+            return queryset.none()
+        # ASK_RANK: the agent's place by relevance, for the lists that rank by it.
+        rank = Case(
+            *(When(id=agent_id, then=Value(place)) for place, agent_id in enumerate(ranked)),
+            output_field=IntegerField(),
+        )
+        return queryset.filter(id__in=ranked).annotate(**{ASK_RANK: rank})
 
     def filter_words(self, queryset, name, value):
         for word in words(value):

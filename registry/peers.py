@@ -271,11 +271,13 @@ def _mirror(peer: PeerRelay, remote: dict[str, Any], client, report: SyncReport)
                 origin_id=remote_id,
             )
             _follow_fields(local, remote)
+            _follow_invalid_signature(local, remote, peer)
             report.added.append(local.pk)
             return
         changed = _follow_fields(local, remote)
         if local.status != Agent.Status.DISABLED:
             changed = services.agent_card_refresh(agent=local, client=client) or changed
+        changed = _follow_invalid_signature(local, remote, peer) or changed
         (report.updated if changed else report.unchanged).append(local.pk)
     except services.RegistryError as error:
         report.refused.append({"id": remote_id, "reason": f"{error.code}: {error.message}"})
@@ -313,6 +315,22 @@ def _follow_fields(agent: Agent, remote: dict[str, Any]) -> bool:
             setattr(agent, name, value)
         agent.updated_at = timezone.now()
         agent.save(update_fields=[*changes, "updated_at"])
+    return True
+
+
+def _follow_invalid_signature(agent: Agent, remote: dict[str, Any], peer: PeerRelay) -> bool:
+    """Marks the mirror ``invalid`` when the origin found its card's signature invalid and
+    this relay saw no signature at all (the peer serves the card again, unsigned by the
+    agent): a bad signature must not pass as a plain unsigned card. True when it marked."""
+    origin = remote.get("signature")
+    if not isinstance(origin, dict) or origin.get("status") != Agent.SignatureStatus.INVALID:
+        return False
+    if agent.signature_status != Agent.SignatureStatus.UNSIGNED:
+        return False
+    detail = f"invalid at the origin relay {peer.name}: {origin.get('detail') or ''}"
+    agent.signature_status = Agent.SignatureStatus.INVALID
+    agent.signature_detail = detail.strip().rstrip(":")[:500]
+    agent.save(update_fields=["signature_status", "signature_detail"])
     return True
 
 

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from django.db.models import Case, IntegerField, Prefetch, QuerySet, Value, When
 from django.db.models.functions import Coalesce
 
+from registry.filters import ASK_RANK, agent_filter, facet, words
+
 # InvalidQueryError is raised by every list here (and by filters): the API answers it with 400.
 from registry.filters import InvalidQueryError as InvalidQueryError
-from registry.filters import agent_filter, facet, words
 from registry.models import Agent, CardSnapshot, Skill, Team, TeamMembership
 
 DEFAULT_PAGE_SIZE = 30
@@ -61,7 +62,8 @@ def agent_list(
     limit: int = DEFAULT_PAGE_SIZE,
     cursor: str | None = None,
 ) -> Page:
-    """One page of agents ordered by id, with skills and extensions loaded.
+    """One page of agents ordered by id, with skills and extensions loaded; with ``ask``, the
+    agents able to answer it, best first, on one page.
 
     Keyset paging: ``cursor`` is the opaque token of the last agent of the previous page, so
     pages stay stable while agents are added, and deep pages cost the same as the first.
@@ -69,6 +71,10 @@ def agent_list(
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise InvalidQueryError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
     queryset = agent_filter(Agent.objects.all(), filters or {})
+    if (filters or {}).get("ask", "").strip():
+        # A question's agents, best first, on one page (at most 100 skills match).
+        agents = list(queryset.order_by(ASK_RANK, "id").with_card()[:limit])
+        return Page(items=agents, next_cursor=None)
     if cursor:
         queryset = queryset.filter(id__gt=decode_cursor(cursor))
     agents = list(queryset.order_by("id").with_card()[: limit + 1])

@@ -9,8 +9,8 @@ whether they did. A question is then one model run (a few milliseconds) and one 
 product, whatever the number of agents; only the best few candidates are read from the
 database. PostgreSQL's pgvector is not used: it is not among the machine's packages.
 
-When the model cannot load, :func:`skill_find` answers with the word search of
-``registry.selectors.skill_search`` and says so in its :class:`SearchMode`.
+When the model cannot load, :func:`skill_find` ranks by words alone (BM25 over agent and skill
+text, ``registry.lexical``) and says so in its :class:`SearchMode`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 from django.db.models import Max
 from django.utils import timezone
 
-from registry import embeddings, selectors
+from registry import embeddings, lexical, selectors
 from registry.filters import facet
 from registry.models import Agent, Skill
 
@@ -38,6 +38,9 @@ WEIGHT_MEANING = 0.70
 WEIGHT_WORDS = 0.18
 WEIGHT_HEALTH = 0.08
 WEIGHT_LATENCY = 0.04
+# An agent's own text says less about one skill than the skill's text: its closeness counts
+# for this share.
+AGENT_MEANING_SHARE = 0.8
 # Below this relevance (meaning and words) a skill is not a match at all.
 MIN_RELEVANCE = 0.10
 HEALTH_FACTOR = {
@@ -165,10 +168,20 @@ def model_warm() -> None:
         embeddings.embedder()
 
 
+# What a stored embedding holds: two vectors of the model, for the skill's own text and for
+# its agent's name and description (see :func:`embed_skills`).
+EMBEDDING_KIND = f"{embeddings.MODEL_NAME}/skill+agent"
+
+
 def embed_skills(skills: Iterable[Skill]) -> bool:
     """Sets ``embedding``, ``embedding_model`` and ``embedded_at`` on unsaved or saved skills
     (the caller saves them). Returns False, leaving them empty, when the model is unavailable:
-    storing a card never fails for want of it."""
+    storing a card never fails for want of it.
+
+    Two vectors are stored: the skill's own text, and its agent's name and description; a
+    question's meaning is its closer one. The agent's text finds sparse cards (a generic skill
+    of an agent that says what it does), and the skill's own text keeps a full card as close
+    as it was."""
     skills = list(skills)
     if not skills:
         return True
@@ -176,28 +189,33 @@ def embed_skills(skills: Iterable[Skill]) -> bool:
         model = embeddings.embedder()
     except embeddings.EmbeddingsUnavailable:
         return False
-    vectors = model.encode([_text_of(skill) for skill in skills])
+    texts = [text for skill in skills for text in (_text_of(skill), _agent_text_of(skill))]
+    vectors = model.encode(texts)
     now = timezone.now()
-    for skill, vector in zip(skills, vectors, strict=True):
-        skill.embedding = embeddings.to_bytes(vector)
-        skill.embedding_model = model.name
+    for number, skill in enumerate(skills):
+        skill.embedding = embeddings.to_bytes(vectors[2 * number : 2 * number + 2].reshape(-1))
+        skill.embedding_model = EMBEDDING_KIND
         skill.embedded_at = now
     return True
 
 
-def skill_embeddings_refresh(*, everything: bool = False, batch_size: int = 256) -> int:
+def skill_embeddings_refresh(
+    *, everything: bool = False, batch_size: int = 256, at_most: int | None = None
+) -> int:
     """Computes the embeddings that are missing or were made by another model (every one with
-    ``everything``). Returns how many were written. Raises EmbeddingsUnavailable without the
-    model."""
-    model = embeddings.embedder()
+    ``everything``; the first ``at_most`` when given). Returns how many were written. Raises
+    EmbeddingsUnavailable without the model."""
+    embeddings.embedder()
     queryset = Skill.objects.all()
     if not everything:
         # A skill without an embedding has an empty model name.
-        queryset = queryset.exclude(embedding_model=model.name)
-    pks = list(queryset.order_by("pk").values_list("pk", flat=True))
+        queryset = queryset.exclude(embedding_model=EMBEDDING_KIND)
+    pks = list(queryset.order_by("pk").values_list("pk", flat=True)[:at_most])
     written = 0
     for start in range(0, len(pks), batch_size):
-        skills = list(Skill.objects.filter(pk__in=pks[start : start + batch_size]))
+        skills = list(
+            Skill.objects.select_related("agent").filter(pk__in=pks[start : start + batch_size])
+        )
         embed_skills(skills)
         Skill.objects.bulk_update(skills, ["embedding", "embedding_model", "embedded_at"])
         written += len(skills)
@@ -208,6 +226,14 @@ def _text_of(skill: Skill) -> str:
     return embeddings.skill_text(
         name=skill.name, description=skill.description, tags=skill.tags, examples=skill.examples
     )
+
+
+def _agent_text_of(skill: Skill) -> str:
+    # An agent that describes itself with this skill's own words says nothing more about it.
+    if skill.agent.description.strip().lower() == skill.description.strip().lower():
+        return _text_of(skill)
+    # The description only: a name is often a brand ("Umbrella Corp"), not what it does.
+    return skill.agent.description or skill.agent.name
 
 
 # --- The in-process index -------------------------------------------------------------------
@@ -222,9 +248,17 @@ class SkillIndex:
     matrix: np.ndarray = field(
         default_factory=lambda: np.zeros((0, embeddings.DIMENSION), dtype=np.float32)
     )
+    # The vectors of the same skills' agents' text (EMBEDDING_KIND).
+    agent_matrix: np.ndarray = field(
+        default_factory=lambda: np.zeros((0, embeddings.DIMENSION), dtype=np.float32)
+    )
     # Word -> positions of the skills whose search text has it (word matching without a
     # scan of every text).
     postings: dict[str, np.ndarray] = field(default_factory=dict)
+    # BM25 over each skill's and its agent's text: the ranking when the model is absent.
+    word_index: lexical.WordIndex = field(default_factory=lambda: lexical.WordIndex([]))
+    # Which skills have an embedding of the current model.
+    has_embedding: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     embedded: int = 0
     stale: bool = False
 
@@ -283,29 +317,53 @@ def forget_index() -> None:
 
 def _build_index(version: tuple) -> SkillIndex:
     rows = list(
-        Skill.objects.order_by("pk").values_list(
-            "pk", "search_text", "embedding", "embedding_model"
+        Skill.objects.order_by("pk").values(
+            "pk",
+            "search_text",
+            "embedding",
+            "embedding_model",
+            "name",
+            "description",
+            "tags",
+            "examples",
+            "agent__name",
+            "agent__description",
         )
     )
     dimension = embeddings.DIMENSION
     matrix = np.zeros((len(rows), dimension), dtype=np.float32)
-    embedded = 0
-    for position, (_pk, _text, blob, model_name) in enumerate(rows):
-        if blob is not None and model_name == embeddings.MODEL_NAME:
-            vector = embeddings.from_bytes(blob)
-            if vector.shape == (dimension,):
-                matrix[position] = vector
-                embedded += 1
+    agent_matrix = np.zeros((len(rows), dimension), dtype=np.float32)
+    has_embedding = np.zeros(len(rows), dtype=bool)
     postings: dict[str, list[int]] = {}
-    for position, (_pk, text, _blob, _model) in enumerate(rows):
-        for token in set(_WORD.findall(text or "")):
+    for position, row in enumerate(rows):
+        blob = row["embedding"]
+        if blob is not None and row["embedding_model"] == EMBEDDING_KIND:
+            vector = embeddings.from_bytes(blob)
+            if vector.shape == (2 * dimension,):
+                matrix[position], agent_matrix[position] = vector.reshape(2, dimension)
+                has_embedding[position] = True
+        for token in set(_WORD.findall(row["search_text"] or "")):
             postings.setdefault(token, []).append(position)
+    word_index = lexical.WordIndex(
+        lexical.document_text(
+            agent_name=row["agent__name"],
+            agent_description=row["agent__description"],
+            name=row["name"],
+            description=row["description"],
+            tags=row["tags"] or [],
+            examples=row["examples"] or [],
+        )
+        for row in rows
+    )
     return SkillIndex(
         version=version,
-        pks=np.array([row[0] for row in rows], dtype=np.int64),
+        pks=np.array([row["pk"] for row in rows], dtype=np.int64),
         matrix=matrix,
+        agent_matrix=agent_matrix,
         postings={token: np.array(p, dtype=np.int64) for token, p in postings.items()},
-        embedded=embedded,
+        word_index=word_index,
+        has_embedding=has_embedding,
+        embedded=int(has_embedding.sum()),
     )
 
 
@@ -352,9 +410,15 @@ _NOT_SHOWN = (
 
 
 def semantic_search(query: SkillQuery, *, limit: int) -> list[SkillMatch]:
-    """Skills of agents that are not disabled, best first. Raises EmbeddingsUnavailable."""
+    """Skills of agents that are not disabled, best first. A skill the model has not indexed
+    yet is ranked by its words alone. Raises EmbeddingsUnavailable."""
     model = embeddings.embedder()
     index = skill_index()
+    if index.embedded < index.size:
+        # Cards stored while the model was down: indexed now that it is here, a batch per
+        # search, rather than left out until the hourly job.
+        skill_embeddings_refresh(at_most=MISSING_PER_SEARCH)
+        index = skill_index()
     if index.embedded == 0 and index.size:
         raise embeddings.EmbeddingsUnavailable("no skill has an embedding yet")
     if not index.size:
@@ -362,9 +426,49 @@ def semantic_search(query: SkillQuery, *, limit: int) -> list[SkillMatch]:
     vector = model.encode([query.text])[0]
     # einsum rather than the BLAS product: one thread, so its time does not balloon when
     # the CPUs are busy with other requests (the threaded BLAS product did, 3 to 7 times).
-    meaning = np.clip(np.einsum("ij,j->i", index.matrix, vector), 0.0, 1.0)
+    meaning = np.maximum(
+        np.einsum("ij,j->i", index.matrix, vector),
+        AGENT_MEANING_SHARE * np.einsum("ij,j->i", index.agent_matrix, vector),
+    )
+    meaning = np.clip(meaning, 0.0, 1.0)
     words = index.word_scores(query_words(query.text))
     relevance = (WEIGHT_MEANING * meaning + WEIGHT_WORDS * words) / (WEIGHT_MEANING + WEIGHT_WORDS)
+    if index.embedded < index.size:
+        relevance = np.where(
+            index.has_embedding, relevance, index.word_index.scores(query.text) * WORDS_ONLY_SHARE
+        )
+    return _ranked(query, index, relevance, meaning=meaning, words=words, limit=limit)
+
+
+# How many missing embeddings a search computes before answering (about a second's work).
+MISSING_PER_SEARCH = 256
+
+# A skill ranked by words alone (no embedding yet) next to skills ranked by meaning: its best
+# word match counts as a fair, not a perfect, match in meaning.
+WORDS_ONLY_SHARE = 0.6
+
+
+def word_search(query: SkillQuery, *, limit: int) -> list[SkillMatch]:
+    """Skills of agents that are not disabled, ranked by BM25 over their own and their agent's
+    text (``registry.lexical``), best first; a question need not share every word."""
+    index = skill_index()
+    if not index.size:
+        return []
+    relevance = index.word_index.scores(query.text)
+    return _ranked(query, index, relevance, meaning=None, words=relevance, limit=limit)
+
+
+def _ranked(
+    query: SkillQuery,
+    index: SkillIndex,
+    relevance: np.ndarray,
+    *,
+    meaning: np.ndarray | None,
+    words: np.ndarray,
+    limit: int,
+) -> list[SkillMatch]:
+    """The best ``limit`` skills by ``relevance`` (0 to 1), the agent's health and latency,
+    among those passing the query's filters."""
     allowed = _allowed_pks(query)
     if allowed is not None:
         relevance = np.where(np.isin(index.pks, allowed), relevance, -1.0)
@@ -397,7 +501,7 @@ def semantic_search(query: SkillQuery, *, limit: int) -> list[SkillMatch]:
             SkillMatch(
                 skill=skill,
                 score=round(score, 3),
-                meaning=round(float(meaning[position]), 3),
+                meaning=0.0 if meaning is None else round(float(meaning[position]), 3),
                 words=round(float(words[position]), 3),
                 health=health,
                 latency=round(latency, 3),
@@ -409,14 +513,20 @@ def semantic_search(query: SkillQuery, *, limit: int) -> list[SkillMatch]:
 
 def skill_find(query: SkillQuery, *, limit: int = 20) -> tuple[list[SkillMatch], SearchMode]:
     """Skills that match ``query``, best first, and how they were found: by meaning when the
-    model is there, otherwise (and for a question with no words) by words as
-    ``registry.selectors.skill_search`` does."""
-    lexical_reason = ""
+    model is there, otherwise by words (:func:`word_search`); with no question, every skill
+    passing the filters as ``registry.selectors.skill_search`` lists them."""
     if query.text.strip():
         try:
-            return semantic_search(query, limit=limit), SearchMode("semantic")
+            matches = semantic_search(query, limit=limit)
         except embeddings.EmbeddingsUnavailable as error:
-            lexical_reason = str(error)
+            return word_search(query, limit=limit), SearchMode("lexical", str(error))
+        index = skill_index()
+        if index.embedded < index.size:
+            missing = index.size - index.embedded
+            return matches, SearchMode(
+                "semantic", f"{missing} skill(s) not indexed by meaning yet were ranked by words"
+            )
+        return matches, SearchMode("semantic")
     found = selectors.skill_search(
         filters=selectors.SkillFilters(
             q=query.text,
@@ -440,9 +550,7 @@ def skill_find(query: SkillQuery, *, limit: int = 20) -> tuple[list[SkillMatch],
         if query.admits(skill)
         and not (query.healthy_only and skill.agent.health == Agent.Health.UNHEALTHY)
     ]
-    if not query.text.strip():
-        return matches, SearchMode("filters")
-    return matches, SearchMode("lexical", lexical_reason)
+    return matches, SearchMode("filters")
 
 
 def agents_of(matches: list[SkillMatch]) -> list[str]:

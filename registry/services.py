@@ -523,9 +523,11 @@ def _apply_card(agent: Agent, fetched: FetchedCard, *, created: bool) -> None:
     Runs inside the caller's transaction."""
     card = fetched.card
     now = timezone.now()
-    if created or not agent.name:
+    # Name and description follow the card unless an operator changed them.
+    said = {} if created or agent.current_snapshot is None else agent.current_snapshot.normalized
+    if created or agent.name in ("", said.get("name")):
         agent.name = card.name
-    if created or not agent.description:
+    if created or agent.description in ("", said.get("description")):
         agent.description = card.description
     agent.version = card.version
     agent.card_protocol_version = card.protocol_version

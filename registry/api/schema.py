@@ -376,7 +376,7 @@ def example(name: str, value, *, request: bool = False, status: int = 200) -> Op
 
 
 AI_CATALOG = {
-    "specVersion": "1.0",
+    "specVersion": "0.9",
     "host": {
         "displayName": "Brass Relay",
         "identifier": "relay.example.com",
@@ -387,6 +387,7 @@ AI_CATALOG = {
             "identifier": "urn:air:relay.example.com:agent:weather",
             "displayName": "Weather",
             "type": "application/a2a-agent-card+json",
+            "mediaType": "application/a2a-agent-card+json",
             "url": "https://relay.example.com/a2a/agents/weather/.well-known/agent-card.json",
             "description": "Forecasts for any city.",
             "tags": ["weather", "forecast"],

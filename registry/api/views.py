@@ -29,7 +29,7 @@ from registry.auth import (
     caller_key,
 )
 from registry.cards import card_diff
-from registry.filters import AgentFilterSet, ZonedDateTimeFilter, check_valid
+from registry.filters import ASK_RANK, AgentFilterSet, ZonedDateTimeFilter, check_valid
 from registry.models import Agent, Team
 from relay_project.own_address import own_addresses
 
@@ -114,6 +114,15 @@ class RegistryView(ListAPIView):
     filter_backends = [RegistryFilterBackend]
     filterset_class = AgentFilterSet
     pagination_class = AgentPagination
+
+    def list(self, request: Request, *args, **kwargs) -> Response:
+        if not request.query_params.get("ask", "").strip():
+            return super().list(request, *args, **kwargs)
+        # A question's agents are ranked, best first, on one page: id cursors do not apply.
+        size = self.paginator.get_page_size(request)
+        ranked = self.filter_queryset(self.get_queryset()).order_by(ASK_RANK, "id")[:size]
+        data = self.get_serializer(ranked, many=True).data
+        return Response({"agents": data, "nextCursor": None})
 
     @extend_schema(
         operation_id="agents_register",
@@ -337,9 +346,9 @@ class SkillSearchView(APIView):
         "in (0, 1]. `q` is a question in plain words: skills are ranked by what they mean "
         "(a sentence-embedding model run by the relay), the words they share with it, and "
         "their agent's health and measured latency; `search.mode` is `semantic`. When the "
-        "model is unavailable, `search.mode` is `lexical` with the reason, and every word of "
-        "`q` must occur in the skill (a word in a tag or the name weighs 3, in the id 2, in "
-        "the description 1; ties go to healthier agents).",
+        "model is unavailable, `search.mode` is `lexical` with the reason, and skills are "
+        "ranked by the words they and their agent share with `q` (BM25: rarer words weigh "
+        "more; a skill need not have every word).",
         parameters=[
             OpenApiParameter(
                 "q",

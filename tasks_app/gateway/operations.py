@@ -74,6 +74,9 @@ async def send_message(
     )
     outcome = await answered
     if outcome.message is not None:
+        if task.selection:  # a send that named a skill says which agent answered, and why
+            metadata = {**(outcome.message.get("metadata") or {}), "relaySelection": task.selection}
+            return {"message": {**outcome.message, "metadata": metadata}}
         return {"message": outcome.message}
     return {"task": snapshots.trim(outcome.answer_snapshot(), history_length=history_length)}
 

@@ -17,10 +17,11 @@ from tests.factories import card, make_agent, skill
 
 pytestmark = pytest.mark.django_db
 
-# The entry rules of the AI Catalog / ARD, written out independently of registry.catalog.
+# The entry rules of the AI Catalog / ARD, written out independently of registry.catalog:
+# v0.9.0 (specVersion "0.9") names the artifact's kind ``type``; earlier drafts ``mediaType``.
 ENTRY_SCHEMA = {
     "type": "object",
-    "required": ["identifier", "displayName", "type"],
+    "required": ["identifier", "displayName", "type", "mediaType"],
     "properties": {
         "identifier": {
             "type": "string",
@@ -28,6 +29,7 @@ ENTRY_SCHEMA = {
         },
         "displayName": {"type": "string", "minLength": 1},
         "type": {"const": "application/a2a-agent-card+json"},
+        "mediaType": {"const": "application/a2a-agent-card+json"},
         "url": {"type": "string", "format": "uri"},
         "description": {"type": "string"},
         "tags": {"type": "array", "items": {"type": "string"}},
@@ -45,7 +47,7 @@ CATALOG_SCHEMA = {
     "type": "object",
     "required": ["specVersion", "entries"],
     "properties": {
-        "specVersion": {"type": "string", "pattern": r"^\d+\.\d+$"},
+        "specVersion": {"const": "0.9"},
         "host": {"type": "object", "required": ["displayName"]},
         "entries": {"type": "array", "items": ENTRY_SCHEMA},
     },
@@ -312,3 +314,29 @@ def test_removed_agents_are_listed_since_a_time(api):
     assert api.get("/a2a/registry/removed?since=2999-01-01T00:00:00Z").json()["removed"] == []
     assert api.get("/a2a/registry/removed?since=yesterday").status_code == 400
     assert api.get("/a2a/registry/removed").status_code == 400
+
+
+def test_importing_again_updates_an_agent_listed_by_its_base_url(allow_private_urls):
+    with card_site({}) as (site, url):
+        site.routes["/.well-known/agent-card.json"] = card_json(card(name="Gamma"))
+        site.routes["/.well-known/ai-catalog.json"] = card_json(
+            {"specVersion": "1.0", "entries": [a2a_entry(f"{url}/", "gamma")]}
+        )
+        first = catalog.catalog_import(url=url, actor="system")
+        site.routes["/.well-known/agent-card.json"] = card_json(card(name="Gamma", version="2.0.0"))
+        again = catalog.catalog_import(url=url, actor="system")
+    assert [row["agentId"] for row in first.added] == ["gamma"]
+    assert (again.refused, [row["agentId"] for row in again.updated]) == ([], ["gamma"])
+    assert Agent.objects.get(pk="gamma").version == "2.0.0"
+
+
+def test_an_entry_of_an_earlier_draft_with_only_a_media_type_is_imported(allow_private_urls):
+    with card_site({}) as (site, url):
+        site.routes["/agents/delta.json"] = card_json(card(name="Delta"))
+        entry = a2a_entry(f"{url}/agents/delta.json", "delta")
+        entry["mediaType"] = entry.pop("type")
+        site.routes["/.well-known/ai-catalog.json"] = card_json(
+            {"specVersion": "0.8", "entries": [entry]}
+        )
+        report = catalog.catalog_import(url=url, actor="system")
+    assert (report.refused, [row["agentId"] for row in report.added]) == ([], ["delta"])

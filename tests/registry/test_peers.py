@@ -297,3 +297,18 @@ def test_the_badges_in_a_real_browser(peer, live_server, monkeypatch):
         page.goto(f"{live_server.url}/")
         assert page.locator(".chip-origin").count() == 1
         screenshot(page, "registry-mirrored-signed")
+
+
+def test_a_card_invalid_at_the_origin_shows_invalid_here_not_unsigned(peer):
+    peer.add("alpha", signature={"status": "invalid", "detail": "the signature does not verify"})
+    peer.add("beta", signature={"status": "unsigned", "detail": ""})
+    relay = follow(peer)
+    peers.peer_sync(peer=relay)
+    alpha, beta = Agent.objects.get(pk="alpha"), Agent.objects.get(pk="beta")
+    assert alpha.signature_status == "invalid"
+    assert alpha.signature_detail == (
+        "invalid at the origin relay peer: the signature does not verify"
+    )
+    assert beta.signature_status == "unsigned"
+    peers.peer_sync(peer=relay)  # the refresh checks the peer's unsigned card again
+    assert Agent.objects.get(pk="alpha").signature_status == "invalid"

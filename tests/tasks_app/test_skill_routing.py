@@ -91,6 +91,13 @@ async def test_a_skill_id_picks_among_the_agents_that_declare_it(agents, relay):
     assert response.json()["message"]["parts"] == [{"text": "hi"}]
 
 
+async def test_a_skill_send_answered_with_a_message_says_which_agent_and_why(agents, relay):
+    response = await relay.post("/a2a/tasks/send", json={"skill": "echo", "message": message("hi")})
+    chosen = response.json()["message"]["metadata"]["relaySelection"]
+    assert (chosen["agentId"], chosen["skillId"]) == ("echo", "echo")
+    assert chosen["why"] and chosen["score"] > 0
+
+
 async def test_no_healthy_match_is_a_not_found_that_stores_nothing(agents, relay):
     await Agent.objects.filter(pk="echo").aupdate(health="unhealthy")
     response = await relay.post("/a2a/tasks/send", json={"skill": "echo", "message": message("x")})
@@ -140,3 +147,22 @@ async def test_send_subscribe_may_name_a_skill(agents, relay):
     )
     fetched = (await relay.get(f"/a2a/tasks/{task_id}")).json()
     assert fetched["metadata"]["relaySelection"]["agentId"] == "writer"
+
+
+async def test_without_the_model_a_send_naming_a_skill_still_finds_it_by_words(
+    agents, relay, settings
+):
+    from registry import embeddings
+
+    settings.RELAY_EMBEDDINGS = False
+    embeddings.reset()
+    try:
+        response = await relay.post(
+            "/a2a/tasks/send",
+            json={"skill": "write me a short document", "message": message("a memo")},
+        )
+    finally:
+        embeddings.reset()
+    assert response.status_code == 200, response.text
+    chosen = response.json()["task"]["metadata"]["relaySelection"]
+    assert (chosen["agentId"], chosen["search"]) == ("writer", "lexical")
