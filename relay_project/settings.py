@@ -298,6 +298,10 @@ RELAY_PEER_SYNC_SECONDS = env.int("RELAY_PEER_SYNC_SECONDS", default=300)
 # dies, another one takes its tasks over once the lease has run out: it resumes the exchange
 # (SubscribeToTask where the agent streams, GetTask polls otherwise) until the task ends.
 RELAY_EXCHANGE_LEASE_SECONDS = env.float("RELAY_EXCHANGE_LEASE_SECONDS", default=10.0)
+# How long a process keeps retrying a task's writes while the database is unavailable (with
+# backoff, and never past the task's expiry) before it gives the task up for takeover: once the
+# database is back, a takeover (this process's or another's) asks the agent where it stands.
+RELAY_DATABASE_OUTAGE_SECONDS = env.float("RELAY_DATABASE_OUTAGE_SECONDS", default=300.0)
 # An agent stream that opened (HTTP 200, text/event-stream) but sent no event within this many
 # seconds ends its task failed.
 RELAY_STREAM_FIRST_EVENT_SECONDS = env.float("RELAY_STREAM_FIRST_EVENT_SECONDS", default=60.0)

@@ -16,7 +16,6 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from relay_project.database import database_sync_to_async
 from tasks_app import postgres_events, snapshots, streams
 from tasks_app.lifecycle import (
     INTERRUPTED,
@@ -147,13 +146,6 @@ def task_record_many(
             return _applied(task, write)
         task.refresh_from_db()
     raise StaleTaskError(task.pk)
-
-
-async def atask_record_many(
-    *, task: Task, events: list[tuple[dict[str, Any], str, str]]
-) -> list[Recorded]:
-    """``task_record_many`` from async code, in a database thread."""
-    return await database_sync_to_async(task_record_many)(task=task, events=events)
 
 
 def _written(task: Task, write: _Write) -> bool:

@@ -14,10 +14,15 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from django.conf import settings
+from django.utils import timezone
+
+from relay_project import database
 from relay_project.database import database_sync_to_async
 from tasks_app import selectors, services, snapshots, streams, upstream
 from tasks_app.gateway import ownership
@@ -38,6 +43,7 @@ from tasks_app.protocol.errors import (
     InvalidAgentResponse,
     InvalidParams,
     TaskNotFound,
+    Unavailable,
     UnsupportedOperation,
 )
 
@@ -135,6 +141,14 @@ async def _job(target, task, steps, answered, *, fresh, raise_errors) -> None:
     except asyncio.CancelledError:
         _answer(answered, Outcome(task))
         raise
+    except database.UNAVAILABLE as error:
+        logger.warning(
+            "task %s: its exchange could not be recorded (%s); giving it up", task.pk, error
+        )
+        if not answered.done():
+            answered.set_exception(Unavailable(database.UNAVAILABLE_MESSAGE))
+        # Waits for the database: a task is never left owned by a process that stopped driving it.
+        await database.retried(ownership.give_up, task.pk)
     except Exception:
         logger.exception("driving task %s failed", task.pk)
         if not answered.done():
@@ -159,7 +173,8 @@ async def _record(task: Task, *steps: Step) -> Task:
     """Records the steps in order, together (a task already ended ignores the rest), bringing
     ``task`` up to date, and publishes what was recorded."""
     try:
-        recorded = await services.atask_record_many(
+        recorded = await _written(
+            services.task_record_many,
             task=task,
             events=[(s.event, s.upstream_task_id, s.upstream_context_id) for s in steps],
         )
@@ -172,8 +187,21 @@ async def _record(task: Task, *steps: Step) -> Task:
     return task
 
 
+async def _written(write, *, task: Task, **arguments):
+    """``write(task=task, **arguments)`` in the database thread, retried with backoff while the
+    database is unavailable, for RELAY_DATABASE_OUTAGE_SECONDS at most and never past the
+    task's expiry; then the database's error is raised. Safe to repeat: a write is a
+    compare-and-set that decides again on the task as it then stands."""
+    seconds = settings.RELAY_DATABASE_OUTAGE_SECONDS
+    if task.expires_at is not None:
+        seconds = min(seconds, (task.expires_at - timezone.now()).total_seconds())
+    return await database.retried(
+        write, task=task, deadline=time.monotonic() + seconds, **arguments
+    )
+
+
 async def _fail(task: Task, reason: str) -> Task:
-    recorded = await database_sync_to_async(services.task_fail)(task=task, reason=reason)
+    recorded = await _written(services.task_fail, task=task, reason=reason)
     if recorded.event is not None:
         await streams.publish(task.id, recorded.sequence, recorded.event, final=True)
     return recorded.task
@@ -183,7 +211,7 @@ async def _reply_as_message(task: Task, step: Step) -> Outcome:
     """The agent answered with a Message, not a task: the relay's task ends completed with
     that message, and stream subscribers get the message alone."""
     end = _as_recorded_end(task, step).event
-    for recorded in await services.atask_record_many(task=task, events=[(end, "", "")]):
+    for recorded in await _written(services.task_record_many, task=task, events=[(end, "", "")]):
         await streams.publish(task.id, recorded.sequence, step.event, final=True)
     return Outcome(task, step.event["message"])
 
@@ -289,6 +317,8 @@ async def _steps_recorded(target, task, steps, end, *, fresh, answered) -> Outco
         if fresh and not seen_event:
             await database_sync_to_async(Task.objects.filter(pk=task.pk).delete)()
         raise
+    except database.UNAVAILABLE:
+        raise  # nothing can be written now: the job gives the task up (``_job``)
     except Exception:
         logger.exception("running task %s on %s %s failed", task.pk, target.kind, target.id)
         await _fail(task, f"the relay failed while running the task on {target.id!r}")

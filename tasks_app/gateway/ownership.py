@@ -186,6 +186,18 @@ def forget_dead() -> int:
     return deleted
 
 
+RELEASED = "released"
+"""The owner of a task its process gave up (``give_up``): no process holds a lease by that
+name, so the next takeover scan claims the task."""
+
+
+def give_up(task_id: str) -> None:
+    """Hands a task this process drives over to takeover: its exchange could not be recorded
+    (the database was away longer than RELAY_DATABASE_OUTAGE_SECONDS). The process that claims
+    it asks the agent where the task stands."""
+    Task.objects.filter(_DRIVEN, pk=task_id, owner=process_id()).update(owner=RELEASED)
+
+
 def release_if_not_driven(task_id: str) -> None:
     """Gives up this process's hold on a task it drove that neither works nor is worked on
     now: a task taken over whose agent turned out still to wait on the client (the client's
