@@ -7,6 +7,11 @@ for as long as it lives (``relay_project.asgi`` starts it with the server). The 
 orphans every quarter of RELAY_EXCHANGE_LEASE_SECONDS, claims them and resumes each with its
 target (``Target.resume``), so a task whose process died ends within about the lease, plus
 what the agent still has to do.
+
+A database outage stops every process from renewing its lease, not only dead ones: after the
+scanner itself failed to reach the database, it takes nothing over until one and a half lease
+periods have passed, time enough for every live process to renew (each renews every third of
+the lease). A process that was cut off alone (its own network) is taken over as if it died.
 """
 
 from __future__ import annotations
@@ -29,6 +34,14 @@ class Supervisor:
     def __init__(self) -> None:
         self._heartbeat: asyncio.Task | None = None
         self._takeover: asyncio.Task | None = None
+        self._database_failed_at: float | None = None
+        """When this process last failed to reach the database (``time.monotonic()``)."""
+
+    def may_take_over(self, now: float) -> bool:
+        """Whether the scan may claim orphans now: not within the grace after this process
+        last failed to reach the database (see the module's docstring)."""
+        failed = self._database_failed_at
+        return failed is None or now - failed >= 1.5 * ownership.lease_seconds()
 
     def start(self, *, takeover: bool) -> None:
         loop = asyncio.get_running_loop()
@@ -58,17 +71,20 @@ class Supervisor:
                         )
                         driving.stop(task_id)
             except Exception:
+                self._database_failed_at = time.monotonic()
                 logger.warning("could not renew this relay process's lease", exc_info=True)
 
     async def _scan(self) -> None:
         forgot = time.monotonic()
         while True:
             try:
-                await take_over_orphans()
+                if self.may_take_over(time.monotonic()):
+                    await take_over_orphans()
                 if time.monotonic() - forgot > FORGET_DEAD_EVERY_SECONDS:
                     forgot = time.monotonic()
                     await database_sync_to_async(ownership.forget_dead)()
             except Exception:
+                self._database_failed_at = time.monotonic()
                 logger.warning("could not look for tasks of dead relay processes", exc_info=True)
             await asyncio.sleep(max(0.5, min(5.0, ownership.lease_seconds() / 4)))
 
