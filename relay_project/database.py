@@ -119,3 +119,28 @@ def postgresql_conninfo(application_name: str) -> str:
         "application_name": application_name,
     }
     return make_conninfo(**{k: v for k, v in parts.items() if v}, **options)
+
+
+def server_error(request, *args, **kwargs):
+    """Django's ``handler500``: a request that failed because the database was unavailable
+    (restarting, or refusing connections: "too many clients") is answered 503 with
+    Retry-After and a message saying so, whether a view or a middleware met it; any other
+    failure gets Django's own 500 page."""
+    import sys
+
+    from django.http import HttpResponse
+    from django.views import defaults
+
+    error = sys.exc_info()[1]
+    if isinstance(error, UNAVAILABLE):
+        logger.warning(
+            "refused %s %s: %s (%s)", request.method, request.path, UNAVAILABLE_MESSAGE, error
+        )
+        response = HttpResponse(
+            f"503 Service Unavailable: {UNAVAILABLE_MESSAGE}.\n",
+            status=503,
+            content_type="text/plain; charset=utf-8",
+        )
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
+    return defaults.server_error(request, *args, **kwargs)

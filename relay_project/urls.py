@@ -22,3 +22,4 @@ urlpatterns = [
     path("api/docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("registry.urls")),
 ]
+handler500 = "relay_project.database.server_error"

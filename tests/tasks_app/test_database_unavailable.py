@@ -67,3 +67,28 @@ def test_a_registry_api_call_is_refused_with_503_and_retry_after(api_key, monkey
     assert response.status_code == 503
     assert response["Retry-After"] == "2"
     assert response.json()["error"]["code"] == "unavailable"
+
+
+def test_a_page_is_answered_503_with_retry_after_when_the_database_refuses(client, monkeypatch):
+    from registry import views
+
+    def refuse(*args, **kwargs):
+        raise OperationalError(TOO_MANY)
+
+    monkeypatch.setattr(views.selectors, "SkillFilters", refuse)
+    client.raise_request_exception = False
+    response = client.get("/skills/")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "2"
+    assert b"database is unavailable" in response.content
+
+
+def test_any_other_failure_of_a_page_is_still_a_500(client, monkeypatch):
+    from registry import views
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(views.selectors, "SkillFilters", fail)
+    client.raise_request_exception = False
+    assert client.get("/skills/").status_code == 500
