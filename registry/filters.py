@@ -20,21 +20,7 @@ from django.db.models import Case, IntegerField, QuerySet, Value, When
 from django.utils.dateparse import parse_datetime
 
 from registry.models import Agent
-
-
-class InvalidQueryError(ValueError):
-    """A filter value or cursor that cannot be used; the message says which and why."""
-
-
-def words(text: str) -> list[str]:
-    """The lower-cased words of a search."""
-    return [word for word in text.lower().split() if word]
-
-
-def facet(value: str) -> str:
-    """How one value is stored in a facet column (lower case, between bars)."""
-    return f"|{value.lower()}|"
-
+from registry.search_text import InvalidQueryError, facet, words
 
 # Form fields raise their message without the parameter's name; agent_filter puts it in front.
 # The annotation ``ask=`` puts on each agent: its place by relevance (0 is the best).

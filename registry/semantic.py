@@ -26,9 +26,9 @@ import numpy as np
 from django.db.models import Max
 from django.utils import timezone
 
-from registry import embeddings, lexical, selectors
-from registry.filters import facet
+from registry import embeddings, lexical, skill_search
 from registry.models import Agent, Skill
+from registry.search_text import facet
 
 logger = logging.getLogger(__name__)
 
@@ -514,7 +514,7 @@ def _ranked(
 def skill_find(query: SkillQuery, *, limit: int = 20) -> tuple[list[SkillMatch], SearchMode]:
     """Skills that match ``query``, best first, and how they were found: by meaning when the
     model is there, otherwise by words (:func:`word_search`); with no question, every skill
-    passing the filters as ``registry.selectors.skill_search`` lists them."""
+    passing the filters as ``registry.skill_search.skill_search`` lists them."""
     if query.text.strip():
         try:
             matches = semantic_search(query, limit=limit)
@@ -527,8 +527,8 @@ def skill_find(query: SkillQuery, *, limit: int = 20) -> tuple[list[SkillMatch],
                 "semantic", f"{missing} skill(s) not indexed by meaning yet were ranked by words"
             )
         return matches, SearchMode("semantic")
-    found = selectors.skill_search(
-        filters=selectors.SkillFilters(
+    found = skill_search.skill_search(
+        filters=skill_search.SkillFilters(
             q=query.text,
             tag=query.tags[0] if query.tags else "",
             input_mode=query.input_modes[0] if query.input_modes else "",

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.shortcuts import render
 
-from registry import selectors, semantic
+from registry import semantic, skill_search
 from registry.cards import card_diff
 from registry.models import CardSnapshot
 
@@ -113,7 +113,7 @@ def skills_page(request):
     are not disabled, by meaning (``registry.semantic``; by words when the model is
     unavailable, and the page says so), with each agent's health; every skill when nothing is
     asked."""
-    filters = selectors.SkillFilters(
+    filters = skill_search.SkillFilters(
         q=request.GET.get("q", "").strip(), tag=request.GET.get("tag", "").strip()
     )
     matches, search = semantic.skill_find(
