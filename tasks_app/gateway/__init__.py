@@ -26,14 +26,13 @@ from tasks_app.gateway.driving import (
     FINAL_STATES,
     FINAL_V1_STATES,
     Exchange,
-    Opened,
     Outcome,
     _running,
     ending,
-    open_task,
 )
 from tasks_app.gateway.driving import _record as record
 from tasks_app.gateway.expiry import expire_overdue
+from tasks_app.gateway.opening import Opened, open_task
 from tasks_app.gateway.operations import (
     KEEPALIVE_SECONDS,
     cancel_task,

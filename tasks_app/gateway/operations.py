@@ -18,13 +18,8 @@ from relay_project import database
 from relay_project.database import database_sync_to_async
 from tasks_app import selectors, services, snapshots, streams, upstream
 from tasks_app.gateway import driving
-from tasks_app.gateway.driving import (
-    FINAL_V1_STATES,
-    Opened,
-    _load,
-    _record,
-    open_task,
-)
+from tasks_app.gateway.driving import FINAL_V1_STATES, _record
+from tasks_app.gateway.opening import Opened, _load, open_task
 from tasks_app.gateway.targets import CallContext, Target, resolve_target
 from tasks_app.lifecycle import TERMINAL
 from tasks_app.models import Task
