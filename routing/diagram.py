@@ -110,22 +110,25 @@ def sequence_diagram(hops: list[HopView], *, ending: str | None = None) -> Diagr
                 _short(label),
                 detail,
                 title,
-                "error" if hop.routing_error else "call",
+                "error" if hop.routing_error or hop.outcome == "failed" else "call",
             )
         )
     if hops:
         last = hops[-1]
         outcome = ending or last.outcome
-        if outcome in ENDINGS and last.to_id != USER:
+        # A failed call got no answer: the failure goes back from the agent that made the call,
+        # never from the agent that was down.
+        answerer = last.from_id if outcome == "failed" else last.to_id
+        if outcome in ENDINGS and answerer != USER:
             text = ENDINGS[outcome]
             arrows.append(
                 Arrow(
-                    x_of[last.to_id],
+                    x_of[answerer],
                     x_of[USER],
                     TOP + (len(hops) + 1) * ROW,
                     _short(text),
                     "",
-                    f"{last.to_id} -> user: {text}",
+                    f"{answerer} -> user: {text}",
                     "return",
                 )
             )

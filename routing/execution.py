@@ -30,9 +30,10 @@ Decisions where the spec is silent:
 - A member task that ends ``canceled`` ends the team task ``canceled``, with the member's final
   update as it is: it was canceled with the team task, or by the caller on purpose (the
   caller owns the child tasks too).
-- A member call the gateway refuses (an A2A error, an unreachable agent) is a ``failed`` answer
-  whose text says why, routed like any answer (rule 2): a worker's failure reaches the default
-  agent, the default agent's reaches the caller (the team task then ends ``failed``).
+- A member call that fails itself (an A2A error, an unreachable agent, a stream that stopped)
+  ends the team task ``failed`` with the reason in its status message, as the agent called
+  directly would: the relay's error text is never routed on as if a member had said it. A
+  member that answers with a ``failed`` task of its own is routed like any answer (rule 2).
 - A member's task snapshot (its stream's first event, a blocking call's answer) is merged into
   the team task: a member's task that only opened (``submitted``) while the team task is past
   that adds nothing. A member's task that goes on working after the call's answer is
@@ -98,6 +99,7 @@ class MemberAnswer:
     latency_ms: float
     upstream_task_id: str = ""
     upstream_context_id: str = ""
+    unreachable: bool = False  # the call itself failed: the agent gave no answer of its own
 
     @property
     def failed(self) -> bool:
@@ -307,12 +309,17 @@ class TeamTarget(gateway.Target):
                 except A2AError as error:
                     call = _failed_answer(f"agent {hop.target!r}: {error.message}", started)
             answer = _answer_of(call, started)
+            unreachable = answer.unreachable
             if followed:  # what the stopped process forwarded is not sent again
                 forwarded |= _held(task, answer)
             hops_done += 1
             called.add(hop.target)
             selected = await self._selection_for(hop, answer, called)
             decision = self._decide(hop, answer, hops_done, selected)
+            if unreachable and decision is not None:
+                # The member gave no answer of its own: the team fails as the agent would,
+                # instead of routing the relay's error text on as if the member had said it.
+                decision = Fail(message=_text_of(_answer_message(answer.answer)))
             recorded = self._hop(task, conversation, hop, outgoing, answer, decision)
             # The member's end, as the team task's: its last update when the conversation ends
             # here (with the artifacts not forwarded as they came), a `working` update with its
@@ -662,15 +669,20 @@ def _answer_of(call: gateway.Exchange | _Followed | MemberAnswer, started: float
     state = STATE_OF_WIRE.get(
         answer.get("task", {}).get("status", {}).get("state"), TaskState.COMPLETED
     )
+    # No end of the member's own (its exchange failed at the transport or stopped early): the
+    # answer is the relay's error text, not the member's.
+    unreachable = isinstance(call, gateway.Exchange) and call.end is None and state != "canceled"
     if state in ACTIVE:
         answer = _failed_task(answer["task"], f"agent {call.task.target_id!r} stopped answering")
         state = TaskState.FAILED
+        unreachable = True
     return MemberAnswer(
         answer,
         state,
         (time.perf_counter() - started) * 1000,
         upstream_task_id=call.upstream_task_id,
         upstream_context_id=call.upstream_context_id,
+        unreachable=unreachable and state == TaskState.FAILED,
     )
 
 
@@ -841,7 +853,7 @@ def _failed_task(task: dict[str, Any], text: str) -> dict[str, Any]:
 
 def _failed_answer(text: str, started: float) -> MemberAnswer:
     latency_ms = (time.perf_counter() - started) * 1000
-    return MemberAnswer(_failed_task({}, text), TaskState.FAILED, latency_ms)
+    return MemberAnswer(_failed_task({}, text), TaskState.FAILED, latency_ms, unreachable=True)
 
 
 def _member_extensions(activated: tuple[str, ...], *, routing: bool) -> tuple[str, ...]:
@@ -888,6 +900,8 @@ def _answer_message(answer: dict[str, Any]) -> dict[str, Any] | None:
 def _outcome(answer: MemberAnswer, decision) -> str:
     if decision is None:
         return Outcome.CANCELED
+    if answer.unreachable:
+        return Outcome.FAILED
     if isinstance(decision, Fail):
         return Outcome.CAPPED
     if answer.failed:

@@ -715,3 +715,24 @@ async def test_a_conversation_of_two_exchanges_is_answered_with_a_task(relay):
 
     assert list(result) == ["task"]
     assert result["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_a_member_that_refuses_the_connection_fails_the_team_task_not_completes_it(relay):
+    down = Script("down")
+    with running_many({"down": Recording(scripted_agent(down))}) as urls:
+        await sync_to_async(agent_register)(url=urls["down"], agent_id="down")
+    # The server is gone: the member's port refuses the connection.
+    await sync_to_async(make_team)("lead", "down")
+    LEAD.load("down", "user")
+
+    task = await send(relay, user_message("write it"))
+
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert "'down'" in answer_text(task) and "refused" in answer_text(task)
+    assert len(message_calls("lead")) == 1  # the error text is not routed on to the lead
+    hops = await trace(relay, task["id"])
+    assert [(hop["from"], hop["to"], hop["outcome"]) for hop in hops][-1] == (
+        "lead",
+        "down",
+        "failed",
+    )
