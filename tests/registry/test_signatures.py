@@ -198,7 +198,7 @@ def test_a_required_signature_that_stops_verifying_keeps_the_old_card_and_says_w
         )
         assert services.agent_card_refresh(agent=agent) is True
     agent.refresh_from_db()
-    assert agent.description == "Forecasts"  # the operator's description stays
+    assert agent.description == "New"  # the card's description follows it (no operator edit)
     assert agent.current_snapshot.raw["description"] == "New"
     assert agent.card_refused_reason == ""
 

@@ -75,7 +75,7 @@ def test_a_page_is_answered_503_with_retry_after_when_the_database_refuses(clien
     def refuse(*args, **kwargs):
         raise OperationalError(TOO_MANY)
 
-    monkeypatch.setattr(views.selectors, "SkillFilters", refuse)
+    monkeypatch.setattr(views.skill_search, "SkillFilters", refuse)
     client.raise_request_exception = False
     response = client.get("/skills/")
     assert response.status_code == 503
@@ -89,6 +89,6 @@ def test_any_other_failure_of_a_page_is_still_a_500(client, monkeypatch):
     def fail(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(views.selectors, "SkillFilters", fail)
+    monkeypatch.setattr(views.skill_search, "SkillFilters", fail)
     client.raise_request_exception = False
     assert client.get("/skills/").status_code == 500
