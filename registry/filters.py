@@ -19,6 +19,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Case, IntegerField, QuerySet, Value, When
 from django.utils.dateparse import parse_datetime
 
+from registry import semantic
 from registry.models import Agent
 from registry.search_text import InvalidQueryError, facet, words
 
@@ -149,15 +150,13 @@ class AgentFilterSet(django_filters.FilterSet):
         return queryset.filter(origin_peer__isnull=not value)
 
     def filter_ask(self, queryset, name, value):
-        # Imported here: registry.semantic uses this module's helpers.
-        from registry import semantic
-
         if not value.strip():
             return queryset
         matches, _search = semantic.skill_find(semantic.SkillQuery(text=value), limit=100)
         ranked = semantic.agents_of(matches)
         if not ranked:
-            return queryset.none()
+            # Still ranked (by nothing), so the lists that order by the rank can.
+            return queryset.none().annotate(**{ASK_RANK: Value(0, output_field=IntegerField())})
         # ASK_RANK: the agent's place by relevance, for the lists that rank by it.
         rank = Case(
             *(When(id=agent_id, then=Value(place)) for place, agent_id in enumerate(ranked)),

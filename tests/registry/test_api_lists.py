@@ -165,3 +165,11 @@ def test_bad_team_list_parameters_are_a_400(anonymous, query, message):
         "code": "invalid_query",
         "message": message,
     }
+
+
+def test_a_question_no_agent_answers_lists_nothing_rather_than_failing(api):
+    """Regression (fuzzing): ``ask=`` matching no agent left the list without its rank, and
+    ordering by the rank failed with a 500."""
+    response = api.get("/a2a/registry", {"ask": "organization"})
+    assert response.status_code == 200, response.content
+    assert response.json()["agents"] == []
