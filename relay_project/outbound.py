@@ -79,15 +79,29 @@ class OutboundPolicy:
         )
 
 
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses a 6to4 or Teredo address carries: the relay's traffic to it can end
+    up there. (NAT64 ``64:ff9b::/96`` and IPv4-compatible ``::/96`` lie in ``::/8``, which is
+    reserved and so refused whole; IPv4-mapped addresses are judged as IPv4.)"""
+    return [address for address in (ip.sixtofour, *(ip.teredo or ())) if address is not None]
+
+
 def is_public_address(address: str) -> bool:
-    """Whether an IP address is a public unicast destination (IPv4-mapped IPv6 judged as IPv4)."""
+    """Whether an IP address is a public unicast destination. An IPv6 address that embeds an
+    IPv4 one (``2002:7f00:1::`` is 127.0.0.1 over 6to4) is public only if that one is too;
+    IPv4-mapped addresses are judged as their IPv4 address alone."""
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return False
-    mapped = getattr(ip, "ipv4_mapped", None)
-    if mapped is not None:
-        ip = mapped
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.version == 6 and not all(_is_public(v4) for v4 in _embedded_ipv4(ip)):
+        return False
+    return _is_public(ip)
+
+
+def _is_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return not (
         not ip.is_global
         or ip.is_loopback

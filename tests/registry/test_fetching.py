@@ -205,7 +205,25 @@ def test_non_public_addresses_are_not_public(address):
     assert not outbound.is_public_address(address)
 
 
-@pytest.mark.parametrize("address", ["93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c"])
+@pytest.mark.parametrize(
+    "address",
+    [
+        "2002:7f00:1::",  # 6to4 of 127.0.0.1
+        "2002:a00:1::1",  # 6to4 of 10.0.0.1
+        "2002:a9fe:a9fe::",  # 6to4 of the metadata address
+        "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo, client 127.0.0.1
+        "64:ff9b::7f00:1",  # NAT64 of 127.0.0.1
+        "::ffff:7f00:1",  # IPv4-mapped 127.0.0.1
+    ],
+)
+def test_ipv6_addresses_embedding_a_non_public_ipv4_address_are_not_public(address):
+    assert not outbound.is_public_address(address)
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c", "2002:5db8:d70e::"],
+)
 def test_public_addresses_are_public(address):
     assert outbound.is_public_address(address)
 
