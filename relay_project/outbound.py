@@ -123,6 +123,11 @@ def check_url_shape(url: str) -> str:
         parts.port  # noqa: B018 - raises ValueError for a bad port
     except ValueError as error:
         raise UnsafeURLError(f"not a valid URL: {url!r}") from error
+    if "://" not in url:
+        raise UnsafeURLError(
+            f"{url[:200]!r} has no scheme: write the full URL, e.g. 'https://{url[:200]}' "
+            "(or http:// for a plain HTTP agent)"
+        )
     if parts.scheme not in ("http", "https"):
         raise UnsafeURLError(f"only http and https URLs can be fetched, not {parts.scheme!r}")
     if not parts.hostname:
