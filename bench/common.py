@@ -225,6 +225,8 @@ def relay_command(server: str, port: int) -> list[str]:
         "10",
         "--timeout-keep-alive",
         "75",
+        "--http",
+        "relay_project.http_protocol:HeaderTimeoutProtocol",
         "--log-level",
         "warning",
         "--no-access-log",

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
@@ -61,10 +62,7 @@ def _download(url: str, client: httpx.Client | None) -> dict[str, Any]:
     owns = client is None
     client = client or outbound.client()
     try:
-        with client.stream("GET", url, headers={"Accept": "application/json"}) as response:
-            if response.status_code >= 400:
-                raise signing.KeySetError(f"the key set {url} answered HTTP {response.status_code}")
-            body = outbound.read_limited(response, settings.RELAY_JWKS_MAX_BYTES)
+        body = _get_within_origin(client, url)
     except outbound.UnsafeURLError as error:
         raise signing.KeySetError(f"the key set URL is refused: {error}") from error
     except outbound.ResponseTooLargeError as error:
@@ -85,6 +83,29 @@ def _download(url: str, client: httpx.Client | None) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise signing.KeySetError(f"the key set {url} is not a JSON object")
     return document
+
+
+def _get_within_origin(client: httpx.Client, url: str) -> bytes:
+    """The body at ``url``, following redirects only within its origin: a key set that
+    redirects to another port or host is not the card origin's key set."""
+    location = url
+    for _ in range(settings.RELAY_MAX_REDIRECTS + 1):
+        request = client.build_request("GET", location, headers={"Accept": "application/json"})
+        response = client.send(request, stream=True, follow_redirects=False)
+        try:
+            if response.is_redirect:
+                location = urljoin(location, response.headers["Location"])
+                if not signing.same_origin(location, url):
+                    raise signing.KeySetError(
+                        f"the key set {url} redirects off its origin, to {location}"
+                    )
+                continue
+            if response.status_code >= 400:
+                raise signing.KeySetError(f"the key set {url} answered HTTP {response.status_code}")
+            return outbound.read_limited(response, settings.RELAY_JWKS_MAX_BYTES)
+        finally:
+            response.close()
+    raise signing.KeySetError(f"the key set {url} redirects too often")
 
 
 def check_card_signature(

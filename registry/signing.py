@@ -16,8 +16,9 @@ Decisions:
 - Two payloads are tried for each signature: the card exactly as published (without
   ``signatures``), and the card as the 1.0 proto reads it with empty values dropped, which is
   what a2a-sdk's signer canonicalises. A card signed either way verifies.
-- The key set must be on the card's own host (``jku`` host equal to the card URL's host): a
-  ``jku`` pointing anywhere would let whoever wrote the card vouch for it with any key. A
+- The key set must be at the card's own origin (``jku`` scheme, host and port equal to the
+  card URL's, and no redirect off it): a ``jku`` pointing anywhere would let whoever wrote the
+  card vouch for it with any key, and another port of a host can be another service. A
   signature without ``jku`` takes the key from ``{card origin}/.well-known/jwks.json``.
 - Only asymmetric algorithms are accepted (no ``none``, no HMAC: a shared secret cannot be
   published in a key set).
@@ -156,12 +157,13 @@ def _verify_one(
         )
     if not kid:
         return SignatureCheck(INVALID, jku=jku, detail="the protected header names no kid")
-    if not same_host(jku, card_url):
+    if not same_origin(jku, card_url):
+        card_origin = urlunsplit(urlsplit(card_url)[:2] + ("", "", ""))
         return SignatureCheck(
             INVALID,
             kid=kid,
             jku=jku,
-            detail=f"the key set {jku} is not on the card's host ({urlsplit(card_url).hostname})",
+            detail=f"the key set {jku} is not at the card's origin ({card_origin})",
         )
     try:
         keys = KeySet.import_key_set(_public_keys(key_set(jku)))
@@ -248,16 +250,26 @@ def key_set_url_for(card_url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, WELL_KNOWN_JWKS, "", ""))
 
 
-def same_host(url: str, other: str) -> bool:
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin_of(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an http(s) URL, the port filled in from the scheme; None for
+    anything else."""
     try:
-        first, second = urlsplit(url), urlsplit(other)
+        parts = urlsplit(url)
+        port = parts.port
     except ValueError:
-        return False
-    return (
-        first.scheme in ("http", "https")
-        and bool(first.hostname)
-        and first.hostname == second.hostname
-    )
+        return None
+    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    return parts.scheme, parts.hostname, port or _DEFAULT_PORTS[parts.scheme]
+
+
+def same_origin(url: str, other: str) -> bool:
+    """Whether two http(s) URLs have the same scheme, host and port."""
+    origin = origin_of(url)
+    return origin is not None and origin == origin_of(other)
 
 
 def _public_keys(document: Any) -> dict[str, Any]:

@@ -1,11 +1,11 @@
 """The one outbound HTTP module: every request the relay makes goes through a client built here.
 
-It owns timeouts, redirect and size limits, the default headers, and the SSRF guard. The guard
-sits in the connection layer: the socket connects only to an address that was checked (for
-httpx clients an httpcore network backend resolves the host once and checks every address; for
-the agent session, its socket factory checks the address each socket is about to connect to).
-So redirects are re-checked on every hop, and DNS rebinding between a check and the connect
-cannot happen. Loopback, private, link-local, shared, reserved and metadata addresses are
+It owns timeouts (each read, and a total deadline for a whole fetch), redirect and size limits,
+the default headers, and the SSRF guard. The guard sits in the connection layer: the socket
+connects only to an address that was checked (for httpx clients an httpcore network backend
+resolves the host once and checks every address; for the agent session, its socket factory
+checks the address each socket is about to connect to). So redirects are re-checked on every
+hop, and DNS rebinding between a check and the connect cannot happen. Loopback, private, link-local, shared, reserved and metadata addresses are
 refused unless ``RELAY_ALLOW_PRIVATE_URLS`` is on.
 
 Two HTTP clients, each where it serves best:
@@ -27,7 +27,9 @@ import asyncio
 import ipaddress
 import socket
 import ssl
-from collections.abc import Iterable
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
 from urllib.parse import urljoin, urlsplit
@@ -63,6 +65,7 @@ class OutboundPolicy:
     allow_private: bool = False
     timeout: float = 10.0
     max_redirects: int = 3
+    deadline: float = 30.0
 
     @classmethod
     def from_settings(cls) -> OutboundPolicy:
@@ -72,18 +75,33 @@ class OutboundPolicy:
             allow_private=settings.RELAY_ALLOW_PRIVATE_URLS,
             timeout=settings.RELAY_FETCH_TIMEOUT,
             max_redirects=settings.RELAY_MAX_REDIRECTS,
+            deadline=settings.RELAY_FETCH_DEADLINE,
         )
 
 
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses a 6to4 or Teredo address carries: the relay's traffic to it can end
+    up there. (NAT64 ``64:ff9b::/96`` and IPv4-compatible ``::/96`` lie in ``::/8``, which is
+    reserved and so refused whole; IPv4-mapped addresses are judged as IPv4.)"""
+    return [address for address in (ip.sixtofour, *(ip.teredo or ())) if address is not None]
+
+
 def is_public_address(address: str) -> bool:
-    """Whether an IP address is a public unicast destination (IPv4-mapped IPv6 judged as IPv4)."""
+    """Whether an IP address is a public unicast destination. An IPv6 address that embeds an
+    IPv4 one (``2002:7f00:1::`` is 127.0.0.1 over 6to4) is public only if that one is too;
+    IPv4-mapped addresses are judged as their IPv4 address alone."""
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return False
-    mapped = getattr(ip, "ipv4_mapped", None)
-    if mapped is not None:
-        ip = mapped
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.version == 6 and not all(_is_public(v4) for v4 in _embedded_ipv4(ip)):
+        return False
+    return _is_public(ip)
+
+
+def _is_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return not (
         not ip.is_global
         or ip.is_loopback
@@ -105,6 +123,11 @@ def check_url_shape(url: str) -> str:
         parts.port  # noqa: B018 - raises ValueError for a bad port
     except ValueError as error:
         raise UnsafeURLError(f"not a valid URL: {url!r}") from error
+    if "://" not in url:
+        raise UnsafeURLError(
+            f"{url[:200]!r} has no scheme: write the full URL, e.g. 'https://{url[:200]}' "
+            "(or http:// for a plain HTTP agent)"
+        )
     if parts.scheme not in ("http", "https"):
         raise UnsafeURLError(f"only http and https URLs can be fetched, not {parts.scheme!r}")
     if not parts.hostname:
@@ -164,25 +187,176 @@ def _checked_addresses(host: str, infos: Iterable[tuple]) -> list[str]:
     return addresses
 
 
-class _GuardedBackend(httpcore.NetworkBackend):
-    """Resolves, checks, then connects to the checked address (sync clients)."""
+# --- the total deadline ----------------------------------------------------------------------
+# httpx bounds each read, not a whole fetch: a server sending a byte a second keeps every read
+# short and the fetch going for ever. The client sets the fetch's deadline in this context
+# variable for the time of ``send`` and of each read of a streamed body; the network streams
+# below cut every connect, read and write to what is left of it.
+_deadline: ContextVar[tuple[float, float] | None] = ContextVar("outbound_deadline", default=None)
 
-    def __init__(self) -> None:
+
+def _within_deadline(timeout: float | None, exceeded: type[Exception]) -> float | None:
+    """``timeout`` cut to what is left of the current fetch's deadline; raises ``exceeded``
+    (an httpcore timeout, which httpx turns into its own) once nothing is left."""
+    current = _deadline.get()
+    if current is None:
+        return timeout
+    ends_at, seconds = current
+    left = ends_at - time.monotonic()
+    if left <= 0:
+        raise exceeded(f"the fetch did not finish within its deadline of {seconds:g} s")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes, timeout=None):
+        return self._inner.read(max_bytes, _within_deadline(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer, timeout=None):
+        self._inner.write(buffer, _within_deadline(timeout, httpcore.WriteTimeout))
+
+    def close(self):
+        self._inner.close()
+
+    def start_tls(self, ssl_context, server_hostname=None, timeout=None):
+        timeout = _within_deadline(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info):
+        return self._inner.get_extra_info(info)
+
+
+class _AsyncDeadlineStream(httpcore.AsyncNetworkStream):
+    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+        self._inner = inner
+
+    async def read(self, max_bytes, timeout=None):
+        return await self._inner.read(max_bytes, _within_deadline(timeout, httpcore.ReadTimeout))
+
+    async def write(self, buffer, timeout=None):
+        await self._inner.write(buffer, _within_deadline(timeout, httpcore.WriteTimeout))
+
+    async def aclose(self):
+        await self._inner.aclose()
+
+    async def start_tls(self, ssl_context, server_hostname=None, timeout=None):
+        timeout = _within_deadline(timeout, httpcore.ConnectTimeout)
+        return _AsyncDeadlineStream(
+            await self._inner.start_tls(ssl_context, server_hostname, timeout)
+        )
+
+    def get_extra_info(self, info):
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBody(httpx.SyncByteStream):
+    """A streamed body read under its fetch's deadline."""
+
+    def __init__(self, inner: httpx.SyncByteStream, deadline: tuple[float, float]) -> None:
+        self._inner, self._deadline = inner, deadline
+
+    def __iter__(self) -> Iterator[bytes]:
+        chunks = iter(self._inner)
+        while True:
+            token = _deadline.set(self._deadline)
+            try:
+                chunk = next(chunks, None)
+            finally:
+                _deadline.reset(token)
+            if chunk is None:
+                return
+            yield chunk
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class _AsyncDeadlineBody(httpx.AsyncByteStream):
+    """A streamed body read under its fetch's deadline (async clients)."""
+
+    def __init__(self, inner: httpx.AsyncByteStream, deadline: tuple[float, float]) -> None:
+        self._inner, self._deadline = inner, deadline
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        chunks = aiter(self._inner)
+        while True:
+            token = _deadline.set(self._deadline)
+            try:
+                chunk = await anext(chunks, None)
+            finally:
+                _deadline.reset(token)
+            if chunk is None:
+                return
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _Client(httpx.Client):
+    """httpx's client with a total deadline on each fetch, redirects and body included."""
+
+    def __init__(self, *, deadline: float, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._deadline_seconds = deadline
+
+    def send(self, request, **kwargs):
+        deadline = (time.monotonic() + self._deadline_seconds, self._deadline_seconds)
+        token = _deadline.set(deadline)
+        try:
+            response = super().send(request, **kwargs)
+        finally:
+            _deadline.reset(token)
+        if not response.is_stream_consumed:
+            response.stream = _DeadlineBody(response.stream, deadline)
+        return response
+
+
+class _AsyncClient(httpx.AsyncClient):
+    """httpx's async client with a total deadline on each fetch, redirects and body included."""
+
+    def __init__(self, *, deadline: float, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._deadline_seconds = deadline
+
+    async def send(self, request, **kwargs):
+        deadline = (time.monotonic() + self._deadline_seconds, self._deadline_seconds)
+        token = _deadline.set(deadline)
+        try:
+            response = await super().send(request, **kwargs)
+        finally:
+            _deadline.reset(token)
+        if not response.is_stream_consumed:
+            response.stream = _AsyncDeadlineBody(response.stream, deadline)
+        return response
+
+
+# --- the connection layer: the guard and the deadline -----------------------------------------
+
+
+class _GuardedBackend(httpcore.NetworkBackend):
+    """Resolves, checks (when ``guard``), then connects to the checked address (sync clients);
+    its streams keep the fetch's deadline."""
+
+    def __init__(self, *, guard: bool = True) -> None:
         self._inner = httpcore.SyncBackend()
+        self._guard = guard
 
     def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except socket.gaierror as error:
-            raise httpcore.ConnectError(f"cannot resolve {host}: {error}") from error
-        addresses = _checked_addresses(host, infos)
-        return self._inner.connect_tcp(
-            addresses[0],
-            port,
-            timeout=timeout,
-            local_address=local_address,
-            socket_options=socket_options,
+        timeout = _within_deadline(timeout, httpcore.ConnectTimeout)
+        if self._guard:
+            try:
+                infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            except socket.gaierror as error:
+                raise httpcore.ConnectError(f"cannot resolve {host}: {error}") from error
+            host = _checked_addresses(host, infos)[0]
+        stream = self._inner.connect_tcp(
+            host, port, timeout=timeout, local_address=local_address, socket_options=socket_options
         )
+        return _DeadlineStream(stream)
 
     def connect_unix_socket(self, *args, **kwargs):
         raise UnsafeURLError("unix sockets are not reachable through the relay")
@@ -192,25 +366,26 @@ class _GuardedBackend(httpcore.NetworkBackend):
 
 
 class _AsyncGuardedBackend(httpcore.AsyncNetworkBackend):
-    """Resolves, checks, then connects to the checked address (async clients)."""
+    """Resolves, checks (when ``guard``), then connects to the checked address (async
+    clients); its streams keep the fetch's deadline."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, guard: bool = True) -> None:
         self._inner = httpcore.AnyIOBackend()
+        self._guard = guard
 
     async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        loop = asyncio.get_running_loop()
-        try:
-            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except socket.gaierror as error:
-            raise httpcore.ConnectError(f"cannot resolve {host}: {error}") from error
-        addresses = _checked_addresses(host, infos)
-        return await self._inner.connect_tcp(
-            addresses[0],
-            port,
-            timeout=timeout,
-            local_address=local_address,
-            socket_options=socket_options,
+        timeout = _within_deadline(timeout, httpcore.ConnectTimeout)
+        if self._guard:
+            loop = asyncio.get_running_loop()
+            try:
+                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            except socket.gaierror as error:
+                raise httpcore.ConnectError(f"cannot resolve {host}: {error}") from error
+            host = _checked_addresses(host, infos)[0]
+        stream = await self._inner.connect_tcp(
+            host, port, timeout=timeout, local_address=local_address, socket_options=socket_options
         )
+        return _AsyncDeadlineStream(stream)
 
     async def connect_unix_socket(self, *args, **kwargs):
         raise UnsafeURLError("unix sockets are not reachable through the relay")
@@ -230,20 +405,22 @@ async def _check_request_async(request: httpx.Request) -> None:
 def _transport(policy: OutboundPolicy, *, asynchronous: bool, **kwargs):
     cls = httpx.AsyncHTTPTransport if asynchronous else httpx.HTTPTransport
     transport = cls(trust_env=False, **kwargs)
-    if not policy.allow_private:
-        # httpx builds its pool without a way to pass a network backend; swapping the backend
-        # keeps every other pool setting httpx chose.
-        transport._pool._network_backend = (
-            _AsyncGuardedBackend() if asynchronous else _GuardedBackend()
-        )
+    # httpx builds its pool without a way to pass a network backend; swapping the backend
+    # keeps every other pool setting httpx chose.
+    guard = not policy.allow_private
+    transport._pool._network_backend = (
+        _AsyncGuardedBackend(guard=guard) if asynchronous else _GuardedBackend(guard=guard)
+    )
     return transport
 
 
 def client(policy: OutboundPolicy | None = None, **kwargs) -> httpx.Client:
-    """A sync client with the relay's limits and, unless private URLs are allowed, the guard."""
+    """A sync client with the relay's limits (each read within ``policy.timeout``, the whole
+    fetch within ``policy.deadline``) and, unless private URLs are allowed, the guard."""
     policy = policy or OutboundPolicy.from_settings()
     transport = kwargs.pop("transport", None) or _transport(policy, asynchronous=False)
-    return httpx.Client(
+    return _Client(
+        deadline=policy.deadline,
         transport=transport,
         timeout=policy.timeout,
         follow_redirects=True,
@@ -259,7 +436,7 @@ KEEPALIVE_EXPIRY_SECONDS = 2.0
 
 
 def async_client(policy: OutboundPolicy | None = None, **kwargs) -> httpx.AsyncClient:
-    """An async client with the relay's limits and, unless private URLs are allowed, the guard."""
+    """``client``, asynchronous."""
     policy = policy or OutboundPolicy.from_settings()
     # Idle connections are dropped after KEEPALIVE_EXPIRY_SECONDS: agents' servers close theirs
     # after about 5 s (uvicorn's and Node's default), and a request sent on a connection the
@@ -277,7 +454,8 @@ def async_client(policy: OutboundPolicy | None = None, **kwargs) -> httpx.AsyncC
     transport = kwargs.pop("transport", None) or _transport(
         policy, asynchronous=True, limits=limits, verify=verify
     )
-    return httpx.AsyncClient(
+    return _AsyncClient(
+        deadline=policy.deadline,
         transport=transport,
         timeout=policy.timeout,
         follow_redirects=True,

@@ -253,7 +253,16 @@ RELAY_EMBEDDINGS = env.bool("RELAY_EMBEDDINGS", default=True)
 RELAY_AGENT_SELECTOR = env("RELAY_AGENT_SELECTOR", default="registry.selection.rank_by_meaning")
 # Seconds between runs of the job that fills in missing skill embeddings.
 RELAY_EMBEDDING_REINDEX_SECONDS = env.int("RELAY_EMBEDDING_REINDEX_SECONDS", default=3600)
+# Seconds a client may take to send a request's line and headers before the production server
+# (uvicorn with relay_project.http_protocol.HeaderTimeoutProtocol) closes its connection: a
+# bound on slowloris clients, which otherwise hold a connection each for as long as they like.
+RELAY_HEADER_TIMEOUT_SECONDS = env.float("RELAY_HEADER_TIMEOUT_SECONDS", default=10.0)
+# Seconds each connect and each read of an outbound fetch (cards, key sets, catalogs, peer
+# registries, webhooks, health probes) may take.
 RELAY_FETCH_TIMEOUT = env.float("RELAY_FETCH_TIMEOUT", default=10.0)
+# Seconds a whole outbound fetch may take, redirects and body included, so a server trickling
+# bytes (each read quick) cannot hold a request for longer.
+RELAY_FETCH_DEADLINE = env.float("RELAY_FETCH_DEADLINE", default=30.0)
 RELAY_MAX_REDIRECTS = env.int("RELAY_MAX_REDIRECTS", default=3)
 # How long a blocking call to an upstream agent may take before the task fails.
 RELAY_UPSTREAM_TIMEOUT = env.float("RELAY_UPSTREAM_TIMEOUT", default=60.0)

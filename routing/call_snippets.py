@@ -1,5 +1,6 @@
 """How to call an agent or a team through the relay: copyable snippets for curl, the Python
-a2a-sdk client and the JavaScript @a2a-js/sdk client, shown on the agent and team pages.
+a2a-sdk client (over JSON-RPC, and over gRPC) and the JavaScript @a2a-js/sdk client, shown on
+the agent and team pages.
 
 Pure: takes the relay's URL of the target and returns text. Each snippet reads the API key from
 the environment variable ``RELAY_API_KEY`` (sent as ``Authorization: Bearer <key>``), so it runs
@@ -19,12 +20,13 @@ GREETING = "Hello"
 
 @dataclass(frozen=True)
 class CallSnippets:
-    """Where to call a target and three ways to do it."""
+    """Where to call a target and four ways to do it."""
 
     url: str
     card_url: str
     curl: str
     python: str
+    grpc: str
     javascript: str
 
 
@@ -36,6 +38,7 @@ def call_snippets(url: str) -> CallSnippets:
         card_url=url + CARD_PATH,
         curl=_curl(url),
         python=_python(url),
+        grpc=_grpc(url),
         javascript=_javascript(url),
     )
 
@@ -65,7 +68,8 @@ def _curl(url: str) -> str:
 
 
 def _python(url: str) -> str:
-    # A JSON string is a valid Python string literal, whatever the URL holds.
+    # A JSON string is a valid Python string literal, whatever the URL holds. Not streaming:
+    # a stream's events and its final task would each print the answer.
     return f"""import asyncio
 import os
 
@@ -80,11 +84,55 @@ URL = {json.dumps(url)}
 async def main():
     headers = {{"Authorization": f"Bearer {{os.environ['{KEY_VARIABLE}']}}"}}
     async with httpx.AsyncClient(headers=headers, timeout=60) as http:
-        client = await create_client(URL, ClientConfig(httpx_client=http))
+        client = await create_client(URL, ClientConfig(httpx_client=http, streaming=False))
         message = new_text_message({json.dumps(GREETING)}, role=Role.ROLE_USER)
         async for response in client.send_message(SendMessageRequest(message=message)):
-            if text := get_stream_response_text(response):
-                print(text)
+            print(get_stream_response_text(response))
+
+
+asyncio.run(main())
+"""
+
+
+def _grpc(url: str) -> str:
+    # The card (fetched over HTTP) names the relay's gRPC address; the key goes as metadata.
+    return f"""import asyncio
+import os
+from urllib.parse import urlsplit
+
+import grpc
+import httpx
+from a2a.client import ClientCallContext, ClientConfig, create_client
+from a2a.helpers import get_stream_response_text, new_text_message
+from a2a.types import Role, SendMessageRequest
+
+URL = {json.dumps(url)}
+
+
+def channel(address):
+    # The card's gRPC address: https://host:port, http://host:port or a bare host:port.
+    target = urlsplit(address).netloc if "://" in address else address
+    if address.startswith("https://"):
+        return grpc.aio.secure_channel(target, grpc.ssl_channel_credentials())
+    return grpc.aio.insecure_channel(target)
+
+
+async def main():
+    headers = {{"Authorization": f"Bearer {{os.environ['{KEY_VARIABLE}']}}"}}
+    async with httpx.AsyncClient(headers=headers, timeout=60) as http:
+        config = ClientConfig(
+            httpx_client=http,
+            streaming=False,
+            supported_protocol_bindings=["GRPC"],
+            grpc_channel_factory=channel,
+        )
+        client = await create_client(URL, config)
+        message = new_text_message({json.dumps(GREETING)}, role=Role.ROLE_USER)
+        context = ClientCallContext(service_parameters=headers)
+        request = SendMessageRequest(message=message)
+        async for response in client.send_message(request, context=context):
+            print(get_stream_response_text(response))
+        await client.close()
 
 
 asyncio.run(main())

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 
@@ -72,3 +74,41 @@ def oversized_card(card: dict, size: int) -> Handler:
     padded = dict(card, description="x" * size)
     body = json.dumps(padded)
     return lambda request: Response(body, media_type="application/json")
+
+
+@contextmanager
+def trickling_server(response: bytes, *, every: float = 0.2):
+    """A raw HTTP server on 127.0.0.1 that answers every connection with ``response`` one byte
+    each ``every`` seconds (a slow-read attack on the relay's fetches); yields its base URL.
+    Each connection's sender stops when the client hangs up or the server closes."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    stopped = threading.Event()
+
+    def trickle(connection: socket.socket) -> None:
+        with connection:
+            connection.recv(65536)
+            for byte in response:
+                if stopped.wait(every):
+                    return
+                try:
+                    connection.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    def accept() -> None:
+        while not stopped.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=trickle, args=(connection,), daemon=True).start()
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stopped.set()
+        acceptor.join()
+        listener.close()

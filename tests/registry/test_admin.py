@@ -363,6 +363,20 @@ def test_adding_an_agent_whose_card_is_invalid_shows_why_and_stores_nothing(
     assert Agent.objects.count() == 0
 
 
+def test_adding_an_agent_by_a_url_without_a_scheme_says_to_write_the_scheme(
+    admin_client, cards_served
+):
+    """Regression: the page said "only http and https URLs can be fetched, not ''"."""
+    response = admin_client.post(reverse("admin:registry_agent_add"), {"url": "maps.example/agent"})
+
+    assert response.status_code == 200
+    page = html.unescape(response.content.decode())
+    assert "'maps.example/agent' has no scheme" in page
+    assert "'https://maps.example/agent'" in page
+    assert "not ''" not in page
+    assert Agent.objects.count() == 0
+
+
 def test_adding_an_agent_wants_both_credential_header_and_value(admin_client, cards_served):
     response = admin_client.post(
         reverse("admin:registry_agent_add"),

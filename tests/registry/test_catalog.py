@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import jsonschema
 import pytest
@@ -12,7 +13,7 @@ from django.core.management import call_command
 
 from registry import catalog, services, teams
 from registry.models import Agent
-from tests.cardservers import card_json, card_site, oversized_card, status
+from tests.cardservers import card_json, card_site, oversized_card, status, trickling_server
 from tests.factories import card, make_agent, skill
 
 pytestmark = pytest.mark.django_db
@@ -340,3 +341,20 @@ def test_an_entry_of_an_earlier_draft_with_only_a_media_type_is_imported(allow_p
         )
         report = catalog.catalog_import(url=url, actor="system")
     assert (report.refused, [row["agentId"] for row in report.added]) == ([], ["delta"])
+
+
+def test_a_catalog_trickled_a_byte_at_a_time_cannot_hold_the_import_endpoint(
+    api, settings, allow_private_urls
+):
+    """Regression: a catalog sent at a byte a second held POST /a2a/registry/import for
+    minutes, each read well within the read timeout."""
+    settings.RELAY_FETCH_TIMEOUT = 5
+    settings.RELAY_FETCH_DEADLINE = 1
+    trickled = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + b" " * 100
+    with trickling_server(trickled, every=0.05) as url:
+        started = time.monotonic()
+        answer = api.post("/a2a/registry/import", {"url": url}, format="json")
+        took = time.monotonic() - started
+    assert answer.status_code == 422, answer.content
+    assert answer.json()["error"]["code"] == "unreachable"
+    assert took < 2.5

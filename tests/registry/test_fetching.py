@@ -1,12 +1,23 @@
 """Finding and fetching cards from real servers on 127.0.0.1, and the SSRF guard."""
 
+import asyncio
 import socket
+import time
 
+import httpx
 import pytest
 
 from registry.fetching import CardFetchError, candidate_urls, fetch_card
 from relay_project import outbound
-from tests.cardservers import card_json, card_site, hang, oversized_card, redirect, status
+from tests.cardservers import (
+    card_json,
+    card_site,
+    hang,
+    oversized_card,
+    redirect,
+    status,
+    trickling_server,
+)
 from tests.registry.test_cards import card_v03, card_v1
 
 pytestmark = pytest.mark.usefixtures("allow_private_urls")
@@ -117,6 +128,58 @@ def test_a_hanging_host_times_out(settings):
     assert raised.value.code == "timeout"
 
 
+_TRICKLED_CARD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n" + b" " * 100
+)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [_TRICKLED_CARD, b"HTTP/1.1 200 OK\r\n" + b"X-Slow: " + b"a" * 100],
+    ids=["body", "headers"],
+)
+def test_a_server_trickling_bytes_cannot_hold_a_fetch_past_its_deadline(settings, response):
+    """Each byte comes well within the read timeout; only the total deadline ends the fetch."""
+    settings.RELAY_FETCH_TIMEOUT = 5
+    settings.RELAY_FETCH_DEADLINE = 1
+    with trickling_server(response, every=0.05) as url:
+        started = time.monotonic()
+        with pytest.raises(CardFetchError) as raised:
+            fetch_card(f"{url}/card.json")
+        took = time.monotonic() - started
+    assert raised.value.code == "timeout"
+    assert 0.9 < took < 2.5
+
+
+def test_the_async_client_keeps_the_deadline_while_a_body_trickles(settings):
+    settings.RELAY_FETCH_TIMEOUT = 5
+    settings.RELAY_FETCH_DEADLINE = 1
+
+    async def read_all(url: str) -> None:
+        async with outbound.async_client() as client, client.stream("GET", url) as response:
+            await outbound.aread_limited(response, 10_000)
+
+    with trickling_server(_TRICKLED_CARD, every=0.05) as url:
+        started = time.monotonic()
+        with pytest.raises(httpx.TimeoutException):
+            asyncio.run(read_all(url))
+        took = time.monotonic() - started
+    assert 0.9 < took < 2.5
+
+
+def test_the_deadline_runs_from_the_first_request_across_redirects(settings):
+    settings.RELAY_FETCH_TIMEOUT = 5
+    settings.RELAY_FETCH_DEADLINE = 1
+    with trickling_server(_TRICKLED_CARD, every=0.05) as slow_url:
+        routes = {"/card.json": redirect(f"{slow_url}/card.json")}
+        with card_site(routes) as (site, url), outbound.client() as client:
+            started = time.monotonic()
+            with pytest.raises(httpx.TimeoutException):
+                client.get(f"{url}/card.json")
+            took = time.monotonic() - started
+    assert took < 2.5
+
+
 # --- SSRF -----------------------------------------------------------------------------------
 
 
@@ -142,7 +205,25 @@ def test_non_public_addresses_are_not_public(address):
     assert not outbound.is_public_address(address)
 
 
-@pytest.mark.parametrize("address", ["93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c"])
+@pytest.mark.parametrize(
+    "address",
+    [
+        "2002:7f00:1::",  # 6to4 of 127.0.0.1
+        "2002:a00:1::1",  # 6to4 of 10.0.0.1
+        "2002:a9fe:a9fe::",  # 6to4 of the metadata address
+        "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo, client 127.0.0.1
+        "64:ff9b::7f00:1",  # NAT64 of 127.0.0.1
+        "::ffff:7f00:1",  # IPv4-mapped 127.0.0.1
+    ],
+)
+def test_ipv6_addresses_embedding_a_non_public_ipv4_address_are_not_public(address):
+    assert not outbound.is_public_address(address)
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c", "2002:5db8:d70e::"],
+)
 def test_public_addresses_are_public(address):
     assert outbound.is_public_address(address)
 

@@ -17,9 +17,9 @@ from django.core.cache import cache
 from jwcrypto import jwk, jws
 
 from registry import jwks as relay_jwks
-from registry import services
+from registry import services, signing
 from registry.models import Agent
-from tests.cardservers import card_json, card_site, status
+from tests.cardservers import card_json, card_site, redirect, status
 from tests.registry.test_cards import card_v1
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("allow_private_urls")]
@@ -114,15 +114,47 @@ def test_a_key_set_that_cannot_be_fetched_makes_the_signature_invalid_and_is_rem
 
 
 def test_a_key_set_on_a_closed_port_is_unreachable():
-    key = ec_key("k")
     with card_site({}) as (_dead, dead_url):
         pass  # the port is closed again
-    with card_site({}) as (site, url):
-        document = signed(card_v1(), key, jku=f"{dead_url}/keys.json")
-        site.routes["/.well-known/agent-card.json"] = card_json(document)
+    with pytest.raises(signing.KeySetError, match="cannot fetch the key set"):
+        relay_jwks.fetch_key_set(f"{dead_url}/keys.json")
+
+
+def test_a_key_set_on_another_port_of_the_card_host_does_not_vouch_for_the_card():
+    key = ec_key("k")
+    with (
+        card_site({"/keys.json": card_json(jwks_of(key))}) as (keys_site, keys_url),
+        card_site({}) as (site, url),
+    ):
+        site.routes["/.well-known/agent-card.json"] = card_json(
+            signed(card_v1(), key, jku=f"{keys_url}/keys.json")
+        )
         agent = register(url)
     assert agent.signature_status == "invalid"
-    assert "cannot fetch the key set" in agent.signature_detail
+    assert f"is not at the card's origin ({url})" in agent.signature_detail
+    assert keys_site.hits == []
+
+
+def test_a_key_set_that_redirects_to_another_port_does_not_vouch_for_the_card():
+    key = ec_key("k")
+    with (
+        card_site({"/keys.json": card_json(jwks_of(key))}) as (keys_site, keys_url),
+        serve_signed(card_v1(), key) as (site, url, _),
+    ):
+        site.routes["/keys.json"] = redirect(f"{keys_url}/keys.json")
+        agent = register(url)
+    assert agent.signature_status == "invalid"
+    assert "redirects off its origin" in agent.signature_detail
+    assert keys_site.hits == []
+
+
+def test_a_key_set_that_redirects_within_the_card_origin_still_vouches_for_it():
+    key = ec_key("k")
+    with serve_signed(card_v1(), key) as (site, url, _):
+        site.routes["/moved-keys.json"] = site.routes["/keys.json"]
+        site.routes["/keys.json"] = redirect(f"{url}/moved-keys.json")
+        agent = register(url)
+    assert agent.signature_status == "verified"
 
 
 def test_a_key_set_on_another_host_does_not_vouch_for_the_card():
@@ -137,7 +169,7 @@ def test_a_key_set_on_another_host_does_not_vouch_for_the_card():
         )
         agent = register(url)
     assert agent.signature_status == "invalid"
-    assert "not on the card's host" in agent.signature_detail
+    assert "is not at the card's origin" in agent.signature_detail
 
 
 def test_without_jku_the_key_comes_from_the_card_hosts_well_known_key_set():
@@ -386,7 +418,9 @@ def test_an_rsa_signature_verifies():
         )
         site.routes["/keys.json"] = card_json(jwks_of(key))
         agent = register(url)
-    assert (agent.signature_status, agent.signature_kid) == ("verified", "rsa-key")
+    assert (agent.signature_status, agent.signature_kid) == ("verified", "rsa-key"), (
+        agent.signature_detail
+    )
 
 
 def test_the_relay_signs_a_card_once_and_serves_the_same_signatures_again(relay_signing_key):

@@ -1,6 +1,7 @@
 """The "how to call it" snippets of the agent and team pages, run as printed against a relay of
 real processes: the page is fetched from the relay, each snippet is taken from its HTML, and
-curl and the Python a2a-sdk client must get the echo agent's answer back."""
+curl, the Python a2a-sdk client (over JSON-RPC and over gRPC, against the relay's ``run_grpc``)
+and the JavaScript one must get the echo agent's answer back."""
 
 from __future__ import annotations
 
@@ -14,17 +15,20 @@ import sys
 import httpx
 import pytest
 
-from routing.demo.agents import ECHO, build_agent_app
+from routing.demo.agents import ECHO, WRITER, build_agent_app, draft_for
 from tests.jsinterop import JS_DIR, js_missing
-from tests.live import CALL_SECONDS, live_relay, manage
+from tests.live import CALL_SECONDS, free_port, live_relay, manage
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 
 
 @pytest.fixture(scope="module")
 def relay(tmp_path_factory):
-    with live_relay(tmp_path_factory.mktemp("snippet-relay")) as live:
+    with live_relay(
+        tmp_path_factory.mktemp("snippet-relay"), RELAY_GRPC_PORT=str(free_port())
+    ) as live:
         live.serve_agent("echo", lambda url: build_agent_app(ECHO, base_url=url))
+        live.serve_agent("writer", lambda url: build_agent_app(WRITER, base_url=url))
         manage(
             live.env,
             "shell",
@@ -32,7 +36,8 @@ def relay(tmp_path_factory):
             "from registry.teams import team_create; team_create(team_id='echoes', "
             "name='Echoes', members=['echo'], default_agent='echo')",
         )
-        yield live
+        with live.grpc_server():
+            yield live
 
 
 def snippets_of(relay, page: str) -> dict[str, str]:
@@ -67,15 +72,36 @@ def test_the_curl_snippet_gets_an_answer_as_printed(relay, page):
     assert '"role":"ROLE_AGENT"' in answer
 
 
-@pytest.mark.parametrize("page", ["/agents/echo/", "/teams/echoes/"])
-def test_the_python_snippet_gets_an_answer_as_printed(relay, page, tmp_path):
+@pytest.mark.parametrize(
+    ("page", "answer"),
+    [
+        ("/agents/echo/", "Hello"),
+        ("/teams/echoes/", "Hello"),
+        ("/agents/writer/", draft_for("Hello")),
+    ],
+)
+def test_the_python_snippet_prints_the_answer_once_as_printed(relay, page, answer, tmp_path):
+    """Regression: streaming, it printed an agent's artifact as it came and again with the
+    final task (and a blank line for every event without text)."""
     script = tmp_path / "call.py"
     script.write_text(snippets_of(relay, page)["python"])
 
     result = run([sys.executable, str(script)], relay, cwd=tmp_path)
 
     assert result.returncode == 0, result.stderr
-    assert "Hello" in result.stdout.splitlines()
+    assert result.stdout == answer + "\n"
+
+
+@pytest.mark.parametrize("page", ["/agents/echo/", "/teams/echoes/"])
+def test_the_grpc_snippet_gets_an_answer_from_the_relays_grpc_server(relay, page, tmp_path):
+    """The snippet allows the gRPC binding only, so the answer came over gRPC."""
+    script = tmp_path / "call_grpc.py"
+    script.write_text(snippets_of(relay, page)["grpc"])
+
+    result = run([sys.executable, str(script)], relay, cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["Hello"]
 
 
 def test_the_curl_snippet_without_a_key_is_refused(relay):

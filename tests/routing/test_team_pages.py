@@ -183,7 +183,7 @@ def test_team_snippets_call_the_team_at_the_relay_with_a_bearer_key(client, crew
     assert '"method": "SendMessage"' in curl
     python = snippet(response, "python")
     assert 'URL = "http://testserver/a2a/teams/crew/"' in python
-    assert "create_client(URL, ClientConfig(httpx_client=http))" in python
+    assert "create_client(URL, ClientConfig(httpx_client=http, streaming=False))" in python
     compile(python, "snippet.py", "exec")
     javascript = snippet(response, "javascript")
     assert 'createFromUrl("http://testserver/a2a/teams/crew/")' in javascript

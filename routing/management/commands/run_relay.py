@@ -291,6 +291,11 @@ class Command(BaseCommand):
         read the API key from the credentials file, so no secret is printed twice."""
         python = this_python()
         saved = as_typed(credentials.path)
+        # check_agents probes in the shell it is pasted in, not in the relay's processes: it
+        # needs the relay's permission for the demo agents on 127.0.0.1, or it would find them
+        # "unsafe" and mark them degraded for everyone.
+        private = "RELAY_ALLOW_PRIVATE_URLS=true " if settings.RELAY_ALLOW_PRIVATE_URLS else ""
+        check_agents = f"{private}{python} manage.py check_agents"
         lines = [
             "",
             f"Brass Relay is running at {relay}",
@@ -330,7 +335,7 @@ class Command(BaseCommand):
                 "",
                 f"Health: the worker probes every agent every "
                 f"{settings.RELAY_HEALTH_INTERVAL_SECONDS} s (badges on the registry page; "
-                f"`{python} manage.py check_agents` probes now).",
+                f"`{check_agents}` probes now).",
                 "Type 'stop echo' here to watch it turn unhealthy, 'start echo' to bring it back.",
             ]
         lines += ["", "Ctrl-C stops everything. Status:", ""]
