@@ -280,9 +280,31 @@ async def test_kill_9_of_the_postmaster_started_again_15_s_later(cluster):
 
 
 async def _with_fault(cluster, fault, *, stream_count: int, stream_pause: float):
+    logs = sorted(cluster.var_dir.glob("*.log"))
+    sizes = {log: log.stat().st_size for log in logs}
     started = time.monotonic()
     outcomes, back_at = await asyncio.gather(
         load(cluster, stream_count=stream_count, stream_pause=stream_pause), fault()
     )
     print(f"\nload and fault took {time.monotonic() - started:.1f} s")
+    print(f"by kind: {Counter((o.kind, _verdict(o)) for o in outcomes)}")
+    for log in logs:
+        with log.open(errors="replace") as text:
+            text.seek(sizes[log])
+            lines = text.read().splitlines()
+        raised = Counter(line for line in lines if _is_exception_line(line))
+        if raised:
+            print(f"{log.name}: {sum(raised.values())} exception lines: {dict(raised)}")
     return outcomes, back_at
+
+
+def _verdict(outcome: Outcome) -> str:
+    if outcome.problem:
+        return "problem"
+    return "retryable" if outcome.retryable else "accepted"
+
+
+def _is_exception_line(line: str) -> bool:
+    """The last line of a logged traceback (``SomeError: ...``), for the report."""
+    head = line.split(":", 1)[0]
+    return ":" in line and not line.startswith(" ") and head.endswith(("Error", "Exception"))
