@@ -25,6 +25,7 @@ up: $(STAMP)
 
 test: $(STAMP)
 	bash scripts/ensure-chromium
+	bash scripts/ensure-postgres
 	bash scripts/ensure-js
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

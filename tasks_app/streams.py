@@ -218,6 +218,11 @@ class Hub:
                     found = await database_sync_to_async(selectors.task_positions)(
                         task_ids=task_ids[start : start + POLL_BATCH]
                     )
+                except database.UNAVAILABLE as error:
+                    # Expected while the database restarts: one line, not a traceback
+                    # every poll.
+                    logger.warning("could not read the positions of open streams (%s)", error)
+                    continue
                 except Exception:
                     logger.warning("could not read the positions of open streams", exc_info=True)
                     continue

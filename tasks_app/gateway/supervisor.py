@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 
-from relay_project.database import database_sync_to_async
+from relay_project.database import UNAVAILABLE, database_sync_to_async
 from relay_project.per_loop import PerLoop
 from tasks_app.gateway import driving, ownership
 from tasks_app.gateway.targets import CallContext, resolve_target
@@ -70,9 +70,9 @@ class Supervisor:
                             "task %s was taken over by another process; stopping here", task_id
                         )
                         driving.stop(task_id)
-            except Exception:
+            except Exception as error:
                 self._database_failed_at = time.monotonic()
-                logger.warning("could not renew this relay process's lease", exc_info=True)
+                _warn("could not renew this relay process's lease", error)
 
     async def _scan(self) -> None:
         forgot = time.monotonic()
@@ -83,9 +83,9 @@ class Supervisor:
                 if time.monotonic() - forgot > FORGET_DEAD_EVERY_SECONDS:
                     forgot = time.monotonic()
                     await database_sync_to_async(ownership.forget_dead)()
-            except Exception:
+            except Exception as error:
                 self._database_failed_at = time.monotonic()
-                logger.warning("could not look for tasks of dead relay processes", exc_info=True)
+                _warn("could not look for tasks of dead relay processes", error)
             await asyncio.sleep(max(0.5, min(5.0, ownership.lease_seconds() / 4)))
 
 
@@ -138,3 +138,12 @@ def ensure_running(*, takeover: bool = False) -> None:
 
 
 driving.before_each_job(ensure_running)
+
+
+def _warn(what: str, error: Exception) -> None:
+    """One line while the database is unavailable (expected during a restart, and repeated
+    every round); the traceback of anything else."""
+    if isinstance(error, UNAVAILABLE):
+        logger.warning("%s (%s)", what, error)
+    else:
+        logger.warning(what, exc_info=error)

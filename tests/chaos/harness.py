@@ -32,7 +32,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -258,15 +258,19 @@ def start_agents(var_dir: Path, env: dict[str, str]) -> tuple[Service, dict[str,
 
 
 @contextmanager
-def chaos_cluster(var_dir: Path, **extra_env: str) -> Iterator[ChaosCluster]:
+def chaos_cluster(
+    var_dir: Path, database: AbstractContextManager | None = None, **extra_env: str
+) -> Iterator[ChaosCluster]:
     """Everything in the module docstring, started in ``var_dir``; ``extra_env`` goes to the
-    relay processes on top of CHAOS_ENV. Raises ServiceMissingError when PostgreSQL or
-    redis-server is absent (the caller skips)."""
+    relay processes on top of CHAOS_ENV. ``database`` yields (name, URL) of the database to
+    use instead of a new one on the shared server (tests.chaos.postgres: a cluster the test
+    may restart). Raises ServiceMissingError when PostgreSQL or redis-server is absent (the
+    caller skips)."""
     if not Path(REDIS_SERVER).exists():
         raise ServiceMissingError(f"redis-server is not installed (looked for {REDIS_SERVER})")
     var_dir.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
-        name, database_url = stack.enter_context(postgres_database("chaos"))
+        name, database_url = stack.enter_context(database or postgres_database("chaos"))
         redis = RedisServer(var_dir)
         stack.callback(redis.stop)
         redis.start()
