@@ -8,8 +8,8 @@ Markers by kind, set here at collection so ``make test-fast`` can leave the slow
   subprocesses, the production services, the chaos cluster) or lives in a module of
   LIVE_MODULES, whose own fixtures or bodies start ``manage.py`` processes.
 - ``fuzz``: the module is in FUZZ_MODULES (Hypothesis and Schemathesis). Their budgets come from
-  the Hypothesis profile named by RELAY_FUZZ_PROFILE: ``dev`` (the default, a few examples) or
-  ``ci`` (what ``make test`` runs).
+  the Hypothesis profile named by RELAY_FUZZ_PROFILE: ``dev`` (the default, a few examples),
+  ``ci`` (what ``make test`` runs) or ``deep`` (a long hunt, by hand).
 
 Under pytest-xdist (``--dist loadgroup``) each live module is one group, so its module-scoped
 relay starts once, on one worker; the chaos tests share one group, and so one cluster.
@@ -51,8 +51,10 @@ FUZZ_MODULES = frozenset(
     {"tests/tasks_app/test_gateway_fuzz.py", "tests/registry/test_api_fuzz.py"}
 )
 
-# Examples per fuzzing test. ``ci`` keeps the fuzzing within the full suite's time budget;
-# ``dev`` is a smoke run for the edit loop. No deadline: a slow example under load is no bug.
+# Examples per fuzzing test. ``ci`` keeps the fuzzing within the full suite's time budget
+# (before the profiles: 150 per gateway test, 25 per registry operation); ``dev`` is a smoke
+# run for the edit loop; ``deep`` the old gateway budget everywhere. No deadline: a slow
+# example under load is no bug.
 _FUZZ_DEFAULTS = {
     "deadline": None,
     "suppress_health_check": [
@@ -61,7 +63,8 @@ _FUZZ_DEFAULTS = {
         HealthCheck.filter_too_much,
     ],
 }
-hypothesis_settings.register_profile("ci", max_examples=50, **_FUZZ_DEFAULTS)
+hypothesis_settings.register_profile("deep", max_examples=150, **_FUZZ_DEFAULTS)
+hypothesis_settings.register_profile("ci", max_examples=30, **_FUZZ_DEFAULTS)
 hypothesis_settings.register_profile("dev", max_examples=10, **_FUZZ_DEFAULTS)
 hypothesis_settings.load_profile(os.environ.get("RELAY_FUZZ_PROFILE", "dev"))
 
