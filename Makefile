@@ -10,7 +10,13 @@ RELAY_AGENTS_PORT ?= 9301
 # The gRPC A2A server (manage.py run_grpc) beside daphne; 0 starts none.
 RELAY_GRPC_PORT ?= 8001
 
-.PHONY: up test lint bench clean docs diagram
+# pytest-xdist: one worker per core; a live module (its relay) stays on one worker (its
+# xdist_group, set in tests/conftest.py). The chaos tests run after, alone: their latency
+# checks assume the machine is theirs. Exit 5 (no test collected) is no failure.
+PYTEST_PARALLEL ?= -n auto --dist loadgroup
+FAST_TESTS := not (live or browser or chaos or fuzz or production)
+
+.PHONY: up test test-fast lint bench clean docs diagram
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found; run: make PYTHON=python3 ..."; exit 1; }
@@ -31,7 +37,13 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python manage.py makemigrations --check --dry-run
-	$(BIN)/pytest
+	RELAY_FUZZ_PROFILE=ci $(BIN)/pytest $(PYTEST_PARALLEL) -m "not chaos" --durations=25
+	$(BIN)/pytest -m chaos --durations=10 || test $$? -eq 5
+
+# The edit loop (minutes): the pure cores and in-process tests, none of the kinds marked in
+# tests/conftest.py as slow (subprocess servers, browser, chaos, fuzzing, PostgreSQL).
+test-fast: $(STAMP)
+	$(BIN)/pytest $(PYTEST_PARALLEL) -m "$(FAST_TESTS)" --durations=10 || test $$? -eq 5
 
 # The documentation site (docs/, mkdocs.yml) into site/; strict: a broken link fails.
 docs: $(STAMP)

@@ -1,10 +1,83 @@
-"""Shared fixtures. Factories for data live in tests/factories.py; live agents in tests/agents.py."""
+"""Shared fixtures. Factories for data live in tests/factories.py; live agents in tests/agents.py.
+
+Markers by kind, set here at collection so ``make test-fast`` can leave the slow kinds out
+(``-m "not (live or browser or chaos or fuzz or production)"``) without a mark on each test:
+
+- ``live``: the test starts relay processes or other servers in subprocesses: it uses a fixture
+  of LIVE_FIXTURES (a relay from a migrated template, the a2a-sdk 0.3 or @a2a-js/sdk
+  subprocesses, the production services, the chaos cluster) or lives in a module of
+  LIVE_MODULES, whose own fixtures or bodies start ``manage.py`` processes.
+- ``fuzz``: the module is in FUZZ_MODULES (Hypothesis and Schemathesis). Their budgets come from
+  the Hypothesis profile named by RELAY_FUZZ_PROFILE: ``dev`` (the default, a few examples),
+  ``ci`` (what ``make test`` runs) or ``deep`` (a long hunt, by hand).
+
+Under pytest-xdist (``--dist loadgroup``) each live module is one group, so its module-scoped
+relay starts once, on one worker; the chaos tests share one group, and so one cluster.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
+
+LIVE_FIXTURES = frozenset(
+    {"relay_template", "interop_template", "a2a_sdk_03", "a2a_js_sdk", "services", "chaos_cluster"}
+)
+LIVE_MODULES = frozenset(
+    {
+        "tests/interop/test_js_harness.py",
+        "tests/routing/test_call_snippets_live.py",
+        "tests/routing/test_run_relay_console.py",
+        "tests/routing/test_run_relay_grpc.py",
+        "tests/routing/test_run_relay_health.py",
+        "tests/routing/test_team_agent_parity.py",
+        "tests/routing/test_team_live.py",
+        "tests/routing/test_team_stream.py",
+        "tests/tasks_app/test_event_notify.py",
+        "tests/tasks_app/test_gateway_redis.py",
+        "tests/tasks_app/test_grpc_production.py",
+        "tests/test_api_try_it_out.py",
+        "tests/test_printed_commands.py",
+        "tests/test_profiles.py",
+        "tests/test_redis_profile.py",
+        "tests/test_relay_peers.py",
+    }
+)
+FUZZ_MODULES = frozenset(
+    {"tests/tasks_app/test_gateway_fuzz.py", "tests/registry/test_api_fuzz.py"}
+)
+
+# Examples per fuzzing test. ``ci`` keeps the fuzzing within the full suite's time budget
+# (before the profiles: 150 per gateway test, 25 per registry operation); ``dev`` is a smoke
+# run for the edit loop; ``deep`` the old gateway budget everywhere. No deadline: a slow
+# example under load is no bug.
+_FUZZ_DEFAULTS = {
+    "deadline": None,
+    "suppress_health_check": [
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+    ],
+}
+hypothesis_settings.register_profile("deep", max_examples=150, **_FUZZ_DEFAULTS)
+hypothesis_settings.register_profile("ci", max_examples=30, **_FUZZ_DEFAULTS)
+hypothesis_settings.register_profile("dev", max_examples=10, **_FUZZ_DEFAULTS)
+hypothesis_settings.load_profile(os.environ.get("RELAY_FUZZ_PROFILE", "dev"))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.path.relative_to(config.rootpath).as_posix()
+        if module in FUZZ_MODULES:
+            item.add_marker(pytest.mark.fuzz)
+        chaos = item.get_closest_marker("chaos") is not None
+        if chaos or module in LIVE_MODULES or LIVE_FIXTURES.intersection(item.fixturenames):
+            item.add_marker(pytest.mark.live)
+            item.add_marker(pytest.mark.xdist_group("chaos" if chaos else module))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -53,6 +53,7 @@ PLAN: dict[str, str | tuple[str, str]] = {
     ),
     "make up RELAY_PORT=8010 RELAY_AGENTS_PORT=9401": SERVER,
     "make test": ("runs this very suite (minutes, and itself again)", "make -n test"),
+    "make test-fast": ("runs most of this very suite (minutes)", "make -n test-fast"),
     "make bench": ("a benchmark of several minutes", "make -n bench"),
     ".venv/bin/pytest -m chaos tests/chaos": (
         "the chaos suite: 2.5 minutes with relays, Redis and PostgreSQL of its own; the suite "

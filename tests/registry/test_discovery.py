@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def eval_agents():
+def eval_agents(remembered_vectors):
     evaluation.register_all()
 
 

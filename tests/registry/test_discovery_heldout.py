@@ -38,7 +38,7 @@ def skill_search(client):
 
 
 @pytest.fixture
-def heldout_agents():
+def heldout_agents(remembered_vectors):
     evaluation.register_all(
         {
             agent_id: evaluation._card(agent["name"], agent["description"], agent["skills"])

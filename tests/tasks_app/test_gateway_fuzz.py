@@ -11,6 +11,9 @@ The task API (``/a2a/tasks/send``, ``sendBatch``, ``sendSubscribe``) gets the sa
 and bodies shaped as attacks (deeply nested, oversized, too many parts, fat metadata) go to
 every binding with small limits: each is refused in its binding's envelope, and a refused
 request leaves the task and event tables as they were.
+
+How many examples each test runs is the Hypothesis profile's (tests/conftest.py,
+RELAY_FUZZ_PROFILE): a few in the edit loop, more in ``make test``.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import json
 
 import pytest
 from asgiref.sync import sync_to_async
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from tasks_app import gateway
@@ -37,11 +40,6 @@ pytestmark = [
     pytest.mark.usefixtures("allow_private_urls"),
 ]
 
-FUZZ = settings(
-    max_examples=150,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
 EXISTING = "@existing-task"  # replaced by the id of a real (completed) task of the caller
 STREAM_KINDS = {"task", "message", "statusUpdate", "artifactUpdate"}
 STATES = {state.value for state in TaskState}
@@ -563,7 +561,6 @@ def _headers(world, version, extensions) -> dict:
 # --- the fuzzers ---------------------------------------------------------------------------
 
 
-@FUZZ
 @given(
     call=mostly(method_calls(), st.tuples(json_values, version_headers)),
     extensions=extension_headers,
@@ -584,7 +581,6 @@ async def test_any_jsonrpc_body_gets_a_jsonrpc_answer(world, call, extensions):
     await sync_to_async(stored_tasks_are_whole)()
 
 
-@FUZZ
 @given(raw=st.binary(max_size=80) | st.text(max_size=40).map(str.encode), version=version_headers)
 async def test_any_bytes_get_a_jsonrpc_answer(world, raw, version):
     async with relay_client() as client:
@@ -595,7 +591,6 @@ async def test_any_bytes_get_a_jsonrpc_answer(world, raw, version):
     await sync_to_async(stored_tasks_are_whole)()
 
 
-@FUZZ
 @given(request=rest_requests(), extensions=extension_headers)
 async def test_any_rest_request_gets_a_rest_answer(world, request, extensions):
     verb, path, query, body, version = _with_existing(list(request), await _existing_task(world))
@@ -672,7 +667,6 @@ def task_api_requests(draw):
     return path, body
 
 
-@FUZZ
 @given(request=task_api_requests())
 async def test_any_task_api_body_gets_a_rest_answer_and_a_refusal_writes_nothing(world, request):
     path, body = _with_existing(list(request), await _existing_task(world))
@@ -738,11 +732,6 @@ def attacks(draw):
     return binding, path, body, kind
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
 @given(attack=attacks())
 async def test_attack_shaped_bodies_are_refused_in_every_binding_and_store_nothing(
     world, attack, settings
