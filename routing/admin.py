@@ -13,7 +13,8 @@ from django.contrib import admin
 from django.template.loader import render_to_string
 from django.urls import reverse
 
-from registry.admin import AgentAdmin, ReadOnlyAdmin
+from registry.admin_agents import AgentAdmin
+from registry.admin_display import ReadOnlyAdmin
 from registry.models import Agent
 from routing import selectors
 from routing.models import HealthEvent, ProbeResult

@@ -30,7 +30,7 @@ from django.utils.html import format_html, format_html_join
 
 from registry import models as registry_models
 from registry import selectors, services, teams
-from registry.admin import RELAY_CSS
+from registry.admin_display import RELAY_CSS
 from registry.models import Agent, TeamMembership
 from registry.services import RegistryError
 from routing import selectors as routing_selectors

@@ -48,7 +48,7 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts)
 
 
-def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+def resolve_from(node: ast.ImportFrom, module: str, is_package: bool) -> str:
     """The absolute module a ``from ... import`` names; a relative one is resolved against the
     importing module's package, as Python does."""
     if not node.level:
@@ -92,7 +92,7 @@ def imports_in(path: Path, root: Path) -> Iterator[Import]:
             for alias in node.names:
                 yield found(node, alias.name)
         elif isinstance(node, ast.ImportFrom):
-            base = _resolve(node, module, is_package)
+            base = resolve_from(node, module, is_package)
             for alias in node.names:
                 # ``from a import b`` reaches module a.b when b is a module, else a name of a.
                 yield found(node, base if alias.name == "*" else f"{base}.{alias.name}")
