@@ -4,6 +4,9 @@ message."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 from a2a.types import a2a_pb2
 from google.protobuf.json_format import MessageToDict, ParseDict
 
@@ -12,6 +15,8 @@ from tasks_app.protocol import events
 from tasks_app.protocol.convert import stream_response_from_v1
 from tasks_app.protocol.validation import parse_v1
 from tasks_app.protocol.versions import Dialect
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def said(text: str) -> dict:
@@ -90,3 +95,38 @@ def test_a_built_terminal_status_event_ends_a_03_stream():
     assert legacy["kind"] == "status-update"
     assert legacy["status"]["state"] == "failed"
     assert legacy["final"] is True
+
+
+# Example requests shown in the API docs and snippets, and the 0.3 <-> 1.0 converter, which
+# maps objects it is given rather than building them.
+_NOT_PRODUCERS = {
+    "registry/api/select.py",
+    "routing/call_snippets.py",
+    "tasks_app/api/task_api_docs.py",
+    "tasks_app/protocol/events.py",
+    "tasks_app/protocol/objects.py",
+}
+
+
+def test_no_module_but_the_builders_spells_out_an_event_or_a_message():
+    found = []
+    for app in ("registry", "relay_project", "routing", "tasks_app"):
+        for path in sorted((ROOT / app).rglob("*.py")):
+            name = path.relative_to(ROOT).as_posix()
+            if "migrations" in path.parts or name in _NOT_PRODUCERS:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.Dict):
+                    continue
+                keys = {
+                    key.value: value
+                    for key, value in zip(node.keys, node.values, strict=True)
+                    if isinstance(key, ast.Constant)
+                }
+                update = any(
+                    isinstance(keys.get(kind), ast.Dict)
+                    for kind in ("statusUpdate", "artifactUpdate")
+                )
+                if update or {"messageId", "role"} <= keys.keys():
+                    found.append(f"{name}:{node.lineno}")
+    assert found == [], "build these with tasks_app.protocol.events: " + ", ".join(found)
