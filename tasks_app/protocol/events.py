@@ -19,6 +19,9 @@ JsonDict = dict[str, Any]
 ROLE_USER = "ROLE_USER"
 ROLE_AGENT = "ROLE_AGENT"
 
+# Storage spelling -> 1.0 name; a TaskState member finds its value's entry (it is a str).
+_V1_STATE = {state.value: to_wire_v1(state) for state in TaskState}
+
 
 def message(
     *,
@@ -53,7 +56,7 @@ def task_status(
     state: TaskState | str, *, message: JsonDict | None = None, timestamp: str | None = None
 ) -> JsonDict:
     """A TaskStatus in ``state`` (storage spelling), with its message and timestamp if any."""
-    out: JsonDict = {"state": to_wire_v1(state)}
+    out: JsonDict = {"state": _V1_STATE[state]}
     if timestamp is not None:
         out["timestamp"] = timestamp
     if message is not None:
