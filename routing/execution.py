@@ -81,6 +81,7 @@ from tasks_app import gateway, snapshots, streams, upstream
 from tasks_app.gateway import ownership
 from tasks_app.lifecycle import ACTIVE, INTERRUPTED, TaskState, to_wire_v1
 from tasks_app.models import Task
+from tasks_app.protocol import events as a2a_events
 from tasks_app.protocol.errors import A2AError, TaskNotCancelable, UnsupportedOperation
 from tasks_app.services import snapshot_of, status_event
 
@@ -756,24 +757,23 @@ def _member_end(
     reply = ids.to_relay(reply)
     if "message" in reply:
         member_task: dict[str, Any] = {}
-        status = {"state": WIRE_STATE[TaskState.COMPLETED], "message": reply["message"]}
+        status = a2a_events.task_status(TaskState.COMPLETED, message=reply["message"])
     else:
         member_task = reply.get("task") or {}
         status = dict(member_task.get("status") or {})
     if not going_on and whole and end is not None and "task" in end:
         return [{"task": _merged(task, member_task, origin)}]
     events = [
-        _tag(_artifact_event(task, artifact), origin)
+        _tag(a2a_events.artifact_event(**_ids(task), artifact=artifact, last_chunk=True), origin)
         for artifact in member_task.get("artifacts", [])
         if artifact.get("artifactId") not in forwarded
     ]
     if going_on:
-        status = {"state": WIRE_STATE[TaskState.WORKING]} | (
-            {"message": status["message"]} if status.get("message") else {}
-        )
+        status = a2a_events.task_status(TaskState.WORKING, message=status.get("message") or None)
     own = ((end or {}).get("statusUpdate") or {}).get("metadata") if not going_on else None
-    update = {"taskId": task.id, "contextId": task.context_id, "status": status}
-    events.append({"statusUpdate": {**update, "metadata": _tagged(own, origin)}})
+    events.append(
+        a2a_events.status_event(**_ids(task), status=status, metadata=_tagged(own, origin))
+    )
     return events
 
 
@@ -840,15 +840,12 @@ def _as_team_message(message: dict[str, Any], task: Task) -> dict[str, Any]:
 
 
 def _failed_task(task: dict[str, Any], text: str) -> dict[str, Any]:
-    status = {
-        "state": WIRE_STATE[TaskState.FAILED],
-        "message": {
-            "messageId": f"{task.get('id', 'call')}-failed",
-            "role": "ROLE_AGENT",
-            "parts": [{"text": text}],
-        },
-    }
-    return {"task": {**task, "status": status}}
+    said = a2a_events.message(
+        message_id=f"{task.get('id', 'call')}-failed",
+        role=a2a_events.ROLE_AGENT,
+        parts=a2a_events.text_parts(text),
+    )
+    return {"task": {**task, "status": a2a_events.task_status(TaskState.FAILED, message=said)}}
 
 
 def _failed_answer(text: str, started: float) -> MemberAnswer:
@@ -880,15 +877,13 @@ def _as_next_message(answer: dict[str, Any], *, answerer: str, message_id: str) 
     parts = [*source.get("parts", [])]
     for artifact in answer.get("task", {}).get("artifacts", []):
         parts += artifact.get("parts", [])
-    message = {
-        "messageId": message_id,
-        "role": "ROLE_USER",
-        "parts": parts or [{"text": f"(agent '{answerer}' answered with no content)"}],
-    }
-    for key in ("metadata", "extensions"):
-        if source.get(key):
-            message[key] = source[key]
-    return message
+    return a2a_events.message(
+        message_id=message_id,
+        role=a2a_events.ROLE_USER,
+        parts=parts or a2a_events.text_parts(f"(agent '{answerer}' answered with no content)"),
+        metadata=source.get("metadata") or None,
+        extensions=source.get("extensions") or None,
+    )
 
 
 def _answer_message(answer: dict[str, Any]) -> dict[str, Any] | None:
@@ -934,36 +929,26 @@ def _text_of(message: dict[str, Any] | None) -> str:
     return "\n".join(part["text"] for part in parts if isinstance(part.get("text"), str))
 
 
-def _status_event(task: Task, state: TaskState, message: dict[str, Any] | None) -> dict[str, Any]:
-    status: dict[str, Any] = {"state": WIRE_STATE[state]}
-    if message is not None:
-        message = {
-            key: value
-            for key, value in message.items()
-            if value or key not in ("metadata", "extensions")
-        }
-        status["message"] = dict(message, taskId=task.id, contextId=task.context_id)
-    return {"statusUpdate": {"taskId": task.id, "contextId": task.context_id, "status": status}}
-
-
-def _relay_message(message_id: str, text: str, **fields: Any) -> dict[str, Any]:
-    return {"messageId": message_id, "role": "ROLE_AGENT", "parts": [{"text": text}], **fields}
-
-
-def _artifact_event(task: Task, artifact: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "artifactUpdate": {
-            "taskId": task.id,
-            "contextId": task.context_id,
-            "artifact": artifact,
-            "lastChunk": True,
-        }
-    }
-
-
 def _final_event(
     task: Task, state: TaskState, *, message: dict[str, Any] | None = None, text: str = ""
 ) -> dict[str, Any]:
+    """The team task's status update in ``state``: with the relay's ``text``, or ``message``
+    (without empty metadata or extensions) in the team task."""
     if text:
-        message = _relay_message(f"{task.id}-{state.value}", text)
-    return _status_event(task, state, message)
+        message = a2a_events.message(
+            message_id=f"{task.id}-{state.value}",
+            role=a2a_events.ROLE_AGENT,
+            parts=a2a_events.text_parts(text),
+        )
+    if message is not None:
+        message = {
+            **{k: v for k, v in message.items() if v or k not in ("metadata", "extensions")},
+            "taskId": task.id,
+            "contextId": task.context_id,
+        }
+    status = a2a_events.task_status(state, message=message)
+    return a2a_events.status_event(**_ids(task), status=status)
+
+
+def _ids(task: Task) -> dict[str, str]:
+    return {"task_id": task.id, "context_id": task.context_id}

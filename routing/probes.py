@@ -31,6 +31,7 @@ from registry.cards import InvalidCardError, content_hash, parse_card
 from registry.fetching import LEGACY_PATH, FetchedCard
 from relay_project import outbound
 from tasks_app import upstream
+from tasks_app.protocol import events as a2a_events
 from tasks_app.protocol.errors import A2AError, InvalidAgentResponse, TaskNotFound
 from tasks_app.protocol.versions import Operation
 
@@ -208,11 +209,11 @@ async def _readiness(target: ProbeTarget, client: httpx.AsyncClient) -> None:
     endpoint = _endpoint(target)
     name = f"agent {target.agent_id!r}"
     request = {
-        "message": {
-            "role": "ROLE_USER",
-            "messageId": PROBE_TASK_PREFIX + uuid.uuid4().hex,
-            "parts": [{"text": target.readiness_text}],
-        }
+        "message": a2a_events.message(
+            message_id=PROBE_TASK_PREFIX + uuid.uuid4().hex,
+            role=a2a_events.ROLE_USER,
+            parts=a2a_events.text_parts(target.readiness_text),
+        )
     }
     try:
         answer = await upstream.call(

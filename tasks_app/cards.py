@@ -40,7 +40,11 @@ from a2a.utils.constants import TransportProtocol
 
 from registry.cards import content_hash
 from registry.extensions import CLIENT_ROUTING_URI
-from tasks_app.protocol.convert import agent_card_hybrid, agent_card_to_v03, agent_card_to_v1
+from tasks_app.protocol.card_conversion import (
+    agent_card_hybrid,
+    agent_card_to_v03,
+    agent_card_to_v1,
+)
 from tasks_app.protocol.versions import ProtocolVersion
 
 JsonDict = dict[str, Any]
@@ -244,7 +248,7 @@ def hybrid_card(card_v1: JsonDict) -> JsonDict:
     relay card), ``additionalInterfaces`` (the other 0.3 interfaces), ``protocolVersion``
     ``"0.3.0"``, ``supportsAuthenticatedExtendedCard`` (only when true), ``security``, and
     each security scheme in its 0.3 ``type``-d shape only (through
-    ``tasks_app.protocol.convert.agent_card_hybrid``, which says why). It parses strictly
+    ``tasks_app.protocol.card_conversion.agent_card_hybrid``, which says why). It parses strictly
     with a2a-sdk 1.x's ``parse_agent_card`` and validates as an a2a-sdk 0.3.x AgentCard. The
     1.0 part comes back normalized (unknown fields dropped, defaults omitted); extension
     params keep their ints. A card without a 0.3 interface gets no 0.3 fields. The input is

@@ -25,6 +25,7 @@ from tasks_app.lifecycle import (
     check_transition,
 )
 from tasks_app.models import PushDelivery, PushNotificationConfig, Task, TaskEvent
+from tasks_app.protocol import events as a2a_events
 from tasks_app.snapshots import iso, snapshot_of
 
 CAS_ATTEMPTS = 5
@@ -351,16 +352,20 @@ def _fields_from_snapshot(
 
 def status_event(task: Task, state: str, text: str | None = None) -> dict[str, Any]:
     """A statusUpdate event for the task, with an agent message carrying ``text``."""
-    status: dict[str, Any] = {"state": snapshots.V1_STATE[state]}
+    said = None
     if text:
-        status["message"] = {
-            "messageId": f"relay-{task.pk}-{task.last_sequence + 1}",
-            "role": "ROLE_AGENT",
-            "taskId": task.pk,
-            "contextId": task.context_id,
-            "parts": [{"text": text}],
-        }
-    return {"statusUpdate": {"taskId": task.pk, "contextId": task.context_id, "status": status}}
+        said = a2a_events.message(
+            message_id=f"relay-{task.pk}-{task.last_sequence + 1}",
+            role=a2a_events.ROLE_AGENT,
+            task_id=task.pk,
+            context_id=task.context_id,
+            parts=a2a_events.text_parts(text),
+        )
+    return a2a_events.status_event(
+        task_id=task.pk,
+        context_id=task.context_id,
+        status=a2a_events.task_status(state, message=said),
+    )
 
 
 def task_fail(*, task: Task, reason: str) -> Recorded:

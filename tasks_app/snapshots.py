@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tasks_app.lifecycle import TaskState, to_wire_v1
+from tasks_app.protocol import events as a2a_events
 
 JsonDict = dict[str, Any]
 
@@ -96,31 +97,6 @@ def utc_timestamp(value: str) -> str | None:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def task_snapshot(
-    *,
-    task_id: str,
-    context_id: str,
-    state: str,
-    status_message: JsonDict | None,
-    timestamp: str,
-    history: list,
-    artifacts: list,
-    metadata: JsonDict,
-) -> JsonDict:
-    """A canonical Task dict from stored fields (state in our storage spelling)."""
-    status: JsonDict = {"state": V1_STATE[state], "timestamp": timestamp}
-    if status_message:
-        status["message"] = status_message
-    task: JsonDict = {"id": task_id, "contextId": context_id, "status": status}
-    if artifacts:
-        task["artifacts"] = artifacts
-    if history:
-        task["history"] = history
-    if metadata:
-        task["metadata"] = metadata
-    return task
-
-
 def trim(
     task: JsonDict, *, history_length: int | None = None, include_artifacts: bool = True
 ) -> JsonDict:
@@ -186,8 +162,8 @@ def changes_between(before: JsonDict, after: JsonDict) -> list[JsonDict]:
     snapshot the agent gave (a resubscription's first event, a GetTask poll) so that a stream
     gets each change as an event, as if it had followed the agent all along."""
     ids = {
-        "taskId": before.get("id", after.get("id")),
-        "contextId": before.get("contextId", after.get("contextId")),
+        "task_id": before.get("id", after.get("id")),
+        "context_id": before.get("contextId", after.get("contextId")),
     }
     artifacts = []
     known = {artifact.get("artifactId"): artifact for artifact in before.get("artifacts", [])}
@@ -204,13 +180,13 @@ def changes_between(before: JsonDict, after: JsonDict) -> list[JsonDict]:
             == {k: v for k, v in old.items() if k != "parts"}
         ):
             grown = dict(artifact, parts=parts[len(old_parts) :])
-            artifacts.append({"artifactUpdate": {**ids, "artifact": grown, "append": True}})
+            artifacts.append(a2a_events.artifact_event(**ids, artifact=grown, append=True))
         else:
-            artifacts.append({"artifactUpdate": {**ids, "artifact": artifact}})
+            artifacts.append(a2a_events.artifact_event(**ids, artifact=artifact))
     status = after.get("status") or {}
     if status == (before.get("status") or {}) or not status.get("state"):
         return artifacts
-    update = [{"statusUpdate": {**ids, "status": status}}]
+    update = [a2a_events.status_event(**ids, status=status)]
     ends = status["state"] not in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
     return artifacts + update if ends else update + artifacts
 
@@ -222,12 +198,12 @@ def iso(moment: datetime) -> str:
 
 def snapshot_of(task) -> dict[str, Any]:
     """The canonical Task dict of a stored task (a ``Task`` row; relay ids)."""
-    return task_snapshot(
+    return a2a_events.task_snapshot(
         task_id=task.id,
         context_id=task.context_id,
-        state=task.state,
-        status_message=task.status_message,
-        timestamp=iso(task.status_timestamp),
+        status=a2a_events.task_status(
+            task.state, message=task.status_message or None, timestamp=iso(task.status_timestamp)
+        ),
         history=task.history,
         artifacts=task.artifacts,
         metadata=(

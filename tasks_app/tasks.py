@@ -14,7 +14,8 @@ from django.utils import timezone
 from registry import secrets
 from relay_project import outbound
 from tasks_app.models import PushDelivery
-from tasks_app.protocol.convert import Dialect, stream_response_from_v1
+from tasks_app.protocol.convert import stream_response_from_v1
+from tasks_app.protocol.versions import Dialect
 
 logger = logging.getLogger(__name__)
 

@@ -30,15 +30,17 @@ from relay_project import outbound
 from tasks_app import lifecycle
 from tasks_app.grpc import upstream as grpc_upstream
 from tasks_app.protocol import jsonrpc, rest
-from tasks_app.protocol.convert import Dialect, stream_response_to_v1, with_artifact_flags
+from tasks_app.protocol.convert import stream_response_to_v1
 from tasks_app.protocol.errors import (
     A2AError,
     InvalidAgentResponse,
     Unauthenticated,
     error_from_rest,
 )
+from tasks_app.protocol.objects import with_artifact_flags
 from tasks_app.protocol.versions import (
     VERSION_HEADER,
+    Dialect,
     Operation,
     activation_header_name,
 )

@@ -18,7 +18,6 @@ from django.core.handlers.asgi import ASGIRequest
 from relay_project.public_url import relay_base_url
 from tasks_app import delegation, relay_endpoint, skill_targets
 from tasks_app.protocol import early, jsonrpc, rest
-from tasks_app.protocol.convert import parse_request_v1
 from tasks_app.protocol.errors import (
     A2AError,
     FieldViolation,
@@ -35,6 +34,7 @@ from tasks_app.protocol.limits import (
     check_params,
     nul_violations,
 )
+from tasks_app.protocol.validation import parse_request_v1
 from tasks_app.protocol.versions import (
     Operation,
     ProtocolVersion,

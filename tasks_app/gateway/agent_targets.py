@@ -25,7 +25,7 @@ from tasks_app.gateway.targets import (
 )
 from tasks_app.lifecycle import INTERRUPTED
 from tasks_app.models import Task
-from tasks_app.protocol.convert import agent_card_to_v1
+from tasks_app.protocol.card_conversion import agent_card_to_v1
 from tasks_app.protocol.errors import (
     A2AError,
     InvalidAgentResponse,

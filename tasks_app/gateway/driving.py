@@ -35,6 +35,7 @@ from tasks_app.lifecycle import (
     check_transition,
 )
 from tasks_app.models import Task
+from tasks_app.protocol import events as a2a_events
 from tasks_app.protocol.errors import (
     A2AError,
     InternalError,
@@ -488,11 +489,9 @@ def _as_recorded_end(task: Task, step: Step) -> Step:
     that message."""
     if "message" not in step.event:
         return step
-    completed = {
-        "statusUpdate": {
-            "taskId": task.id,
-            "contextId": task.context_id,
-            "status": {"state": "TASK_STATE_COMPLETED", "message": step.event["message"]},
-        }
-    }
+    completed = a2a_events.status_event(
+        task_id=task.id,
+        context_id=task.context_id,
+        status=a2a_events.task_status(TaskState.COMPLETED, message=step.event["message"]),
+    )
     return replace(step, event=completed, upstream_task_id="")

@@ -45,7 +45,6 @@ from tasks_app import delegation, streams
 from tasks_app.api import admission, calls, parsing
 from tasks_app.grpc.targets import target_of_tenant
 from tasks_app.grpc.values import message_to_json
-from tasks_app.protocol.convert import parse_request_v1
 from tasks_app.protocol.errors import (
     A2AError,
     InternalError,
@@ -55,6 +54,7 @@ from tasks_app.protocol.errors import (
     VersionNotSupported,
 )
 from tasks_app.protocol.limits import check_params
+from tasks_app.protocol.validation import parse_request_v1
 from tasks_app.protocol.versions import (
     VERSION_HEADER,
     Operation,

@@ -7,7 +7,11 @@ binding and version.
 
 - ``versions``: A2A-Version negotiation, operations, JSON-RPC method names, extensions.
 - ``errors``: the error hierarchy, its JSON-RPC and REST renderings, and their parsing.
-- ``convert``: validation of 1.0 dicts and 0.3 <-> 1.0 conversion, cards included.
+- ``protojson``: validation and normalisation of ProtoJSON dicts along the proto descriptors.
+- ``validation``: validation of request params (1.0 and 0.3).
+- ``objects``: A2A objects mapped between 1.0 and the 0.3 dialects.
+- ``convert``: 0.3 <-> 1.0 conversion per operation (requests, results, stream events).
+- ``card_conversion``: agent cards between 0.3, 1.0 and the hybrid card.
 - ``jsonrpc``: the JSON-RPC binding.
 - ``rest``: the HTTP+JSON binding and its routes.
 """

@@ -35,6 +35,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tasks_app.lifecycle import TaskState
+from tasks_app.protocol import events as a2a_events
 from tasks_app.protocol.errors import FieldViolation, InvalidParams
 
 JsonDict = dict[str, Any]
@@ -171,7 +173,7 @@ def _message_to_v1(message: Any, violations: list[FieldViolation]) -> JsonDict:
         violations.append(
             FieldViolation("message.role", f'must be "user", not {message.get("role")!r:.40}')
         )
-    out: JsonDict = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": []}
+    out = a2a_events.message(message_id=str(uuid.uuid4()), role=a2a_events.ROLE_USER, parts=[])
     parts = message.get("parts")
     if not isinstance(parts, list) or not parts:
         violations.append(FieldViolation("message.parts", "must be a non-empty array of parts"))
@@ -393,11 +395,11 @@ def early_result(
     if "task" in result:
         return early_task(result["task"], client_task_id=client_task_id, with_history=with_history)
     message = result["message"]
-    task = {
-        "id": client_task_id,
-        "contextId": message.get("contextId", ""),
-        "status": {"state": "TASK_STATE_COMPLETED", "message": message},
-    }
+    task = a2a_events.task_snapshot(
+        task_id=client_task_id,
+        context_id=message.get("contextId", ""),
+        status=a2a_events.task_status(TaskState.COMPLETED, message=message),
+    )
     return early_task(task, client_task_id=client_task_id, with_history=with_history)
 
 
@@ -449,7 +451,7 @@ class EarlyStream:
         if "message" in event:
             # The agent answered with a message: its parts are the result, then the end.
             message = event["message"]
-            status = {"state": "TASK_STATE_COMPLETED", "message": message}
+            status = a2a_events.task_status(TaskState.COMPLETED, message=message)
             return [self._artifact(message, last_chunk=True), self._status(status, None)]
         return []
 

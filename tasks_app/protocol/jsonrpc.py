@@ -21,9 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from tasks_app.protocol.convert import (
-    Dialect,
-    parse_request_v03,
-    parse_request_v1,
     request_from_v1,
     request_to_v1,
     result_from_v1,
@@ -39,7 +36,14 @@ from tasks_app.protocol.errors import (
     JsonRpcId,
     error_from_jsonrpc,
 )
-from tasks_app.protocol.versions import Operation, ProtocolVersion, lookup_method, method_name
+from tasks_app.protocol.validation import parse_request_v03, parse_request_v1
+from tasks_app.protocol.versions import (
+    Dialect,
+    Operation,
+    ProtocolVersion,
+    lookup_method,
+    method_name,
+)
 
 
 @dataclass(frozen=True)
@@ -165,7 +169,7 @@ def parse_jsonrpc_response(
 
     Raises the A2AError the agent answered with (rebuilt by :func:`error_from_jsonrpc`), or
     :class:`InvalidAgentResponse` when the response is not a JSON-RPC response. 1.0 results
-    are returned as sent: validate them with ``convert.parse_v1`` when you must.
+    are returned as sent: validate them with ``validation.parse_v1`` when you must.
     """
     if isinstance(response, bytes | str):
         try:

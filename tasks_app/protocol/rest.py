@@ -25,8 +25,6 @@ from typing import Any
 
 from tasks_app import lifecycle
 from tasks_app.protocol.convert import (
-    Dialect,
-    parse_request_v1,
     request_from_v1,
     request_to_v1,
     result_from_v1,
@@ -44,7 +42,8 @@ from tasks_app.protocol.errors import (
     VersionNotSupported,
     error_from_rest,
 )
-from tasks_app.protocol.versions import VERSION_HEADER, Operation, ProtocolVersion
+from tasks_app.protocol.validation import parse_request_v1
+from tasks_app.protocol.versions import VERSION_HEADER, Dialect, Operation, ProtocolVersion
 
 V1, V03 = ProtocolVersion.V1_0, ProtocolVersion.V0_3
 

@@ -2,6 +2,7 @@
 
 - :func:`negotiate_version` reads ``A2A-Version`` (a missing or empty header means 0.3, as
   the spec says; only Major.Minor counts, so ``1.0.1`` is ``1.0``).
+- :class:`Dialect` names the three ways A2A objects are spelled on a wire.
 - :class:`Operation` names the eleven A2A operations once; :data:`METHODS` maps every
   JSON-RPC method name of 1.0 (PascalCase) and 0.3 (``category/action``) onto one.
 - :func:`requested_extensions` reads ``A2A-Extensions`` and the 0.3 ``X-A2A-Extensions``.
@@ -32,6 +33,14 @@ class ProtocolVersion(StrEnum):
 
 
 SUPPORTED_VERSIONS: frozenset[ProtocolVersion] = frozenset(ProtocolVersion)
+
+
+class Dialect(StrEnum):
+    """How A2A objects are spelled on a wire."""
+
+    V1 = "1.0"  # ProtoJSON of lf.a2a.v1: JSON-RPC 1.0 and REST 1.0
+    V03_JSONRPC = "0.3"  # the 0.3 JSON schema, with `kind` discriminators
+    V03_REST = "0.3-rest"  # the 0.3 proto JSON of package a2a.v1: /v1 REST
 
 
 class Operation(StrEnum):

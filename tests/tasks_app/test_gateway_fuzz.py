@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from tasks_app import gateway
 from tasks_app.lifecycle import TaskState
 from tasks_app.models import Task, TaskEvent
-from tasks_app.protocol.convert import parse_v1
+from tasks_app.protocol.validation import parse_v1
 from tasks_app.protocol.versions import METHODS, Operation, ProtocolVersion
 from tasks_app.services import snapshot_of
 from tests.tasks_app.a2a_http import ERROR_INFO, register, relay_client

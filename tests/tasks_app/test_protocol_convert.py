@@ -11,19 +11,18 @@ from a2a.compat.v0_3 import types as types_v03
 from a2a.types import a2a_pb2 as pb2_v10
 from google.protobuf.json_format import MessageToDict, ParseDict
 
-from tasks_app.protocol.convert import (
-    Dialect,
+from tasks_app.protocol.card_conversion import (
     agent_card_hybrid,
     agent_card_to_v03,
     agent_card_to_v1,
-    parse_v1,
+)
+from tasks_app.protocol.convert import (
     request_from_v1,
     request_to_v1,
     result_from_v1,
     result_to_v1,
     stream_response_from_v1,
     stream_response_to_v1,
-    with_artifact_flags,
 )
 from tasks_app.protocol.errors import (
     FieldViolation,
@@ -32,7 +31,9 @@ from tasks_app.protocol.errors import (
     UnsupportedOperation,
     VersionNotSupported,
 )
-from tasks_app.protocol.versions import Operation
+from tasks_app.protocol.objects import with_artifact_flags
+from tasks_app.protocol.validation import parse_v1
+from tasks_app.protocol.versions import Dialect, Operation
 
 Op = Operation
 LEGACY = [Dialect.V03_JSONRPC, Dialect.V03_REST]

@@ -32,8 +32,8 @@ from tasks_app.cards import (
     relay_self_card,
     team_card,
 )
-from tasks_app.protocol.convert import parse_v1
 from tasks_app.protocol.errors import VersionNotSupported
+from tasks_app.protocol.validation import parse_v1
 from tasks_app.protocol.versions import ProtocolVersion
 
 BASE = "https://relay.example/a2a/agents/echo/"

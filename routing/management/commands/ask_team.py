@@ -23,6 +23,7 @@ from httpx_sse import aconnect_sse
 
 from registry.extensions import CLIENT_ROUTING_URI
 from tasks_app import snapshots
+from tasks_app.protocol import events as a2a_events
 
 FINAL_STATES = {
     "TASK_STATE_COMPLETED",
@@ -88,11 +89,11 @@ async def ask_team(
         "id": 1,
         "method": "SendStreamingMessage",
         "params": {
-            "message": {
-                "messageId": f"ask-{uuid.uuid4().hex[:12]}",
-                "role": "ROLE_USER",
-                "parts": [{"text": text}],
-            }
+            "message": a2a_events.message(
+                message_id=f"ask-{uuid.uuid4().hex[:12]}",
+                role=a2a_events.ROLE_USER,
+                parts=a2a_events.text_parts(text),
+            )
         },
     }
     headers = {
