@@ -268,6 +268,7 @@ class AgentChangeForm(forms.ModelForm):
             "require_signature",
             *services.PROBE_FIELDS,
             *services.STREAM_FIELDS,
+            *services.RETRY_FIELDS,
         ]
 
     def clean_probe_interval_seconds(self):
@@ -416,6 +417,7 @@ class AgentAdmin(admin.ModelAdmin):
         ),
         ("Probes", {"fields": services.PROBE_FIELDS}),
         ("Streams", {"fields": services.STREAM_FIELDS}),
+        ("Retries", {"fields": services.RETRY_FIELDS}),
         ("Current card", {"fields": ("current_card",)}),
         ("Card history", {"fields": ("history",)}),
         ("Record", {"fields": ("created_by", "created_at", "updated_at")}),
