@@ -58,6 +58,9 @@ class Task(models.Model):
     # For a send that named a skill (tasks_app.skill_targets): which agent the relay chose and
     # why. Shown to the caller as metadata.relaySelection, whatever the agent's own metadata.
     selection = models.JSONField(null=True, blank=True, editable=False)
+    # When the send to the agent was tried more than once (tasks_app.gateway.retries): each
+    # try, its number and why it failed. Shown to the caller as metadata.relayAttempts.
+    attempts = models.JSONField(null=True, blank=True, editable=False)
     parent = models.ForeignKey(
         "self",
         null=True,

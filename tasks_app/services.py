@@ -96,6 +96,13 @@ def task_open(
     return task
 
 
+def task_attempts_record(*, task: Task, attempts: list[dict[str, Any]]) -> None:
+    """Stores the tries of the send that opened the task (more than one, or one that
+    failed); the task's own writes leave the field alone."""
+    Task.objects.filter(pk=task.pk).update(attempts=attempts)
+    task.attempts = attempts
+
+
 def task_send_key_release(*, task: Task) -> bool:
     """Frees the key a task was opened under, once its window has passed, so that a send with
     it opens a new task; False when another call freed it first."""

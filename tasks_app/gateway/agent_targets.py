@@ -13,8 +13,10 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
-from tasks_app import delegation, snapshots, upstream
+from relay_project.database import database_sync_to_async
+from tasks_app import delegation, services, snapshots, upstream
 from tasks_app.cards import agent_card_for_relay, card_for_reader
+from tasks_app.gateway import retries
 from tasks_app.gateway.targets import (
     CallContext,
     Step,
@@ -98,6 +100,12 @@ class AgentTarget(Target):
             headers=upstream_auth_headers(agent) or None,
         )
         self.extra["stream_idle_seconds"] = agent.stream_idle_seconds
+        self.retry_policy = retries.RetryPolicy(
+            attempts=agent.retry_attempts,
+            base_delay=agent.retry_base_delay_ms / 1000,
+            deadline=float(agent.retry_deadline_seconds),
+            idempotent=agent.idempotent,
+        )
         # The circuit breaker as the row had it; the call guard keeps it up to date.
         self.breaker_row = (agent.breaker_state, agent.breaker_failures, agent.breaker_opened_at)
 
@@ -171,13 +179,16 @@ class AgentTarget(Target):
         outgoing = _upstream_request(request, ids)
         timeout = settings.RELAY_UPSTREAM_TIMEOUT
         if not stream:
-            result = await upstream.call(
-                self.endpoint,
-                _op("SEND"),
-                outgoing,
-                extensions=ctx.extensions,
-                timeout=timeout,
-                extra_headers=_delegation_headers(ctx),
+            result = await self._tried(
+                task,
+                lambda: upstream.call(
+                    self.endpoint,
+                    _op("SEND"),
+                    outgoing,
+                    extensions=ctx.extensions,
+                    timeout=timeout,
+                    extra_headers=_delegation_headers(ctx),
+                ),
             )
             step = _step(result, ids)
             if upstream.ends_stream(step.event):
@@ -189,19 +200,23 @@ class AgentTarget(Target):
             async for followed in self._follow(task, _ids(task, step), ctx, subscribe=False):
                 yield followed
             return
-        events = upstream.stream(
-            self.endpoint,
-            _op("STREAM"),
-            outgoing,
-            extensions=ctx.extensions,
-            timeout=timeout,
-            extra_headers=_delegation_headers(ctx),
-        )
+
+        def opened():
+            return upstream.stream(
+                self.endpoint,
+                _op("STREAM"),
+                outgoing,
+                extensions=ctx.extensions,
+                timeout=timeout,
+                extra_headers=_delegation_headers(ctx),
+            )
+
+        events = await self._tried(task, lambda: self._first_event(opened()))
         # A follow-up turn of a task waiting on its client: some agents (@a2a-js/sdk) open the
         # stream by re-sending the task as it still stands. That is not the turn's answer.
         resent_first = task.state if task.state in _INTERRUPTED else None
         try:
-            async for step in self._steps(events, ids, first_event=True):
+            async for step in self._steps(events, ids, first_event=False):
                 ids = _ids(task, step, ids)
                 if resent_first is not None:
                     resent = snapshots.state_of(step.event.get("task") or {}) == resent_first
@@ -218,6 +233,39 @@ class AgentTarget(Target):
         # task and end the caller's stream with it, as the agent itself would; then follow.
         async for step in self._follow(task, ids, ctx, subscribe=False, answered=True):
             yield step
+
+    async def _tried(self, task, call):
+        """``call()`` tried again under the agent's retry policy while it fails before the
+        agent answered (``retries``); the tries are recorded on the task when there was more
+        than one, or the one failed."""
+        attempts: list[dict[str, Any]] = []
+        try:
+            return await retries.tried(
+                call, policy=self.retry_policy, agent_id=self.id, attempts=attempts
+            )
+        finally:
+            if attempts:
+                await database_sync_to_async(services.task_attempts_record)(
+                    task=task, attempts=attempts
+                )
+
+    async def _first_event(self, events):
+        """The agent's stream, its first event read (within RELAY_STREAM_FIRST_EVENT_SECONDS):
+        a stream refused before it is closed and its error raised, so it can be tried
+        again."""
+        limit = settings.RELAY_STREAM_FIRST_EVENT_SECONDS
+        try:
+            async with asyncio.timeout(limit or None):
+                first = await anext(events)
+        except StopAsyncIteration:
+            return _prepended(None, events)
+        except TimeoutError:
+            await events.aclose()
+            raise upstream.StreamSilent(self.id, limit, first=True) from None
+        except BaseException:
+            await events.aclose()
+            raise
+        return _prepended(first, events)
 
     async def _steps(self, events, ids: snapshots.IdMap, *, first_event: bool):
         """The upstream events as steps, each within the agent's silence limits: the first
@@ -341,6 +389,15 @@ class AgentTarget(Target):
             raise InvalidAgentResponse(
                 f"agent {self.id!r} answered an extended card that is not one: {error}"
             ) from error
+
+
+async def _prepended(first, events):
+    """``first`` (when not None), then the rest of ``events``."""
+    async with contextlib.aclosing(events):
+        if first is not None:
+            yield first
+        async for event in events:
+            yield event
 
 
 def _waits_as_recorded(task: Task, agent_task: dict[str, Any]) -> bool:
