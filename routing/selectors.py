@@ -265,8 +265,10 @@ def agent_metrics(*, agent_id: str, hours: int = 24, now: datetime | None = None
     totals = probes.aggregate(
         total=Count("id"), ok=Count("id", filter=Q(ok=True)), latency=Avg("latency_ms")
     )
-    counted = ended.order_by().values_list("state").annotate(
-        n=Count("id"), retried=Count("id", filter=Q(attempts__isnull=False))
+    counted = (
+        ended.order_by()
+        .values_list("state")
+        .annotate(n=Count("id"), retried=Count("id", filter=Q(attempts__isnull=False)))
     )
     tasks_by_state = {state: n for state, n, _ in counted}
     tasks_retried = sum(retried for _, _, retried in counted)
