@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.utils.html import escape, format_html, format_html_join
 
 from registry import secrets, selectors, services
+from registry.admin_alternates import AgentAlternateInline
 from registry.cards import CLIENT_ROUTING_URI
 from registry.models import Agent, ApiKey, AuditEntry, CardSnapshot, DeclaredExtension, Skill
 from registry.views import card_history, pretty_json
@@ -363,7 +364,7 @@ class AgentAdmin(admin.ModelAdmin):
     )
     search_fields = ("id", "name", "description", "card_url")
     ordering = ("id",)
-    inlines = (SkillInline, DeclaredExtensionInline)
+    inlines = (SkillInline, DeclaredExtensionInline, AgentAlternateInline)
     actions = ("refetch_cards",)
     fieldsets = (
         (None, {"fields": ("id", "name", "description", "status", "invocation_url")}),

@@ -454,6 +454,28 @@ class Team(models.Model):
         return self.id
 
 
+class AgentAlternate(models.Model):
+    """An agent that may serve a send to another when that one is down (its health unhealthy,
+    its circuit breaker open, or a send that did not reach it out of retries): tried in
+    ``order`` (tasks_app.gateway.failover)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="alternate_links")
+    alternate = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    order = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["agent", "order", "alternate_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "alternate"], name="alternate_unique"),
+            models.CheckConstraint(
+                condition=~Q(agent=models.F("alternate")), name="alternate_not_itself"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} -> {self.alternate_id}"
+
+
 class TeamMembership(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="memberships")
