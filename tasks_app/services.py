@@ -96,6 +96,13 @@ def task_open(
     return task
 
 
+def task_serving_set(*, task: Task, agent_id: str, selection: dict[str, Any]) -> None:
+    """Records that ``agent_id`` (an alternate of the agent the send named) serves the task,
+    and why: its follow-ups go there, and the caller sees it as metadata.relaySelection."""
+    Task.objects.filter(pk=task.pk).update(agent_id=agent_id, selection=selection)
+    task.agent_id, task.selection = agent_id, selection
+
+
 def task_attempts_record(*, task: Task, attempts: list[dict[str, Any]]) -> None:
     """Stores the tries of the send that opened the task (more than one, or one that
     failed); the task's own writes leave the field alone."""

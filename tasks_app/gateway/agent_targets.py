@@ -16,7 +16,7 @@ from django.conf import settings
 from relay_project.database import database_sync_to_async
 from tasks_app import delegation, services, snapshots, upstream
 from tasks_app.cards import agent_card_for_relay, card_for_reader
-from tasks_app.gateway import retries
+from tasks_app.gateway import failover, retries
 from tasks_app.gateway.targets import (
     CallContext,
     Step,
@@ -106,10 +106,26 @@ class AgentTarget(Target):
             deadline=float(agent.retry_deadline_seconds),
             idempotent=agent.idempotent,
         )
+        self.health = agent.health
+        self.alternates = tuple(agent.alternate_links.values_list("alternate_id", flat=True))
         # The circuit breaker as the row had it; the call guard keeps it up to date.
         self.breaker_row = (agent.breaker_state, agent.breaker_failures, agent.breaker_opened_at)
 
     async def run(self, task, request, ctx, *, stream):
+        """The send on the agent that holds the task (an alternate that served it), or for
+        the task's first send on this agent or, when it is down, an alternate
+        (``failover``)."""
+        held = await failover.serving(self, task)
+        if held is self and self.alternates and failover.first_send(self, task):
+            steps = failover.run_with_alternates(self, task, request, ctx, stream=stream)
+        else:
+            steps = held.run_here(task, request, ctx, stream=stream)
+        async with contextlib.aclosing(steps):
+            async for step in steps:
+                yield step
+
+    async def run_here(self, task, request, ctx, *, stream):
+        """The send on this agent, through the call guard, retried as its policy allows."""
         await _call_guard.admit(self)
         async with contextlib.aclosing(
             self._guarded(self._run(task, request, ctx, stream=stream))
@@ -121,6 +137,12 @@ class AgentTarget(Target):
         """Follows the agent's task from where another relay process left it: over
         SubscribeToTask when the agent streams (GetTask polls when it refuses or goes
         silent), over GetTask polls otherwise."""
+        held = await failover.serving(self, task)
+        if held is not self:
+            async with contextlib.aclosing(held.resume(task, ctx)) as steps:
+                async for step in steps:
+                    yield step
+            return
         if not task.upstream_task_id:
             raise upstream.UpstreamError(
                 "protocol",
@@ -343,6 +365,10 @@ class AgentTarget(Target):
         return float(own) if own else settings.RELAY_STREAM_IDLE_SECONDS
 
     async def cancel_upstream(self, task, ctx):
+        held = await failover.serving(self, task)
+        if held is not self:
+            await held.cancel_upstream(task, ctx)
+            return
         if not task.upstream_task_id:
             return
         await upstream.call(
@@ -354,6 +380,9 @@ class AgentTarget(Target):
         )
 
     async def refresh(self, task, ctx):
+        held = await failover.serving(self, task)
+        if held is not self:
+            return await held.refresh(task, ctx)
         if not task.upstream_task_id:
             return None
         ids = _ids(task)

@@ -78,3 +78,32 @@ def test_the_agent_page_shows_the_policy_and_the_sends_retried(client):
     assert "<dt>Sends retried</dt><dd>1</dd>" in page
     assert "up to 4 tries in 10 s, from 200 ms apart" in page
     assert "idempotent: also sends that may have reached it" in page
+
+
+def test_alternates_are_set_in_order_in_the_admin(admin_client):
+    from registry.models import AgentAlternate
+
+    make_agent(agent_id="weather")
+    make_agent(agent_id="backup")
+    make_agent(agent_id="spare")
+    url = reverse("admin:registry_agent_change", args=["weather"])
+    html = admin_client.get(url).content.decode()
+    assert "Alternates: agents that serve a send when this one is down" in html
+    assert 'name="alternate_links-0-alternate"' in html or "alternate_links-TOTAL_FORMS" in html
+    AgentAlternate.objects.create(agent_id="weather", alternate_id="spare", order=2)
+    AgentAlternate.objects.create(agent_id="weather", alternate_id="backup", order=1)
+    weather = Agent.objects.get(pk="weather")
+    assert list(weather.alternate_links.values_list("alternate_id", flat=True)) == [
+        "backup",
+        "spare",
+    ]
+
+
+def test_an_agent_cannot_be_its_own_alternate():
+    from django.db import IntegrityError, transaction
+
+    from registry.models import AgentAlternate
+
+    make_agent(agent_id="weather")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        AgentAlternate.objects.create(agent_id="weather", alternate_id="weather")
