@@ -526,8 +526,9 @@ def _load_agent_target(agent_id: str) -> AgentTarget | None:
 
 
 _agent_targets = TargetCache(_load_agent_target, target_cache_seconds)
-"""Agent targets (two queries each to load). Saving or deleting the Agent row (card refresh,
-update, disable, delete) drops its entry, through the signals TasksAppConfig.ready connects."""
+"""Agent targets (three queries each to load: the agent, its extensions, its alternates).
+Saving or deleting the Agent row (card refresh, update, disable, delete) or one of its
+alternates drops its entry, through the signals TasksAppConfig.ready connects."""
 
 
 def agent_target(agent_id: str) -> Target | None:
