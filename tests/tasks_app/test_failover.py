@@ -11,6 +11,7 @@ from asgiref.sync import sync_to_async
 from registry.models import Agent, AgentAlternate
 from routing.demo.agents import WRITER
 from routing.demo.serve import serve
+from tasks_app.gateway import forget_agent_targets
 from tasks_app.models import Task
 from tests.agents import ASKS_FOR_INPUT, input_required_agent
 from tests.live import Recording
@@ -179,3 +180,38 @@ async def test_a_team_whose_member_is_down_fails_over_to_its_alternate(asgi_rela
     assert member_task.agent_id == alternate_id
     assert member_task.selection["failoverFrom"] == member_id
     assert len(alternate.posts()) == 1
+
+
+WAVES, WAVE = 8, 2
+
+
+async def test_in_a_503_storm_every_send_is_served_by_the_alternate(asgi_relay):
+    """A primary that answers every call 503: each send is tried as its policy says, then
+    served by the alternate, and the primary's circuit breaker opens, so that sends after it
+    pass the primary over."""
+    import asyncio
+
+    storm, alternate = Front(10**6, 503), Recording(writer_app)
+    with running(storm) as primary_url, running(alternate) as alternate_url:
+        alternate_id = await sync_to_async(register)(alternate_url)
+        primary_id = await sync_to_async(register)(primary_url, alternates=[alternate_id])
+        responses = []
+        for wave in range(WAVES):  # the breaker counts concurrent failures loosely
+            responses += await asyncio.gather(
+                *(
+                    call(asgi_relay, primary_id, send(f"poem {wave}.{i}"), REST_1.headers())
+                    for i in range(WAVE)
+                )
+            )
+        assert (await Agent.objects.aget(pk=primary_id)).breaker_state == Agent.Breaker.OPEN
+        await sync_to_async(forget_agent_targets)()  # as any process that loads it now
+        hits = 10**6 - storm.failures
+        after = await call(asgi_relay, primary_id, send("after"), REST_1.headers())
+    tasks = [response.json()["task"] for response in [*responses, after]]
+    assert {task["status"]["state"] for task in tasks} == {"TASK_STATE_COMPLETED"}
+    assert {task["metadata"]["relaySelection"]["agentId"] for task in tasks} == {alternate_id}
+    assert len(alternate.posts()) == WAVES * WAVE + 1
+    assert 10**6 - storm.failures == hits  # the send after the breaker opened: no call
+    assert (
+        "circuit breaker is open" in tasks[-1]["metadata"]["relaySelection"]["passed"][0]["reason"]
+    )
