@@ -39,6 +39,10 @@ the relay calls over gRPC). Their baseline is `grpc-agent`: that same gRPC echo 
 relay's gRPC rows are printed as ratios to it (throughput, p50, p99, latency added), for
 information: no verdict judges them.
 
+`keyed`: the production relay again, each call with an Idempotency-Key of its own (a fresh
+UUID): the cost of a key per call, judged at c=8 against the production row (CPU per request
+at most 5% more).
+
 `aio-proxy`: the same bare proxy with aiohttp as its client instead of httpx, in front of the
 echo agent. The relay calls agents through aiohttp too, so per level both profiles are also
 printed as ratios to it (CPU per request, latency added, throughput), for information: the
@@ -68,6 +72,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, ExitStack
@@ -144,6 +149,11 @@ GRPC_ROWS = (GRPC, GRPC_RELAY)
 AIOHTTP_PROXY = "aio-proxy"
 """The same bare proxy with aiohttp as its client, as the relay's calls to agents have: the
 relay's figures against it are printed for information (the verdicts stay against PROXY)."""
+KEYED = "keyed"
+"""The production relay, each call with an Idempotency-Key of its own (a fresh UUID): the cost
+of a key per call, judged against the production row at KEYED_LEVEL."""
+KEYED_CPU_RATIO_MAX = 1.05
+KEYED_LEVEL = 8
 BASELINES = (DIRECT, PROXY)
 PROFILES = (EMBEDDED, PRODUCTION)
 FAST, PACED = "fast", "paced"
@@ -405,6 +415,8 @@ class Target:
     """The ``tenant`` of a gRPC target's requests (the relay's target; none for an agent)."""
     agent: Process | None = None
     """The agent process the target ends at, when not the echo agent served over HTTP."""
+    keyed: bool = False
+    """Each call sends an Idempotency-Key of its own."""
 
 
 class RedisWatch:
@@ -540,8 +552,11 @@ async def send_many(
             if target.grpc_address:
                 problem = await grpc_send(client, target, grpc_body)
             else:
+                headers = target.headers
+                if target.keyed:
+                    headers = {**headers, "Idempotency-Key": uuid.uuid4().hex}
                 try:
-                    response = await client.post(target.url, content=body, headers=target.headers)
+                    response = await client.post(target.url, content=body, headers=headers)
                     problem = answer_error(response)
                 except httpx.HTTPError as error:
                     problem = f"{type(error).__name__}: {error}"
@@ -916,6 +931,15 @@ def judge_level(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
             )
         if level in ERROR_FREE_LEVELS:
             add(name, "zero errors", f"{mine.errors} errors", mine.errors == 0)
+    if KEYED in figures and PRODUCTION in figures and level == KEYED_LEVEL:
+        keyed, production = figures[KEYED], figures[PRODUCTION]
+        cpu = ratio(keyed.cpu_ms, production.cpu_ms)
+        add(
+            KEYED,
+            f"CPU per request <= {KEYED_CPU_RATIO_MAX}x production's (a key per call)",
+            f"{cpu:.3f}x ({keyed.cpu_ms:.2f} vs {production.cpu_ms:.2f} ms)",
+            at_most(cpu, KEYED_CPU_RATIO_MAX),
+        )
     if PRODUCTION in figures and EMBEDDED in figures:
         production, embedded = figures[PRODUCTION], figures[EMBEDDED]
         cpu = ratio(production.cpu_ms, embedded.cpu_ms)
@@ -1423,6 +1447,14 @@ def main() -> None:
                 relays[PRODUCTION],
                 relay_headers(PRODUCTION),
                 backing=redis.backing_cpu,
+            ),
+            KEYED: Target(
+                KEYED,
+                f"{urls[PRODUCTION]}/a2a/agents/echo/",
+                relays[PRODUCTION],
+                relay_headers(PRODUCTION),
+                backing=redis.backing_cpu,
+                keyed=True,
             ),
             GRPC: Target(
                 GRPC,

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from registry import secrets, selectors, services
+from registry.admin_alternates import AgentAlternateInline
 from registry.admin_cards import DeclaredExtensionInline, SkillInline
 from registry.admin_display import RELAY_CSS, chips, json_block
 from registry.admin_forms import AgentChangeForm, AgentRegisterForm
@@ -65,7 +66,7 @@ class AgentAdmin(admin.ModelAdmin):
     )
     search_fields = ("id", "name", "description", "card_url")
     ordering = ("id",)
-    inlines = (SkillInline, DeclaredExtensionInline)
+    inlines = (SkillInline, DeclaredExtensionInline, AgentAlternateInline)
     actions = ("refetch_cards",)
     fieldsets = (
         (None, {"fields": ("id", "name", "description", "status", "invocation_url")}),
@@ -119,6 +120,7 @@ class AgentAdmin(admin.ModelAdmin):
         ),
         ("Probes", {"fields": services.PROBE_FIELDS}),
         ("Streams", {"fields": services.STREAM_FIELDS}),
+        ("Retries", {"fields": services.RETRY_FIELDS}),
         ("Current card", {"fields": ("current_card",)}),
         ("Card history", {"fields": ("history",)}),
         ("Record", {"fields": ("created_by", "created_at", "updated_at")}),

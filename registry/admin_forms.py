@@ -150,6 +150,7 @@ class AgentChangeForm(forms.ModelForm):
             "require_signature",
             *services.PROBE_FIELDS,
             *services.STREAM_FIELDS,
+            *services.RETRY_FIELDS,
         ]
 
     def clean_probe_interval_seconds(self):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -131,6 +132,30 @@ class Agent(models.Model):
         help_text="The longest silence between two events of this agent's streams before the "
         "relay asks the agent for the task; empty takes RELAY_STREAM_IDLE_SECONDS. "
         "Raise it for agents that think for long without a word.",
+    )
+    # Retries of a send that failed before the agent answered (tasks_app.gateway.retries).
+    retry_attempts = models.PositiveSmallIntegerField(
+        default=3,
+        validators=[MinValueValidator(1), MaxValueValidator(10)],
+        help_text="How many times the relay tries a send that did not reach the agent "
+        "(connection refused, DNS, TLS, 502/503/504, 429 with Retry-After); 1 never retries.",
+    )
+    retry_base_delay_ms = models.PositiveIntegerField(
+        default=200,
+        validators=[MaxValueValidator(60_000)],
+        help_text="The first pause between two tries, in milliseconds; each next one may be "
+        "twice as long (with random jitter).",
+    )
+    retry_deadline_seconds = models.PositiveIntegerField(
+        default=10,
+        validators=[MinValueValidator(1), MaxValueValidator(600)],
+        help_text="No try starts later than this many seconds after the first.",
+    )
+    idempotent = models.BooleanField(
+        default=False,
+        help_text="The agent runs a message id once, however often it gets it: the relay may "
+        "then also retry a send that may have reached it (a timeout, a 500, a broken "
+        "connection). Leave it off unless the agent deduplicates by messageId.",
     )
     # Passive health: real calls through the gateway.
     breaker_state = models.CharField(
@@ -427,6 +452,28 @@ class Team(models.Model):
 
     def __str__(self) -> str:
         return self.id
+
+
+class AgentAlternate(models.Model):
+    """An agent that may serve a send to another when that one is down (its health unhealthy,
+    its circuit breaker open, or a send that did not reach it out of retries): tried in
+    ``order`` (tasks_app.gateway.failover)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="alternate_links")
+    alternate = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    order = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["agent", "order", "alternate_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "alternate"], name="alternate_unique"),
+            models.CheckConstraint(
+                condition=~Q(agent=models.F("alternate")), name="alternate_not_itself"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} -> {self.alternate_id}"
 
 
 class TeamMembership(models.Model):

@@ -342,13 +342,17 @@ PROBE_FIELDS = (
 STREAM_FIELDS = ("stream_idle_seconds",)
 """How long the relay waits on the agent's streams (RELAY_STREAM_IDLE_SECONDS otherwise)."""
 
+RETRY_FIELDS = ("retry_attempts", "retry_base_delay_ms", "retry_deadline_seconds", "idempotent")
+"""How the relay retries a send to the agent that failed (``tasks_app.gateway.retries``)."""
+
 
 def agent_update(
     *, agent: Agent, fields: dict[str, Any], actor: str = SYSTEM, own: OwnAddresses | None = None
 ) -> Agent:
     """Changes what an operator may change: name, description, invocation URL, status,
     credentials, how the agent is probed (``PROBE_FIELDS``; a change takes effect at the
-    next sweep) and how long its streams may stay silent (``STREAM_FIELDS``). Card-derived
+    next sweep), how long its streams may stay silent (``STREAM_FIELDS``) and how its sends
+    are retried (``RETRY_FIELDS``). Card-derived
     fields change only through a refresh. The audit log gets one entry naming the fields that
     changed (credentials by their kind only). An invocation URL that is the relay itself (one
     of ``own``) is refused."""
@@ -361,6 +365,7 @@ def agent_update(
         "require_signature",
         *PROBE_FIELDS,
         *STREAM_FIELDS,
+        *RETRY_FIELDS,
     }
     unknown = set(fields) - editable - {"credentials"}
     if unknown:

@@ -338,6 +338,14 @@ RELAY_FOLLOW_POLL_MAX_SECONDS = env.float("RELAY_FOLLOW_POLL_MAX_SECONDS", defau
 # A task that has not ended this many seconds after it was created ends failed with a timeout
 # error (the tasks_app.expire_tasks job, every minute). 0: tasks never expire.
 RELAY_TASK_TTL_SECONDS = env.int("RELAY_TASK_TTL_SECONDS", default=24 * 60 * 60)
+# Safe retries (docs/concepts/retries.md). A send that carries an Idempotency-Key opens at most
+# one task per API key and key for this many seconds: a repeat gets that task, and the agent
+# is called once. After it, the key opens a new task.
+RELAY_IDEMPOTENCY_KEY_SECONDS = env.int("RELAY_IDEMPOTENCY_KEY_SECONDS", default=24 * 60 * 60)
+# The same for a send without a key, by its messageId, for this many seconds. 0 (the default):
+# message ids are not keys, for clients that reuse them (many do, though A2A says they are
+# unique); set it when your callers' message ids are unique.
+RELAY_MESSAGE_ID_WINDOW_SECONDS = env.int("RELAY_MESSAGE_ID_WINDOW_SECONDS", default=0)
 # GET /metrics (Prometheus) without a key or login: on by default in the embedded profile, off
 # in the production profile (DATABASE_URL or REDIS_URL set). Off: staff users and admin API
 # keys only.

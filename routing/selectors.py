@@ -224,6 +224,8 @@ class AgentMetrics:
     duration_avg_ms: float | None
     duration_p95_ms: float | None
     series: list[metrics.HourCounts]
+    tasks_retried: int = 0
+    """Ended tasks whose send was tried more than once (``Task.attempts``)."""
 
     @property
     def tasks_completed(self) -> int:
@@ -263,7 +265,13 @@ def agent_metrics(*, agent_id: str, hours: int = 24, now: datetime | None = None
     totals = probes.aggregate(
         total=Count("id"), ok=Count("id", filter=Q(ok=True)), latency=Avg("latency_ms")
     )
-    tasks_by_state = dict(ended.order_by().values_list("state").annotate(n=Count("id")))
+    counted = (
+        ended.order_by()
+        .values_list("state")
+        .annotate(n=Count("id"), retried=Count("id", filter=Q(attempts__isnull=False)))
+    )
+    tasks_by_state = {state: n for state, n, _ in counted}
+    tasks_retried = sum(retried for _, _, retried in counted)
     probe_rows = list(
         probes.order_by("-checked_at").values_list("checked_at", "ok", "latency_ms")[:PROBE_SAMPLE]
     )
@@ -296,6 +304,7 @@ def agent_metrics(*, agent_id: str, hours: int = 24, now: datetime | None = None
         duration_avg_ms=metrics.average(durations),
         duration_p95_ms=metrics.percentile(durations, 0.95),
         series=metrics.hourly_series(since, until, metrics.hour_counts(probe_rows, outcomes)),
+        tasks_retried=tasks_retried,
     )
 
 

@@ -7,7 +7,7 @@ class TasksAppConfig(AppConfig):
     verbose_name = "A2A tasks"
 
     def ready(self) -> None:
-        from registry.models import Agent
+        from registry.models import Agent, AgentAlternate
         from relay_project import ratelimit
 
         # relay_endpoint registers the "relay" target kind: the relay's own endpoint.
@@ -27,3 +27,14 @@ class TasksAppConfig(AppConfig):
         post_delete.connect(
             gateway.agent_changed, sender=Agent, dispatch_uid="gateway-agent-deleted"
         )
+        # So does one whose alternates changed.
+        for signal, uid in ((post_save, "saved"), (post_delete, "deleted")):
+            signal.connect(
+                _alternates_changed, sender=AgentAlternate, dispatch_uid=f"gateway-alt-{uid}"
+            )
+
+
+def _alternates_changed(sender, instance, **kwargs) -> None:
+    from tasks_app import gateway
+
+    gateway.forget_agent_targets(instance.agent_id)

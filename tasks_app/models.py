@@ -58,6 +58,9 @@ class Task(models.Model):
     # For a send that named a skill (tasks_app.skill_targets): which agent the relay chose and
     # why. Shown to the caller as metadata.relaySelection, whatever the agent's own metadata.
     selection = models.JSONField(null=True, blank=True, editable=False)
+    # When the send to the agent was tried more than once (tasks_app.gateway.retries): each
+    # try, its number and why it failed. Shown to the caller as metadata.relayAttempts.
+    attempts = models.JSONField(null=True, blank=True, editable=False)
     parent = models.ForeignKey(
         "self",
         null=True,
@@ -101,6 +104,23 @@ class Task(models.Model):
         help_text="The relay process driving the exchange with the agent (a RelayProcess id); "
         "empty while nobody needs to (the task ended or waits on the client).",
     )
+    send_key = models.CharField(
+        max_length=210,
+        blank=True,
+        default="",
+        editable=False,
+        help_text="The send that opened the task, as its caller named it for safe retries: "
+        "'key:' and its Idempotency-Key, or 'message:' and its messageId "
+        "(tasks_app.idempotency). Unique per caller; empty for a send without one.",
+    )
+    send_hash = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        editable=False,
+        help_text="SHA-256 of the canonical request that opened the task under send_key: a "
+        "repeat with another body is refused.",
+    )
 
     objects = TaskQuerySet.as_manager()
 
@@ -121,6 +141,14 @@ class Task(models.Model):
             ),
             # The takeover scan reads only the tasks someone drives.
             models.Index(fields=["owner"], condition=~models.Q(owner=""), name="task_owned"),
+        ]
+        constraints = [
+            # Partial: a send without a key writes nothing to it.
+            models.UniqueConstraint(
+                fields=["caller", "send_key"],
+                condition=~models.Q(send_key=""),
+                name="task_send_key_per_caller",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -24,6 +24,14 @@ def task_for_caller(*, caller, task_id: str) -> Task | None:
     return Task.objects.visible_to(caller).filter(pk=task_id).first()
 
 
+def task_by_send_key(*, caller, send_key: str) -> Task | None:
+    """The caller's task opened by the send known by ``send_key`` (``tasks_app.idempotency``),
+    None when there is none."""
+    if caller is None or not send_key:
+        return None
+    return Task.objects.filter(caller=caller, send_key=send_key).first()
+
+
 def upstream_context(*, caller, context_id: str, target_kind: str, target_id: str) -> str:
     """The upstream context id an earlier task of this conversation got from the same target,
     so a new task continues the same upstream conversation."""

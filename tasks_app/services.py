@@ -65,9 +65,14 @@ def task_open(
     delegation_chain: list[str] | None = None,
     expires_at: datetime | None = None,
     owner: str = "",
+    send_key: str = "",
+    send_hash: str = "",
 ) -> Task:
     """Creates and stores a task in ``submitted`` with the caller's message as its history,
-    owned by the relay process ``owner`` (the one that will drive it)."""
+    owned by the relay process ``owner`` (the one that will drive it). ``send_key`` and
+    ``send_hash``: the send that opens it, for safe retries; raises IntegrityError when the
+    caller already has a task under that key (inside a caller's transaction, which stays
+    usable)."""
     task = Task(
         caller=caller,
         target_kind=target_kind,
@@ -81,11 +86,37 @@ def task_open(
         delegation_chain=delegation_chain or [],
         expires_at=expires_at,
         owner=owner,
+        send_key=send_key,
+        send_hash=send_hash,
     )
     task.context_id = context_id or task.id
     task.history = [dict(message, taskId=task.id, contextId=task.context_id)]
-    task.save(force_insert=True)
+    # A repeated key fails the insert: a savepoint keeps a caller's transaction usable then.
+    with transaction.atomic() if send_key and connection.in_atomic_block else _alone():
+        task.save(force_insert=True)
     return task
+
+
+def task_serving_set(*, task: Task, agent_id: str, selection: dict[str, Any]) -> None:
+    """Records that ``agent_id`` (an alternate of the agent the send named) serves the task,
+    and why: its follow-ups go there, and the caller sees it as metadata.relaySelection."""
+    Task.objects.filter(pk=task.pk).update(agent_id=agent_id, selection=selection)
+    task.agent_id, task.selection = agent_id, selection
+
+
+def task_attempts_record(*, task: Task, attempts: list[dict[str, Any]]) -> None:
+    """Stores the tries of the send that opened the task (more than one, or one that
+    failed); the task's own writes leave the field alone."""
+    Task.objects.filter(pk=task.pk).update(attempts=attempts)
+    task.attempts = attempts
+
+
+def task_send_key_release(*, task: Task) -> bool:
+    """Frees the key a task was opened under, once its window has passed, so that a send with
+    it opens a new task; False when another call freed it first."""
+    freed = Task.objects.filter(pk=task.pk, send_key=task.send_key).update(send_key="")
+    task.send_key = ""
+    return freed == 1
 
 
 def task_add_message(*, task: Task, message: dict[str, Any], owner: str = "") -> Task:

@@ -196,6 +196,17 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"  # "+00:00"
 
 
+def relay_metadata(task) -> dict[str, Any]:
+    """The task's metadata as the caller sees it: the agent's, with what the relay adds: which
+    agent a skill send chose (``relaySelection``) and the tries of a retried send
+    (``relayAttempts``)."""
+    attempts = getattr(task, "attempts", None)
+    if not task.selection and not attempts:
+        return task.metadata
+    added = {"relaySelection": task.selection, "relayAttempts": attempts}
+    return {**(task.metadata or {}), **{key: value for key, value in added.items() if value}}
+
+
 def snapshot_of(task) -> dict[str, Any]:
     """The canonical Task dict of a stored task (a ``Task`` row; relay ids)."""
     return a2a_events.task_snapshot(
@@ -206,9 +217,5 @@ def snapshot_of(task) -> dict[str, Any]:
         ),
         history=task.history,
         artifacts=task.artifacts,
-        metadata=(
-            {**(task.metadata or {}), "relaySelection": task.selection}
-            if task.selection
-            else task.metadata
-        ),
+        metadata=relay_metadata(task),
     )

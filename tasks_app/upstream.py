@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import email.utils
 import itertools
 import json
 import ssl
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -168,6 +170,8 @@ class Answer:
     status: int
     content_type: str
     content: bytes
+    retry_after: str = ""
+    """Its Retry-After header (empty without one)."""
 
 
 async def _exchange(
@@ -191,7 +195,10 @@ async def _exchange(
             **({"timeout": timeout} if timeout else {}),
         )
         return Answer(
-            response.status_code, response.headers.get("content-type", ""), response.content
+            response.status_code,
+            response.headers.get("content-type", ""),
+            response.content,
+            response.headers.get("retry-after", ""),
         )
     policy = outbound.OutboundPolicy.from_settings()
     session = await shared_session(policy)
@@ -206,7 +213,10 @@ async def _exchange(
         **({"timeout": outbound.agent_timeout(timeout)} if timeout else {}),
     ) as response:
         return Answer(
-            response.status, response.headers.get("Content-Type", ""), await response.read()
+            response.status,
+            response.headers.get("Content-Type", ""),
+            await response.read(),
+            response.headers.get("Retry-After", ""),
         )
 
 
@@ -316,6 +326,23 @@ def _request(
     return planned.http_method, url, planned.query or None, content
 
 
+def retry_after_seconds(value: str) -> float | None:
+    """The seconds a Retry-After header asks to wait (delay-seconds or an HTTP date); None
+    for no header or one that is neither."""
+    value = value.strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
 def _parse(endpoint: Endpoint, operation: Operation, response: Answer) -> Any:
     """The canonical result of an agent's answer. An HTTP error without an A2A body (a
     plain-text 404 from a wrong path, a proxy's 502) is the agent's failure, never an A2A
@@ -324,7 +351,12 @@ def _parse(endpoint: Endpoint, operation: Operation, response: Answer) -> Any:
     name = f"agent {endpoint.agent_id!r}"
     status = response.status
     if status >= 400 and "json" not in response.content_type:
-        raise UpstreamError("http_status", f"{name} answered HTTP {status}", status=status)
+        raise UpstreamError(
+            "http_status",
+            f"{name} answered HTTP {status}",
+            status=status,
+            retry_after=retry_after_seconds(response.retry_after),
+        )
     try:
         if endpoint.binding == "JSONRPC":
             return jsonrpc.parse_jsonrpc_response(
@@ -408,7 +440,12 @@ async def stream(
                 ) from error
             content_type = response.headers.get("Content-Type", "")
             if "text/event-stream" not in content_type:
-                answer = Answer(response.status, content_type, await response.read())
+                answer = Answer(
+                    response.status,
+                    content_type,
+                    await response.read(),
+                    response.headers.get("Retry-After", ""),
+                )
                 yield _single_answer(endpoint, operation, answer)
                 return
             events, last = server_sent_events(response.content), False

@@ -231,6 +231,7 @@ AGENT = {
     "hasCredentials": True,
     "credentialKind": "bearer",
     "supportsClientRouting": False,
+    "retries": {"attempts": 3, "baseDelayMs": 200, "deadlineSeconds": 10, "idempotent": False},
     "signature": {
         "status": "verified",
         "keyId": "weather-2026",

@@ -96,6 +96,37 @@ class OriginSerializer(serializers.Serializer):
     mode = serializers.CharField(source="origin_peer.mode")
 
 
+class RetriesSerializer(serializers.Serializer):
+    """How the relay retries a send to the agent that failed (docs: Safe retries)."""
+
+    attempts = serializers.IntegerField(
+        source="retry_attempts",
+        min_value=1,
+        max_value=10,
+        required=False,
+        help_text="Tries of a send that did not reach the agent; 1 never retries.",
+    )
+    baseDelayMs = serializers.IntegerField(
+        source="retry_base_delay_ms",
+        min_value=0,
+        max_value=60_000,
+        required=False,
+        help_text="The first pause between two tries; each next one may double (jittered).",
+    )
+    deadlineSeconds = serializers.IntegerField(
+        source="retry_deadline_seconds",
+        min_value=1,
+        max_value=600,
+        required=False,
+        help_text="No try starts later than this after the first.",
+    )
+    idempotent = serializers.BooleanField(
+        required=False,
+        help_text="The agent runs a message id once: sends that may have reached it are "
+        "retried too.",
+    )
+
+
 class AgentSerializer(serializers.ModelSerializer):
     """An agent as the registry shows it. Credentials are never returned, only whether set."""
 
@@ -118,6 +149,7 @@ class AgentSerializer(serializers.ModelSerializer):
         help_text="bearer, header or basic; null without credentials (never the value).",
     )
     supportsClientRouting = serializers.BooleanField(source="supports_client_routing")
+    retries = RetriesSerializer(source="*")
     signature = SignatureSerializer(source="*")
     origin = serializers.SerializerMethodField(
         help_text="null for agents registered here; for agents mirrored from a peer relay, "
@@ -152,6 +184,7 @@ class AgentSerializer(serializers.ModelSerializer):
             "hasCredentials",
             "credentialKind",
             "supportsClientRouting",
+            "retries",
             "signature",
             "origin",
             "cardFetchedAt",
@@ -336,6 +369,7 @@ class AgentUpdateSerializer(WriteSerializer):
         help_text="Refuse a fetched card whose signature does not verify (the stored card is "
         "kept and the refusal recorded).",
     )
+    retries = RetriesSerializer(source="*", required=False)
 
 
 class SnapshotSerializer(serializers.ModelSerializer):

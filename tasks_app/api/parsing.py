@@ -16,7 +16,7 @@ from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIRequest
 
 from relay_project.public_url import relay_base_url
-from tasks_app import delegation, relay_endpoint, skill_targets
+from tasks_app import delegation, idempotency, relay_endpoint, skill_targets
 from tasks_app.protocol import early, jsonrpc, rest
 from tasks_app.protocol.errors import (
     A2AError,
@@ -100,6 +100,8 @@ class Call:
     the call is answered in that shape."""
     early_stream: early.EarlyStream | None = field(default=None, compare=False)
     """For such a call's stream: the writer of its early frames."""
+    idempotency_key: str | None = None
+    """A send's Idempotency-Key (``tasks_app.idempotency``); None for other calls."""
 
 
 @dataclass(frozen=True)
@@ -279,9 +281,20 @@ def refuse_nul(params: dict[str, Any]) -> None:
         raise InvalidParams(field_violations=violations)
 
 
-def task_api_call(operation: Operation, send: TaskApiSend, headers) -> Call:
+def send_key_of(operation: Operation, headers) -> str | None:
+    """The Idempotency-Key of a send (None for other calls, whose key is ignored), from raw
+    header pairs or a mapping of headers. Raises InvalidParams for a malformed key."""
+    if operation not in OPENS_TASK:
+        return None
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    return idempotency.key_of(pairs)
+
+
+def task_api_call(
+    operation: Operation, send: TaskApiSend, headers, *, key: str | None = None
+) -> Call:
     """A task API call: HTTP+JSON, A2A 1.0 ProtoJSON inside, answered in the shape it came
-    in."""
+    in. ``key``: its idempotency key (``send_key_of``)."""
     stream = (
         early.EarlyStream(send.client_task_id)
         if send.client_task_id is not None and operation in STREAMING
@@ -298,6 +311,7 @@ def task_api_call(operation: Operation, send: TaskApiSend, headers) -> Call:
         task_api=True,
         client_task_id=send.client_task_id,
         early_stream=stream,
+        idempotency_key=key,
     )
 
 
@@ -309,7 +323,9 @@ def parse_http_call(request: HttpCall) -> tuple[str, str, Call]:
         raise body_too_large(limits)
     if request.kind == TASK_API:
         send = task_api_send(parse_task_api_body(request.body), Operation.STREAM)
-        return send.kind, send.target_id, task_api_call(Operation.STREAM, send, request.headers)
+        key = send_key_of(Operation.STREAM, request.headers)
+        call = task_api_call(Operation.STREAM, send, request.headers, key=key)
+        return send.kind, send.target_id, call
     verbs = {"POST"} if request.binding == JSONRPC else REST_VERBS
     if request.http_method not in verbs:
         raise MethodNotFound(f"{request.http_method} is not an A2A call here")
@@ -324,7 +340,11 @@ def parse_http_call(request: HttpCall) -> tuple[str, str, Call]:
         check_params(call.params, limits)
         if _may_hold_nul(request):
             refuse_nul(call.params)
-        call = replace(call, delegation=delegation.inbound(request.headers))
+        call = replace(
+            call,
+            delegation=delegation.inbound(request.headers),
+            idempotency_key=send_key_of(call.operation, request.headers),
+        )
     except A2AError as error:
         error.request_id, error.request_version = call.request_id, str(call.version)
         raise

@@ -30,7 +30,7 @@ from rest_framework import exceptions
 
 from registry.auth import ApiKeyAuthentication, HasApiKey
 from relay_project.database import database_sync_to_async
-from tasks_app import client_ids, gateway
+from tasks_app import client_ids, gateway, idempotency
 from tasks_app.api import admission, calls, parsing, replies
 from tasks_app.api import task_api_docs as docs
 from tasks_app.protocol import early
@@ -144,8 +144,9 @@ class SendView(TaskApiView):
     @docs.send
     async def post(self, request):
         send = parsing.task_api_send(parsing.parse_task_api_body(request.body), Operation.SEND)
+        key = parsing.send_key_of(Operation.SEND, request.headers)
         target = await _target(request.auth, send.kind, send.target_id)
-        call = parsing.task_api_call(Operation.SEND, send, request.headers)
+        call = parsing.task_api_call(Operation.SEND, send, request.headers, key=key)
         result = await _send(target, call, request.auth)
         return http_reply(replies.result_reply(call, result))
 
@@ -206,21 +207,25 @@ class SendBatchView(TaskApiView):
         ]
         if batch.early:
             _refuse_repeated_ids(sends)
+        key = parsing.send_key_of(Operation.SEND, request.headers)
         targets = [await _target(request.auth, send.kind, send.target_id) for send in sends]
 
-        async def run(target, send: parsing.TaskApiSend) -> dict[str, Any]:
-            call = parsing.task_api_call(Operation.SEND, send, request.headers)
+        async def run(index: int, target, send: parsing.TaskApiSend) -> dict[str, Any]:
+            # One Idempotency-Key covers the batch: each send is known by its place in it.
+            call = parsing.task_api_call(
+                Operation.SEND, send, request.headers, key=idempotency.batch_key(key, index)
+            )
             try:
                 return replies.result_reply(call, await _send(target, call, request.auth)).body
             except A2AError as error:
                 body = replies.error_reply(parsing.REST, "1.0", error).body
                 return {"id": send.client_task_id, **body} if batch.early else body
 
-        pairs = list(zip(targets, sends, strict=True))
+        pairs = list(enumerate(zip(targets, sends, strict=True)))
         if batch.mode == "parallel":
-            results = await asyncio.gather(*(run(t, s) for t, s in pairs))
+            results = await asyncio.gather(*(run(i, t, s) for i, (t, s) in pairs))
         else:
-            results = [await run(t, s) for t, s in pairs]
+            results = [await run(i, t, s) for i, (t, s) in pairs]
         if batch.early:
             body: dict[str, Any] = {"tasks": results}
             if batch.strategy == "merge":

@@ -13,8 +13,10 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
-from tasks_app import delegation, snapshots, upstream
+from relay_project.database import database_sync_to_async
+from tasks_app import delegation, services, snapshots, upstream
 from tasks_app.cards import agent_card_for_relay, card_for_reader
+from tasks_app.gateway import failover, retries
 from tasks_app.gateway.targets import (
     CallContext,
     Step,
@@ -98,10 +100,32 @@ class AgentTarget(Target):
             headers=upstream_auth_headers(agent) or None,
         )
         self.extra["stream_idle_seconds"] = agent.stream_idle_seconds
+        self.retry_policy = retries.RetryPolicy(
+            attempts=agent.retry_attempts,
+            base_delay=agent.retry_base_delay_ms / 1000,
+            deadline=float(agent.retry_deadline_seconds),
+            idempotent=agent.idempotent,
+        )
+        self.health = agent.health
+        self.alternates = tuple(agent.alternate_links.values_list("alternate_id", flat=True))
         # The circuit breaker as the row had it; the call guard keeps it up to date.
         self.breaker_row = (agent.breaker_state, agent.breaker_failures, agent.breaker_opened_at)
 
     async def run(self, task, request, ctx, *, stream):
+        """The send on the agent that holds the task (an alternate that served it), or for
+        the task's first send on this agent or, when it is down, an alternate
+        (``failover``)."""
+        held = await failover.serving(self, task)
+        if held is self and self.alternates and failover.first_send(self, task):
+            steps = failover.run_with_alternates(self, task, request, ctx, stream=stream)
+        else:
+            steps = held.run_here(task, request, ctx, stream=stream)
+        async with contextlib.aclosing(steps):
+            async for step in steps:
+                yield step
+
+    async def run_here(self, task, request, ctx, *, stream):
+        """The send on this agent, through the call guard, retried as its policy allows."""
         await _call_guard.admit(self)
         async with contextlib.aclosing(
             self._guarded(self._run(task, request, ctx, stream=stream))
@@ -113,6 +137,12 @@ class AgentTarget(Target):
         """Follows the agent's task from where another relay process left it: over
         SubscribeToTask when the agent streams (GetTask polls when it refuses or goes
         silent), over GetTask polls otherwise."""
+        held = await failover.serving(self, task)
+        if held is not self:
+            async with contextlib.aclosing(held.resume(task, ctx)) as steps:
+                async for step in steps:
+                    yield step
+            return
         if not task.upstream_task_id:
             raise upstream.UpstreamError(
                 "protocol",
@@ -171,13 +201,16 @@ class AgentTarget(Target):
         outgoing = _upstream_request(request, ids)
         timeout = settings.RELAY_UPSTREAM_TIMEOUT
         if not stream:
-            result = await upstream.call(
-                self.endpoint,
-                _op("SEND"),
-                outgoing,
-                extensions=ctx.extensions,
-                timeout=timeout,
-                extra_headers=_delegation_headers(ctx),
+            result = await self._tried(
+                task,
+                lambda: upstream.call(
+                    self.endpoint,
+                    _op("SEND"),
+                    outgoing,
+                    extensions=ctx.extensions,
+                    timeout=timeout,
+                    extra_headers=_delegation_headers(ctx),
+                ),
             )
             step = _step(result, ids)
             if upstream.ends_stream(step.event):
@@ -189,19 +222,23 @@ class AgentTarget(Target):
             async for followed in self._follow(task, _ids(task, step), ctx, subscribe=False):
                 yield followed
             return
-        events = upstream.stream(
-            self.endpoint,
-            _op("STREAM"),
-            outgoing,
-            extensions=ctx.extensions,
-            timeout=timeout,
-            extra_headers=_delegation_headers(ctx),
-        )
+
+        def opened():
+            return upstream.stream(
+                self.endpoint,
+                _op("STREAM"),
+                outgoing,
+                extensions=ctx.extensions,
+                timeout=timeout,
+                extra_headers=_delegation_headers(ctx),
+            )
+
+        events = await self._tried(task, lambda: self._first_event(opened()))
         # A follow-up turn of a task waiting on its client: some agents (@a2a-js/sdk) open the
         # stream by re-sending the task as it still stands. That is not the turn's answer.
         resent_first = task.state if task.state in _INTERRUPTED else None
         try:
-            async for step in self._steps(events, ids, first_event=True):
+            async for step in self._steps(events, ids, first_event=False):
                 ids = _ids(task, step, ids)
                 if resent_first is not None:
                     resent = snapshots.state_of(step.event.get("task") or {}) == resent_first
@@ -218,6 +255,39 @@ class AgentTarget(Target):
         # task and end the caller's stream with it, as the agent itself would; then follow.
         async for step in self._follow(task, ids, ctx, subscribe=False, answered=True):
             yield step
+
+    async def _tried(self, task, call):
+        """``call()`` tried again under the agent's retry policy while it fails before the
+        agent answered (``retries``); the tries are recorded on the task when there was more
+        than one, or the one failed."""
+        attempts: list[dict[str, Any]] = []
+        try:
+            return await retries.tried(
+                call, policy=self.retry_policy, agent_id=self.id, attempts=attempts
+            )
+        finally:
+            if attempts:
+                await database_sync_to_async(services.task_attempts_record)(
+                    task=task, attempts=attempts
+                )
+
+    async def _first_event(self, events):
+        """The agent's stream, its first event read (within RELAY_STREAM_FIRST_EVENT_SECONDS):
+        a stream refused before it is closed and its error raised, so it can be tried
+        again."""
+        limit = settings.RELAY_STREAM_FIRST_EVENT_SECONDS
+        try:
+            async with asyncio.timeout(limit or None):
+                first = await anext(events)
+        except StopAsyncIteration:
+            return _prepended(None, events)
+        except TimeoutError:
+            await events.aclose()
+            raise upstream.StreamSilent(self.id, limit, first=True) from None
+        except BaseException:
+            await events.aclose()
+            raise
+        return _prepended(first, events)
 
     async def _steps(self, events, ids: snapshots.IdMap, *, first_event: bool):
         """The upstream events as steps, each within the agent's silence limits: the first
@@ -295,6 +365,10 @@ class AgentTarget(Target):
         return float(own) if own else settings.RELAY_STREAM_IDLE_SECONDS
 
     async def cancel_upstream(self, task, ctx):
+        held = await failover.serving(self, task)
+        if held is not self:
+            await held.cancel_upstream(task, ctx)
+            return
         if not task.upstream_task_id:
             return
         await upstream.call(
@@ -306,6 +380,9 @@ class AgentTarget(Target):
         )
 
     async def refresh(self, task, ctx):
+        held = await failover.serving(self, task)
+        if held is not self:
+            return await held.refresh(task, ctx)
         if not task.upstream_task_id:
             return None
         ids = _ids(task)
@@ -341,6 +418,15 @@ class AgentTarget(Target):
             raise InvalidAgentResponse(
                 f"agent {self.id!r} answered an extended card that is not one: {error}"
             ) from error
+
+
+async def _prepended(first, events):
+    """``first`` (when not None), then the rest of ``events``."""
+    async with contextlib.aclosing(events):
+        if first is not None:
+            yield first
+        async for event in events:
+            yield event
 
 
 def _waits_as_recorded(task: Task, agent_task: dict[str, Any]) -> bool:
@@ -440,8 +526,9 @@ def _load_agent_target(agent_id: str) -> AgentTarget | None:
 
 
 _agent_targets = TargetCache(_load_agent_target, target_cache_seconds)
-"""Agent targets (two queries each to load). Saving or deleting the Agent row (card refresh,
-update, disable, delete) drops its entry, through the signals TasksAppConfig.ready connects."""
+"""Agent targets (three queries each to load: the agent, its extensions, its alternates).
+Saving or deleting the Agent row (card refresh, update, disable, delete) or one of its
+alternates drops its entry, through the signals TasksAppConfig.ready connects."""
 
 
 def agent_target(agent_id: str) -> Target | None:

@@ -5,16 +5,22 @@ runs it with authentication and target resolution in one hop to the database thr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
+from django.db import IntegrityError
+from django.utils import timezone
+
 from relay_project.database import database_sync_to_async
-from tasks_app import selectors, services
+from tasks_app import idempotency, selectors, services
 from tasks_app.gateway import ownership
 from tasks_app.gateway.targets import CallContext, Target
 from tasks_app.models import Task
 from tasks_app.protocol.errors import (
     ExtensionSupportRequired,
     FieldViolation,
+    IdempotencyKeyReused,
     InvalidParams,
     TaskNotFound,
     UnsupportedOperation,
@@ -25,10 +31,12 @@ CONTEXT_ID_MAX_LENGTH = Task._meta.get_field("context_id").max_length
 
 @dataclass(frozen=True)
 class Opened:
-    """The task a message belongs to, and whether this message created it."""
+    """The task a message belongs to, and whether this message created it (``fresh``) or
+    repeats the send that did (``repeat``: the agent is not called again)."""
 
     task: Task
     fresh: bool
+    repeat: bool = False
 
 
 def open_task(
@@ -83,7 +91,9 @@ def open_task(
             raise UnsupportedOperation(f"task {task.id} ended meanwhile") from error
         opened = Opened(task, fresh=False)
     else:
-        opened = Opened(_open_new(target, ctx, request), fresh=True)
+        opened = _open_keyed(target, ctx, request)
+        if opened.repeat:
+            return opened  # its push config, if any, was stored by the send it repeats
     if inline:
         from tasks_app import push
 
@@ -91,7 +101,70 @@ def open_task(
     return opened
 
 
-def _open_new(target: Target, ctx: CallContext, request: dict[str, Any]) -> Task:
+KEY_ATTEMPTS = 3
+
+
+def _open_keyed(target: Target, ctx: CallContext, request: dict[str, Any]) -> Opened:
+    """A new task, stored under the send's key when it has one (``idempotency``); for a key
+    the caller already opened a task with, that task as a repeat. A key past its window is
+    freed and opens a new task. Raises IdempotencyKeyReused for a key used with another body
+    or on another target. Concurrent sends with one key race on the unique constraint: one
+    inserts, the others find its task."""
+    window = settings.RELAY_IDEMPOTENCY_KEY_SECONDS
+    if not ctx.idempotency_key:
+        window = settings.RELAY_MESSAGE_ID_WINDOW_SECONDS
+    key = ""
+    if ctx.caller is not None and window > 0:
+        key = idempotency.send_key(
+            idempotency_key=ctx.idempotency_key,
+            message=request["message"],
+            message_ids_count=True,
+        )
+    if not key:
+        return Opened(_open_new(target, ctx, request), fresh=True)
+    digest = idempotency.fingerprint(request)
+    for _ in range(KEY_ATTEMPTS):
+        try:
+            return Opened(_open_new(target, ctx, request, key=key, digest=digest), fresh=True)
+        except IntegrityError:
+            earlier = selectors.task_by_send_key(caller=ctx.caller, send_key=key)
+        if earlier is None:
+            continue  # removed meanwhile (its agent refused the send): open it again
+        if earlier.created_at < timezone.now() - timedelta(seconds=window):
+            services.task_send_key_release(task=earlier)
+            continue
+        _check_repeat(target, earlier, key, digest)
+        return Opened(earlier, fresh=False, repeat=True)
+    raise IntegrityError(f"could not open a task under the send key {key!r}")
+
+
+def _check_repeat(target: Target, earlier: Task, key: str, digest: str) -> None:
+    named = "Idempotency-Key" if key.startswith(idempotency.KEY_PREFIX) else "message.messageId"
+    if earlier.send_hash != digest:
+        raise IdempotencyKeyReused(
+            field_violations=[
+                FieldViolation(
+                    named,
+                    f"was used for another send (task {earlier.id}); a repeat must send the "
+                    "same body: use a new key for a new send",
+                )
+            ],
+            metadata={"taskId": earlier.id},
+        )
+    if not target.owns(earlier):
+        raise IdempotencyKeyReused(
+            field_violations=[
+                FieldViolation(
+                    named,
+                    "was used for a send to another agent or team; use a new key for a new send",
+                )
+            ]
+        )
+
+
+def _open_new(
+    target: Target, ctx: CallContext, request: dict[str, Any], *, key: str = "", digest: str = ""
+) -> Task:
     message = request["message"]
     context_id = message.get("contextId") or ""
     previous = ctx.upstream_context_id
@@ -117,6 +190,8 @@ def _open_new(target: Target, ctx: CallContext, request: dict[str, Any]) -> Task
         parent_id=ctx.parent_task_id,
         expires_at=services.task_expiry(),
         owner=ownership.process_id(),
+        send_key=key,
+        send_hash=digest,
     )
 
 

@@ -21,7 +21,7 @@ from tasks_app.gateway import driving
 from tasks_app.gateway.driving import FINAL_V1_STATES, _record
 from tasks_app.gateway.opening import Opened, _load, open_task
 from tasks_app.gateway.targets import CallContext, Target, resolve_target
-from tasks_app.lifecycle import TERMINAL
+from tasks_app.lifecycle import TERMINAL, TaskState
 from tasks_app.models import Task
 from tasks_app.protocol.errors import (
     A2AError,
@@ -48,6 +48,8 @@ async def send_message(
     """
     if opened is None:
         opened = await database_sync_to_async(open_task)(target, ctx, request)
+    if opened.repeat:
+        return await _repeated_send(opened.task, request)
     task, fresh = opened.task, opened.fresh
     configuration = request.get("configuration") or {}
     history_length = _capped(configuration.get("historyLength"))
@@ -88,7 +90,76 @@ async def stream_message(
     """
     if opened is None:
         opened = await database_sync_to_async(open_task)(target, ctx, request, stream=True)
+    if opened.repeat:
+        return _repeated_stream(opened.task)
     return _stream_from_start(target, opened.task, request, ctx)
+
+
+# --- Repeated sends (an Idempotency-Key the caller used before) ----------------------------
+
+REPEAT_POLL_SECONDS = 1.0
+"""How often a repeat waiting on the send it repeats checks that the task still exists (the
+agent's refusal of a fresh task removes it, and removing announces nothing)."""
+
+
+async def _repeated_send(task: Task, request: dict[str, Any]) -> dict[str, Any]:
+    """A SendMessage repeating an earlier send: the agent is not called again. The earlier
+    send's task once it ends or waits on the client, or at once with ``returnImmediately``
+    (as it stands)."""
+    configuration = request.get("configuration") or {}
+    if not configuration.get("returnImmediately") and task.state not in driving.FINAL_STATES:
+        async with following(task.id) as subscription:
+            task = await database_sync_to_async(_reread)(task.pk)
+            after = task.last_sequence
+            while task.state not in driving.FINAL_STATES:
+                async for item in subscription.events(after=after, keepalive=REPEAT_POLL_SECONDS):
+                    if item is streams.KEEPALIVE or item[1]:
+                        break
+                task = await database_sync_to_async(_reread)(task.pk)
+                after = max(after, subscription.cursor)
+    history_length = _capped(configuration.get("historyLength"))
+    return {"task": snapshots.trim(services.snapshot_of(task), history_length=history_length)}
+
+
+async def _repeated_stream(task: Task):
+    """A SendStreamingMessage repeating an earlier send: the task's stream from its start (the
+    task as it was opened, then every event recorded since), live until it ends or waits on
+    the client, as the earlier stream was. The agent is not called again."""
+    async with following(task.id) as subscription:
+        current = await database_sync_to_async(_reread)(task.pk)
+        subscription.wake(current.last_sequence)  # what is stored is read first
+        first = True
+        async for item in subscription.events(after=0, keepalive=KEEPALIVE_SECONDS):
+            if item is streams.KEEPALIVE:
+                await database_sync_to_async(_reread)(task.pk)
+                yield item
+                continue
+            event, final = item
+            if first and "task" not in event:
+                yield {"task": _as_opened(current)}
+            first = False
+            yield event
+            if final:
+                return
+
+
+def _reread(task_id: str) -> Task:
+    task = Task.objects.filter(pk=task_id).first()
+    if task is None:
+        raise TaskNotFound(
+            f"task {task_id} is gone: its agent refused the send this one repeats; send "
+            "again to try once more",
+            metadata={"taskId": task_id},
+        )
+    return task
+
+
+def _as_opened(task: Task) -> dict[str, Any]:
+    """The task as its send opened it: submitted, with the caller's message."""
+    snapshot = services.snapshot_of(task)
+    snapshot.pop("artifacts", None)
+    status = {"state": snapshots.V1_STATE[TaskState.SUBMITTED.value]}
+    return {**snapshot, "status": status, "history": task.history[:1]}
 
 
 async def _stream_from_start(target, task, request, ctx):

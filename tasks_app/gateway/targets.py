@@ -42,6 +42,8 @@ class CallContext:
     upstream_context_id: str = ""
     base_url: str = ""
     """The target's public URL at the relay, for a card the call answers (empty: none)."""
+    idempotency_key: str | None = None
+    """A send's Idempotency-Key: the task it opens is stored under it (``opening``)."""
 
 
 @dataclass(frozen=True)

@@ -158,6 +158,7 @@ def parse_call(operation: Operation, request: Message | Unparsable, pairs: list[
         None,
         requested_extensions(pairs),
         delegation.inbound(raw_headers),
+        idempotency_key=parsing.send_key_of(operation, pairs),
     )
     return kind, target_id, call
 

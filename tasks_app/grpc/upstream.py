@@ -188,6 +188,10 @@ def error_of(error: grpc.aio.AioRpcError, agent_id: str) -> Exception:
         )
     if code in TRANSPORT_CODES and not (status and status.details):
         category = TRANSPORT_CODES[code]
+        if category == "refused" and not _not_connected(error.details() or ""):
+            # UNAVAILABLE from a server that took the call (shutting down, overloaded): the
+            # request may have reached the agent, which a retry must not assume it did not.
+            category = "protocol"
         if category == "timeout":
             return _upstream_error("timeout", f"{name} did not answer in time")
         return _upstream_error(category, f"{name}: gRPC {code.name}: {error.details()}")
@@ -195,6 +199,14 @@ def error_of(error: grpc.aio.AioRpcError, agent_id: str) -> Exception:
     if status is not None:
         body["error"]["details"] = MessageToDict(status).get("details", [])
     return error_from_rest(HTTP_STATUS.get(code, 500), body)
+
+
+NOT_CONNECTED = ("failed to connect", "connection refused", "dns resolution failed")
+"""What gRPC's UNAVAILABLE says when no connection to the agent was made."""
+
+
+def _not_connected(details: str) -> bool:
+    return any(words in details.lower() for words in NOT_CONNECTED)
 
 
 async def call(

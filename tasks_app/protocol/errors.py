@@ -170,6 +170,16 @@ class InvalidParams(A2AError):
         return {"fieldViolations": _violation_dicts(self)} if self.field_violations else {}
 
 
+class IdempotencyKeyReused(InvalidParams):
+    """A send repeats an idempotency key (or, where message ids count as keys, a messageId)
+    of the caller's with another body. Invalid params in JSON-RPC (-32602) and gRPC
+    (INVALID_ARGUMENT); HTTP 422 in HTTP+JSON, as the IETF Idempotency-Key draft answers a
+    key reused with another payload (409 there means "still in progress", which the relay
+    answers by waiting instead)."""
+
+    http_status = 422
+
+
 class InternalError(A2AError):
     pass
 

@@ -64,3 +64,29 @@ async def test_a_stream_writes_its_events_in_bursts_not_one_transaction_each(ech
     bursts = writes.count(EVENT_WRITE)
     assert bursts >= 1 and writes.count("UPDATE tasks_app_task") <= 1, writes
     assert kinds(queries.statements).count("SELECT") <= 4 + bursts, queries.statements
+
+
+async def test_an_idempotency_key_costs_no_statement_and_its_repeat_one_select(echo, api_key):
+    """The key is written with the task's INSERT (a partial unique index): a first send with
+    a key costs what one without does; a repeat costs its failed INSERT and the SELECT that
+    finds the stored task, and writes nothing."""
+    message = JSONRPC_1.message()
+    headers = JSONRPC_1.headers(api_key[1], **{"Idempotency-Key": "budget-1"})
+    async with relay_client() as client:
+        await call(client, echo, JSONRPC_1.send(), JSONRPC_1.headers(api_key[1]))  # warm caches
+        await settled()
+        async with ThreadQueries() as first:
+            await call(client, echo, JSONRPC_1.send(message), headers)
+            await settled()
+        async with ThreadQueries() as repeat:
+            response = await call(client, echo, JSONRPC_1.send(message), headers)
+    assert "result" in response.json(), response.text
+    statements = kinds(first.statements)
+    assert [kind for kind in statements if kind != "SELECT"] == [
+        "INSERT tasks_app_task",
+        EVENT_WRITE,
+    ], first.statements
+    assert statements.count("SELECT") <= 4, first.statements
+    repeated = kinds(repeat.statements)
+    assert [kind for kind in repeated if kind != "SELECT"] == ["INSERT tasks_app_task"]
+    assert repeated.count("SELECT") <= 4 + 1, repeat.statements

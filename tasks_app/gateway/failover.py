@@ -1,0 +1,111 @@
+"""Failover to an agent's alternates (docs/concepts/retries.md): when the agent a send names is
+unhealthy, its circuit breaker is open, or the send did not reach it (``retries``: refused,
+unresolved, TLS, 502/503/504, 429) after its retries, the send goes to the next alternate, in
+the order the admin set, that is healthy and the caller's key may call. The task records which
+agent served it and why (``Task.agent`` and ``metadata.relaySelection``); its follow-ups,
+cancels, refreshes and takeovers go to that agent (``serving``).
+
+Only a task's first send fails over: once an agent has the task, the task lives there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from registry.auth import key_may_call
+from registry.models import Agent
+from relay_project.database import database_sync_to_async
+from tasks_app import services
+from tasks_app.gateway.retries import NOT_AVAILABLE, NOT_SENT
+from tasks_app.gateway.targets import Step
+from tasks_app.upstream_errors import UpstreamError
+
+BREAKER_OPEN = "unavailable"
+"""The category of the circuit breaker's refusal (``routing.breaker``): nothing was sent."""
+
+
+def not_started(error: BaseException) -> bool:
+    """Whether a failed send provably never started on its agent."""
+    if not isinstance(error, UpstreamError):
+        return False
+    if error.category in NOT_SENT or error.category == BREAKER_OPEN:
+        return True
+    return error.category == "http_status" and (
+        error.status in NOT_AVAILABLE or (error.status == 429 and error.retry_after is not None)
+    )
+
+
+def first_send(target, task) -> bool:
+    """Whether ``task`` is opened by the send now running: no agent has it yet."""
+    return not task.upstream_task_id and len(task.history) <= 1 and task.agent_id == target.id
+
+
+async def serving(target, task):
+    """The agent target that holds ``task``: ``target``, or the alternate that served it."""
+    if not task.agent_id or task.agent_id == target.id:
+        return target
+    from tasks_app.gateway.agent_targets import agent_target
+
+    held = await database_sync_to_async(agent_target)(task.agent_id)
+    return held if held is not None else target
+
+
+async def run_with_alternates(primary, task, request, ctx, *, stream: bool) -> AsyncIterator[Step]:
+    """``primary``'s steps for the task's first send, or, when it is down or the send did not
+    start on it, those of its first alternate that takes it."""
+    passed: list[dict[str, str]] = []
+    last: UpstreamError | None = None
+    for candidate in await _candidates(primary, ctx):
+        unfit = "unhealthy" if candidate.health == Agent.Health.UNHEALTHY else ""
+        if unfit and candidate is not primary:
+            passed.append({"agentId": candidate.id, "reason": unfit})
+            continue
+        if candidate is not primary:
+            await database_sync_to_async(services.task_serving_set)(
+                task=task, agent_id=candidate.id, selection=_selection(primary, candidate, passed)
+            )
+        started = False
+        try:
+            if unfit:
+                raise UpstreamError(BREAKER_OPEN, f"agent {candidate.id!r} is unhealthy")
+            async for step in candidate.run_here(task, request, ctx, stream=stream):
+                started = True
+                yield step
+            return
+        except UpstreamError as error:
+            if started or not not_started(error):
+                raise
+            last = error
+            passed.append({"agentId": candidate.id, "reason": error.message})
+    if last is None:
+        raise UpstreamError(BREAKER_OPEN, f"agent {primary.id!r} and its alternates are down")
+    raise last
+
+
+async def _candidates(primary, ctx) -> list:
+    """The primary, then its alternates the caller may call, in order."""
+    from tasks_app.gateway.agent_targets import agent_target
+
+    def resolve() -> list:
+        found = [primary]
+        for agent_id in primary.alternates:
+            target = agent_target(agent_id)
+            # A call the relay makes without a caller's key (none is scoped) may use them all.
+            allowed = ctx.caller is None or key_may_call(ctx.caller, "agent", agent_id)
+            if target is not None and allowed:
+                found.append(target)
+        return found
+
+    if not primary.alternates:
+        return [primary]
+    return await database_sync_to_async(resolve)()
+
+
+def _selection(primary, candidate, passed: list[dict[str, str]]) -> dict[str, Any]:
+    return {
+        "agentId": candidate.id,
+        "failoverFrom": primary.id,
+        "why": f"agent {primary.id!r} could not take the send; {candidate.id!r} is its alternate",
+        "passed": list(passed),
+    }
