@@ -798,6 +798,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
     view_fields = (
         "name",
         "prefix",
+        "token_issuer",
+        "token_subject",
         "is_admin",
         *scope_fields,
         "created_at",
@@ -889,5 +891,6 @@ class AuditEntryAdmin(ReadOnlyAdmin):
         css = RELAY_CSS
 
 
-# The peer relays this relay follows (their admin lives beside the peer sync).
-from registry import admin_peers  # noqa: E402, F401
+# The peer relays this relay follows (their admin lives beside the peer sync), and the identity
+# providers whose tokens are callers.
+from registry import admin_identity, admin_peers  # noqa: E402, F401

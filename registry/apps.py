@@ -6,4 +6,13 @@ class RegistryConfig(AppConfig):
     verbose_name = "Agent registry"
 
     def ready(self) -> None:
-        from registry import checks  # noqa: F401 - registers the system checks
+        from django.db.models.signals import post_delete, post_save
+
+        from registry import checks, principals  # noqa: F401 - checks registers the checks
+        from registry.identity_models import TokenIssuer
+
+        # A changed token issuer is read again, with its keys, at once in this process.
+        for signal, name in ((post_save, "saved"), (post_delete, "deleted")):
+            signal.connect(
+                principals.issuers_changed, sender=TokenIssuer, dispatch_uid=f"issuer-{name}"
+            )

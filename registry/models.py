@@ -361,6 +361,10 @@ class ApiKey(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
+    # A principal of a trusted token issuer (registry.principals) rather than a key: made at
+    # its first call, with no secret of its own (its hash is not a SHA-256 of any key).
+    token_issuer = models.CharField(max_length=500, blank=True, editable=False)
+    token_subject = models.CharField(max_length=255, blank=True, editable=False)
 
     objects = ApiKeyQuerySet.as_manager()
 
@@ -507,3 +511,6 @@ class PeerRelay(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+from registry.identity_models import TokenIssuer  # noqa: E402, F401
