@@ -80,10 +80,12 @@ REFUSALS = {
 
 
 @pytest.mark.parametrize("binding", BINDINGS, ids=str)
-async def test_a_valid_token_calls_an_agent_on_every_http_binding(binding, trusted, echo):
+async def test_a_valid_token_calls_an_agent_on_every_http_binding(binding, trusted, echo, caplog):
     token = trusted.token(sub=f"alice-{binding}")
+    caplog.set_level("DEBUG")
     async with relay_client() as client:
         response = await call(client, echo, binding.send(), binding.headers(token))
+    assert token.split(".")[2] not in caplog.text
     assert response.status_code == 200, response.text
     body = response.json()
     assert "error" not in body, body
@@ -208,3 +210,59 @@ async def test_cards_declare_the_issuers_openid_connect_scheme(trusted, echo):
     assert "relayApiKey" in card["securitySchemes"]
     alternatives = [set(item["schemes"]) for item in card["securityRequirements"]]
     assert {"oidc"} in alternatives and {"relayApiKey"} in alternatives, alternatives
+
+
+async def test_an_issuer_set_in_the_admin_is_trusted_at_once(issuer, echo, settings):
+    from registry.identity_models import TokenIssuer
+
+    settings.RELAY_JWT_ISSUERS = ""
+    principals.issuers_changed()
+    token = issuer.token(sub="carol", roles=["a2a:call"], scope=None)
+    async with relay_client() as client:
+        before = await call(client, echo, JSONRPC_1.send(), JSONRPC_1.headers(token))
+        expect_error(JSONRPC_1, before, UNAUTHENTICATED, http_status=401)
+        await sync_to_async(TokenIssuer.objects.create)(
+            issuer=issuer.issuer,
+            jwks_url=issuer.jwks_url,
+            audience=f"other {AUDIENCE}",
+            scopes_claim="roles",
+            call_scope="a2a:call",
+        )
+        after = await call(client, echo, JSONRPC_1.send(), JSONRPC_1.headers(token))
+    assert "result" in after.json(), after.text
+    principals.issuers_changed()
+
+
+def test_an_incomplete_issuer_setting_is_a_system_check_error(settings):
+    from registry.checks import check_jwt_issuers
+
+    settings.RELAY_JWT_ISSUERS = json.dumps([{"issuer": "https://id.example", "audience": "x"}])
+    [error] = check_jwt_issuers(None)
+    assert error.id == "relay.E011"
+    assert "needs one of 'jwksUrl' or 'discovery'" in error.msg
+    settings.RELAY_JWT_ISSUERS = json.dumps(
+        [{"issuer": "https://id.example", "jwksUrl": "https://id.example/k", "audience": "x"}]
+        + [
+            {
+                "issuer": "https://b",
+                "jwksUrl": "https://b/k",
+                "audience": "x",
+                "algorithms": "HS256",
+            }
+        ]
+    )
+    [error] = check_jwt_issuers(None)
+    assert "'HS256' is not accepted" in error.msg
+
+
+def test_a_symmetric_key_in_the_issuers_set_is_never_used():
+    from registry.tokens import _verification_keys
+
+    document = {
+        "keys": [
+            {"kty": "oct", "k": "c2VjcmV0", "kid": "shared"},
+            {"kty": "RSA", "n": "AQAB", "e": "AQAB", "kid": "enc", "use": "enc"},
+            {"kty": "RSA", "n": "AQAB", "e": "AQAB", "kid": "sig"},
+        ]
+    }
+    assert [key["kid"] for key in _verification_keys(document)["keys"]] == ["sig"]
