@@ -104,3 +104,57 @@ class TokenIssuer(models.Model):
                     outbound.check_url_shape(url)
                 except outbound.UnsafeURLError as error:
                     raise ValidationError({name: str(error)}) from error
+
+
+class AccessRule(models.Model):
+    """A rule of who may call which agent, team or skill, or which team member may hand to
+    which: a CEL expression over the call's facts (registry.policy says which) and what
+    happens when it holds. Rules of a kind are tried by position; the first that holds
+    decides; when none holds, the call goes on as it would without rules."""
+
+    class Kind(models.TextChoices):
+        CALL = "call", "a call (agent, team, skill)"
+        HANDOFF = "handoff", "a hand-off between team members"
+
+    class Effect(models.TextChoices):
+        DENY = "deny"
+        ALLOW = "allow"
+
+    name = models.SlugField(max_length=64, unique=True)
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.CALL)
+    effect = models.CharField(max_length=5, choices=Effect.choices, default=Effect.DENY)
+    condition = models.TextField(
+        help_text='A CEL expression, e.g. principal.subject == "alice" && skill == "translate" '
+        'or handoff.team == "support" && handoff.from == "triage" && handoff.to == "billing".'
+    )
+    message = models.CharField(
+        max_length=300, blank=True, help_text="Said to the caller when the rule refuses."
+    )
+    position = models.PositiveIntegerField(default=100, help_text="Lower positions go first.")
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["kind", "position", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def compiled(self):
+        """The rule as registry.policy evaluates it. Raises policy.RuleError."""
+        from registry import policy
+
+        return policy.compile_rule(
+            name=self.name,
+            kind=self.kind,
+            effect=self.effect,
+            condition=self.condition,
+            message=self.message,
+        )
+
+    def clean(self) -> None:
+        from registry import policy
+
+        try:
+            self.compiled()
+        except policy.RuleError as error:
+            raise ValidationError({"condition": str(error)}) from error

@@ -457,11 +457,14 @@ class AuditEntry(models.Model):
         UPDATE = "update"
         DELETE = "delete"
         REVOKE = "revoke"
+        DENY = "deny"
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.CharField(max_length=200, help_text='"key:<prefix>", "user:<name>" or "system".')
     action = models.CharField(max_length=8, choices=Action.choices)
-    object_type = models.CharField(max_length=20, help_text="agent, team or apikey")
+    object_type = models.CharField(
+        max_length=20, help_text="agent, team, apikey, tokenissuer, accessrule or handoff"
+    )
     object_id = models.CharField(max_length=64)
     changes = models.JSONField(
         default=dict, blank=True, help_text="Changed fields (secrets never appear)."
@@ -513,4 +516,4 @@ class PeerRelay(models.Model):
         return self.name
 
 
-from registry.identity_models import TokenIssuer  # noqa: E402, F401
+from registry.identity_models import AccessRule, TokenIssuer  # noqa: E402, F401
