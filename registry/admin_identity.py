@@ -5,7 +5,7 @@ may hand to which). Every change is in the audit log."""
 from __future__ import annotations
 
 from django.contrib import admin
-from django.db import transaction
+from django.db import models, transaction
 
 from registry import services
 from registry.identity_models import AccessRule, TokenIssuer
@@ -64,6 +64,7 @@ class AccessRuleAdmin(AuditedAdmin):
 @admin.register(TokenIssuer)
 class TokenIssuerAdmin(AuditedAdmin):
     audit_type = "tokenissuer"
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     list_display = ("issuer", "audience", "discovery_url", "jwks_url", "enabled")
     list_filter = ("enabled",)
     search_fields = ("issuer", "audience")

@@ -266,3 +266,29 @@ def test_a_symmetric_key_in_the_issuers_set_is_never_used():
         ]
     }
     assert [key["kid"] for key in _verification_keys(document)["keys"]] == ["sig"]
+
+
+def test_each_issuer_is_declared_in_the_scheme_its_settings_allow(settings, db):
+    settings.RELAY_JWT_ISSUERS = json.dumps(
+        [
+            {"issuer": "https://a", "discovery": "https://a/.well-known/x", "audience": "r"},
+            {
+                "issuer": "https://b",
+                "jwksUrl": "https://b/keys",
+                "audience": "r",
+                "tokenUrl": "https://b/token",
+                "callScope": "a2a:call",
+            },
+            {"issuer": "https://c", "jwksUrl": "https://c/keys", "audience": "r"},
+        ]
+    )
+    principals.issuers_changed()
+    schemes = principals.card_security_schemes()
+    principals.issuers_changed()
+    assert list(schemes) == ["oidc", "oidc2", "oidc3"]
+    assert schemes["oidc"]["openIdConnectSecurityScheme"]["openIdConnectUrl"] == (
+        "https://a/.well-known/x"
+    )
+    flow = schemes["oidc2"]["oauth2SecurityScheme"]["flows"]["clientCredentials"]
+    assert flow == {"tokenUrl": "https://b/token", "scopes": {"a2a:call": "Call agents and teams"}}
+    assert schemes["oidc3"]["httpAuthSecurityScheme"]["bearerFormat"] == "JWT"
