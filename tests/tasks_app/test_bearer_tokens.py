@@ -10,7 +10,10 @@ import json
 import time
 
 import grpc
+import httpx
 import pytest
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.client.auth import AuthInterceptor, CredentialService
 from a2a.types import Message, Part, Role, SendMessageRequest
 from asgiref.sync import sync_to_async
 
@@ -292,3 +295,62 @@ def test_each_issuer_is_declared_in_the_scheme_its_settings_allow(settings, db):
     flow = schemes["oidc2"]["oauth2SecurityScheme"]["flows"]["clientCredentials"]
     assert flow == {"tokenUrl": "https://b/token", "scopes": {"a2a:call": "Call agents and teams"}}
     assert schemes["oidc3"]["httpAuthSecurityScheme"]["bearerFormat"] == "JWT"
+
+
+class ClientCredentials(CredentialService):
+    """The OAuth2 client-credentials grant, as an a2a-sdk credential service: for an
+    openIdConnect scheme of the card, the token endpoint comes from the scheme's discovery
+    document, and the token from that endpoint."""
+
+    def __init__(self, card, client_id: str) -> None:
+        self.card = card
+        self.client_id = client_id
+
+    async def get_credentials(self, security_scheme_name, context):
+        scheme = self.card.security_schemes[security_scheme_name]
+        if not scheme.HasField("open_id_connect_security_scheme"):
+            return None
+        async with httpx.AsyncClient() as http:
+            discovery = await http.get(scheme.open_id_connect_security_scheme.open_id_connect_url)
+            answer = await http.post(
+                discovery.json()["token_endpoint"],
+                data={
+                    "grant_type": "client_credentials",
+                    "client_id": self.client_id,
+                    "scope": "a2a:call",
+                },
+            )
+        return answer.json()["access_token"]
+
+
+async def test_an_a2a_sdk_client_with_oauth2_calls_an_agent_through_the_relay(trusted, echo):
+    from relay_project.asgi import application
+
+    transport = httpx.ASGITransport(app=application)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+        resolver = A2ACardResolver(http, f"http://testserver/a2a/agents/{echo.pk}/")
+        card = await resolver.get_agent_card()
+        assert card.security_schemes["oidc"].HasField("open_id_connect_security_scheme")
+        config = ClientConfig(
+            httpx_client=http, streaming=False, supported_protocol_bindings=["JSONRPC"]
+        )
+        interceptor = AuthInterceptor(ClientCredentials(card, "billing-agent"))
+        client = ClientFactory(config).create(card, interceptors=[interceptor])
+        request = SendMessageRequest(
+            message=Message(message_id="m-sdk", role=Role.ROLE_USER, parts=[Part(text="hi")])
+        )
+        events = [event async for event in client.send_message(request)]
+    assert events, "the relay answered nothing"
+    owner = await sync_to_async(lambda: Task.objects.get().caller.token_subject)()
+    assert owner == "billing-agent"
+
+
+async def test_a_token_opens_a_stream_and_gives_its_slot_back(trusted, echo):
+    from relay_project import ratelimit
+
+    token = trusted.token(sub="streamer")
+    async with relay_client() as client:
+        response = await call(client, echo, JSONRPC_1.send(stream=True), JSONRPC_1.headers(token))
+    assert response.text.startswith("data: ") and '"result"' in response.text, response.text
+    principal = await sync_to_async(ApiKey.objects.get)(token_subject="streamer")
+    assert await sync_to_async(ratelimit.streams_open)(principal) == 0
