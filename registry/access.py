@@ -67,6 +67,7 @@ def principal_of(caller: ApiKey | None) -> dict:
         subject=caller.token_subject,
         issuer=caller.token_issuer,
         scopes=tuple(getattr(caller, "token_scopes", ())),
+        claims=getattr(caller, "token_claims", None),
         admin=caller.is_admin,
     )
 

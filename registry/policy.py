@@ -13,7 +13,7 @@ Every expression sees the same names:
 
 - ``principal``: ``kind`` ("key" or "token"), ``id`` (the key's prefix), ``name``,
   ``subject`` and ``issuer`` (a token's; "" for a key), ``scopes`` (a token's, a list),
-  ``admin`` (bool);
+  ``claims`` (a token's claims, a map; empty for a key), ``admin`` (bool);
 - ``target``: ``kind`` ("agent" or "team") and ``id``: what is called, or the member handed
   to;
 - ``skill``: the skill id a call addressed by skill was sent to ("" otherwise);
@@ -127,6 +127,7 @@ def principal_facts(
     subject: str = "",
     issuer: str = "",
     scopes: Sequence[str] = (),
+    claims: Mapping[str, Any] | None = None,
     admin: bool = False,
 ) -> dict[str, Any]:
     return {
@@ -136,6 +137,7 @@ def principal_facts(
         "subject": subject,
         "issuer": issuer,
         "scopes": sorted(scopes),
+        "claims": dict(claims or {}),
         "admin": admin,
     }
 

@@ -113,6 +113,7 @@ def granted(principal: ApiKey, verified: tokens.Verified) -> ApiKey:
         bool(issuer.admin_scope) and verified.has(issuer.admin_scope)
     )
     caller.token_scopes = verified.scopes
+    caller.token_claims = verified.claims
     return caller
 
 

@@ -143,11 +143,13 @@ def looks_like_jwt(token: str) -> bool:
 
 @dataclass(frozen=True)
 class Verified:
-    """A token's issuer, the subject its mapping names, and its scopes."""
+    """A token's issuer, the subject its mapping names, its scopes, and its claims (for the
+    access rules; the token itself is not kept)."""
 
     issuer: Issuer
     subject: str
     scopes: frozenset[str] = field(default_factory=frozenset)
+    claims: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def has(self, scope: str) -> bool:
         """Whether the token holds ``scope``; an empty scope is held by every token."""
@@ -183,7 +185,12 @@ def verify(token: str, issuers: Iterable[Issuer], *, now: float | None = None) -
     subject = claims.get(issuer.subject_claim)
     if not isinstance(subject, str) or not subject:
         raise TokenRefused(f"the token has no {issuer.subject_claim!r} claim naming its subject")
-    return Verified(issuer=issuer, subject=subject, scopes=_scopes(claims, issuer.scopes_claim))
+    return Verified(
+        issuer=issuer,
+        subject=subject,
+        scopes=_scopes(claims, issuer.scopes_claim),
+        claims=dict(claims),
+    )
 
 
 def _unverified(token: str) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -126,3 +126,21 @@ async def test_a_disabled_rule_refuses_nothing(echo, api_key):
     async with relay_client() as client:
         response = await call(client, echo, JSONRPC_1.send(), JSONRPC_1.headers(api_key[1]))
     assert "result" in response.json(), response.text
+
+
+async def test_a_rule_may_look_at_any_claim_of_the_token(
+    trusted,  # noqa: F811
+    echo,
+):
+    await sync_to_async(rule)(
+        "contractors-out",
+        'has(principal.claims.employment) && principal.claims.employment == "contractor"',
+    )
+    contractor = trusted.token(sub="carl", employment="contractor")
+    staff = trusted.token(sub="sara", employment="staff")
+    async with relay_client() as client:
+        refused_call = await call(client, echo, JSONRPC_1.send(), JSONRPC_1.headers(contractor))
+        allowed = await call(client, echo, JSONRPC_1.send(), JSONRPC_1.headers(staff))
+    expect_error(JSONRPC_1, refused_call, PERMISSION_DENIED, http_status=403)
+    assert "'contractors-out'" in refused_call.json()["error"]["message"]
+    assert "result" in allowed.json(), allowed.text
