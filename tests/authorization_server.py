@@ -35,6 +35,8 @@ class AuthorizationServer:
         self.url = ""
         self.keys: list[RSAKey] = []
         self.jwks_fetches = 0
+        self.down = False
+        """The JWKS answers 503 while true (the fetches still count)."""
         self.rotate(keep_old=False)
 
     @property
@@ -97,6 +99,8 @@ class AuthorizationServer:
 
         async def key_set(request: Request) -> JSONResponse:
             self.jwks_fetches += 1
+            if self.down:
+                return JSONResponse({"error": "down"}, status_code=503)
             return JSONResponse({"keys": [key.as_dict(private=False) for key in self.keys]})
 
         async def token(request: Request) -> JSONResponse:

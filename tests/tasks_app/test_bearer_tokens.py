@@ -354,3 +354,47 @@ async def test_a_token_opens_a_stream_and_gives_its_slot_back(trusted, echo):
     assert response.text.startswith("data: ") and '"result"' in response.text, response.text
     principal = await sync_to_async(ApiKey.objects.get)(token_subject="streamer")
     assert await sync_to_async(ratelimit.streams_open)(principal) == 0
+
+
+async def test_an_issuer_that_is_down_is_refused_and_not_asked_on_every_call(
+    trusted, echo, settings
+):
+    settings.RELAY_JWT_REFRESH_SECONDS = 60
+    trusted.down = True
+    fetches = trusted.jwks_fetches
+    try:
+        async with relay_client() as client:
+            for _ in range(3):
+                response = await call(
+                    client, echo, JSONRPC_1.send(), JSONRPC_1.headers(trusted.token())
+                )
+                expect_error(JSONRPC_1, response, UNAUTHENTICATED, http_status=401)
+                message = response.json()["error"]["message"]
+                assert f"the keys of issuer '{trusted.issuer}' cannot be had" in message
+                assert "answered HTTP 503" in message
+    finally:
+        trusted.down = False
+    assert trusted.jwks_fetches == fetches + 1
+
+
+async def test_a_discovery_document_naming_another_issuer_is_refused(issuer, echo, settings):
+    settings.RELAY_JWT_ISSUERS = json.dumps(
+        [{"issuer": "https://other.example", "discovery": issuer.discovery_url, "audience": "x"}]
+    )
+    principals.issuers_changed()
+    token = issuer.token(iss="https://other.example", aud="x")
+    async with relay_client() as client:
+        response = await call(client, echo, JSONRPC_1.send(), JSONRPC_1.headers(token))
+    expect_error(JSONRPC_1, response, UNAUTHENTICATED, http_status=401)
+    assert "the discovery document names issuer" in response.json()["error"]["message"]
+    principals.issuers_changed()
+
+
+async def test_a_token_registers_agents_only_with_the_register_scope(trusted, settings):
+    body = {"url": "http://127.0.0.1:9/nothing"}
+    async with relay_client() as client:
+        refused_call = await client.post(
+            "/a2a/registry", json=body, headers={"Authorization": f"Bearer {trusted.token()}"}
+        )
+    assert refused_call.status_code == 403, refused_call.text
+    assert "may not register" in refused_call.text
