@@ -48,6 +48,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
     view_fields = (
         "name",
         "prefix",
+        "token_issuer",
+        "token_subject",
         "is_admin",
         *scope_fields,
         "created_at",

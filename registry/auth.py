@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
+from registry import principals, tokens
 from registry.models import ApiKey
 from registry.secrets import api_key_prefix, hash_api_key
 from relay_project import ratelimit
@@ -34,13 +35,27 @@ def api_key_from_header(header: str | None) -> ApiKey | None:
     Returns None when there is no bearer header; raises AuthenticationFailed when there is one
     but the key is unknown, revoked or expired (all three read the same to the caller).
     Usable keys are kept in Django's cache for RELAY_API_KEY_CACHE_SECONDS (``api_key_revoke``
-    replaces the entry at once); expiry is checked on every call.
+    replaces the entry at once); expiry is checked on every call. A bearer JWT of a trusted
+    issuer resolves to its principal (``registry.principals``); one that fails a check raises
+    AuthenticationFailed saying which.
     """
     key = _bearer_key(header)
     if key is None:
         return None
+    if tokens.looks_like_jwt(key):
+        verified = _verified(key)
+        key_hash = principals.principal_hash(verified.issuer.issuer, verified.subject)
+        cached = cache.get(_cache_key(key_hash))
+        return _usable(key_hash, cached, None, count=False, verified=verified)[0]
     key_hash = hash_api_key(key)
     return _usable(key_hash, cache.get(_cache_key(key_hash)), None, count=False)[0]
+
+
+def _verified(token: str) -> tokens.Verified:
+    try:
+        return principals.verify_bearer(token)
+    except tokens.TokenRefused as error:
+        raise exceptions.AuthenticationFailed(str(error)) from None
 
 
 @dataclass(frozen=True)
@@ -48,12 +63,14 @@ class KeyLookup:
     """A call's key as the lookup cache had it: the key's hash (None when the call sent no
     bearer key), the cache's entry (an ApiKey, REVOKED, or None when it held none), and the
     call counted against the key's rate limit when the entry was there. ``refusal``: the
-    bearer token was empty."""
+    bearer token was empty, or a JWT that failed a check. ``verified``: the call's JWT, when
+    it sent one (``key_hash`` is then its principal's)."""
 
     key_hash: str | None
     cached: Any = None
     counted: ratelimit.Counted | None = None
     refusal: str | None = None
+    verified: tokens.Verified | None = None
 
 
 def api_key_lookup(header: str | None) -> KeyLookup:
@@ -66,6 +83,15 @@ def api_key_lookup(header: str | None) -> KeyLookup:
         return KeyLookup(None, refusal=str(error.detail))
     if key is None:
         return KeyLookup(None)
+    if tokens.looks_like_jwt(key):
+        try:
+            verified = _verified(key)
+        except exceptions.AuthenticationFailed as error:
+            return KeyLookup(None, refusal=str(error.detail))
+        key_hash = principals.principal_hash(verified.issuer.issuer, verified.subject)
+        prefix = principals.principal_prefix(key_hash)
+        cached_and_counted = ratelimit.cached_and_counted(_cache_key(key_hash), "key", prefix)
+        return KeyLookup(key_hash, *cached_and_counted, verified=verified)
     key_hash = hash_api_key(key)
     # A cached key was cached under its own hash, so its prefix is this key's.
     return KeyLookup(
@@ -82,7 +108,9 @@ def api_key_counted(lookup: KeyLookup) -> tuple[ApiKey | None, ratelimit.Refusal
         raise exceptions.AuthenticationFailed(lookup.refusal)
     if lookup.key_hash is None:
         return None, None
-    return _usable(lookup.key_hash, lookup.cached, lookup.counted, count=True)
+    return _usable(
+        lookup.key_hash, lookup.cached, lookup.counted, count=True, verified=lookup.verified
+    )
 
 
 def _bearer_key(header: str | None) -> str | None:
@@ -100,24 +128,39 @@ def _bearer_key(header: str | None) -> str | None:
 
 
 def _usable(
-    key_hash: str, api_key, counted: ratelimit.Counted | None, *, count: bool
+    key_hash: str,
+    api_key,
+    counted: ratelimit.Counted | None,
+    *,
+    count: bool,
+    verified: tokens.Verified | None = None,
 ) -> tuple[ApiKey, ratelimit.Refusal | None]:
     """The key as found in the lookup cache (``api_key``, None when it was not there, with
     the call's count when it was), read from the database when it was not cached, checked,
-    and the call's refusal when ``count``."""
+    and the call's refusal when ``count``. For a ``verified`` token, its principal (made at
+    its first call) with the rights its scopes grant."""
     cache_key = _cache_key(key_hash)
     if api_key is None:
         api_key = _stored_key(key_hash)
+        if api_key is None and verified is not None:
+            principals.principal_ensure(verified)
+            api_key = _stored_key(key_hash)
         if api_key is not None and api_key.is_usable and _cache_seconds():
             cache.add(cache_key, api_key, _cache_seconds())
     if not isinstance(api_key, ApiKey) or not api_key.is_usable:
-        raise exceptions.AuthenticationFailed("invalid, revoked or expired API key")
+        raise exceptions.AuthenticationFailed(
+            "this token's principal is revoked"
+            if verified is not None
+            else "invalid, revoked or expired API key"
+        )
     now = timezone.now()
     if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
         api_key.last_used_at = now
         # The next call reads the row again (and caches it with its new last_used_at).
         cache.delete(cache_key)
+    if verified is not None:
+        api_key = principals.granted(api_key, verified)
     if not count:
         return api_key, None
     if counted is None:

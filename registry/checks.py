@@ -65,3 +65,26 @@ def check_card_signing_key(app_configs, **kwargs):
             )
         ]
     return []
+
+
+@register("security")
+def check_jwt_issuers(app_configs, **kwargs):
+    """RELAY_JWT_ISSUERS, when set, must be a list of complete issuers: otherwise no token of
+    any of them would be accepted."""
+    if not settings.RELAY_JWT_ISSUERS:
+        return []
+    from registry.tokens import issuers_from_setting
+
+    try:
+        issuers_from_setting(settings.RELAY_JWT_ISSUERS)
+    except ValueError as error:
+        return [
+            Error(
+                str(error),
+                hint='A JSON list such as [{"issuer": "https://id.example.com/realms/agents", '
+                '"discovery": "https://id.example.com/realms/agents/.well-known/'
+                'openid-configuration", "audience": "brass-relay"}].',
+                id="relay.E011",
+            )
+        ]
+    return []

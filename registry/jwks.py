@@ -46,7 +46,7 @@ def fetch_key_set(url: str, *, client: httpx.Client | None = None) -> dict[str, 
         return cached["keys"]
     ttl = settings.RELAY_JWKS_CACHE_SECONDS
     try:
-        document = _download(url, client)
+        document = download_document(url, client)
     except signing.KeySetError as error:
         django_cache.set(cache_key, {"error": str(error)}, max(ttl / 10, 1))
         raise
@@ -54,7 +54,9 @@ def fetch_key_set(url: str, *, client: httpx.Client | None = None) -> dict[str, 
     return document
 
 
-def _download(url: str, client: httpx.Client | None) -> dict[str, Any]:
+def download_document(url: str, client: httpx.Client | None = None) -> dict[str, Any]:
+    """The JSON object at ``url`` (a key set, a discovery document), fetched through the
+    outbound module and bounded to RELAY_JWKS_MAX_BYTES. Raises signing.KeySetError."""
     try:
         outbound.check_url_shape(url)
     except outbound.UnsafeURLError as error:

@@ -386,6 +386,10 @@ class ApiKey(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
+    # A principal of a trusted token issuer (registry.principals) rather than a key: made at
+    # its first call, with no secret of its own (its hash is not a SHA-256 of any key).
+    token_issuer = models.CharField(max_length=500, blank=True, editable=False)
+    token_subject = models.CharField(max_length=255, blank=True, editable=False)
 
     objects = ApiKeyQuerySet.as_manager()
 
@@ -500,11 +504,14 @@ class AuditEntry(models.Model):
         UPDATE = "update"
         DELETE = "delete"
         REVOKE = "revoke"
+        DENY = "deny"
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.CharField(max_length=200, help_text='"key:<prefix>", "user:<name>" or "system".')
     action = models.CharField(max_length=8, choices=Action.choices)
-    object_type = models.CharField(max_length=20, help_text="agent, team or apikey")
+    object_type = models.CharField(
+        max_length=20, help_text="agent, team, apikey, tokenissuer, accessrule or handoff"
+    )
     object_id = models.CharField(max_length=64)
     changes = models.JSONField(
         default=dict, blank=True, help_text="Changed fields (secrets never appear)."
@@ -554,3 +561,6 @@ class PeerRelay(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+from registry.identity_models import AccessRule, TokenIssuer  # noqa: E402, F401

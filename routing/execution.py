@@ -54,7 +54,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from registry import selection
+from registry import access, policy, selection
 from registry.extensions import CLIENT_ROUTING_URI
 from registry.filters import InvalidQueryError
 from registry.models import Agent, Team
@@ -265,6 +265,8 @@ class TeamTarget(gateway.Target):
         """The hops from ``hop`` on, until the conversation ends or waits on the caller; the
         first one the member task ``following`` (taken over) when given."""
         hops_done = following.hops_done if following is not None else 0
+        handoff_rules = await sync_to_async(access.rules)(policy.HANDOFF)
+        may_hand = access.HandoffCheck(ctx.caller, self.id, handoff_rules)
         called: set[str] = set()  # the members called for this message (a selection skips them)
         while isinstance(hop, Deliver):
             started = time.perf_counter()
@@ -316,7 +318,9 @@ class TeamTarget(gateway.Target):
             hops_done += 1
             called.add(hop.target)
             selected = await self._selection_for(hop, answer, called)
-            decision = self._decide(hop, answer, hops_done, selected)
+            decision = self._decide(hop, answer, hops_done, selected, may_hand)
+            if may_hand.refused:
+                await sync_to_async(may_hand.audit)()
             if unreachable and decision is not None:
                 # The member gave no answer of its own: the team fails as the agent would,
                 # instead of routing the relay's error text on as if the member had said it.
@@ -407,6 +411,7 @@ class TeamTarget(gateway.Target):
         answer: MemberAnswer,
         hops_done: int,
         selected: tuple[str, str] | None = None,
+        may_hand: access.HandoffCheck | None = None,
     ):
         """Where the member's answer goes next; None when its task was canceled (the team task
         then ends canceled too)."""
@@ -420,6 +425,7 @@ class TeamTarget(gateway.Target):
             answer=answer.answer,
             hops_done=hops_done,
             selected=selected,
+            may_hand=may_hand,
         )
 
     def _hop(

@@ -50,6 +50,7 @@ Where the spec is silent, this module decides (each rule is also in the docstrin
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -298,6 +299,7 @@ def next_hop(
     hops_done: int,
     handoffs: tuple[str, ...] | None = None,
     selected: tuple[str, str] | None = None,
+    may_hand: Callable[[str, str], str | None] | None = None,
 ) -> Hop:
     """Where ``answerer``'s answer goes (rules 2-5).
 
@@ -316,6 +318,11 @@ def next_hop(
     ``selected`` (a team that selects: the member the selector chose for an answer that names
     no recipient, and why) takes the place of the default agent for such an answer of a member
     other than the default agent, when it is an available member other than the answerer.
+
+    ``may_hand(from, to)`` (the access rules) gives the reason a hand-off is forbidden, or
+    None. A forbidden recipient is refused like any other (to the default agent with the
+    reason as routingError); when handing to the default agent is forbidden too, the answer
+    goes to the caller with the reasons.
     """
     decision = decision_from_answer(answer)
     state = interrupted_state(answer)
@@ -341,12 +348,20 @@ def next_hop(
         return Reply(reason=decision.reason)
     if recipient is None and selected is not None:
         chosen, why = selected
-        if chosen != answerer and _refusal(team, chosen, answerer=answerer) is None:
+        if (
+            chosen != answerer
+            and _refusal(team, chosen, answerer=answerer) is None
+            and (may_hand is None or may_hand(answerer, chosen) is None)
+        ):
             return deliver(chosen, reason=why)
     refusal = None
     if recipient is not None:
-        refusal = _refusal(team, recipient, answerer=answerer) or _handoff_refusal(
-            recipient, answerer=answerer, handoffs=handoffs, always_allowed=(sent_by, default)
+        refusal = (
+            _refusal(team, recipient, answerer=answerer)
+            or _handoff_refusal(
+                recipient, answerer=answerer, handoffs=handoffs, always_allowed=(sent_by, default)
+            )
+            or (may_hand(answerer, recipient) if may_hand is not None else None)
         )
         if refusal is None:
             return deliver(recipient)
@@ -356,6 +371,13 @@ def next_hop(
         if recipient != default:  # else the refusal already says the default is unavailable
             unavailable = f"the default agent '{default}' is unavailable"
             refusal = f"{refusal}; {unavailable}" if refusal else unavailable
+        return Reply(routing_error=refusal, reason=decision.reason)
+    if recipient == default and refusal is not None:
+        # The default agent, available, refused only by an access rule.
+        return Reply(routing_error=refusal, reason=decision.reason)
+    forbidden = may_hand(answerer, default) if may_hand is not None else None
+    if forbidden:
+        refusal = f"{refusal}; {forbidden}" if refusal else forbidden
         return Reply(routing_error=refusal, reason=decision.reason)
     return deliver(default, refusal)
 

@@ -103,9 +103,11 @@ def register_interface(provider: Callable[[str], JsonDict | None]) -> None:
         _INTERFACE_PROVIDERS.append(provider)
 
 
-def relay_security() -> tuple[JsonDict, list[JsonDict]]:
-    """The relay's ``(securitySchemes, securityRequirements)`` in 1.0 shape: one bearer scheme,
-    the relay's API keys sent as ``Authorization: Bearer <key>``. Fresh objects on every call."""
+def relay_security(extra: JsonDict | None = None) -> tuple[JsonDict, list[JsonDict]]:
+    """The relay's ``(securitySchemes, securityRequirements)`` in 1.0 shape: a bearer scheme,
+    the relay's API keys sent as ``Authorization: Bearer <key>``, and the ``extra`` schemes
+    (name to 1.0 scheme: the trusted token issuers'); any one of them is enough. Fresh
+    objects on every call."""
     schemes = {
         RELAY_SECURITY_SCHEME: {
             "httpAuthSecurityScheme": {
@@ -114,7 +116,9 @@ def relay_security() -> tuple[JsonDict, list[JsonDict]]:
             }
         }
     }
-    requirements = [{"schemes": {RELAY_SECURITY_SCHEME: {"list": []}}}]
+    for name, scheme in (extra or {}).items():
+        schemes.setdefault(name, copy.deepcopy(scheme))
+    requirements = [{"schemes": {name: {"list": []}}} for name in schemes]
     return schemes, requirements
 
 
@@ -128,11 +132,16 @@ def client_routing_extension() -> JsonDict:
 
 
 def agent_card_for_relay(
-    normalized_card: JsonDict, *, base_url: str, push_notifications: bool = True
+    normalized_card: JsonDict,
+    *,
+    base_url: str,
+    push_notifications: bool = True,
+    security: JsonDict | None = None,
 ) -> JsonDict:
     """The upstream agent's 1.0 card as the relay serves it at ``base_url``.
 
-    Its interfaces become :func:`relay_interfaces`, its security the relay's; skill-level
+    Its interfaces become :func:`relay_interfaces`, its security the relay's (with the
+    ``security`` schemes, see :func:`relay_security`); skill-level
     security and ``signatures`` are removed. Capabilities keep ``streaming``, ``extensions``
     (params untouched) and ``extendedAgentCard`` as declared upstream; ``pushNotifications``
     is ``push_notifications``, since the relay delivers push itself. Everything else (name,
@@ -143,7 +152,7 @@ def agent_card_for_relay(
     for name in (*_LEGACY_CARD_FIELDS, "signatures"):
         card.pop(name, None)
     card["supportedInterfaces"] = relay_interfaces(base_url)
-    card["securitySchemes"], card["securityRequirements"] = relay_security()
+    card["securitySchemes"], card["securityRequirements"] = relay_security(security)
     card["skills"] = [_without_security(skill) for skill in card.get("skills") or []]
     capabilities = card.get("capabilities")
     card["capabilities"] = capabilities if isinstance(capabilities, dict) else {}
@@ -159,6 +168,7 @@ def relay_self_card(
     version: str,
     skills: list[JsonDict],
     default_target: str | None,
+    security: JsonDict | None = None,
 ) -> JsonDict:
     """The relay's own 1.0 card at ``base_url``: streaming, push and the client-routing
     extension; text/plain and application/json by default. ``skills`` (e.g. the default
@@ -187,6 +197,7 @@ def relay_self_card(
         skills=served_skills,
         input_modes=list(_RELAY_MODES),
         output_modes=list(_RELAY_MODES),
+        security=security,
     )
 
 
@@ -198,6 +209,7 @@ def team_card(
     base_url: str,
     members: list[JsonDict],
     version: str = "1.0.0",
+    security: JsonDict | None = None,
 ) -> JsonDict:
     """A synthesized 1.0 card for a team served at ``base_url``.
 
@@ -239,6 +251,7 @@ def team_card(
         skills=skills,
         input_modes=input_modes or ["text/plain"],
         output_modes=output_modes or ["text/plain"],
+        security=security,
     )
 
 
@@ -318,8 +331,9 @@ def _relay_card(
     skills: list[JsonDict],
     input_modes: list[str],
     output_modes: list[str],
+    security: JsonDict | None,
 ) -> JsonDict:
-    schemes, requirements = relay_security()
+    schemes, requirements = relay_security(security)
     return {
         "name": name,
         "description": description,

@@ -11,6 +11,7 @@ from typing import Any
 
 from rest_framework import exceptions
 
+from registry import access
 from registry.auth import (
     KeyLookup,
     api_key_counted,
@@ -32,6 +33,7 @@ from tasks_app.api.parsing import (
 from tasks_app.gateway import ownership
 from tasks_app.protocol.errors import (
     A2AError,
+    PermissionDenied,
     RateLimited,
     Unauthenticated,
 )
@@ -96,17 +98,23 @@ def callable_target(caller, kind: str, target_id: str) -> gateway.Target:
     """The target, when it exists and the caller's key may call it. Raises TargetNotFound
     otherwise, with the same words either way: a key learns nothing of agents and teams
     outside its scope. (For the relay's own endpoint the scope applies to the agent or team
-    it forwards to.)"""
+    it forwards to.) Then the access rules: raises PermissionDenied naming the rule that
+    refuses (the refusal is in the audit log)."""
     if kind == skill_targets.SKILL:
         target = skill_targets.skill_target(caller, target_id)
         if target is None:
             raise TargetNotFound(
                 f"no healthy agent at this relay has a skill like {target_id[:80]!r}"
             )
-        return target
-    target = gateway.resolve_target(kind, target_id)
-    if target is None or not key_may_call(caller, target.kind, target.id):
-        raise TargetNotFound(f"no {kind} {target_id!r} at this relay")
+        skill = target.extra["selection"]["skillId"]
+    else:
+        target = gateway.resolve_target(kind, target_id)
+        if target is None or not key_may_call(caller, target.kind, target.id):
+            raise TargetNotFound(f"no {kind} {target_id!r} at this relay")
+        skill = ""
+    verdict = access.check_call(caller, target_kind=target.kind, target_id=target.id, skill=skill)
+    if not verdict.allowed:
+        raise PermissionDenied(verdict.reason)
     return target
 
 

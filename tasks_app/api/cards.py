@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from registry import selectors
+from registry import principals, selectors
 from registry.api.schema import AGENT_ID, CARD, errors
 from registry.auth import RegistryReadPermission
 from registry.jwks import sign_served_card
@@ -55,7 +55,11 @@ def agent_relay_card(agent: Agent, request: HttpRequest) -> dict:
     security, and the 0.3 fields beside the 1.0 ones unless the reader asked for 1.0."""
     base = relay_base_url(request, f"/a2a/agents/{agent.pk}/")
     return cards.card_for_reader(
-        cards.agent_card_for_relay(agent.current_snapshot.normalized, base_url=base),
+        cards.agent_card_for_relay(
+            agent.current_snapshot.normalized,
+            base_url=base,
+            security=principals.card_security_schemes(),
+        ),
         version=reader_version(request),
     )
 
@@ -149,6 +153,7 @@ def team_relay_card(team: Team, request: HttpRequest) -> dict:
             description=team.description,
             base_url=relay_base_url(request, f"/a2a/teams/{team.pk}/"),
             members=members,
+            security=principals.card_security_schemes(),
         ),
         version=reader_version(request),
     )
@@ -189,6 +194,7 @@ def relay_card_v1(request: HttpRequest) -> dict:
         version="0.1.0",
         skills=skills,
         default_target=":".join(chosen) if chosen else None,
+        security=principals.card_security_schemes(),
     )
 
 

@@ -17,6 +17,7 @@ from tasks_app.api.parsing import A2A_JSON, JSONRPC, Call, InvalidApiKey, Target
 from tasks_app.protocol import early, jsonrpc, rest
 from tasks_app.protocol.errors import (
     A2AError,
+    PermissionDenied,
     RateLimited,
     Unauthenticated,
     Unavailable,
@@ -69,9 +70,11 @@ def error_reply(binding: str, version: str, error: A2AError, request_id: Any = N
 
 
 def transport_level(error: A2AError) -> bool:
-    """JSON-RPC errors travel with HTTP 200, except a wrong URL, authentication, rate limits
-    and an unavailable relay, which HTTP clients and proxies must see."""
-    return isinstance(error, Unauthenticated | RateLimited | TargetNotFound | Unavailable)
+    """JSON-RPC errors travel with HTTP 200, except a wrong URL, authentication, access
+    rules, rate limits and an unavailable relay, which HTTP clients and proxies must see."""
+    return isinstance(
+        error, Unauthenticated | PermissionDenied | RateLimited | TargetNotFound | Unavailable
+    )
 
 
 def failure_reply(binding: str, error: A2AError, call: Call | None) -> Reply:

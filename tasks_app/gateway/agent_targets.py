@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
+from registry import principals
 from relay_project.database import database_sync_to_async
 from tasks_app import delegation, services, snapshots, upstream
 from tasks_app.cards import agent_card_for_relay, card_for_reader
@@ -410,8 +411,11 @@ class AgentTarget(Target):
             extensions=ctx.extensions,
             extra_headers=_delegation_headers(ctx),
         )
+        security = await database_sync_to_async(principals.card_security_schemes)()
         try:
-            relayed = agent_card_for_relay(agent_card_to_v1(card), base_url=ctx.base_url)
+            relayed = agent_card_for_relay(
+                agent_card_to_v1(card), base_url=ctx.base_url, security=security
+            )
             # Canonical 1.0, as the card route gives a 1.0 reader; the call's version shapes it.
             return card_for_reader(relayed, version=ProtocolVersion.V1_0)
         except InvalidParams as error:

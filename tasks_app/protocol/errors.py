@@ -8,6 +8,7 @@ PROTOCOL.md section 3, which a2a-sdk 1.3.0 follows), a human ``message`` and a
 Three errors are ours, not A2A's, for the gateway's own use:
 
 - :class:`Unauthenticated`: HTTP 401, JSON-RPC code ``-31401``.
+- :class:`PermissionDenied`: HTTP 403, JSON-RPC code ``-31403`` (an access rule refused).
 - :class:`RateLimited`: HTTP 429, JSON-RPC code ``-31429``, with ``retry_after`` seconds
   (rendered as a ``google.rpc.RetryInfo`` detail).
 - :class:`Unavailable`: HTTP 503, JSON-RPC code ``-31503``: the relay cannot serve the call
@@ -263,6 +264,17 @@ class Unauthenticated(A2AError):
     status = "UNAUTHENTICATED"
     domain = RELAY_DOMAIN
     default_message = "Authentication required"
+
+
+class PermissionDenied(A2AError):
+    """An access rule forbids the call; the message names the rule."""
+
+    code = -31403
+    reason = "PERMISSION_DENIED"
+    http_status = 403
+    status = "PERMISSION_DENIED"
+    domain = RELAY_DOMAIN
+    default_message = "Permission denied"
 
 
 class RateLimited(A2AError):
