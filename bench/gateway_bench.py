@@ -61,58 +61,32 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import tempfile
 import time
-from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import (  # noqa: E402  (the path above makes `bench` importable as a script)
-    Process,
-    free_port,
-    load_average,
-    manage,
-    postgres_database,
-    process,
-    redis_server,
-    register,
-    relay_command,
-    relay_env,
-    wait_until_answers,
-)
+from bench.common import load_average  # noqa: E402  (the path above makes `bench` importable)
 from bench.gateway_load import (  # noqa: E402
     MESSAGE_TEXT,
     PROTOCOLS,
-    ROUNDS,
-    ROUNDS_ONE_AT_A_TIME,
-    RedisWatch,
-    Target,
     load_figures,
     measure_level,
     measure_streams,
-    protocol_headers,
     request_body,
     stream_figures,
 )
+from bench.gateway_profiles import Running, running  # noqa: E402
 from bench.gateway_report import print_level, print_streams, write_json  # noqa: E402
-from bench.gateway_servers import serve_agent, serve_grpc_agent, serve_proxy  # noqa: E402
+from bench.gateway_servers import serve  # noqa: E402
 from bench.gateway_verdicts import (  # noqa: E402
-    AIOHTTP_PROXY,
-    DIRECT,
-    EMBEDDED,
     FAST,
-    GRPC,
-    GRPC_AGENT,
-    GRPC_RELAY,
     LEVELS,
     PACE_MS,
     PACED,
     PRODUCTION,
-    PROFILES,
-    PROXY,
     LoadFigures,
     StreamFigures,
     exit_status,
@@ -124,24 +98,19 @@ from bench.gateway_verdicts import (  # noqa: E402
 
 
 async def bench(
-    targets: dict[str, Target],
-    stream_targets: dict[str, Target],
-    agent: Process,
-    redis: RedisWatch,
-    watched: dict[str, Process],
-    args: argparse.Namespace,
+    run: Running, args: argparse.Namespace
 ) -> tuple[dict[int, dict[str, LoadFigures]], dict[str, dict[str, StreamFigures]]]:
     body = request_body(args.protocol, streaming=False)
     levels: dict[int, dict[str, LoadFigures]] = {}
     for level in args.levels:
         runs = await measure_level(
-            targets, agent, body, redis, count=args.requests, concurrency=level
+            run.targets, run.agent, body, run.redis, count=args.requests, concurrency=level
         )
         figures = load_figures(runs)
-        redis_round_trip, postgres_round_trip = redis.round_trips_ms()
+        redis_round_trip, postgres_round_trip = run.redis.round_trips_ms()
         figures[PRODUCTION] = replace(
             figures[PRODUCTION],
-            redis_clients=redis.clients_by_process(watched),
+            redis_clients=run.redis.clients_by_process(run.watched),
             redis_round_trip_ms=redis_round_trip,
             postgres_round_trip_ms=postgres_round_trip,
         )
@@ -154,25 +123,11 @@ async def bench(
         return levels, streams
     for kind, text in texts.items():
         stream_body = request_body(args.protocol, streaming=True, text=text)
-        runs = await measure_streams(stream_targets, stream_body, count=args.streams)
-        streams[kind] = stream_figures(runs)
+        streams[kind] = stream_figures(
+            await measure_streams(run.streaming, stream_body, count=args.streams)
+        )
     print_streams(streams)
     return levels, streams
-
-
-def wait_until_grpc_answers(server: Process, address: str, timeout: float = 60.0) -> None:
-    """Returns once a gRPC channel to ``address`` is ready; raises when it is not in time."""
-    import grpc
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with grpc.insecure_channel(address) as channel:
-            try:
-                grpc.channel_ready_future(channel).result(timeout=1)
-                return
-            except grpc.FutureTimeoutError:
-                pass
-    raise RuntimeError(f"the gRPC server (pid {server.pid}) did not answer on {address}")
 
 
 def parse_levels(text: str) -> list[int]:
@@ -216,202 +171,12 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     if args.serve:
-        role, *rest = args.serve
-        if role == "agent":
-            serve_agent(rest[0], int(rest[1]))
-        elif role == "grpc-agent":
-            serve_grpc_agent(int(rest[0]), int(rest[1]))
-        else:
-            upstreams = dict(item.split("=", 1) for item in rest[1:])
-            serve_proxy(
-                int(rest[0]), upstreams, client="aiohttp" if role == AIOHTTP_PROXY else "httpx"
-            )
+        serve(args.serve)
         return
 
     started = time.monotonic()
-    var_dir = Path(tempfile.mkdtemp(prefix="relay-gateway-bench-"))
-    embedded_dir, production_dir = var_dir / "embedded", var_dir / "production"
-    script = str(Path(__file__).resolve())
-    python = sys.executable
-    ports = {
-        name: free_port()
-        for name in (
-            "echo",
-            "chunks",
-            "proxy",
-            AIOHTTP_PROXY,
-            EMBEDDED,
-            PRODUCTION,
-            GRPC,
-            GRPC_AGENT,
-            "grpc-card",
-        )
-    }
-    urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
-
-    with ExitStack() as stack:
-        redis_process, redis_url = stack.enter_context(redis_server(var_dir))
-        database_url = stack.enter_context(postgres_database("bench_gateway"))
-        database = database_url.rsplit("/", 1)[1]
-        envs = {
-            EMBEDDED: relay_env(str(embedded_dir)),
-            PRODUCTION: relay_env(
-                str(production_dir),
-                DATABASE_URL=database_url,
-                REDIS_URL=redis_url,
-                RELAY_GRPC_PORT=str(ports[GRPC]),
-            ),
-        }
-        keys = {}
-        for name, env in envs.items():
-            manage(env, "migrate", "--verbosity=0")
-            keys[name] = manage(env, "create_api_key", "gateway-bench").strip().splitlines()[-1]
-
-        def start(name: str, command: list[str], env: dict[str, str]) -> Process:
-            return stack.enter_context(process(name, command, env, var_dir))
-
-        agent = start(
-            "echo", [python, script, "--serve", "agent", "echo", str(ports["echo"])], envs[EMBEDDED]
-        )
-        streamer = start(
-            "chunks",
-            [python, script, "--serve", "agent", "chunks", str(ports["chunks"])],
-            envs[EMBEDDED],
-        )
-        grpc_agent = start(
-            GRPC_AGENT,
-            [
-                python,
-                script,
-                "--serve",
-                "grpc-agent",
-                str(ports[GRPC_AGENT]),
-                str(ports["grpc-card"]),
-            ],
-            envs[EMBEDDED],
-        )
-        proxy = start(
-            "proxy",
-            [
-                python,
-                script,
-                "--serve",
-                "proxy",
-                str(ports["proxy"]),
-                f"echo={urls['echo']}/",
-                f"chunks={urls['chunks']}/",
-            ],
-            envs[EMBEDDED],
-        )
-        aiohttp_proxy = start(
-            AIOHTTP_PROXY,
-            [
-                python,
-                script,
-                "--serve",
-                AIOHTTP_PROXY,
-                str(ports[AIOHTTP_PROXY]),
-                f"echo={urls['echo']}/",
-            ],
-            envs[EMBEDDED],
-        )
-        relays = {
-            name: start(f"{name}-{args.server}", relay_command(args.server, ports[name]), env)
-            for name, env in envs.items()
-        }
-        grpc_server = start("grpc", [python, "manage.py", "run_grpc"], envs[PRODUCTION])
-        wait_until_grpc_answers(grpc_server, f"127.0.0.1:{ports[GRPC]}")
-        wait_until_answers(agent, f"{urls['echo']}/.well-known/agent-card.json")
-        wait_until_answers(streamer, f"{urls['chunks']}/.well-known/agent-card.json")
-        wait_until_answers(proxy, f"{urls['proxy']}/")
-        wait_until_answers(aiohttp_proxy, f"{urls[AIOHTTP_PROXY]}/")
-        wait_until_answers(grpc_agent, f"{urls['grpc-card']}/.well-known/agent-card.json")
-        wait_until_grpc_answers(grpc_agent, f"127.0.0.1:{ports[GRPC_AGENT]}")
-        for name, relay in relays.items():
-            wait_until_answers(relay, f"{urls[name]}/a2a/registry")
-            register(urls[name], keys[name], "echo", urls["echo"])
-            register(urls[name], keys[name], "chunks", urls["chunks"])
-        register(urls[PRODUCTION], keys[PRODUCTION], "echo-grpc", urls["grpc-card"])
-        redis = RedisWatch(redis_url, redis_process, database)
-        stack.callback(redis.close)
-        print(
-            f"protocol {args.protocol}, relays under {args.server}, levels "
-            f"{','.join(map(str, args.levels))}, {args.requests} requests per target per level "
-            f"(in {ROUNDS_ONE_AT_A_TIME} rounds at one call at a time, {ROUNDS} above), "
-            f"{args.streams} streams per target per kind\n"
-            f"pids: echo {agent.pid}, chunks {streamer.pid}, proxy {proxy.pid}, "
-            f"embedded {relays[EMBEDDED].pid}, production {relays[PRODUCTION].pid}, "
-            f"grpc {grpc_server.pid}, grpc agent {grpc_agent.pid}, "
-            f"redis {redis_process.pid}; database {database}; logs in {var_dir}; "
-            f"{load_average()}",
-            flush=True,
-        )
-
-        plain = protocol_headers(args.protocol)
-        sse = {"Accept": "text/event-stream"}
-
-        def relay_headers(name: str) -> dict[str, str]:
-            return {**plain, "Authorization": f"Bearer {keys[name]}"}
-
-        targets = {
-            DIRECT: Target(DIRECT, f"{urls['echo']}/", agent, plain),
-            PROXY: Target(PROXY, f"{urls['proxy']}/echo/", proxy, plain),
-            AIOHTTP_PROXY: Target(
-                AIOHTTP_PROXY, f"{urls[AIOHTTP_PROXY]}/echo/", aiohttp_proxy, plain
-            ),
-            EMBEDDED: Target(
-                EMBEDDED,
-                f"{urls[EMBEDDED]}/a2a/agents/echo/",
-                relays[EMBEDDED],
-                relay_headers(EMBEDDED),
-            ),
-            PRODUCTION: Target(
-                PRODUCTION,
-                f"{urls[PRODUCTION]}/a2a/agents/echo/",
-                relays[PRODUCTION],
-                relay_headers(PRODUCTION),
-                backing=redis.backing_cpu,
-            ),
-            GRPC: Target(
-                GRPC,
-                f"127.0.0.1:{ports[GRPC]}",
-                grpc_server,
-                {"Authorization": f"Bearer {keys[PRODUCTION]}"},
-                grpc_address=f"127.0.0.1:{ports[GRPC]}",
-                grpc_tenant="agents/echo",
-            ),
-            GRPC_RELAY: Target(
-                GRPC_RELAY,
-                f"127.0.0.1:{ports[GRPC]}",
-                grpc_server,
-                {"Authorization": f"Bearer {keys[PRODUCTION]}"},
-                grpc_address=f"127.0.0.1:{ports[GRPC]}",
-                grpc_tenant="agents/echo-grpc",
-                agent=grpc_agent,
-            ),
-            GRPC_AGENT: Target(
-                GRPC_AGENT,
-                f"127.0.0.1:{ports[GRPC_AGENT]}",
-                grpc_agent,
-                grpc_address=f"127.0.0.1:{ports[GRPC_AGENT]}",
-                agent=grpc_agent,
-            ),
-        }
-        streaming = {
-            DIRECT: Target(DIRECT, f"{urls['chunks']}/", streamer, {**plain, **sse}),
-            PROXY: Target(PROXY, f"{urls['proxy']}/chunks/", proxy, {**plain, **sse}),
-            **{
-                name: Target(
-                    name,
-                    f"{urls[name]}/a2a/agents/chunks/",
-                    relays[name],
-                    {**relay_headers(name), **sse},
-                )
-                for name in PROFILES
-            },
-        }
-        watched = {"production relay": relays[PRODUCTION]}
-        levels, streams = asyncio.run(bench(targets, streaming, agent, redis, watched, args))
+    with running(args, str(Path(__file__).resolve())) as run:
+        levels, streams = asyncio.run(bench(run, args))
 
     verdicts = judge(levels, streams)
     missed = [verdict for verdict in verdicts if not verdict.passed]

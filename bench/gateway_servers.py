@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import httpx
 
 from bench.gateway_load import IDLE_SECONDS, REQUEST_TIMEOUT
-from bench.gateway_verdicts import STREAM_CHUNKS
+from bench.gateway_verdicts import AIOHTTP_PROXY, STREAM_CHUNKS
 
 # --- the servers, each run as `gateway_bench.py --serve ROLE ...` in a process of its own ------
 
@@ -192,3 +192,16 @@ def serve_proxy(port: int, upstreams: dict[str, str], *, client: str = "httpx") 
 
     app = Starlette(routes=[Route("/{name}/", forward, methods=["POST"])], lifespan=lifespan)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+def serve(argv: list[str]) -> None:
+    """Runs the server `argv` names (the arguments of ``--serve``): ``agent SLUG PORT``,
+    ``grpc-agent PORT CARD_PORT``, or ``proxy|aio-proxy PORT NAME=URL ...``."""
+    role, *rest = argv
+    if role == "agent":
+        serve_agent(rest[0], int(rest[1]))
+    elif role == "grpc-agent":
+        serve_grpc_agent(int(rest[0]), int(rest[1]))
+    else:
+        upstreams = dict(item.split("=", 1) for item in rest[1:])
+        serve_proxy(int(rest[0]), upstreams, client="aiohttp" if role == AIOHTTP_PROXY else "httpx")
