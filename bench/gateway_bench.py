@@ -50,10 +50,17 @@ event), for direct, proxy, embedded and production.
 
 Every figure is printed per level, never pooled, as an absolute value and as a ratio against the
 proxy of the same run, with a verdict per level and target (see `judge_level` and
-`judge_streams` for the targets). The exit status is 1 when any verdict misses.
+`judge_streams` in gateway_verdicts.py for the targets). The exit status is 1 when any verdict
+misses.
 
     python bench/gateway_bench.py [--levels 1,8,32,64] [--requests 400] [--streams 30]
         [--protocol 1.0|0.3] [--server daphne|uvicorn] [--json FILE]
+
+This module is the command line and the order of a run; the rest is in modules of one job each:
+gateway_profiles.py starts the servers of both profiles and names the targets,
+gateway_servers.py is the agents and proxies it starts (`--serve`), gateway_load.py sends the
+load and reads the CPU and Redis figures, gateway_verdicts.py holds the targets and judges the
+figures, gateway_report.py prints them and writes the JSON.
 """
 
 from __future__ import annotations
