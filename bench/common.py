@@ -1,6 +1,7 @@
 """What a benchmark needs around the code it measures: server processes with their CPU time
 read from /proc, a relay's environment and set-up, a throwaway PostgreSQL database and a Redis
-server of its own. Imports no Django: the relay runs in processes of its own.
+server of its own. Imports no Django, but for a benchmark that runs the relay's code in its own
+process and asks for it (``setup_django``); the others run the relay in processes of its own.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,6 +43,22 @@ def percentile(samples: list[float], q: float) -> float:
 def load_average() -> str:
     """The machine's 1-minute load against its cores: other work there skews the figures."""
     return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+
+
+def relay_settings(var_prefix: str = "relay-bench-") -> None:
+    """Points Django at the relay's settings and a throwaway RELAY_VAR_DIR named
+    ``<var_prefix>...``, unless the shell already sets them; imports nothing."""
+    os.environ.setdefault("RELAY_VAR_DIR", tempfile.mkdtemp(prefix=var_prefix))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "relay_project.settings")
+
+
+def setup_django(var_prefix: str = "relay-bench-") -> None:
+    """``relay_settings``, then ``django.setup()``: for a benchmark that runs the relay's code
+    in its own process. Call it before importing any model."""
+    relay_settings(var_prefix)
+    import django
+
+    django.setup()
 
 
 # --- CPU time from /proc ---------------------------------------------------------------------

@@ -19,21 +19,17 @@ search costs with 100 and with 10,000 agents.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("RELAY_VAR_DIR", tempfile.mkdtemp(prefix="relay-bench-"))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "relay_project.settings")
 
-import django  # noqa: E402
+from bench.common import setup_django  # noqa: E402  (the path above makes `bench` importable)
 
-django.setup()
+setup_django()
 
 import numpy as np  # noqa: E402
 from django.conf import settings  # noqa: E402

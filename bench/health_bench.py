@@ -29,17 +29,17 @@ import json
 import multiprocessing
 import os
 import resource
-import socket
 import sys
-import tempfile
 import time
 import tracemalloc
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("RELAY_VAR_DIR", tempfile.mkdtemp(prefix="relay-health-bench-"))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "relay_project.settings")
+
+from bench.common import free_port, relay_settings  # noqa: E402  (the path above: `bench`)
+
+relay_settings("relay-health-bench-")
 os.environ["RELAY_ALLOW_PRIVATE_URLS"] = "true"
 os.environ.setdefault("RELAY_LOG_LEVEL", "WARNING")
 # Throughput is measured, not timeouts: on a busy machine a probe may wait its turn for a while.
@@ -119,12 +119,6 @@ def serve_agents(port: int, ready) -> None:
             await server.serve_forever()
 
     asyncio.run(main())
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # --- set-up ----------------------------------------------------------------------------------

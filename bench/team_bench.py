@@ -32,9 +32,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +46,8 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.common import free_port, process, wait_until_answers  # noqa: E402  (path above)
 
 HOPS = (1, 3, 10)
 CONSTANT_MS = 10.0
@@ -229,34 +231,15 @@ async def first_event_p50(
 # --- processes -------------------------------------------------------------------------------
 
 
-def start_agent(stack: ExitStack, slug: str, other: str) -> str:
-    from tests.live import free_port, wait_for
-
+def start_agent(stack: ExitStack, slug: str, other: str, logs: Path) -> str:
+    """Starts agent `slug` (naming `other`) on a free port, its output in `logs`; its URL once
+    it answers."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, __file__, "--serve", slug, str(port), other], cwd=ROOT
-    )
-    stack.callback(_stop, process)
+    command = [sys.executable, __file__, "--serve", slug, str(port), other]
+    agent = stack.enter_context(process(f"agent-{slug}", command, dict(os.environ), logs))
     url = f"http://127.0.0.1:{port}"
-
-    def answering() -> bool:
-        if process.poll() is not None:
-            raise RuntimeError(f"agent {slug} exited with {process.returncode}")
-        try:
-            return httpx.get(f"{url}/.well-known/agent-card.json", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_for(answering, f"agent {slug} answering")
+    wait_until_answers(agent, f"{url}/.well-known/agent-card.json")
     return url
-
-
-def _stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(10)
-    except subprocess.TimeoutExpired:
-        process.kill()
 
 
 def main() -> None:
@@ -275,7 +258,10 @@ def main() -> None:
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as var_dir, ExitStack() as stack:
-        agents = {"a": start_agent(stack, "a", "b"), "b": start_agent(stack, "b", "a")}
+        agents = {
+            slug: start_agent(stack, slug, other, Path(var_dir))
+            for slug, other in (("a", "b"), ("b", "a"))
+        }
         relay = stack.enter_context(live_relay(Path(var_dir)))
         for slug, url in agents.items():
             relay.register(url, slug)

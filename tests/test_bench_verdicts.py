@@ -4,7 +4,9 @@ and a miss anywhere makes the run fail. Plain values only: no servers, no databa
 import math
 from dataclasses import replace
 
-from bench.gateway_bench import (
+from bench.gateway_bench import parse_args
+from bench.gateway_load import rounds_at
+from bench.gateway_verdicts import (
     DIRECT,
     EMBEDDED,
     FAST,
@@ -18,8 +20,6 @@ from bench.gateway_bench import (
     judge,
     judge_streams,
     not_judged,
-    parse_args,
-    rounds_at,
     services_ms,
 )
 

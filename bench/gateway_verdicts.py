@@ -1,0 +1,310 @@
+"""The gateway benchmark's figures and verdicts: the names of its targets, the targets each
+figure is held to, the figures of one target at one level (plain values), and the verdicts on
+them, judged per level from that level's figures alone, never pooled. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+LEVELS = (1, 8, 32, 64)
+STREAM_CHUNKS = 50
+PACE_MS = 2
+REDIS_ROUND_TRIPS_PER_CALL = 1
+"""A SendMessage's API-key lookup and rate-limit count: one Lua script
+(``ratelimit.cached_and_counted``)."""
+POSTGRES_ROUND_TRIPS_PER_CALL = 2
+"""A SendMessage's task INSERT, before the agent is called, and its end, recorded before the
+answer: one statement each (``tasks_app.services``)."""
+
+DIRECT, PROXY, EMBEDDED, PRODUCTION = "direct", "proxy", "embedded", "production"
+GRPC = "grpc"
+"""The production relay's gRPC server (``manage.py run_grpc``, same database and Redis): the
+same SendMessage as A2A 1.0 over gRPC, to the echo agent it calls over JSON-RPC, for
+information (no verdict)."""
+GRPC_AGENT = "grpc-agent"
+"""The echo agent served over gRPC by a2a-sdk (its own ``grpc.aio`` server), called directly:
+the baseline of the relay's gRPC rows."""
+GRPC_RELAY = "grpc-relay"
+"""The production relay's gRPC server in front of ``GRPC_AGENT`` (tenant ``agents/echo-grpc``,
+which the relay calls over gRPC): the same workload as ``GRPC_AGENT``, through the relay."""
+GRPC_ROWS = (GRPC, GRPC_RELAY)
+AIOHTTP_PROXY = "aio-proxy"
+"""The same bare proxy with aiohttp as its client, as the relay's calls to agents have: the
+relay's figures against it are printed for information (the verdicts stay against PROXY)."""
+KEYED = "keyed"
+"""The production relay, each call with an Idempotency-Key of its own (a fresh UUID): the cost
+of a key per call, judged against the production row at KEYED_LEVEL."""
+KEYED_CPU_RATIO_MAX = 1.05
+KEYED_LEVEL = 8
+BASELINES = (DIRECT, PROXY)
+PROFILES = (EMBEDDED, PRODUCTION)
+FAST, PACED = "fast", "paced"
+
+# The targets: each is printed next to its figure.
+CPU_RATIO_MAX = 2.5
+CPU_LEVELS = (8, 32)
+ONE_AT_A_TIME_RATIO_MAX = 3.0
+"""At one call at a time, CPU per request and added p50 against the proxy's: reported, and
+held to this looser bound (the targets are judged at 8 and 32)."""
+ADDED_P50_LEVEL = 1
+THROUGHPUT_RATIO_MIN = 0.60
+THROUGHPUT_LEVEL = 8
+ERROR_FREE_LEVELS = (32, 64)
+FAST_STREAM_RATIO_MAX = {EMBEDDED: 1.5, PRODUCTION: 2.0}
+PACED_STREAM_RATIO_MAX = 1.1
+PRODUCTION_CPU_RATIO_MAX = 1.3
+REDIS_OPENED_MAX = 0
+
+
+# --- figures: plain values, what the verdicts and the report read ----------------------------
+
+
+@dataclass(frozen=True)
+class LoadFigures:
+    """One target at one level. Milliseconds; CPU is per request."""
+
+    requests: int
+    errors: int
+    per_second: float
+    p50_ms: float
+    p99_ms: float
+    added_p50_ms: float
+    added_p99_ms: float
+    cpu_ms: float
+    agent_cpu_ms: float
+    backing_cpu_ms: float | None = None
+    redis_opened: int | None = None
+    redis_clients: dict[str, int] | None = None
+    redis_round_trip_ms: float | None = None
+    """Production only: a median round trip to its Redis, measured after the level."""
+    postgres_round_trip_ms: float | None = None
+    cut_short: bool = False
+    first_error: str = ""
+
+
+@dataclass(frozen=True)
+class StreamFigures:
+    """One target, one kind of stream: time to the last event (p50) and CPU per stream."""
+
+    streams: int
+    errors: int
+    fewest_events: int
+    most_events: int
+    last_event_ms: float
+    cpu_ms: float
+    first_error: str = ""
+
+
+def services_ms(figures: dict[str, LoadFigures]) -> float | None:
+    """The time a production call spends on Redis and PostgreSQL (a bare proxy spends none):
+    its round trips, at those measured after the level, and the services' CPU per call; None
+    without those figures."""
+    production = figures.get(PRODUCTION)
+    if production is None or None in (
+        production.redis_round_trip_ms,
+        production.postgres_round_trip_ms,
+        production.backing_cpu_ms,
+    ):
+        return None
+    return (
+        REDIS_ROUND_TRIPS_PER_CALL * production.redis_round_trip_ms
+        + POSTGRES_ROUND_TRIPS_PER_CALL * production.postgres_round_trip_ms
+        + production.backing_cpu_ms
+    )
+
+
+def ratio(value: float, baseline: float) -> float:
+    """value / baseline; NaN when the baseline is not a positive number (no ratio to judge)."""
+    if not (baseline > 0 and math.isfinite(baseline)) or not math.isfinite(value):
+        return math.nan
+    return value / baseline
+
+
+def grpc_versus_agent(figures: dict[str, LoadFigures]) -> dict[str, dict[str, float]]:
+    """The relay's gRPC rows against the gRPC agent called directly, at one level: throughput,
+    p50, p99 and CPU per request as ratios, and the latency the relay adds (ms). Empty when
+    the level has no gRPC baseline."""
+    base = figures.get(GRPC_AGENT)
+    if base is None:
+        return {}
+    return {
+        name: {
+            "throughput_ratio": ratio(mine.per_second, base.per_second),
+            "p50_ratio": ratio(mine.p50_ms, base.p50_ms),
+            "p99_ratio": ratio(mine.p99_ms, base.p99_ms),
+            "added_p50_ms": mine.p50_ms - base.p50_ms,
+            "added_p99_ms": mine.p99_ms - base.p99_ms,
+            "cpu_ratio": ratio(mine.cpu_ms, base.cpu_ms),
+        }
+        for name, mine in figures.items()
+        if name in GRPC_ROWS
+    }
+
+
+def per_event_overhead_ms(streams: dict[str, StreamFigures], target: str) -> float:
+    """(relay's time to last event - the proxy's) / STREAM_CHUNKS."""
+    return (streams[target].last_event_ms - streams[PROXY].last_event_ms) / STREAM_CHUNKS
+
+
+# --- verdicts: pure, per level, never pooled -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    level: int | None
+    """The concurrency level judged; None for a stream."""
+    target: str
+    label: str
+    figure: str
+    passed: bool
+
+
+FLOAT_SLACK = 1e-9
+"""Relative: CPU comes in whole /proc ticks, so a ratio can tie its limit exactly, and the
+float arithmetic on the way must not turn 2.5 into 2.500000000000001 and a tie into a miss."""
+
+
+def at_most(value: float, limit: float) -> bool:
+    """NaN never passes: a figure that could not be measured is a miss, not a pass."""
+    return math.isfinite(value) and value <= limit * (1 + FLOAT_SLACK)
+
+
+def at_least(value: float, limit: float) -> bool:
+    return math.isfinite(value) and value >= limit * (1 - FLOAT_SLACK)
+
+
+def judge_level(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
+    """The verdicts of one concurrency level, from that level's figures alone."""
+    proxy = figures[PROXY]
+    verdicts = []
+
+    def add(target: str, label: str, figure: str, passed: bool) -> None:
+        verdicts.append(Verdict(level, target, label, figure, passed))
+
+    for name in BASELINES:
+        # The ratios mean nothing when a baseline failed: the bench itself is broken.
+        errors = figures[name].errors
+        add(name, "zero errors (a sound baseline)", f"{errors} errors", errors == 0)
+    for name in PROFILES:
+        if name not in figures:
+            continue
+        mine = figures[name]
+        if level in CPU_LEVELS or level == ADDED_P50_LEVEL:
+            limit = CPU_RATIO_MAX if level in CPU_LEVELS else ONE_AT_A_TIME_RATIO_MAX
+            cpu = ratio(mine.cpu_ms, proxy.cpu_ms)
+            add(
+                name,
+                f"CPU per request <= {limit}x proxy's",
+                f"{cpu:.2f}x ({mine.cpu_ms:.2f} vs {proxy.cpu_ms:.2f} ms)",
+                at_most(cpu, limit),
+            )
+        if level == ADDED_P50_LEVEL:
+            added = ratio(mine.added_p50_ms, proxy.added_p50_ms)
+            add(
+                name,
+                f"added p50 <= {ONE_AT_A_TIME_RATIO_MAX}x proxy's",
+                f"{added:.2f}x ({mine.added_p50_ms:.2f} vs {proxy.added_p50_ms:.2f} ms)",
+                at_most(added, ONE_AT_A_TIME_RATIO_MAX),
+            )
+        if level == THROUGHPUT_LEVEL:
+            share = ratio(mine.per_second, proxy.per_second)
+            add(
+                name,
+                f"throughput >= {THROUGHPUT_RATIO_MIN:.0%} of proxy's",
+                f"{share:.0%} ({mine.per_second:.0f} vs {proxy.per_second:.0f}/s)",
+                at_least(share, THROUGHPUT_RATIO_MIN),
+            )
+        if level in ERROR_FREE_LEVELS:
+            add(name, "zero errors", f"{mine.errors} errors", mine.errors == 0)
+    if KEYED in figures and PRODUCTION in figures and level == KEYED_LEVEL:
+        keyed, production = figures[KEYED], figures[PRODUCTION]
+        cpu = ratio(keyed.cpu_ms, production.cpu_ms)
+        add(
+            KEYED,
+            f"CPU per request <= {KEYED_CPU_RATIO_MAX}x production's (a key per call)",
+            f"{cpu:.3f}x ({keyed.cpu_ms:.2f} vs {production.cpu_ms:.2f} ms)",
+            at_most(cpu, KEYED_CPU_RATIO_MAX),
+        )
+    if PRODUCTION in figures and EMBEDDED in figures:
+        production, embedded = figures[PRODUCTION], figures[EMBEDDED]
+        cpu = ratio(production.cpu_ms, embedded.cpu_ms)
+        add(
+            PRODUCTION,
+            f"CPU per request <= {PRODUCTION_CPU_RATIO_MAX}x embedded's",
+            f"{cpu:.2f}x ({production.cpu_ms:.2f} vs {embedded.cpu_ms:.2f} ms)",
+            at_most(cpu, PRODUCTION_CPU_RATIO_MAX),
+        )
+        opened = production.redis_opened
+        add(
+            PRODUCTION,
+            "no new Redis connection under steady load",
+            f"{opened} opened in {production.requests} calls",
+            opened is not None and opened <= REDIS_OPENED_MAX,
+        )
+    return verdicts
+
+
+def judge_streams(streams: dict[str, dict[str, StreamFigures]]) -> list[Verdict]:
+    """The stream verdicts: each profile's time to last event against the proxy's."""
+    verdicts = []
+    for kind, limits in (
+        (FAST, FAST_STREAM_RATIO_MAX),
+        (PACED, dict.fromkeys(PROFILES, PACED_STREAM_RATIO_MAX)),
+    ):
+        if kind not in streams:
+            continue
+        by_target = streams[kind]
+        proxy = by_target[PROXY]
+        for name in PROFILES:
+            if name not in by_target:
+                continue
+            mine = by_target[name]
+            share = ratio(mine.last_event_ms, proxy.last_event_ms)
+            label = "fast 50-chunk stream" if kind == FAST else f"{PACE_MS} ms-paced stream"
+            verdicts.append(
+                Verdict(
+                    None,
+                    name,
+                    f"{label}, last event <= {limits[name]}x proxy's",
+                    f"{share:.2f}x ({mine.last_event_ms:.1f} vs {proxy.last_event_ms:.1f} ms)",
+                    at_most(share, limits[name]) and mine.errors == 0,
+                )
+            )
+    return verdicts
+
+
+def judge(
+    levels: dict[int, dict[str, LoadFigures]], streams: dict[str, dict[str, StreamFigures]]
+) -> list[Verdict]:
+    """Every verdict of a run: each level on its own figures, then the streams."""
+    verdicts = []
+    for level, figures in levels.items():
+        verdicts += judge_level(level, figures)
+    return verdicts + judge_streams(streams)
+
+
+def not_judged(levels: list[int], *, streams: int = 1) -> list[str]:
+    """Targets that need a level (or streams) this run did not measure: said, so silence is
+    not a pass."""
+    needed = {
+        "CPU per request against the proxy": CPU_LEVELS,
+        "added p50": (ADDED_P50_LEVEL,),
+        "throughput": (THROUGHPUT_LEVEL,),
+        "zero errors": ERROR_FREE_LEVELS,
+    }
+    missing = [
+        f"{what} at c={level}"
+        for what, wanted in needed.items()
+        for level in wanted
+        if level not in levels
+    ]
+    if streams <= 0:
+        missing += ["fast 50-chunk streams", f"{PACE_MS} ms-paced streams"]
+    return missing
+
+
+def exit_status(verdicts: list[Verdict]) -> int:
+    """1 when any verdict misses (or there is none to pass), else 0."""
+    return 0 if verdicts and all(verdict.passed for verdict in verdicts) else 1
