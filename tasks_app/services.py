@@ -25,6 +25,7 @@ from tasks_app.lifecycle import (
     check_transition,
 )
 from tasks_app.models import PushDelivery, PushNotificationConfig, Task, TaskEvent
+from tasks_app.push_delivery import deliver_push
 from tasks_app.snapshots import iso, snapshot_of
 
 CAS_ATTEMPTS = 5
@@ -408,8 +409,6 @@ def task_expire(*, task: Task) -> Recorded:
 
 
 def _queue_push(task: Task, event: TaskEvent) -> None:
-    from tasks_app.tasks import deliver_push
-
     for config in PushNotificationConfig.objects.filter(task_id=task.pk):
         delivery = PushDelivery.objects.create(config=config, event=event, payload=event.payload)
         transaction.on_commit(lambda pk=delivery.pk: deliver_push.delay(pk))

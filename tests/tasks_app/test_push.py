@@ -25,7 +25,7 @@ from registry.services import api_key_create
 from routing.demo.agents import WRITER, build_agent_app
 from tasks_app import gateway, push, services
 from tasks_app.models import PushDelivery, PushNotificationConfig, Task
-from tasks_app.tasks import MAX_ATTEMPTS, backoff_seconds, deliver_push
+from tasks_app.push_delivery import MAX_ATTEMPTS, backoff_seconds, deliver_push
 from tests.agents import (
     ASKS_FOR_INPUT,
     CHUNKED_STREAMER,
