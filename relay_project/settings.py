@@ -180,6 +180,8 @@ else:
     }
 
 CELERY_TASK_IGNORE_RESULT = True
+# Jobs outside the apps' tasks.py modules (which autodiscovery finds).
+CELERY_IMPORTS = ["tasks_app.push_delivery"]
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False

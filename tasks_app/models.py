@@ -222,6 +222,8 @@ class PushNotificationConfig(models.Model):
     auth_scheme = models.CharField(max_length=50, blank=True)
     auth_credentials = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Set while a delivery job holds the config's lease: one job at a time sends its events.
+    delivering_until = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["task", "created_at"]
@@ -234,7 +236,8 @@ class PushNotificationConfig(models.Model):
 
 
 class PushDelivery(models.Model):
-    """One event to deliver to one push config; the Celery job retries it with backoff."""
+    """One event to deliver to one push config. A config's deliveries are sent in the order of
+    their ids (the order of the task's events), each retried with backoff before the next."""
 
     class Outcome(models.TextChoices):
         PENDING = "pending"

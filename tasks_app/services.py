@@ -26,6 +26,7 @@ from tasks_app.lifecycle import (
 )
 from tasks_app.models import PushDelivery, PushNotificationConfig, Task, TaskEvent
 from tasks_app.protocol import events as a2a_events
+from tasks_app.push_delivery import deliver_push
 from tasks_app.snapshots import iso, snapshot_of
 
 CAS_ATTEMPTS = 5
@@ -444,8 +445,6 @@ def task_expire(*, task: Task) -> Recorded:
 
 
 def _queue_push(task: Task, event: TaskEvent) -> None:
-    from tasks_app.tasks import deliver_push
-
     for config in PushNotificationConfig.objects.filter(task_id=task.pk):
         delivery = PushDelivery.objects.create(config=config, event=event, payload=event.payload)
         transaction.on_commit(lambda pk=delivery.pk: deliver_push.delay(pk))

@@ -501,7 +501,7 @@ def stored_tasks_are_whole() -> None:
 def world(echo_url, api_key, monkeypatch, transactional_db):
     """The echo agent, the caller's key and one completed task of that caller. Push
     deliveries are recorded, not sent (the fuzzer invents webhook URLs)."""
-    from tasks_app.tasks import deliver_push
+    from tasks_app.push_delivery import deliver_push
 
     queued: list[int] = []
     monkeypatch.setattr(deliver_push, "delay", queued.append)

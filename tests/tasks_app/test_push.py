@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
 from celery.exceptions import Retry
 from django.urls import reverse
+from django.utils import timezone
 from starlette.applications import Starlette
 from starlette.requests import Request as StarletteRequest
 from starlette.responses import Response
@@ -25,7 +27,7 @@ from registry.services import api_key_create
 from routing.demo.agents import WRITER, build_agent_app
 from tasks_app import gateway, push, services
 from tasks_app.models import PushDelivery, PushNotificationConfig, Task
-from tasks_app.tasks import MAX_ATTEMPTS, backoff_seconds, deliver_push
+from tasks_app.push_delivery import MAX_ATTEMPTS, backoff_seconds, deliver_push
 from tests.agents import (
     ASKS_FOR_INPUT,
     CHUNKED_STREAMER,
@@ -744,3 +746,79 @@ def test_an_unreachable_webhook_is_retried(transactional_db, webhook, recorded_r
     delivery = PushDelivery.objects.get(pk=delivery_id)
     assert (delivery.outcome, delivery.attempts) == ("pending", 1)
     assert delivery.last_error and recorded_retries == [2]
+
+
+# --- order: one config's events one at a time, oldest first (issue 34, item 3) -----------------
+
+
+def _pending_deliveries(webhook) -> list[int]:
+    """A task with one push config and three pending deliveries: working, a chunk, completed."""
+    task = stored_tasks.open_task("orderly")
+    push.config_create(task=task, config=hook_config(webhook))
+    queued: list[int] = []
+    original = deliver_push.delay
+    deliver_push.delay = queued.append
+    try:
+        services.task_record(task=task, event=services.status_event(task, "working"))
+        services.task_record(
+            task=task,
+            event={
+                "artifactUpdate": {
+                    "taskId": task.pk,
+                    "contextId": task.context_id,
+                    "artifact": {"artifactId": "a", "parts": [{"text": "chunk"}]},
+                }
+            },
+        )
+        services.task_record(task=task, event=services.status_event(task, "completed", "done"))
+    finally:
+        deliver_push.delay = original
+    return queued
+
+
+def test_a_failed_delivery_holds_back_the_later_events_until_its_retry(
+    transactional_db, webhook, recorded_retries
+):
+    first, second, third = _pending_deliveries(webhook)
+    webhook.statuses.append(500)
+    with pytest.raises(Retry):
+        deliver_push(first)
+    # The later events' jobs leave them behind the one waiting for its retry.
+    assert deliver_push(second) == "queued" and deliver_push(third) == "queued"
+    assert _kinds(webhook.bodies()) == ["statusUpdate"]
+    assert deliver_push(first) == "delivered"  # the retry sends the rest, in order
+    assert _kinds(webhook.bodies()) == [
+        "statusUpdate",
+        "statusUpdate",
+        "artifactUpdate",
+        "statusUpdate",
+    ]
+    assert set(PushDelivery.objects.values_list("outcome", flat=True)) == {"delivered"}
+    assert recorded_retries == [2]
+    assert deliver_push(third) == "skipped"
+
+
+def test_a_delivery_given_up_lets_the_later_events_follow(
+    transactional_db, webhook, recorded_retries
+):
+    first, *_ = _pending_deliveries(webhook)
+    webhook.statuses.extend([500] * MAX_ATTEMPTS)
+    for _ in range(MAX_ATTEMPTS - 1):
+        with pytest.raises(Retry):
+            deliver_push(first)
+    assert deliver_push(first) == "failed"
+    assert _kinds(webhook.bodies()[MAX_ATTEMPTS:]) == ["artifactUpdate", "statusUpdate"]
+    outcomes = PushDelivery.objects.order_by("pk").values_list("outcome", flat=True)
+    assert list(outcomes) == ["failed", "delivered", "delivered"]
+
+
+def test_a_config_another_job_is_delivering_is_left_to_that_job(transactional_db, webhook):
+    first, *_ = _pending_deliveries(webhook)
+    PushNotificationConfig.objects.update(delivering_until=timezone.now() + timedelta(minutes=1))
+    assert deliver_push(first) == "queued"
+    assert webhook.received == []
+    # A lease that ran out (its job died) is taken over.
+    PushNotificationConfig.objects.update(delivering_until=timezone.now() - timedelta(seconds=1))
+    assert deliver_push(first) == "delivered"
+    assert len(webhook.received) == 3
+    assert PushNotificationConfig.objects.get().delivering_until is None

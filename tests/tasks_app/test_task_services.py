@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from tasks_app import push, services
 from tasks_app.models import PushDelivery, Task
-from tasks_app.tasks import deliver_push
+from tasks_app.push_delivery import deliver_push
 from tests.tasks_app.stored_tasks import open_task
 
 pytestmark = pytest.mark.django_db
