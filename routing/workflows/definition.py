@@ -239,11 +239,11 @@ class _Reader:
             )
             return None
         kind = kinds.pop()
-        for key in raw:
-            if key not in _KEYS[kind]:
-                self.problem(where, str(key), f"unknown field for a {kind} step")
         step_id = self.step_id(raw, kind, where)
         where = f"{where} ({step_id})" if step_id else where
+        for key in raw:
+            if key not in _KEYS[kind]:
+                self.problem(where, str(key), f"unknown field for {kind} steps")
         fields: dict[str, Any] = {"id": step_id, "kind": kind, "where": where}
         output = raw.get("output") or ""
         if not isinstance(output, str) or (output and not _ID.fullmatch(output)):
@@ -278,6 +278,11 @@ class _Reader:
             implicit = True
         else:
             implicit = False
+        if implicit and not _ID.fullmatch(given):
+            self.problem(
+                where, "id", f"{given!r} is no id (letters, digits, - or _): give the step an id"
+            )
+            return ""
         if not isinstance(given, str) or not _ID.fullmatch(given):
             self.problem(where, "id", "must start with a letter and hold letters, digits, - or _")
             return ""
@@ -288,7 +293,7 @@ class _Reader:
             hint = " (named after its target: give it an id)" if implicit else ""
             self.problem(where, "id", f"{given!r} is also the id of {self.ids[given]}{hint}")
             return given
-        self.ids[given] = where
+        self.ids[given] = f"{where} ({given})"
         return given
 
     def call(self, raw: Mapping, kind: str, where: str) -> dict[str, Any]:
@@ -376,7 +381,11 @@ def _check_references(steps: tuple[Step, ...], visible: set[str], problems: list
 
 def _check_step(step: Step, visible: set[str], problems: list) -> set[str]:
     def check(template: str, field: str, allowed: set[str]) -> None:
-        for reference in references(template):
+        try:
+            found = references(template)
+        except ExpressionError:
+            return  # reported when the step was read
+        for reference in found:
             name = reference.step_id
             if name is None or name in allowed:
                 continue
@@ -385,10 +394,7 @@ def _check_step(step: Step, visible: set[str], problems: list) -> set[str]:
 
     inside = {inner.id for inner in step.walk()} - {step.id}
     if step.is_call:
-        try:
-            check(step.input, "input", visible)
-        except ExpressionError:
-            pass  # reported when read
+        check(step.input, "input", visible)
     elif step.kind == SEQUENCE:
         _check_references(step.children, visible, problems)
     elif step.kind == BRANCH:
