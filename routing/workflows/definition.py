@@ -142,10 +142,28 @@ class Workflow:
         return [(step, step.target) for step in self.walk() if step.kind == kind]
 
 
+MAX_STEPS = 500
+
+
+class _Loader(yaml.SafeLoader):
+    """The safe loader (plain data only), without aliases: ``*name`` can repeat a subtree
+    exponentially often in a few lines, and a workflow has no need of it."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not read in a workflow", mark
+            )
+        return super().compose_node(parent, index)
+
+
 def parse_yaml(text: str) -> Workflow:
-    """Read a YAML document (safe loader: plain data only) as a workflow."""
+    """Read a YAML document (plain data, no aliases) as a workflow."""
     try:
-        document = yaml.safe_load(text)
+        document = yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
+    except RecursionError:
+        raise WorkflowInvalid([Problem("", "", "the document is nested too deep")]) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -156,6 +174,13 @@ def parse_yaml(text: str) -> Workflow:
 
 def parse(document: Any) -> Workflow:
     """Check ``document`` (the YAML's data) and return the workflow it describes."""
+    try:
+        return _parse(document)
+    except RecursionError:
+        raise WorkflowInvalid([Problem("", "", "the document is nested too deep")]) from None
+
+
+def _parse(document: Any) -> Workflow:
     problems: list[Problem] = []
     if not isinstance(document, Mapping):
         raise WorkflowInvalid([Problem("", "", "a workflow is a mapping with name and steps")])
@@ -188,6 +213,8 @@ def parse(document: Any) -> Workflow:
                 Problem(step.where, "output", "only a top-level step may give the output")
             )
         _check_references(steps, set(), problems)
+        if len(reader.all) > MAX_STEPS:
+            problems.append(Problem("", "steps", f"more than {MAX_STEPS} steps"))
     if problems:
         raise WorkflowInvalid(problems)
     return Workflow(

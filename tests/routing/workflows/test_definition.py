@@ -269,3 +269,21 @@ def test_every_problem_is_listed_at_once():
         "steps[1] (l): max_iterations: a loop needs a limit (1 to 100)",
         "steps[1] (l).loop[0] (x): input: {{.ghost}} names no step before this one",
     ]
+
+
+def test_yaml_aliases_are_refused_so_a_short_document_cannot_explode():
+    bomb = "name: w\nx: &a [{agent: a}]\nsteps: [*a, *a]\n"
+    assert problems(bomb)[0].startswith("not YAML at line 3")
+    assert "aliases (*name) are not read in a workflow" in problems(bomb)[0]
+
+
+def test_a_document_nested_too_deep_is_a_problem_not_a_crash():
+    deep = {"agent": "a"}
+    for level in range(3000):
+        deep = {"id": f"s{level}", "sequence": [deep]}
+    assert problems(workflow(deep)) == ["the document is nested too deep"]
+
+
+def test_too_many_steps_are_refused():
+    many = [{"agent": f"a{index}"} for index in range(501)]
+    assert problems(workflow(*many)) == ["steps: more than 500 steps"]
