@@ -160,6 +160,12 @@ class _Loader(yaml.SafeLoader):
 
 def parse_yaml(text: str) -> Workflow:
     """Read a YAML document (plain data, no aliases) as a workflow."""
+    return parse(load_yaml(text))
+
+
+def load_yaml(text: str) -> Any:
+    """The data of a YAML document (plain data, no aliases); :class:`WorkflowInvalid` when it
+    is not YAML."""
     try:
         document = yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
     except RecursionError:
@@ -169,7 +175,12 @@ def parse_yaml(text: str) -> Workflow:
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         reason = getattr(error, "problem", None) or str(error)
         raise WorkflowInvalid([Problem("", "", f"not YAML{at}: {reason}")]) from None
-    return parse(document)
+    return document
+
+
+def dump_yaml(document: Any) -> str:
+    """YAML text for plain data, keys in their order (the export and the admin's steps)."""
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
 
 
 def parse(document: Any) -> Workflow:
