@@ -6,9 +6,16 @@ Reads as registry reads; writes need a staff user or an admin key, as teams do."
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, ParseError
+from rest_framework.generics import ListAPIView
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
@@ -197,32 +204,28 @@ def _get(workflow_id: str) -> Workflow:
     return workflow
 
 
-class WorkflowListView(APIView):
-    """``/a2a/workflows``."""
-
-    permission_classes = [WorkflowWritePermission]
-    parser_classes = [*YAML_PARSERS, BoundedJSONParser]
-
-    @extend_schema(
+@extend_schema_view(
+    get=extend_schema(
         operation_id="workflows_list",
         summary="List workflows",
         description="Every workflow, ordered by id, with its top-level steps, a page at a "
         "time: pass `nextCursor` as `cursor` for the next page.",
-        parameters=[OpenApiParameter("cursor", str, description="From `nextCursor`.")],
-        responses={
-            200: OpenApiResponse(
-                WorkflowSerializer(many=True),
-                examples=[
-                    OpenApiExample("A page", value={"workflows": [WORKFLOW], "nextCursor": None})
-                ],
-            ),
-            **errors(400, 401, 429),
-        },
+        responses={200: WorkflowSerializer(many=True), **errors(400, 401, 429)},
+        examples=[
+            OpenApiExample("A page", value=WORKFLOW, response_only=True, status_codes=["200"])
+        ],
     )
-    def get(self, request: Request) -> Response:
-        paginator = WorkflowPagination()
-        page = paginator.paginate_queryset(selectors.workflow_list(), request, view=self)
-        return paginator.get_paginated_response(WorkflowSerializer(page, many=True).data)
+)
+class WorkflowListView(ListAPIView):
+    """``/a2a/workflows``."""
+
+    permission_classes = [WorkflowWritePermission]
+    parser_classes = [*YAML_PARSERS, BoundedJSONParser]
+    serializer_class = WorkflowSerializer
+    pagination_class = WorkflowPagination
+
+    def get_queryset(self):
+        return selectors.workflow_list()
 
     @extend_schema(
         operation_id="workflows_create",
@@ -253,7 +256,12 @@ class WorkflowDetailView(APIView):
 
     permission_classes = [WorkflowWritePermission]
     parser_classes = [*YAML_PARSERS, BoundedJSONParser]
-    renderer_classes = [JSONRenderer, YamlRenderer]
+
+    def get_renderers(self):
+        # Only a read may answer YAML (the export); writes and errors answer JSON.
+        if self.request is not None and self.request.method == "GET":
+            return [JSONRenderer(), YamlRenderer()]
+        return [JSONRenderer()]
 
     @extend_schema(
         operation_id="workflow_get",
@@ -269,7 +277,7 @@ class WorkflowDetailView(APIView):
                 OpenApiTypes.STR,
                 examples=[OpenApiExample("YAML", value=SEED, media_type="application/yaml")],
             ),
-            **errors(401, 404, 429),
+            **errors(400, 401, 404, 429),
         },
     )
     def get(self, request: Request, workflow_id: str) -> Response:
