@@ -5,6 +5,7 @@
 - The registry's Agent admin, extended here with each agent's latest probes and events (routing
   records them, so the registry's own admin cannot show them).
 - Teams, with their members' health and their latest conversations (``routing.admin_teams``).
+- Workflows, with their steps edited inline (``routing.workflows.admin``).
 """
 
 from __future__ import annotations
@@ -71,3 +72,4 @@ admin.site.register(Agent, AgentWithHealthAdmin)
 
 # Teams have their own module; importing it registers their admin.
 from routing import admin_teams  # noqa: E402, F401
+from routing.workflows import admin as workflow_admin  # noqa: E402, F401

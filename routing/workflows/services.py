@@ -112,7 +112,7 @@ def workflow_check(document: Any, *, own_id: str) -> tuple[Definition | None, li
 
 
 def workflow_store(
-    *, workflow: Workflow, document: dict[str, Any], actor: str = SYSTEM
+    *, workflow: Workflow, document: dict[str, Any], enabled: bool = True, actor: str = SYSTEM
 ) -> Workflow:
     """Save a checked document onto ``workflow`` (the admin's save): source, definition,
     targets and steps are rewritten together."""
@@ -122,6 +122,7 @@ def workflow_store(
         raise WorkflowRejected(problems)
     with transaction.atomic():
         adding = workflow._state.adding
+        workflow.enabled = enabled
         _store(workflow, definition, document, source=dump_yaml(document), targets=targets)
         audit_record(
             actor=actor,
