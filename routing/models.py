@@ -222,3 +222,54 @@ class WorkflowStep(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workflow_id}: {self.step_id or self.position}"
+
+
+class TaskTemplate(models.Model):
+    """A saved first message with typed ``{{variables}}`` (``routing.task_templates``), sent
+    to an agent or a team with fixed configuration by ``POST /a2a/tasks/template``. Deleting
+    the agent or team deletes its templates."""
+
+    id = models.SlugField(primary_key=True, max_length=64)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    text = models.TextField(help_text="The message, with {{name}} where a variable goes.")
+    variables = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='[{"name": "city", "type": "string", "default": "Paris", "description": "..."}]'
+        " (types: string, integer, number, boolean; no default: the caller must give it)",
+    )
+    agent = models.ForeignKey(
+        "registry.Agent", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    team = models.ForeignKey(
+        "registry.Team", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    configuration = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="A2A 1.0 SendMessageConfiguration sent with every call, e.g. "
+        '{"acceptedOutputModes": ["text/plain"], "historyLength": 0}',
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    models.Q(agent__isnull=False, team__isnull=True)
+                    | models.Q(agent__isnull=True, team__isnull=False)
+                ),
+                name="task_template_one_target",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def target(self) -> tuple[str, str]:
+        """("agent" or "team", its id)."""
+        return ("agent", self.agent_id) if self.agent_id else ("team", self.team_id)

@@ -143,11 +143,18 @@ class TaskApiView(APIView):
 class SendView(TaskApiView):
     @docs.send
     async def post(self, request):
-        send = parsing.task_api_send(parsing.parse_task_api_body(request.body), Operation.SEND)
-        target = await _target(request.auth, send.kind, send.target_id)
-        call = parsing.task_api_call(Operation.SEND, send, request.headers)
-        result = await _send(target, call, request.auth)
-        return http_reply(replies.result_reply(call, result))
+        return await answer_send(request, parsing.parse_task_api_body(request.body))
+
+
+async def answer_send(request, payload: Any) -> HttpResponse:
+    """Sends ``payload`` (a task API send body) as ``request``'s caller and answers it: what
+    ``POST /a2a/tasks/send`` does with its body, and task templates with the body they
+    render."""
+    send = parsing.task_api_send(payload, Operation.SEND)
+    target = await _target(request.auth, send.kind, send.target_id)
+    call = parsing.task_api_call(Operation.SEND, send, request.headers)
+    result = await _send(target, call, request.auth)
+    return http_reply(replies.result_reply(call, result))
 
 
 class SendSubscribeView(TaskApiView):
