@@ -152,3 +152,16 @@ def test_the_admin_refuses_an_undeclared_variable_and_a_missing_target(agents, a
     response = admin_client.post(add, {**data, "variables": '[{"name": "who"}]'})
     assert response.status_code == 302
     assert TaskTemplate.objects.get(pk="t").target == ("agent", "echo")
+
+
+def test_the_agent_and_team_pages_list_their_templates_with_variables(agents, client):
+    page = html.unescape(client.get("/agents/echo/").content.decode())
+    assert 'id="template-forecast"' in page
+    assert "Forecast for {{city}} over {{days}} days" in page
+    assert "<code>city</code> string, required: Where" in page
+    assert "<code>days</code> integer, default <code>3</code>" in page
+    assert "desk-forecast" not in page
+    team_page = html.unescape(client.get("/teams/desk/").content.decode())
+    assert 'id="template-desk-forecast"' in team_page
+    writer = html.unescape(client.get("/agents/writer/").content.decode())
+    assert 'id="task-templates"' not in writer
