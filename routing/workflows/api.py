@@ -5,6 +5,8 @@ Reads as registry reads; writes need a staff user or an admin key, as teams do."
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
@@ -105,8 +107,12 @@ def _parser(media: str) -> type[BaseParser]:
         media_type = media
 
         def parse(self, stream, media_type=None, parser_context=None):
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            body = stream.read(limit + 1 if limit else -1) if stream is not None else b""
+            if limit and len(body) > limit:
+                raise RequestDataTooBig("the body is larger than DATA_UPLOAD_MAX_MEMORY_SIZE")
             try:
-                return stream.read().decode("utf-8") if stream is not None else ""
+                return body.decode("utf-8")
             except UnicodeDecodeError:
                 raise ParseError("a YAML body must be UTF-8") from None
 

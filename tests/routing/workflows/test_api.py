@@ -3,6 +3,7 @@ import_workflow command."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -253,3 +254,17 @@ def test_the_service_refuses_a_slug_that_is_not_the_id(seed_agents):
         )
     with pytest.raises(RegistryError):
         services.workflow_import(text="name: A\nsteps: [{agent: summary-agent}]\n")
+
+
+def test_a_body_over_the_upload_limit_is_a_413(admin_api, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    response = post_yaml(admin_api, "name: x\nsteps:\n" + "  - agent: a\n" * 200)
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "too_large"
+
+
+def test_a_document_of_too_many_steps_is_refused_quickly(admin_api):
+    started = time.monotonic()
+    response = post_yaml(admin_api, "name: x\nsteps:\n" + "  - agent: a\n" * 30000)
+    assert response.json()["error"]["problems"] == ["steps: more than 500 steps"]
+    assert time.monotonic() - started < 5
