@@ -300,6 +300,7 @@ class RegistryPermission(permissions.BasePermission):
     message = IsApiKeyOrStaff.message
     admin_writes = False
     """Writes need an admin key (AdminWritePermission)."""
+    admin_writes_message = "only an admin key may change teams"
 
     def has_permission(self, request, view) -> bool:
         if request.method in permissions.SAFE_METHODS:
@@ -310,7 +311,7 @@ class RegistryPermission(permissions.BasePermission):
         if key is None:
             return False
         if self.admin_writes:
-            self.message = "only an admin key may change teams"
+            self.message = self.admin_writes_message
             return key.is_admin
         if request.method == "POST" and getattr(view, "registers_agents", False):
             self.message = "this API key may not register agents"

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from routing import template_api
 from routing.admin_teams import moved_team_admin
 
 admin.site.site_header = "Brass Relay administration"
@@ -16,6 +17,8 @@ urlpatterns = [
     re_path(r"^admin/registry/team/(?P<rest>.*)$", moved_team_admin, name="moved-team-admin"),
     path("admin/", admin.site.urls),
     path("a2a/", include("registry.api.urls")),
+    # Before tasks_app's a2a/tasks/<id>: "template" is not a task id.
+    path("a2a/tasks/template", template_api.TemplateSendView.as_view(), name="task-template"),
     path("", include("tasks_app.api.urls")),
     path("", include("routing.urls")),
     path("api/schema", SpectacularAPIView.as_view(), name="api-schema"),

@@ -5,6 +5,8 @@
 - The registry's Agent admin, extended here with each agent's latest probes and events (routing
   records them, so the registry's own admin cannot show them).
 - Teams, with their members' health and their latest conversations (``routing.admin_teams``).
+- Workflows, with their steps edited inline (``routing.workflows.admin``).
+- Task templates (``routing.admin_templates``).
 """
 
 from __future__ import annotations
@@ -70,5 +72,6 @@ class AgentWithHealthAdmin(AgentAdmin):
 admin.site.unregister(Agent)
 admin.site.register(Agent, AgentWithHealthAdmin)
 
-# Teams have their own module; importing it registers their admin.
-from routing import admin_teams  # noqa: E402, F401
+# Teams, task templates and workflows have their own modules; importing one registers it.
+from routing import admin_teams, admin_templates  # noqa: E402, F401
+from routing.workflows import admin as workflow_admin  # noqa: E402, F401

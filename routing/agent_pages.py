@@ -95,6 +95,7 @@ def agent_page(request, agent_id: str):
         "client_routing_uri": CLIENT_ROUTING_URI,
         "call": call_snippets(relay_base_url(request, f"/a2a/agents/{agent.pk}/")),
         "call_blocked": _call_blocked(agent),
+        "task_templates": routing_selectors.task_templates_for(kind="agent", target_id=agent.pk),
         **_health_context(agent),
     }
     return render(request, "registry/agent_detail.html", context)

@@ -164,3 +164,112 @@ class Team(registry_models.Team):
 
     class Meta:
         proxy = True
+
+
+class Workflow(models.Model):
+    """A fixed pipeline of agent, team and workflow calls (``routing.workflows``), called as
+    one A2A agent. ``source`` is its YAML document; ``definition`` the same document as data,
+    checked; ``targets`` the registered ids its ``agent:``, ``team:`` and ``workflow:`` names
+    resolved to when it was saved."""
+
+    id = models.SlugField(primary_key=True, max_length=64, help_text="The slug in its URLs.")
+    name = models.CharField(max_length=200)
+    version = models.CharField(max_length=100, default="1")
+    description = models.TextField(blank=True)
+    enabled = models.BooleanField(default=True)
+    source = models.TextField(help_text="The YAML document, as imported or last saved.")
+    definition = models.JSONField(default=dict, help_text="The document as data.")
+    targets = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='{"agent": {name: id}, "team": {...}, "workflow": {...}}',
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class WorkflowStep(models.Model):
+    """One top-level step of a workflow, in order, as the admin edits it: its YAML mapping
+    (with any steps nested inside), and its id, kind and target for lists and search."""
+
+    class Kind(models.TextChoices):
+        AGENT = "agent"
+        TEAM = "team"
+        WORKFLOW = "workflow"
+        SEQUENCE = "sequence"
+        BRANCH = "branch"
+        PARALLEL = "parallel"
+        LOOP = "loop"
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="steps")
+    position = models.PositiveIntegerField(default=0)
+    step_id = models.CharField(max_length=64, blank=True, help_text="Filled in from the YAML.")
+    kind = models.CharField(max_length=10, choices=Kind.choices, blank=True)
+    target = models.CharField(max_length=200, blank=True)
+    source = models.TextField(
+        help_text="The step as YAML, e.g. <code>agent: summary-agent</code> and "
+        '<code>input: "{{.route}}"</code> on the next line.'
+    )
+
+    class Meta:
+        ordering = ["workflow", "position", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id}: {self.step_id or self.position}"
+
+
+class TaskTemplate(models.Model):
+    """A saved first message with typed ``{{variables}}`` (``routing.task_templates``), sent
+    to an agent or a team with fixed configuration by ``POST /a2a/tasks/template``. Deleting
+    the agent or team deletes its templates."""
+
+    id = models.SlugField(primary_key=True, max_length=64)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    text = models.TextField(help_text="The message, with {{name}} where a variable goes.")
+    variables = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='[{"name": "city", "type": "string", "default": "Paris", "description": "..."}]'
+        " (types: string, integer, number, boolean; no default: the caller must give it)",
+    )
+    agent = models.ForeignKey(
+        "registry.Agent", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    team = models.ForeignKey(
+        "registry.Team", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    configuration = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="A2A 1.0 SendMessageConfiguration sent with every call, e.g. "
+        '{"acceptedOutputModes": ["text/plain"], "historyLength": 0}',
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    models.Q(agent__isnull=False, team__isnull=True)
+                    | models.Q(agent__isnull=True, team__isnull=False)
+                ),
+                name="task_template_one_target",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def target(self) -> tuple[str, str]:
+        """("agent" or "team", its id)."""
+        return ("agent", self.agent_id) if self.agent_id else ("team", self.team_id)

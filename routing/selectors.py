@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import Avg, Count, F, Prefetch, Q, Window
 from django.db.models.functions import RowNumber
@@ -14,8 +15,16 @@ from django.utils import timezone
 from registry.extensions import CLIENT_ROUTING_URI
 from registry.models import Agent, DeclaredExtension, Skill, Team, TeamMembership
 from routing import metrics
-from routing.models import HealthEvent, MemberContext, ProbeResult, RoutingHop, TeamCall
+from routing.models import (
+    HealthEvent,
+    MemberContext,
+    ProbeResult,
+    RoutingHop,
+    TaskTemplate,
+    TeamCall,
+)
 from routing.router import USER
+from routing.task_templates import VariableError, variables
 from tasks_app import selectors as task_selectors
 from tasks_app.lifecycle import INTERRUPTED, TaskState
 from tasks_app.models import Task
@@ -386,3 +395,25 @@ def agents_to_probe(*, now, agent_ids: list[str] | None = None, claim: bool = Fa
     if agent_ids is not None:
         return list(queryset.filter(pk__in=agent_ids))
     return list(queryset.filter(Q(next_probe_at__isnull=True) | Q(next_probe_at__lte=now)))
+
+
+@dataclass(frozen=True)
+class TemplateListing:
+    """A task template as a target's page lists it: the row and its variables' declarations
+    as JSON (name, type, default?, description?)."""
+
+    template: Any
+    variables: list[dict[str, Any]]
+
+
+def task_templates_for(*, kind: str, target_id: str) -> list[TemplateListing]:
+    """The task templates sent to one agent (``kind`` "agent") or team, by id (one query)."""
+    rows = TaskTemplate.objects.filter(**{f"{kind}_id": target_id}).order_by("id")
+    listed = []
+    for row in rows:
+        try:
+            declared = [variable.as_json() for variable in variables(row.variables)]
+        except VariableError:
+            declared = []  # saved outside the admin's checks: listed without variables
+        listed.append(TemplateListing(row, declared))
+    return listed

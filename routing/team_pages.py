@@ -60,6 +60,7 @@ def team_page(request, team_id: str):
         "card_json": pretty_json(card) if card else "",
         "call": call_snippets(relay_base_url(request, f"/a2a/teams/{team.pk}/")),
         "show_conversations": staff,
+        "task_templates": routing_selectors.task_templates_for(kind="team", target_id=team.pk),
         "conversations": (
             routing_selectors.team_conversations(team_id=team.pk, limit=RECENT_CONVERSATIONS)
             if staff

@@ -4,7 +4,8 @@ which show health; the team pages. (Teams answer A2A calls at
 
 from django.urls import path
 
-from routing import agent_pages, api, prometheus, team_pages, views
+from routing import agent_pages, api, prometheus, team_pages, template_api, views
+from routing.workflows import api as workflow_api
 
 urlpatterns = [
     path("a2a/tasks/<str:task_id>/trace", api.TaskTraceView.as_view(), name="task-trace"),
@@ -12,6 +13,14 @@ urlpatterns = [
     path(
         "a2a/agents/<slug:agent_id>/metrics", api.AgentMetricsView.as_view(), name="agent-metrics"
     ),
+    # No trailing slash: /a2a/workflows/{id}/ is kept for the workflow's own A2A endpoint.
+    path("a2a/workflows", workflow_api.WorkflowListView.as_view(), name="workflows"),
+    path(
+        "a2a/workflows/<slug:workflow_id>",
+        workflow_api.WorkflowDetailView.as_view(),
+        name="workflow",
+    ),
+    path("a2a/templates", template_api.TemplateListView.as_view(), name="templates"),
     path("tasks/<str:task_id>/", views.task_page, name="task-page"),
     path("metrics", prometheus.MetricsView.as_view(), name="metrics"),
     path("", agent_pages.registry_page, name="registry-page"),

@@ -46,6 +46,12 @@ class ErrorDetailSerializer(serializers.Serializer):
         required=False,
         help_text="invalid_card: the card's missing fields.",
     )
+    problems = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="invalid_workflow: every problem of the document, each naming its step "
+        "and field.",
+    )
 
 
 class ErrorSerializer(serializers.Serializer):

@@ -143,12 +143,19 @@ class TaskApiView(APIView):
 class SendView(TaskApiView):
     @docs.send
     async def post(self, request):
-        send = parsing.task_api_send(parsing.parse_task_api_body(request.body), Operation.SEND)
-        key = parsing.send_key_of(Operation.SEND, request.headers)
-        target = await _target(request.auth, send.kind, send.target_id)
-        call = parsing.task_api_call(Operation.SEND, send, request.headers, key=key)
-        result = await _send(target, call, request.auth)
-        return http_reply(replies.result_reply(call, result))
+        return await answer_send(request, parsing.parse_task_api_body(request.body))
+
+
+async def answer_send(request, payload: Any) -> HttpResponse:
+    """Sends ``payload`` (a task API send body) as ``request``'s caller and answers it: what
+    ``POST /a2a/tasks/send`` does with its body, and task templates with the body they
+    render. An ``Idempotency-Key`` header makes a repeat answer with the stored task."""
+    send = parsing.task_api_send(payload, Operation.SEND)
+    key = parsing.send_key_of(Operation.SEND, request.headers)
+    target = await _target(request.auth, send.kind, send.target_id)
+    call = parsing.task_api_call(Operation.SEND, send, request.headers, key=key)
+    result = await _send(target, call, request.auth)
+    return http_reply(replies.result_reply(call, result))
 
 
 class SendSubscribeView(TaskApiView):

@@ -1,0 +1,164 @@
+"""Task templates in the API:
+
+- ``GET /a2a/templates``: every template with its target and typed variables (a registry
+  read).
+- ``POST /a2a/tasks/template`` ``{"templateId", "variables"}``: renders the template's message
+  and sends it to its agent or team through the task API's own send (``answer_send``): the
+  same answer, errors and ownership as ``POST /a2a/tasks/send``. A missing, unknown or
+  mistyped variable is InvalidParams naming it (400 here; -32602 in JSON-RPC terms).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import serializers
+from rest_framework.generics import ListAPIView
+
+from registry.api.pagination import IdCursorPagination
+from registry.api.schema import errors, task_errors
+from registry.auth import RegistryReadPermission
+from relay_project.database import database_sync_to_async
+from routing import task_templates
+from routing.models import TaskTemplate
+from tasks_app.api import parsing
+from tasks_app.api.task_api import TaskApiView, answer_send
+from tasks_app.api.task_api_docs import CURRENT_TASK
+from tasks_app.protocol.errors import FieldViolation, InvalidParams, InvalidRequest
+
+TEMPLATE = {
+    "id": "weekly-report",
+    "name": "Weekly report",
+    "description": "A short report on one team's week.",
+    "text": "Write a {{length}}-line report on the week of {{team}}.",
+    "variables": [
+        {"name": "team", "type": "string", "description": "Whose week"},
+        {"name": "length", "type": "integer", "default": 5},
+    ],
+    "target": {"kind": "agent", "id": "writer"},
+    "configuration": {"acceptedOutputModes": ["text/plain"]},
+}
+SEND = {"templateId": "weekly-report", "variables": {"team": "billing", "length": 3}}
+
+
+class TemplateSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    text = serializers.CharField(help_text="The message, with {{name}} where a variable goes.")
+    variables = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="Each {name, type, default?, description?}; no default: the caller gives it.",
+    )
+    target = serializers.DictField(help_text='{"kind": "agent" or "team", "id": ...}')
+    configuration = serializers.DictField(help_text="Sent with every call.")
+
+    def to_representation(self, instance: TaskTemplate) -> dict[str, Any]:
+        kind, target_id = instance.target
+        return {
+            "id": instance.id,
+            "name": instance.name,
+            "description": instance.description,
+            "text": instance.text,
+            "variables": [
+                variable.as_json() for variable in task_templates.variables(instance.variables)
+            ],
+            "target": {"kind": kind, "id": target_id},
+            "configuration": instance.configuration,
+        }
+
+
+class TemplatePagination(IdCursorPagination):
+    items_key = "templates"
+    example_id = "weekly-report"
+
+
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="templates_list",
+        summary="List task templates",
+        description="Every task template, ordered by id, with its target and typed "
+        "variables, a page at a time. Send one with POST /a2a/tasks/template.",
+        responses={200: TemplateSerializer(many=True), **errors(400, 401, 429)},
+        examples=[
+            OpenApiExample("A page", value=TEMPLATE, response_only=True, status_codes=["200"])
+        ],
+    )
+)
+class TemplateListView(ListAPIView):
+    """``/a2a/templates``."""
+
+    permission_classes = [RegistryReadPermission]
+    serializer_class = TemplateSerializer
+    pagination_class = TemplatePagination
+
+    def get_queryset(self):
+        return TaskTemplate.objects.order_by("id")
+
+
+def template_payload(template: TaskTemplate, values: Any) -> dict[str, Any]:
+    """The task API send body a template makes with the caller's ``values``."""
+    try:
+        text = task_templates.render(template.text, template.variables, values)
+    except task_templates.VariableError as error:
+        field = error.name if error.name == "variables" else f"variables.{error.name}"
+        raise InvalidParams(field_violations=[FieldViolation(field, error.message)]) from None
+    kind, target_id = template.target
+    payload: dict[str, Any] = {
+        f"{kind}Id": target_id,
+        "message": {
+            "messageId": str(uuid.uuid4()),
+            "role": "ROLE_USER",
+            "parts": [{"text": text}],
+        },
+    }
+    if template.configuration:
+        payload["configuration"] = template.configuration
+    return payload
+
+
+def _template(template_id: Any) -> TaskTemplate:
+    if not isinstance(template_id, str) or not template_id:
+        raise InvalidParams(field_violations=[FieldViolation("templateId", "is required")])
+    template = TaskTemplate.objects.filter(pk=template_id).first()
+    if template is None:
+        raise InvalidParams(
+            field_violations=[FieldViolation("templateId", f"no template {template_id[:64]!r}")]
+        )
+    return template
+
+
+class TemplateSendView(TaskApiView):
+    @extend_schema(
+        operation_id="tasks_send_template",
+        summary="Send a task template's message with its variables filled in",
+        description="Renders the template's message with `variables` (defaults fill the "
+        "rest) and sends it to the template's agent or team with its configuration, as "
+        "POST /a2a/tasks/send would: the same answer (a task, or the agent's message). A "
+        "missing, unknown or mistyped variable is a 400 naming it.",
+        request={"application/json": OpenApiTypes.OBJECT},
+        responses={
+            200: OpenApiResponse(OpenApiTypes.OBJECT),
+            **task_errors(400, 401, 404, 413, 429),
+        },
+        examples=[
+            OpenApiExample("Variables", value=SEND, request_only=True),
+            OpenApiExample("Answer", value={"task": CURRENT_TASK}, response_only=True),
+        ],
+    )
+    async def post(self, request):
+        body = parsing.parse_task_api_body(request.body)
+        if not isinstance(body, dict):
+            raise InvalidRequest("the body must be a JSON object {templateId, variables}")
+        unknown = sorted(set(body) - {"templateId", "variables"})
+        if unknown:
+            raise InvalidParams(
+                field_violations=[
+                    FieldViolation(unknown[0], "unknown field: send templateId and variables")
+                ]
+            )
+        template = await database_sync_to_async(_template)(body.get("templateId"))
+        return await answer_send(request, template_payload(template, body.get("variables")))
