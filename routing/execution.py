@@ -352,6 +352,7 @@ class TeamTarget(gateway.Target):
                 member_exchange=exchange,
                 error=error,
             )
+            conversation.hops_recorded = max(conversation.hops_recorded, recorded.hop.order)
             for each in published:
                 await each.send()
             if (
