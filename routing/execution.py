@@ -33,7 +33,11 @@ Decisions where the spec is silent:
 - A member call that fails itself (an A2A error, an unreachable agent, a stream that stopped)
   ends the team task ``failed`` with the reason in its status message, as the agent called
   directly would: the relay's error text is never routed on as if a member had said it. A
-  member that answers with a ``failed`` task of its own is routed like any answer (rule 2).
+  member that answers the caller's own message with an A2A error before any event (a
+  follow-up on a task it no longer knows, after a restart) gives that error, as the agent
+  called directly does: a blocking caller gets it as the call's error, the task left as it
+  was; a streaming caller gets the task failed with it. A member that answers with a
+  ``failed`` task of its own is routed like any answer (rule 2).
 - A member's task snapshot (its stream's first event, a blocking call's answer) is merged into
   the team task: a member's task that only opened (``submitted``) while the team task is past
   that adds nothing. A member's task that goes on working after the call's answer is
@@ -180,8 +184,6 @@ class TeamTarget(gateway.Target):
             )
         else:  # a new conversation: nothing of it is stored yet
             conversation = selectors.Conversation()
-        if TaskState(task.state) in INTERRUPTED:  # the caller answered: the team works again
-            yield await _recorded(task, status_event(task, TaskState.WORKING))
         selected = None
         if (
             self.no_recipient == Team.NoRecipient.SELECT
@@ -198,7 +200,15 @@ class TeamTarget(gateway.Target):
             streaming=stream,
         )
         steps = self._route(
-            task, ctx, hop, message, conversation, stream=stream, metadata=request.get("metadata")
+            task,
+            ctx,
+            hop,
+            message,
+            conversation,
+            stream=stream,
+            metadata=request.get("metadata"),
+            # The caller answered: the team works again once its member takes the answer.
+            resumed=TaskState(task.state) in INTERRUPTED,
         )
         async with contextlib.aclosing(steps):
             async for step in steps:
@@ -260,9 +270,14 @@ class TeamTarget(gateway.Target):
         stream: bool,
         metadata: dict[str, Any] | None = None,
         following: selectors.HopInFlight | None = None,
+        resumed: bool = False,
     ):
         """The hops from ``hop`` on, until the conversation ends or waits on the caller; the
-        first one the member task ``following`` (taken over) when given."""
+        first one the member task ``following`` (taken over) when given. A ``resumed`` team
+        task (the caller answered its question) works again at the member's first event or
+        answer, as an agent's task does: a member that refuses the caller's message with an
+        A2A error of its own (its task is unknown to it, say) leaves the team task as it was,
+        and the error is the caller's answer, as the agent's would be."""
         hops_done = following.hops_done if following is not None else 0
         called: set[str] = set()  # the members called for this message (a selection skips them)
         while isinstance(hop, Deliver):
@@ -295,8 +310,13 @@ class TeamTarget(gateway.Target):
             forwarded: set[str] = set()
             origin = {"member": hop.target, "hop": order}
             if not isinstance(call, MemberAnswer):
+                seen = False
                 try:
                     async for step in call.events():
+                        seen = True
+                        if resumed:
+                            resumed = False
+                            yield await _recorded(task, status_event(task, TaskState.WORKING))
                         events = _forwarded(step.event, task, origin=origin, whole=not stream)
                         for event in events:
                             if "artifactUpdate" in event:
@@ -307,8 +327,15 @@ class TeamTarget(gateway.Target):
                                 {"task": snapshot_of(task)}, recorded=True, answered=True
                             )
                 except A2AError as error:
+                    if hop.sender == USER and not seen:
+                        # The agent refused the caller's own message: its answer, as on the
+                        # agent's path (never a failure of the team or of the agent's health).
+                        raise
                     call = _failed_answer(f"agent {hop.target!r}: {error.message}", started)
             answer = _answer_of(call, started)
+            if resumed:
+                resumed = False
+                yield await _recorded(task, status_event(task, TaskState.WORKING))
             unreachable = answer.unreachable
             if followed:  # what the stopped process forwarded is not sent again
                 forwarded |= _held(task, answer)
@@ -376,6 +403,8 @@ class TeamTarget(gateway.Target):
             )
             hop = decision
         if hops_done == 0:  # nobody could be called: the default agent is unavailable
+            if resumed:
+                yield await _recorded(task, status_event(task, TaskState.WORKING))
             ending, error = _ending(task, hop, None)
             published = await sync_to_async(services.task_events_record)(
                 task=task, events=[ending], error=error

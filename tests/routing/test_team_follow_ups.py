@@ -16,6 +16,7 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types import Part
 from asgiref.sync import sync_to_async
 
+from registry.models import Agent
 from registry.services import agent_register
 from registry.teams import team_create
 from routing.demo.agents import TaskExecutor, app_factory, text_message
@@ -23,7 +24,7 @@ from routing.demo.serve import serve
 from routing.models import RoutingHop
 from tasks_app.gateway import driving
 from tasks_app.models import Task
-from tests.agents import task_spec
+from tests.agents import input_required_agent, task_spec
 from tests.live import Recording, eventually
 
 pytestmark = [
@@ -160,3 +161,46 @@ async def test_a_follow_up_while_the_member_works_continues_its_member_task(rela
     assert "driving task" not in caplog.text
     stored = await Task.objects.aget(pk=team_task["id"])
     assert stored.state == "completed"
+
+
+# --- item 6: a follow-up the restarted member no longer knows --------------------------------
+
+
+async def test_a_follow_up_the_restarted_member_forgot_is_its_answer_not_a_health_failure(
+    relay, settings
+):
+    """Regression: after its agent restarted and forgot its tasks, a one-member team failed
+    every follow-up with a task of its own, and such answers counted as failed calls, while
+    the agent's path answered the agent's TaskNotFound. The team answers as the agent does,
+    and its member stays callable."""
+    follow_ups = settings.RELAY_BREAKER_FAILURES + 1
+    server = serve(input_required_agent)
+    try:
+        await sync_to_async(agent_register)(url=server.url, agent_id="asks")
+        await sync_to_async(make_team)("askers", "asks")
+        parked = []
+        for path in ["/a2a/agents/asks/"] + ["/a2a/teams/askers/"] * follow_ups:
+            answer = await call(relay, path, "SendMessage", user_message("greet someone"))
+            assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            parked.append((path, answer["result"]["task"]["id"]))
+        port = server.port
+        server.stop()
+        server = serve(input_required_agent, port=port)  # the same agent, its tasks forgotten
+
+        errors = []
+        for path, task_id in parked:
+            answer = await call(relay, path, "SendMessage", user_message("Ada", taskId=task_id))
+            assert "error" in answer, answer
+            errors.append((answer["error"]["code"], answer["error"]["data"][0]["reason"]))
+        agent = await Agent.objects.aget(pk="asks")
+        fresh = await call(relay, "/a2a/teams/askers/", "SendMessage", user_message("greet me"))
+    finally:
+        server.stop()
+
+    # The agent's answer, through the team as through the agent: the task is unknown to it.
+    assert errors == [(-32001, "TASK_NOT_FOUND")] * (follow_ups + 1)
+    # The tasks wait as they did, on both paths; the member is not counted as failing.
+    states = {t.state async for t in Task.objects.filter(pk__in=[t for _, t in parked])}
+    assert states == {"input-required"}
+    assert (agent.breaker_state, agent.breaker_failures) == (Agent.Breaker.CLOSED, 0)
+    assert fresh["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
