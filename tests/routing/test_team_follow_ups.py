@@ -204,3 +204,41 @@ async def test_a_follow_up_the_restarted_member_forgot_is_its_answer_not_a_healt
     assert states == {"input-required"}
     assert (agent.breaker_state, agent.breaker_failures) == (Agent.Breaker.CLOSED, 0)
     assert fresh["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+
+# --- item 8: a follow-up stream opens with the task as it now stands --------------------------
+
+
+def state_of(event: dict[str, Any]) -> str:
+    return (next(iter(event.values())).get("status") or {}).get("state", "")
+
+
+@pytest.mark.parametrize("path", ["/a2a/teams/askers/", "/a2a/agents/asks/"], ids=["team", "agent"])
+async def test_a_follow_up_stream_opens_with_the_task_working_not_its_old_question(relay, path):
+    """Regression: the stream of the caller's answer to a question opened with the task still
+    input-required, a snapshot of before the answer: a client that stops at an interrupted
+    state stopped there, before the member's new state."""
+    with serve(input_required_agent) as server:
+        await sync_to_async(agent_register)(url=server.url, agent_id="asks")
+        await sync_to_async(make_team)("askers", "asks")
+        asked = await call(relay, path, "SendMessage", user_message("greet someone"))
+        task_id = asked["result"]["task"]["id"]
+        response = await relay.post(
+            path,
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendStreamingMessage",
+                "params": {"message": user_message("Ada", taskId=task_id)},
+            },
+        )
+    events = sse_results(response.text)
+
+    assert list(events[0]) == ["task"]
+    assert events[0]["task"]["id"] == task_id
+    assert [state_of(event) for event in events if state_of(event)] == [
+        "TASK_STATE_WORKING",
+        "TASK_STATE_COMPLETED",
+    ]
+    assert [next(iter(event)) for event in events] == ["task", "artifactUpdate", "statusUpdate"]
+    assert events[1]["artifactUpdate"]["artifact"]["parts"] == [{"text": "Hello, Ada!"}]
