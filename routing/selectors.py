@@ -72,9 +72,8 @@ class Conversation:
     to, on its own task (``parked_child_id``): the member that asked for input when the
     message answers it, or the member still working on the task's previous message
     (``working``: the message is a follow-up to that member task, as it would be to the
-    agent's own task); ``contexts``: each member's (upstream
-    context, open upstream task) in this conversation. The team target keeps it up to date
-    as its hops go.
+    agent's own task); ``contexts``: each member's (upstream context, open upstream task) in
+    this conversation. The team target keeps it up to date as its hops go.
     """
 
     hops_recorded: int = 0

@@ -83,9 +83,10 @@ async def stream_message(
     are ordinary responses), then yields the task, its updates, and KEEPALIVE markers while
     idle: every event the agent sent, in its order, the first one a task (the task as it
     stood before, when the agent began with an update; for the caller's answer to a task
-    waiting on it, the task as that update leaves it, never the question it answers). Closes on a terminal or interrupted state, or where the agent's own stream ended
-    (with the task as the agent then gave it). The work goes on if the client leaves.
-    ``opened`` as for ``send_message`` (``open_task`` with ``stream=True``).
+    waiting on it, the task as that update leaves it, never the question it answers).
+    Closes on a terminal or interrupted state, or where the agent's own stream ended (with
+    the task as the agent then gave it). The work goes on if the client leaves. ``opened``
+    as for ``send_message`` (``open_task`` with ``stream=True``).
     """
     if opened is None:
         opened = await database_sync_to_async(open_task)(target, ctx, request, stream=True)
