@@ -144,6 +144,17 @@ async def test_a_follow_up_while_the_member_works_continues_its_member_task(rela
             lambda: not driving.running(team_task["id"]), "both calls over", timeout=WAIT_SECONDS
         )
         first_sent, second_sent = sent_messages(COLLECTOR)
+        # The agent's own path, for comparison: one task with both messages.
+        alone = await call(relay, "/a2a/agents/collector/", "SendMessage", user_message("one"))
+        alone = await call(
+            relay,
+            "/a2a/agents/collector/",
+            "SendMessage",
+            user_message("two", taskId=alone["result"]["task"]["id"]),
+        )
+        assert [a["parts"] for a in alone["result"]["task"]["artifacts"]] == [
+            [{"text": "one + two"}]
+        ]
 
     # One member task, continued: the agent got the follow-up on its task, in its context.
     children = [t async for t in Task.objects.filter(parent_id=team_task["id"])]
