@@ -10,8 +10,8 @@ class RoutingConfig(AppConfig):
 
         from registry.models import Agent, Team, TeamMembership
         from routing.breaker import BreakerGuard
-        from routing.execution import team_changed, team_target
         from routing.schedules import ensure_after_migrate
+        from routing.team_loading import team_changed, team_target
         from tasks_app import gateway
 
         # Teams answer A2A calls as gateway targets of kind "team". A loaded team is dropped

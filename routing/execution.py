@@ -1,5 +1,7 @@
 """A team as an A2A agent: ``TeamTarget`` runs a caller's message through the team's members
-with the pure router (``routing.router``), one member call per hop.
+with the pure router (``routing.router``), one member call per hop. A member call's answer is
+read in ``routing.team_answers``, its events become the team task's in
+``routing.team_events``, and teams are loaded as targets in ``routing.team_loading``.
 
 Each member is called through the gateway, as a child task of the team task (same caller,
 ``parent`` = the team task), so every call is persisted, cancelable and visible like any other.
@@ -33,7 +35,11 @@ Decisions where the spec is silent:
 - A member call that fails itself (an A2A error, an unreachable agent, a stream that stopped)
   ends the team task ``failed`` with the reason in its status message, as the agent called
   directly would: the relay's error text is never routed on as if a member had said it. A
-  member that answers with a ``failed`` task of its own is routed like any answer (rule 2).
+  member that answers the caller's own message with an A2A error before any event (a
+  follow-up on a task it no longer knows, after a restart) gives that error, as the agent
+  called directly does: a blocking caller gets it as the call's error, the task left as it
+  was; a streaming caller gets the task failed with it. A member that answers with a
+  ``failed`` task of its own is routed like any answer (rule 2).
 - A member's task snapshot (its stream's first event, a blocking call's answer) is merged into
   the team task: a member's task that only opened (``submitted``) while the team task is past
   that adds nothing. A member's task that goes on working after the call's answer is
@@ -58,10 +64,9 @@ from registry import access, policy, selection
 from registry.extensions import CLIENT_ROUTING_URI
 from registry.filters import InvalidQueryError
 from registry.models import Agent, Team
-from routing import breaker, selectors, services
+from routing import breaker, selectors, services, team_answers, team_events
 from routing.models import RoutingHop
 from routing.router import (
-    LEGACY_RECIPIENT_KEY,
     USER,
     Deliver,
     Fail,
@@ -77,34 +82,12 @@ from routing.router import (
     prepare_message,
     prepare_reply,
 )
-from tasks_app import gateway, snapshots, streams, upstream
-from tasks_app.gateway import ownership
-from tasks_app.lifecycle import ACTIVE, INTERRUPTED, TaskState, to_wire_v1
+from routing.team_answers import MemberAnswer
+from tasks_app import gateway
+from tasks_app.lifecycle import INTERRUPTED, TaskState
 from tasks_app.models import Task
-from tasks_app.protocol import events as a2a_events
 from tasks_app.protocol.errors import A2AError, TaskNotCancelable, UnsupportedOperation
 from tasks_app.services import snapshot_of, status_event
-
-Outcome = RoutingHop.Outcome
-WIRE_STATE = {state: to_wire_v1(state) for state in TaskState}
-STATE_OF_WIRE = {wire: state for state, wire in WIRE_STATE.items()}
-
-
-@dataclass(frozen=True)
-class MemberAnswer:
-    """What one member call gave: the answer (``{"message"}`` or ``{"task"}``) and its state in
-    our storage spelling (``completed`` for a Message)."""
-
-    answer: dict[str, Any]
-    state: str
-    latency_ms: float
-    upstream_task_id: str = ""
-    upstream_context_id: str = ""
-    unreachable: bool = False  # the call itself failed: the agent gave no answer of its own
-
-    @property
-    def failed(self) -> bool:
-        return self.state in (TaskState.FAILED, TaskState.REJECTED)
 
 
 @dataclass(frozen=True)
@@ -171,8 +154,8 @@ class TeamTarget(gateway.Target):
     async def run(self, task, request, ctx, *, stream):
         """The conversation, hop by hop. Every event is recorded here (``recorded`` steps):
         each member event as it happens, forwarded to the team task naming its member and hop
-        (``_forwarded``), and each hop with the end of the member task that made it and what
-        that end means for the team task (``_member_end``), in one transaction
+        (``team_events.forwarded``), and each hop with the end of the member task that made it and what
+        that end means for the team task (``team_events.member_end``), in one transaction
         (``services.hop_record``)."""
         message = request["message"]
         if message.get("taskId") or message.get("contextId"):
@@ -181,8 +164,6 @@ class TeamTarget(gateway.Target):
             )
         else:  # a new conversation: nothing of it is stored yet
             conversation = selectors.Conversation()
-        if TaskState(task.state) in INTERRUPTED:  # the caller answered: the team works again
-            yield await _recorded(task, status_event(task, TaskState.WORKING))
         selected = None
         if (
             self.no_recipient == Team.NoRecipient.SELECT
@@ -199,7 +180,15 @@ class TeamTarget(gateway.Target):
             streaming=stream,
         )
         steps = self._route(
-            task, ctx, hop, message, conversation, stream=stream, metadata=request.get("metadata")
+            task,
+            ctx,
+            hop,
+            message,
+            conversation,
+            stream=stream,
+            metadata=request.get("metadata"),
+            # The caller answered: the team works again once its member takes the answer.
+            resumed=TaskState(task.state) in INTERRUPTED,
         )
         async with contextlib.aclosing(steps):
             async for step in steps:
@@ -208,7 +197,7 @@ class TeamTarget(gateway.Target):
     async def resume(self, task, ctx):
         """Takes over a team task whose relay process stopped while a member worked on it
         (``selectors.hop_in_flight``): follows that member's task, which the process taking
-        it over resumes like any agent's (``_Followed``), forwarding its events; then records
+        it over resumes like any agent's (``FollowedMember``), forwarding its events; then records
         the hop and routes on as ``run`` does, as the stopped process would have: the members
         after it are called as the caller called the team for that message (streaming or
         blocking, with its request metadata and activated extensions, as stored when the
@@ -261,9 +250,14 @@ class TeamTarget(gateway.Target):
         stream: bool,
         metadata: dict[str, Any] | None = None,
         following: selectors.HopInFlight | None = None,
+        resumed: bool = False,
     ):
         """The hops from ``hop`` on, until the conversation ends or waits on the caller; the
-        first one the member task ``following`` (taken over) when given."""
+        first one the member task ``following`` (taken over) when given. A ``resumed`` team
+        task (the caller answered its question) works again at the member's first event or
+        answer, as an agent's task does: a member that refuses the caller's message with an
+        A2A error of its own (its task is unknown to it, say) leaves the team task as it was,
+        and the error is the caller's answer, as the agent's would be."""
         hops_done = following.hops_done if following is not None else 0
         handoff_rules = await sync_to_async(access.rules)(policy.HANDOFF)
         may_hand = access.HandoffCheck(ctx.caller, self.id, handoff_rules)
@@ -274,11 +268,13 @@ class TeamTarget(gateway.Target):
             followed = following is not None
             if following is not None:
                 outgoing = following.message
-                call: gateway.Exchange | _Followed | MemberAnswer = _Followed(following.child)
+                call: gateway.Exchange | team_answers.FollowedMember | MemberAnswer = (
+                    team_answers.FollowedMember(following.child)
+                )
                 following = None
             else:
                 outgoing, headers = prepare_message(
-                    _for_member(message),
+                    team_answers.for_member(message),
                     team=self.view,
                     target=hop.target,
                     sender=hop.sender,
@@ -298,9 +294,16 @@ class TeamTarget(gateway.Target):
             forwarded: set[str] = set()
             origin = {"member": hop.target, "hop": order}
             if not isinstance(call, MemberAnswer):
+                seen = False
                 try:
                     async for step in call.events():
-                        events = _forwarded(step.event, task, origin=origin, whole=not stream)
+                        seen = True
+                        if resumed:
+                            resumed = False
+                            yield await _recorded(task, status_event(task, TaskState.WORKING))
+                        events = team_events.forwarded(
+                            step.event, task, origin=origin, whole=not stream
+                        )
                         for event in events:
                             if "artifactUpdate" in event:
                                 forwarded.add(event["artifactUpdate"]["artifact"].get("artifactId"))
@@ -310,11 +313,20 @@ class TeamTarget(gateway.Target):
                                 {"task": snapshot_of(task)}, recorded=True, answered=True
                             )
                 except A2AError as error:
-                    call = _failed_answer(f"agent {hop.target!r}: {error.message}", started)
-            answer = _answer_of(call, started)
+                    if hop.sender == USER and not seen:
+                        # The agent refused the caller's own message: its answer, as on the
+                        # agent's path (never a failure of the team or of the agent's health).
+                        raise
+                    call = team_answers.failed_answer(
+                        f"agent {hop.target!r}: {error.message}", started
+                    )
+            answer = team_answers.answer_of(call, started)
+            if resumed:
+                resumed = False
+                yield await _recorded(task, status_event(task, TaskState.WORKING))
             unreachable = answer.unreachable
             if followed:  # what the stopped process forwarded is not sent again
-                forwarded |= _held(task, answer)
+                forwarded |= team_events.held(task, answer)
             hops_done += 1
             called.add(hop.target)
             selected = await self._selection_for(hop, answer, called)
@@ -324,7 +336,9 @@ class TeamTarget(gateway.Target):
             if unreachable and decision is not None:
                 # The member gave no answer of its own: the team fails as the agent would,
                 # instead of routing the relay's error text on as if the member had said it.
-                decision = Fail(message=_text_of(_answer_message(answer.answer)))
+                decision = Fail(
+                    message=team_answers.text_of(team_answers.answer_message(answer.answer))
+                )
             recorded = self._hop(task, conversation, hop, outgoing, answer, decision)
             # The member's end, as the team task's: its last update when the conversation ends
             # here (with the artifacts not forwarded as they came), a `working` update with its
@@ -332,11 +346,15 @@ class TeamTarget(gateway.Target):
             end = call.end.event if not isinstance(call, MemberAnswer) and call.end else None
             error = ""
             if isinstance(decision, Fail):
-                events = _member_end(task, answer, None, origin, forwarded, going_on=True)
-                events.append(_final_event(task, TaskState.FAILED, text=decision.message))
+                events = team_events.member_end(
+                    task, answer, None, origin, forwarded, going_on=True
+                )
+                events.append(
+                    team_events.final_event(task, TaskState.FAILED, text=decision.message)
+                )
                 error = decision.message
             else:
-                events = _member_end(
+                events = team_events.member_end(
                     task,
                     answer,
                     end,
@@ -357,6 +375,7 @@ class TeamTarget(gateway.Target):
                 member_exchange=exchange,
                 error=error,
             )
+            conversation.hops_recorded = max(conversation.hops_recorded, recorded.hop.order)
             for each in published:
                 await each.send()
             if (
@@ -369,18 +388,20 @@ class TeamTarget(gateway.Target):
                 # task, completed with that message, stays for the trace).
                 reply = prepare_reply(answer.answer, routing_error=decision.routing_error)
                 yield gateway.Step(
-                    {"message": _as_team_message(reply["message"], task)}, recorded=True
+                    {"message": team_events.as_team_message(reply["message"], task)}, recorded=True
                 )
                 return
             for each in published:
                 if each.task_id == task.id:
                     yield gateway.Step(each.event, recorded=True)
-            message = _as_next_message(
+            message = team_answers.as_next_message(
                 answer.answer, answerer=hop.target, message_id=f"{task.id}-hop-{order}"
             )
             hop = decision
         if hops_done == 0:  # nobody could be called: the default agent is unavailable
-            ending, error = _ending(task, hop, None)
+            if resumed:
+                yield await _recorded(task, status_event(task, TaskState.WORKING))
+            ending, error = team_events.ending(task, hop, None)
             published = await sync_to_async(services.task_events_record)(
                 task=task, events=[ending], error=error
             )
@@ -402,7 +423,9 @@ class TeamTarget(gateway.Target):
             or decision_from_answer(answer.answer).recipient is not None
         ):
             return None
-        message = _as_next_message(answer.answer, answerer=hop.target, message_id="selection")
+        message = team_answers.as_next_message(
+            answer.answer, answerer=hop.target, message_id="selection"
+        )
         return await sync_to_async(_select_member)(self.view, message, skip=frozenset(called))
 
     def _decide(
@@ -446,12 +469,12 @@ class TeamTarget(gateway.Target):
             from_id=hop.sender,
             to_id=hop.target,
             reason=hop.reason,
-            routing_error=_routing_errors(hop, decision),
-            peers_offered=_peer_ids(outgoing),
-            text=_text_of(outgoing),
+            routing_error=team_answers.routing_errors(hop, decision),
+            peers_offered=team_answers.peer_ids(outgoing),
+            text=team_answers.text_of(outgoing),
             latency_ms=answer.latency_ms,
-            outcome=_outcome(answer, decision),
-            next_id=_next_id(decision),
+            outcome=team_answers.outcome_of(answer, decision),
+            next_id=team_answers.next_id(decision),
             upstream_task_id=answer.upstream_task_id,
             upstream_context_id=answer.upstream_context_id,
             handoffs=decision.handoffs if isinstance(decision, Deliver) else None,
@@ -488,13 +511,13 @@ class TeamTarget(gateway.Target):
         started = time.perf_counter()
         member = self.members.get(agent_id)
         if member is None:
-            return _failed_answer(f"agent {agent_id!r} cannot be called", started)
+            return team_answers.failed_answer(f"agent {agent_id!r} cannot be called", started)
         resume_id = conversation.parked_child_id if agent_id == conversation.parked_on else None
         if resume_id:
             message = dict(message, taskId=resume_id)
         child_ctx = gateway.CallContext(
             caller=ctx.caller,
-            extensions=_member_extensions(ctx.extensions, routing=routing),
+            extensions=team_answers.member_extensions(ctx.extensions, routing=routing),
             delegation=(*ctx.delegation, f"team:{self.id}"),
             parent_task_id=task.id,
             upstream_context_id="" if resume_id else conversation.contexts.get(agent_id, ("",))[0],
@@ -503,7 +526,7 @@ class TeamTarget(gateway.Target):
         try:
             opened = await sync_to_async(gateway.open_task)(member, child_ctx, request)
         except A2AError as error:
-            return _failed_answer(f"agent {agent_id!r}: {error.message}", started)
+            return team_answers.failed_answer(f"agent {agent_id!r}: {error.message}", started)
         steps = member.run(opened.task, request, child_ctx, stream=stream and member.streaming)
         return gateway.Exchange(member, opened.task, steps, fresh=opened.fresh)
 
@@ -517,74 +540,6 @@ class TeamTarget(gateway.Target):
 
     def owns(self, task) -> bool:
         return task.target_kind == "team" and task.target_id == self.id
-
-
-class _Followed:
-    """A member's task another relay process carries (it took the task over from a process
-    that stopped), followed through the relay's own record of it, as a subscriber would,
-    until it ends or waits on its client: to the conversation, the same as the
-    ``gateway.Exchange`` the stopped process had. Its end is recorded by whoever drives it."""
-
-    end = None
-
-    def __init__(self, task: Task) -> None:
-        self.task = task
-        self.answer: dict[str, Any] = {}
-
-    async def events(self):
-        child = self.task
-        async with gateway.following(child.id) as followed:
-            await sync_to_async(child.refresh_from_db)()
-            if ownership.being_driven(child):
-                async for item in followed.events(
-                    after=child.last_sequence, keepalive=FOLLOW_CHECK_SECONDS
-                ):
-                    if item is streams.KEEPALIVE:  # quiet: has it ended unseen?
-                        await sync_to_async(child.refresh_from_db)()
-                        if ownership.being_driven(child):
-                            continue
-                        break
-                    event, final = item
-                    if final:
-                        break
-                    yield gateway.Step(event)
-        await sync_to_async(child.refresh_from_db)()
-        self.answer = {"task": snapshot_of(child)}
-
-    def store_end(self) -> list[gateway.Published]:
-        return []
-
-    @property
-    def upstream_task_id(self) -> str:
-        return self.task.upstream_task_id
-
-    @property
-    def upstream_context_id(self) -> str:
-        return self.task.upstream_context_id
-
-
-FOLLOW_CHECK_SECONDS = 5.0
-"""How long a followed member task may stay quiet before its row is read again."""
-
-
-def _load_team(team_id: str) -> LoadedTeam | None:
-    loaded = selectors.team_with_members(team_id)
-    if loaded is None:
-        return None
-    team, agents = loaded
-    targets: dict[str, gateway.AgentTarget] = {}
-    for agent in agents:
-        with contextlib.suppress(upstream.NoUsableInterfaceError):
-            targets[agent.pk] = gateway.AgentTarget(agent)
-    return LoadedTeam(
-        id=team.pk,
-        name=team.name,
-        default_agent=team.default_agent_id,
-        max_hops=team.max_routing_hops,
-        agents=targets,
-        members=tuple(_member(agent, targets.get(agent.pk)) for agent in agents),
-        no_recipient=team.no_recipient,
-    )
 
 
 def _select_member(
@@ -611,350 +566,7 @@ def _select_member(
     return None
 
 
-_teams = gateway.TargetCache(_load_team, gateway.target_cache_seconds)
-"""Loaded teams (four queries each). A saved or deleted team, membership or agent (a new card
-saves its agent) drops them all, through the signals RoutingConfig.ready connects."""
-
-
-def team_target(team_id: str) -> TeamTarget | None:
-    """The team as a gateway target, or None when there is no enabled team with this id. Its
-    members' health and breakers are read at each call (one query), so the health jobs'
-    verdicts count at once, from any process."""
-    team = _teams.get(team_id)
-    if team is None:
-        return None
-    return TeamTarget(team, selectors.member_states([member.id for member in team.members]))
-
-
-def team_changed(sender, **kwargs) -> None:
-    """post_save and post_delete receiver for what a loaded team is made of."""
-    forget_team_targets()
-
-
-def forget_team_targets() -> None:
-    """Drops every loaded team in this process."""
-    _teams.forget()
-
-
-# --- helpers ----------------------------------------------------------------------------
-
-
-def _member(agent, target: gateway.AgentTarget | None) -> Member:
-    """The router's view of an agent: skill tags (or ids) as capabilities. Whether it is
-    healthy is decided at each call (``TeamTarget``); one that cannot be called never is."""
-    skills = list(agent.skills.all())
-    tags = list(dict.fromkeys(tag for skill in skills for tag in skill.tags or []))
-    return Member(
-        id=agent.pk,
-        name=agent.name,
-        description=agent.description,
-        capabilities=tuple(tags or [skill.skill_id for skill in skills]),
-        supports_routing=any(e.uri == CLIENT_ROUTING_URI for e in agent.extensions.all()),
-        protocol_version=target.endpoint.version if target else "1.0",
-    )
-
-
-def _ending(task: Task, hop, answer: MemberAnswer | None) -> tuple[dict[str, Any], str]:
-    """The team task's last update: the reply, the question for the caller (parked), or the
-    failure (hop limit, unavailable default agent); and the failure's reason, kept in the
-    task's ``error`` too ("" otherwise)."""
-    if isinstance(hop, Reply):
-        reply = prepare_reply(answer.answer, routing_error=hop.routing_error)
-        return _final_event(task, answer.state, message=_answer_message(reply)), ""
-    if isinstance(hop, Park):
-        question = _answer_message(prepare_reply(answer.answer))
-        return _final_event(task, TaskState(STATE_OF_WIRE[hop.state]), message=question), ""
-    return _final_event(task, TaskState.FAILED, text=hop.message), hop.message  # Fail, Unavailable
-
-
-def _answer_of(call: gateway.Exchange | _Followed | MemberAnswer, started: float) -> MemberAnswer:
-    """The member's answer once its exchange is over. A task that did not end (its exchange
-    stopped early) counts as failed."""
-    if isinstance(call, MemberAnswer):
-        return call
-    answer = call.answer
-    state = STATE_OF_WIRE.get(
-        answer.get("task", {}).get("status", {}).get("state"), TaskState.COMPLETED
-    )
-    # No end of the member's own (its exchange failed at the transport or stopped early): the
-    # answer is the relay's error text, not the member's.
-    unreachable = isinstance(call, gateway.Exchange) and call.end is None and state != "canceled"
-    if state in ACTIVE:
-        answer = _failed_task(answer["task"], f"agent {call.task.target_id!r} stopped answering")
-        state = TaskState.FAILED
-        unreachable = True
-    return MemberAnswer(
-        answer,
-        state,
-        (time.perf_counter() - started) * 1000,
-        upstream_task_id=call.upstream_task_id,
-        upstream_context_id=call.upstream_context_id,
-        unreachable=unreachable and state == TaskState.FAILED,
-    )
-
-
 async def _recorded(task: Task, event: dict[str, Any], *, answered: bool = False) -> gateway.Step:
     """Records and publishes one event of the team task; the step that tells the driver."""
     await gateway.record(task, gateway.Step(event))
     return gateway.Step(event, recorded=True, answered=answered)
-
-
-def _held(task: Task, answer: MemberAnswer) -> set[str]:
-    """The ids of the member's artifacts the team task already holds as they are."""
-    held = {artifact.get("artifactId"): artifact for artifact in task.artifacts or []}
-    return {
-        artifact.get("artifactId")
-        for artifact in answer.answer.get("task", {}).get("artifacts", [])
-        if artifact.get("artifactId") in held and held[artifact.get("artifactId")] == artifact
-    }
-
-
-def _forwarded(
-    event: dict[str, Any], task: Task, *, origin: dict[str, Any], whole: bool
-) -> list[dict[str, Any]]:
-    """A member's event (not its last) as the team task's events, in the team task's ids and
-    each saying, in its ``metadata[URI]``, which member and hop (``origin``) it comes from.
-
-    A status or artifact update goes on as it is. A task (the member's first event, or the
-    answer of a blocking call it goes on working on) is the team task with the member's
-    status, artifacts and messages (``_merged``): as that task when ``whole`` (a blocking call,
-    as the agent's own answer would be), else as the updates that take the team task there
-    (a stream: none when the member only repeats the state the team task is in)."""
-    ids = snapshots.IdMap(task.id, task.context_id)
-    mapped = ids.to_relay(event)
-    for kind in ("artifactUpdate", "statusUpdate"):
-        if kind in mapped:
-            update = mapped[kind]
-            if _opening(update, task):
-                return []
-            return [{kind: {**update, "metadata": _tagged(update.get("metadata"), origin)}}]
-    if not isinstance(mapped.get("task"), dict):
-        return []
-    merged = _merged(task, mapped["task"], origin)
-    if whole:
-        return [{"task": merged}]
-    before = snapshot_of(task)
-    if _same_status(before["status"], merged["status"]):
-        merged["status"] = before["status"]
-    return [_tag(change, origin) for change in snapshots.changes_between(before, merged)]
-
-
-def _member_end(
-    task: Task,
-    answer: MemberAnswer,
-    end: dict[str, Any] | None,
-    origin: dict[str, Any],
-    forwarded: set[str],
-    *,
-    going_on: bool,
-    whole: bool = False,
-    routing_error: str | None = None,
-) -> list[dict[str, Any]]:
-    """The end of a member's task as the team task's events, naming ``origin``.
-
-    When the conversation ends here it is the team task's end as the member's was (its state,
-    its message without the member's routing data, ``routing_error`` added): the member's task
-    itself when ``whole`` and the member ended with one (a blocking call), else its artifacts
-    not ``forwarded`` yet and its last status update. When the conversation goes on
-    (``going_on``) it is a ``working`` update with the member's answer, after those artifacts.
-    """
-    reply = prepare_reply(answer.answer, routing_error=None if going_on else routing_error)
-    ids = snapshots.IdMap(task.id, task.context_id)
-    reply = ids.to_relay(reply)
-    if "message" in reply:
-        member_task: dict[str, Any] = {}
-        status = a2a_events.task_status(TaskState.COMPLETED, message=reply["message"])
-    else:
-        member_task = reply.get("task") or {}
-        status = dict(member_task.get("status") or {})
-    if not going_on and whole and end is not None and "task" in end:
-        return [{"task": _merged(task, member_task, origin)}]
-    events = [
-        _tag(a2a_events.artifact_event(**_ids(task), artifact=artifact, last_chunk=True), origin)
-        for artifact in member_task.get("artifacts", [])
-        if artifact.get("artifactId") not in forwarded
-    ]
-    if going_on:
-        status = a2a_events.task_status(TaskState.WORKING, message=status.get("message") or None)
-    own = ((end or {}).get("statusUpdate") or {}).get("metadata") if not going_on else None
-    events.append(
-        a2a_events.status_event(**_ids(task), status=status, metadata=_tagged(own, origin))
-    )
-    return events
-
-
-def _merged(task: Task, member_task: dict[str, Any], origin: dict[str, Any]) -> dict[str, Any]:
-    """The team task as the member's task (team ids) leaves it: the member's status (unless it
-    only opened: ``_opening``), its artifacts over the team task's (by id), the team task's
-    history with the member's messages it does not hold yet (the messages the team sent the
-    member are not the caller's: left out), the member's metadata (without routing data) with
-    ``origin``."""
-    team = snapshot_of(task)
-    opening = _opening(member_task, task) or not (member_task.get("status") or {}).get("state")
-    merged = dict(team, status=team["status"] if opening else member_task["status"])
-    artifacts = {artifact.get("artifactId"): artifact for artifact in team.get("artifacts", [])}
-    for artifact in member_task.get("artifacts", []):
-        artifacts[artifact.get("artifactId")] = artifact
-    if artifacts:
-        merged["artifacts"] = list(artifacts.values())
-    history = team.get("history", [])
-    held = {message.get("messageId") for message in history}
-    added = [
-        message
-        for message in member_task.get("history", [])
-        if message.get("role") == "ROLE_AGENT" and message.get("messageId") not in held
-    ]
-    if history or added:
-        merged["history"] = [*history, *added]
-    merged["metadata"] = {
-        **team.get("metadata", {}),
-        **_tagged(member_task.get("metadata"), origin),
-    }
-    return merged
-
-
-def _opening(body: dict[str, Any], task: Task) -> bool:
-    """A member's task or status update that only says its task opened (``submitted``) while
-    the team task is past that: the team task has nothing to mirror."""
-    state = (body.get("status") or {}).get("state")
-    return state == WIRE_STATE[TaskState.SUBMITTED] and task.state != TaskState.SUBMITTED
-
-
-def _same_status(before: dict[str, Any], after: dict[str, Any]) -> bool:
-    """The same state and message (the timestamp aside)."""
-    return all(before.get(key) == after.get(key) for key in ("state", "message"))
-
-
-def _tagged(metadata: dict[str, Any] | None, origin: dict[str, Any]) -> dict[str, Any]:
-    """Metadata naming ``origin`` under the routing extension, instead of any routing data."""
-    kept = {
-        key: value
-        for key, value in (metadata or {}).items()
-        if key not in (CLIENT_ROUTING_URI, LEGACY_RECIPIENT_KEY)
-    }
-    return {**kept, CLIENT_ROUTING_URI: origin}
-
-
-def _tag(event: dict[str, Any], origin: dict[str, Any]) -> dict[str, Any]:
-    kind, body = next(iter(event.items()))
-    return {kind: {**body, "metadata": _tagged(body.get("metadata"), origin)}}
-
-
-def _as_team_message(message: dict[str, Any], task: Task) -> dict[str, Any]:
-    """A member's answer message as the team's own: in the team's context, of no task."""
-    return {**{k: v for k, v in message.items() if k != "taskId"}, "contextId": task.context_id}
-
-
-def _failed_task(task: dict[str, Any], text: str) -> dict[str, Any]:
-    said = a2a_events.message(
-        message_id=f"{task.get('id', 'call')}-failed",
-        role=a2a_events.ROLE_AGENT,
-        parts=a2a_events.text_parts(text),
-    )
-    return {"task": {**task, "status": a2a_events.task_status(TaskState.FAILED, message=said)}}
-
-
-def _failed_answer(text: str, started: float) -> MemberAnswer:
-    latency_ms = (time.perf_counter() - started) * 1000
-    return MemberAnswer(_failed_task({}, text), TaskState.FAILED, latency_ms, unreachable=True)
-
-
-def _member_extensions(activated: tuple[str, ...], *, routing: bool) -> tuple[str, ...]:
-    """The extensions a member call activates: the caller's, with the routing extension only
-    for a member that speaks it (the router fills its metadata), each once."""
-    others = tuple(uri for uri in activated if uri != CLIENT_ROUTING_URI)
-    return tuple(dict.fromkeys((*others, *((CLIENT_ROUTING_URI,) if routing else ()))))
-
-
-def _for_member(message: dict[str, Any]) -> dict[str, Any]:
-    """A message without the ids of the team's conversation (the member's are set by the
-    gateway)."""
-    return {
-        key: value
-        for key, value in message.items()
-        if key not in ("taskId", "contextId", "referenceTaskIds")
-    }
-
-
-def _as_next_message(answer: dict[str, Any], *, answerer: str, message_id: str) -> dict[str, Any]:
-    """A member's answer as the message the next member gets: its parts (and, for a task, the
-    parts of its artifacts), metadata and extensions, from the user's side."""
-    source = _answer_message(answer) or {}
-    parts = [*source.get("parts", [])]
-    for artifact in answer.get("task", {}).get("artifacts", []):
-        parts += artifact.get("parts", [])
-    return a2a_events.message(
-        message_id=message_id,
-        role=a2a_events.ROLE_USER,
-        parts=parts or a2a_events.text_parts(f"(agent '{answerer}' answered with no content)"),
-        metadata=source.get("metadata") or None,
-        extensions=source.get("extensions") or None,
-    )
-
-
-def _answer_message(answer: dict[str, Any]) -> dict[str, Any] | None:
-    if "message" in answer:
-        return answer["message"]
-    return answer.get("task", {}).get("status", {}).get("message")
-
-
-def _outcome(answer: MemberAnswer, decision) -> str:
-    if decision is None:
-        return Outcome.CANCELED
-    if answer.unreachable:
-        return Outcome.FAILED
-    if isinstance(decision, Fail):
-        return Outcome.CAPPED
-    if answer.failed:
-        return Outcome.FAILED
-    if isinstance(decision, Park):
-        return Outcome.PARKED
-    return Outcome.ROUTED if isinstance(decision, Deliver) else Outcome.REPLIED
-
-
-def _next_id(decision) -> str:
-    if isinstance(decision, Deliver):
-        return decision.target
-    return USER if isinstance(decision, Reply | Park) else ""
-
-
-def _routing_errors(hop: Deliver, decision) -> str:
-    """The routing error the member got with its message and, when its answer goes to the
-    caller because its recipient was refused, that one too."""
-    notes = [hop.routing_error, decision.routing_error if isinstance(decision, Reply) else None]
-    return "; ".join(note for note in notes if note)
-
-
-def _peer_ids(message: dict[str, Any]) -> list[str]:
-    routing = (message.get("metadata") or {}).get(CLIENT_ROUTING_URI) or {}
-    return [card["id"] for card in routing.get("agentCards", [])]
-
-
-def _text_of(message: dict[str, Any] | None) -> str:
-    parts = (message or {}).get("parts", [])
-    return "\n".join(part["text"] for part in parts if isinstance(part.get("text"), str))
-
-
-def _final_event(
-    task: Task, state: TaskState, *, message: dict[str, Any] | None = None, text: str = ""
-) -> dict[str, Any]:
-    """The team task's status update in ``state``: with the relay's ``text``, or ``message``
-    (without empty metadata or extensions) in the team task."""
-    if text:
-        message = a2a_events.message(
-            message_id=f"{task.id}-{state.value}",
-            role=a2a_events.ROLE_AGENT,
-            parts=a2a_events.text_parts(text),
-        )
-    if message is not None:
-        message = {
-            **{k: v for k, v in message.items() if v or k not in ("metadata", "extensions")},
-            "taskId": task.id,
-            "contextId": task.context_id,
-        }
-    status = a2a_events.task_status(state, message=message)
-    return a2a_events.status_event(**_ids(task), status=status)
-
-
-def _ids(task: Task) -> dict[str, str]:
-    return {"task_id": task.id, "context_id": task.context_id}

@@ -77,20 +77,23 @@ def member_states(agent_ids: list[str]) -> dict[str, MemberState]:
 class Conversation:
     """Where a team task stands when a caller's message arrives.
 
-    ``hops_recorded``: hops already in its trace; ``parked_on``: the member that asked for
-    input when the message answers it; ``parked_child_id``: that member's child task, waiting
-    to continue; ``contexts``: each member's (upstream context, open upstream task) in this
-    conversation. The team target keeps it up to date as its hops go.
+    ``hops_recorded``: hops already in its trace; ``parked_on``: the member the message goes
+    to, on its own task (``parked_child_id``): the member that asked for input when the
+    message answers it, or the member still working on the task's previous message
+    (``working``: the message is a follow-up to that member task, as it would be to the
+    agent's own task); ``contexts``: each member's (upstream context, open upstream task) in
+    this conversation. The team target keeps it up to date as its hops go.
     """
 
     hops_recorded: int = 0
     parked_on: str | None = None
     parked_child_id: str | None = None
     contexts: dict[str, tuple[str, str]] = field(default_factory=dict)
+    working: bool = False
 
 
 def conversation_of(*, team_id: str, task: Task) -> Conversation:
-    """The state of the team conversation ``task`` belongs to (three queries at most)."""
+    """The state of the team conversation ``task`` belongs to (four queries at most)."""
     last = RoutingHop.objects.filter(task=task).order_by("-order").first()
     contexts = {
         agent_id: (upstream_context_id, upstream_task_id)
@@ -98,6 +101,24 @@ def conversation_of(*, team_id: str, task: Task) -> Conversation:
             team_id=team_id, context_id=task.context_id
         ).values_list("agent_id", "upstream_context_id", "upstream_task_id")
     }
+    working = (
+        Task.objects.filter(parent=task)
+        .open()
+        .exclude(state__in=[state.value for state in INTERRUPTED])
+        .order_by("-created_at")
+        .values_list("pk", "agent_id", "target_id", "created_at")
+        .first()
+    )
+    if working is not None and (
+        last is None
+        or working[3] > last.created_at
+        or (last.outcome == RoutingHop.Outcome.PARKED and last.to_id in working[1:3])
+    ):
+        # A member still works on the previous message (its hop not recorded yet): the
+        # follow-up goes to its task, as it would to the agent's own.
+        child_id, agent_id, target_id, _ = working
+        hops = last.order if last is not None else 0
+        return Conversation(hops, agent_id or target_id, child_id, contexts, working=True)
     if last is None:
         return Conversation(contexts=contexts)
     parked_on = parked_child_id = None

@@ -126,6 +126,7 @@ def hop_record(
     forwarded yet; ``error`` the reason of a failure). Returns what to publish once it committed."""
     with transaction.atomic():
         published = member_exchange.store_end() if member_exchange is not None else []
+        _hop_order_free(hop)
         hop_save(
             hop,
             team_id=team_id,
@@ -135,6 +136,15 @@ def hop_record(
         )
         published += task_events_record(task=team_task, events=events, error=error)
     return published
+
+
+def _hop_order_free(hop: RoutingHop) -> None:
+    """Gives ``hop`` the next free order of its task when another call of the task took its
+    own: a follow-up to a member still working makes two calls of one team task, each
+    planned after the hops recorded when it began."""
+    if RoutingHop.objects.filter(task_id=hop.task_id, order=hop.order).exists():
+        last = RoutingHop.objects.filter(task_id=hop.task_id).order_by("-order").first()
+        hop.order = last.order + 1
 
 
 def task_events_record(

@@ -27,6 +27,7 @@ from routing.models import TaskTemplate
 from tasks_app.api import parsing
 from tasks_app.api.task_api import TaskApiView, answer_send
 from tasks_app.api.task_api_docs import CURRENT_TASK
+from tasks_app.protocol import events as a2a_events
 from tasks_app.protocol.errors import FieldViolation, InvalidParams, InvalidRequest
 
 TEMPLATE = {
@@ -109,11 +110,11 @@ def template_payload(template: TaskTemplate, values: Any) -> dict[str, Any]:
     kind, target_id = template.target
     payload: dict[str, Any] = {
         f"{kind}Id": target_id,
-        "message": {
-            "messageId": str(uuid.uuid4()),
-            "role": "ROLE_USER",
-            "parts": [{"text": text}],
-        },
+        "message": a2a_events.message(
+            message_id=str(uuid.uuid4()),
+            role=a2a_events.ROLE_USER,
+            parts=a2a_events.text_parts(text),
+        ),
     }
     if template.configuration:
         payload["configuration"] = template.configuration

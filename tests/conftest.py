@@ -98,11 +98,11 @@ def database_thread_closed(django_db_setup, django_db_blocker):
 def no_cached_targets():
     """Each test starts with no agent or team target cached: the rows of earlier tests were rolled
     back or flushed, which sends none of the signals that would drop them."""
-    from routing import execution
+    from routing import team_loading
     from tasks_app import gateway
 
     gateway.forget_agent_targets()
-    execution.forget_team_targets()
+    team_loading.forget_team_targets()
 
 
 @pytest.fixture(autouse=True)

@@ -10,16 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 
 PACKAGES = ("relay_project", "registry", "tasks_app", "routing", "bench", "scripts")
 
 MOST_LINES = 600
-
-BEING_SPLIT = {"tasks_app/protocol/convert.py", "routing/execution.py"}
-"""Over the limit while their split is under way on other branches; empty once merged."""
 
 
 def too_long(root: Path, packages=PACKAGES, most: int = MOST_LINES) -> dict[str, int]:
@@ -39,17 +34,8 @@ def _listed(offenders: dict[str, int]) -> str:
     return "\n".join(f"{path}: {lines} lines" for path, lines in sorted(offenders.items()))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tasks_app/protocol/convert.py and routing/execution.py are being split elsewhere",
-)
 def test_no_module_is_over_600_lines():
     offenders = too_long(ROOT)
-    assert not offenders, f"modules over {MOST_LINES} lines:\n{_listed(offenders)}"
-
-
-def test_no_module_but_those_being_split_is_over_600_lines():
-    offenders = {path: lines for path, lines in too_long(ROOT).items() if path not in BEING_SPLIT}
     assert not offenders, f"modules over {MOST_LINES} lines:\n{_listed(offenders)}"
 
 

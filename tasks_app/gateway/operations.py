@@ -21,7 +21,7 @@ from tasks_app.gateway import driving
 from tasks_app.gateway.driving import FINAL_V1_STATES, _record
 from tasks_app.gateway.opening import Opened, _load, open_task
 from tasks_app.gateway.targets import CallContext, Target, resolve_target
-from tasks_app.lifecycle import TERMINAL, TaskState
+from tasks_app.lifecycle import INTERRUPTED, TERMINAL, TaskState
 from tasks_app.models import Task
 from tasks_app.protocol.errors import (
     A2AError,
@@ -84,9 +84,11 @@ async def stream_message(
     """SendStreamingMessage: validates and opens the task before the first event (so errors
     are ordinary responses), then yields the task, its updates, and KEEPALIVE markers while
     idle: every event the agent sent, in its order, the first one a task (the task as it
-    stood before, when the agent began with an update). Closes on a terminal or interrupted state, or where the agent's own stream ended
-    (with the task as the agent then gave it). The work goes on if the client leaves.
-    ``opened`` as for ``send_message`` (``open_task`` with ``stream=True``).
+    stood before, when the agent began with an update; for the caller's answer to a task
+    waiting on it, the task as that update leaves it, never the question it answers).
+    Closes on a terminal or interrupted state, or where the agent's own stream ended (with
+    the task as the agent then gave it). The work goes on if the client leaves. ``opened``
+    as for ``send_message`` (``open_task`` with ``stream=True``).
     """
     if opened is None:
         opened = await database_sync_to_async(open_task)(target, ctx, request, stream=True)
@@ -175,8 +177,12 @@ async def _stream_from_start(target, task, request, ctx):
         # The task as it stands before the target's first event, taken before this stream
         # first yields: while its client reads, the job runs and moves the task on.
         opened_as, after = services.snapshot_of(task), task.last_sequence
+        # The caller's answer to a question: the question is no longer the task's state, and a
+        # client that stops at an interrupted state would stop at it. The stream opens with
+        # the task as its first event leaves it (working again, or ended).
+        answering = TaskState(task.state) in INTERRUPTED
         first = True
-        if target.announces_task:
+        if target.announces_task and not answering:
             yield {"task": opened_as}
             first = False
         async for item in subscription.events(after=after, keepalive=KEEPALIVE_SECONDS):
@@ -189,7 +195,13 @@ async def _stream_from_start(target, task, request, ctx):
                 if "message" in event:
                     yield event
                     return
-                if "task" not in event:
+                if "task" not in event and answering:
+                    yield {"task": snapshots.apply_event(opened_as, event)}
+                    if final:
+                        return
+                    if "statusUpdate" in event:  # the opening task carries it
+                        continue
+                elif "task" not in event:
                     # A stream starts with the task: the agent began with an update, so the
                     # task as it stood before it comes first, then the update itself.
                     yield {"task": opened_as}

@@ -1,4 +1,4 @@
-"""Loaded teams are kept per process (``routing.execution.team_target``), like agent targets.
+"""Loaded teams are kept per process (``routing.team_loading.team_target``), like agent targets.
 
 What the health jobs and the circuit breaker write (queryset updates, often from another
 process) counts at the next call: a team call reads its members' health and breakers afresh.
@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from registry import services, teams
 from registry.models import Agent, Team
-from routing import execution
+from routing import team_loading
 from tasks_app.api import admission, parsing
 from tests.factories import card, card_client, make_agent, skill
 from tests.tasks_app.a2a_http import JSONRPC_1
@@ -38,7 +38,7 @@ def team():
 
 def view_of(team_id: str = "crew") -> dict[str, bool]:
     """Each member the router would see, and whether it counts as healthy."""
-    target = execution.team_target(team_id)
+    target = team_loading.team_target(team_id)
     assert target is not None
     return {member.id: member.healthy for member in target.view.members}
 
@@ -79,7 +79,7 @@ def test_a_breaker_opened_by_another_process_counts_at_the_next_call(team):
 def test_a_member_disabled_by_another_process_leaves_the_team_at_the_next_call(team):
     assert set(view_of()) == {"lead", "helper"}
     Agent.objects.filter(pk="helper").update(status=Agent.Status.DISABLED)
-    target = execution.team_target("crew")
+    target = team_loading.team_target("crew")
     assert [member.id for member in target.view.members] == ["lead"]
     assert "helper" not in target.members
 
@@ -92,33 +92,33 @@ def test_membership_changes_through_the_services_count_at_once(team):
     teams.team_member_set_enabled(team=team, agent_id="critic", enabled=False)
     assert set(view_of()) == {"lead", "helper"}
     teams.team_update(team=Team.objects.get(pk="crew"), fields={"max_routing_hops": 3})
-    assert execution.team_target("crew").view.max_hops == 3
+    assert team_loading.team_target("crew").view.max_hops == 3
 
 
 def test_a_refreshed_card_gives_the_router_its_new_skills_at_once(team):
-    before = execution.team_target("crew").view.member("helper").capabilities
+    before = team_loading.team_target("crew").view.member("helper").capabilities
     assert before == ("writing",)
     helper = Agent.objects.get(pk="helper")
     document = card(name="Helper", skills=[skill("edit", tags=["editing"])])
     with card_client(document) as client:
         assert services.agent_card_refresh(agent=helper, client=client)
-    assert execution.team_target("crew").view.member("helper").capabilities == ("editing",)
+    assert team_loading.team_target("crew").view.member("helper").capabilities == ("editing",)
 
 
 def test_a_deleted_or_disabled_team_is_not_callable_at_once(team):
-    assert execution.team_target("crew") is not None
+    assert team_loading.team_target("crew") is not None
     teams.team_update(team=team, fields={"enabled": False})
-    assert execution.team_target("crew") is None
+    assert team_loading.team_target("crew") is None
     teams.team_update(team=Team.objects.get(pk="crew"), fields={"enabled": True})
-    assert execution.team_target("crew") is not None
+    assert team_loading.team_target("crew") is not None
     teams.team_delete(team=Team.objects.get(pk="crew"))
-    assert execution.team_target("crew") is None
+    assert team_loading.team_target("crew") is None
 
 
 def test_a_change_no_signal_announces_counts_within_the_cache_lifetime(team, settings):
     settings.RELAY_TARGET_CACHE_SECONDS = 0.3
-    assert execution.team_target("crew").view.max_hops == 10
+    assert team_loading.team_target("crew").view.max_hops == 10
     Team.objects.filter(pk="crew").update(max_routing_hops=2)
-    assert execution.team_target("crew").view.max_hops == 10
+    assert team_loading.team_target("crew").view.max_hops == 10
     time.sleep(0.4)
-    assert execution.team_target("crew").view.max_hops == 2
+    assert team_loading.team_target("crew").view.max_hops == 2

@@ -28,8 +28,8 @@ from registry.services import agent_register
 from registry.teams import team_create
 from routing import services
 from routing.demo.agents import TaskExecutor, build_agent_app, text_message
-from routing.execution import team_target
 from routing.models import RoutingHop
+from routing.team_loading import team_target
 from tasks_app import gateway
 from tasks_app.gateway import driving, supervisor
 from tasks_app.models import RelayProcess, Task, TaskEvent
