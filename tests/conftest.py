@@ -4,7 +4,7 @@ Markers by kind, set here at collection so ``make test-fast`` can leave the slow
 (``-m "not (live or browser or chaos or fuzz or production)"``) without a mark on each test:
 
 - ``live``: the test starts relay processes or other servers in subprocesses: it uses a fixture
-  of LIVE_FIXTURES (a relay from a migrated template, the a2a-sdk 0.3 or @a2a-js/sdk
+  of LIVE_FIXTURES (a relay from the run's migrated template, the a2a-sdk 0.3 or @a2a-js/sdk
   subprocesses, the production services, the chaos cluster) or lives in a module of
   LIVE_MODULES, whose own fixtures or bodies start ``manage.py`` processes.
 - ``fuzz``: the module is in FUZZ_MODULES (Hypothesis and Schemathesis). Their budgets come from
@@ -25,7 +25,7 @@ from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
 LIVE_FIXTURES = frozenset(
-    {"relay_template", "interop_template", "a2a_sdk_03", "a2a_js_sdk", "services", "chaos_cluster"}
+    {"relay_template", "a2a_sdk_03", "a2a_js_sdk", "services", "chaos_cluster"}
 )
 LIVE_MODULES = frozenset(
     {
@@ -78,6 +78,24 @@ def pytest_collection_modifyitems(config, items):
         if chaos or module in LIVE_MODULES or LIVE_FIXTURES.intersection(item.fixturenames):
             item.add_marker(pytest.mark.live)
             item.add_marker(pytest.mark.xdist_group("chaos" if chaos else module))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def live_template_home(tmp_path_factory):
+    """Puts the run's one migrated relay database (``tests.live.shared_template``) where every
+    pytest-xdist worker of the run finds it: a live relay copies it instead of migrating."""
+    from tests import live
+
+    base = tmp_path_factory.getbasetemp()
+    live.TEMPLATE_HOME = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def relay_template(live_template_home):
+    """The run's migrated relay database and its keys; ``live_relay`` copies it."""
+    from tests.live import shared_template
+
+    return shared_template()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -16,6 +16,7 @@ its tail is shown when the relay fails to start.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import queue
@@ -711,40 +712,69 @@ class Template:
     keys: tuple[str, ...]
 
 
-def create_keys(env: dict[str, str]) -> tuple[str, ...]:
-    """One key per KEY_NAMES through ``manage.py create_api_key`` (run side by side)."""
-    from concurrent.futures import ThreadPoolExecutor
+TEMPLATE_SCRIPT = (
+    "import json; from django.core.management import call_command; "
+    "from registry.services import api_key_create; call_command('migrate', verbosity=0); "
+    "print(json.dumps([api_key_create(name=name)[1] for name in {names!r}]))"
+)
 
-    with ThreadPoolExecutor(len(KEY_NAMES)) as pool:
-        printed = pool.map(lambda name: manage(env, "create_api_key", name), KEY_NAMES)
-        return tuple(output.strip().splitlines()[-1] for output in printed)
+
+def migrate_with_keys(env: dict[str, str]) -> tuple[str, ...]:
+    """Migrates the database of ``env`` and creates one key per KEY_NAMES, in one Django
+    process (each start of one costs seconds); returns the keys."""
+    printed = manage(env, "shell", "-c", TEMPLATE_SCRIPT.format(names=KEY_NAMES))
+    return tuple(json.loads(printed.splitlines()[-1]))
 
 
 def migrated_template(directory: Path) -> Template:
-    """Migrates an empty embedded database and creates its keys once, so each relay can start
-    from a copy of it instead (Django starting twice per relay costs seconds)."""
+    """An embedded database in ``directory``, migrated with its keys, so each relay can start
+    from a copy of it instead of migrating its own."""
     directory.mkdir(parents=True, exist_ok=True)
-    env = relay_env(directory)
-    manage(env, "migrate", "--verbosity=0")
-    return Template(directory / "relay.sqlite3", create_keys(env))
+    return Template(directory / "relay.sqlite3", migrate_with_keys(relay_env(directory)))
+
+
+TEMPLATE_HOME: Path | None = None
+"""Where ``shared_template`` keeps the one template of a test run: a directory every
+pytest-xdist worker of the run shares (``tests/conftest.py`` sets it). None: every relay
+migrates a database of its own."""
+
+_shared: Template | None = None
+
+
+def shared_template() -> Template | None:
+    """The template of this test run, built by the first process that asks (the others wait on
+    a lock, then read its keys), or None outside a test run (no TEMPLATE_HOME)."""
+    global _shared
+    if _shared is None and TEMPLATE_HOME is not None:
+        directory = TEMPLATE_HOME / "relay-template"
+        keys = directory / "keys.json"
+        TEMPLATE_HOME.mkdir(parents=True, exist_ok=True)
+        with (TEMPLATE_HOME / "relay-template.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not keys.exists():
+                built = migrated_template(directory)
+                keys.write_text(json.dumps(built.keys))
+            _shared = Template(directory / "relay.sqlite3", tuple(json.loads(keys.read_text())))
+    return _shared
 
 
 @contextmanager
 def live_relay(
     var_dir: Path, *, template: Template | None = None, server: str = "daphne", **extra_env: str
 ) -> Iterator[LiveRelay]:
-    """A relay in ``var_dir``: its database migrated with API keys (or copied from
-    ``template``), and daphne (or ``server``) listening. ``extra_env`` goes to every process (e.g.
+    """A relay in ``var_dir``: its database copied from ``template`` (by default the run's
+    ``shared_template``), or migrated with API keys where there is none, and daphne (or ``server``) listening. ``extra_env`` goes to every process (e.g.
     RELAY_UPSTREAM_TIMEOUT, or DATABASE_URL and REDIS_URL for production, where the template
     is not used). Everything started is stopped when the block ends."""
     var_dir.mkdir(parents=True, exist_ok=True)
     env = relay_env(var_dir, **extra_env)
+    if "DATABASE_URL" not in extra_env:
+        template = template or shared_template()
     if template is not None and "DATABASE_URL" not in extra_env:
         shutil.copyfile(template.database, var_dir / "relay.sqlite3")
         keys = template.keys
     else:
-        manage(env, "migrate", "--verbosity=0")
-        keys = create_keys(env)
+        keys = migrate_with_keys(env)
     relay = LiveRelay(
         env=env, var_dir=var_dir, keys=keys, daphne=start_daphne(env, var_dir, server=server)
     )
