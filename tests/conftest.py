@@ -69,6 +69,12 @@ hypothesis_settings.register_profile("dev", max_examples=10, **_FUZZ_DEFAULTS)
 hypothesis_settings.load_profile(os.environ.get("RELAY_FUZZ_PROFILE", "dev"))
 
 
+SLOW_FIRST = ("live", "fuzz", "browser", "production")
+"""The kinds that run first, in this order: pytest-xdist hands out its work units (a group, or
+one test) largest group first and otherwise in collection order, so a slow test or a one-test
+live module taken last would keep one worker busy while the other waits."""
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.path.relative_to(config.rootpath).as_posix()
@@ -78,6 +84,16 @@ def pytest_collection_modifyitems(config, items):
         if chaos or module in LIVE_MODULES or LIVE_FIXTURES.intersection(item.fixturenames):
             item.add_marker(pytest.mark.live)
             item.add_marker(pytest.mark.xdist_group("chaos" if chaos else module))
+    items.sort(key=_slowness_rank)
+
+
+def _slowness_rank(item) -> int:
+    """The place of the first of SLOW_FIRST's kinds ``item`` is of, else after them all (a
+    stable sort keeps the collection order within each rank, and so each module whole)."""
+    return next(
+        (rank for rank, kind in enumerate(SLOW_FIRST) if item.get_closest_marker(kind)),
+        len(SLOW_FIRST),
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)
