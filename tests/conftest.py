@@ -18,6 +18,7 @@ relay starts once, on one worker; the chaos tests share one group, and so one cl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 
 import pytest
@@ -96,18 +97,30 @@ def _slowness_rank(item) -> int:
     )
 
 
-@pytest.fixture(scope="session", autouse=True)
-def live_template_home(tmp_path_factory):
-    """Puts the run's one migrated relay database (``tests.live.shared_template``) where every
-    pytest-xdist worker of the run finds it: a live relay copies it instead of migrating."""
+def pytest_sessionstart(session):
+    """Puts the run's migrated relay databases (``tests.live.shared_template`` and
+    ``postgres_template``) where every pytest-xdist worker of the run finds them: the run's
+    base temporary directory (a worker's own is one level down)."""
     from tests import live
 
-    base = tmp_path_factory.getbasetemp()
+    base = session.config._tmp_path_factory.getbasetemp()
     live.TEMPLATE_HOME = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
+def pytest_sessionfinish(session):
+    """The run's PostgreSQL template is dropped once, by the process that started the run,
+    after every worker has finished (when PostgreSQL is gone by then, so is the template)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        import psycopg
+
+        from tests import live
+
+        with contextlib.suppress(psycopg.OperationalError):
+            live.drop_postgres_template(session.config._tmp_path_factory.getbasetemp())
+
+
 @pytest.fixture(scope="session")
-def relay_template(live_template_home):
+def relay_template():
     """The run's migrated relay database and its keys; ``live_relay`` copies it."""
     from tests.live import shared_template
 

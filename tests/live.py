@@ -644,8 +644,8 @@ class ServiceMissingError(RuntimeError):
 
 @contextmanager
 def production_services(redis_url: str = REDIS_TEST_URL) -> Iterator[dict[str, str]]:
-    """A throwaway PostgreSQL database and a private channel prefix on the test Redis (or the
-    one at ``redis_url``), as the relay environment that uses them (DATABASE_URL, REDIS_URL,
+    """A throwaway PostgreSQL database (a copy of the run's migrated template, with its keys)
+    and a private channel prefix on the test Redis (or the one at ``redis_url``), as the relay environment that uses them (DATABASE_URL, REDIS_URL,
     RELAY_CHANNEL_PREFIX). The database is dropped and the prefix's keys deleted afterwards
     (when Redis still answers); other users of the Redis db are left alone. Raises
     ServiceMissingError when either service is unreachable."""
@@ -656,7 +656,10 @@ def production_services(redis_url: str = REDIS_TEST_URL) -> Iterator[dict[str, s
         client.ping()
     except redis.RedisError as error:
         raise ServiceMissingError(f"Redis is not reachable at {redis_url}: {error}") from error
-    with postgres_database("relay_live") as (name, database_url):
+    template = postgres_template()
+    with postgres_database("relay_live", template=template.name) as (name, database_url):
+        if template.name is not None:
+            _cloned[database_url] = template.keys
         try:
             yield {
                 "DATABASE_URL": database_url,
@@ -664,6 +667,7 @@ def production_services(redis_url: str = REDIS_TEST_URL) -> Iterator[dict[str, s
                 "RELAY_CHANNEL_PREFIX": name,
             }
         finally:
+            _cloned.pop(database_url, None)
             with suppress(redis.RedisError):
                 for key in client.scan_iter(match=f"{name}*"):
                     client.delete(key)
@@ -679,22 +683,23 @@ def gated_production_relay(var_dir: Path, **extra_env: str) -> Iterator[LiveRela
 
 
 @contextmanager
-def postgres_database(prefix: str) -> Iterator[tuple[str, str]]:
-    """A new, empty PostgreSQL database named ``<prefix>_<random>``: yields (its name, its
-    URL) and drops it afterwards, closing whatever sessions still use it. Raises
-    ServiceMissingError when PostgreSQL is unreachable."""
+def postgres_database(prefix: str, *, template: str | None = None) -> Iterator[tuple[str, str]]:
+    """A new PostgreSQL database named ``<prefix>_<random>``, empty or a copy of the database
+    ``template``: yields (its name, its URL) and drops it afterwards, closing whatever
+    sessions still use it. Raises ServiceMissingError when PostgreSQL is unreachable."""
     import psycopg
 
     name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     try:
         with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=3) as admin:
-            admin.execute(f'CREATE DATABASE "{name}"')
+            copy = f' TEMPLATE "{template}"' if template else ""
+            admin.execute(f'CREATE DATABASE "{name}"{copy}')
     except psycopg.OperationalError as error:
         raise ServiceMissingError(
             f"PostgreSQL is not reachable at {POSTGRES_ADMIN_URL}: {error}"
         ) from error
     try:
-        yield name, POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+        yield name, postgres_url(name)
     finally:
         with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -719,10 +724,10 @@ TEMPLATE_SCRIPT = (
 )
 
 
-def migrate_with_keys(env: dict[str, str]) -> tuple[str, ...]:
-    """Migrates the database of ``env`` and creates one key per KEY_NAMES, in one Django
+def migrate_with_keys(env: dict[str, str], names: tuple[str, ...] = KEY_NAMES) -> tuple[str, ...]:
+    """Migrates the database of ``env`` and creates one key per name of ``names``, in one Django
     process (each start of one costs seconds); returns the keys."""
-    printed = manage(env, "shell", "-c", TEMPLATE_SCRIPT.format(names=KEY_NAMES))
+    printed = manage(env, "shell", "-c", TEMPLATE_SCRIPT.format(names=names))
     return tuple(json.loads(printed.splitlines()[-1]))
 
 
@@ -733,12 +738,81 @@ def migrated_template(directory: Path) -> Template:
     return Template(directory / "relay.sqlite3", migrate_with_keys(relay_env(directory)))
 
 
+def postgres_url(name: str) -> str:
+    """The URL of the database ``name`` on the test PostgreSQL server."""
+    return POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+
+
 TEMPLATE_HOME: Path | None = None
 """Where ``shared_template`` keeps the one template of a test run: a directory every
 pytest-xdist worker of the run shares (``tests/conftest.py`` sets it). None: every relay
 migrates a database of its own."""
 
 _shared: Template | None = None
+
+
+@dataclass(frozen=True)
+class PostgresTemplate:
+    """A PostgreSQL database migrated once, with the keys of KEY_NAMES in it (``name`` None:
+    none, each database is migrated)."""
+
+    name: str | None
+    keys: tuple[str, ...] = ()
+
+
+POSTGRES_TEMPLATE = "relay-postgres-template.json"
+_postgres: PostgresTemplate | None = None
+_cloned: dict[str, tuple[str, ...]] = {}
+"""The keys of the databases ``production_services`` copied from the template, by URL: a
+relay on one of them is not migrated again."""
+
+
+def postgres_template() -> PostgresTemplate:
+    """The run's migrated PostgreSQL database, built by the first process that asks and named
+    in TEMPLATE_HOME (``drop_postgres_template`` drops it at the end of the run). Raises
+    ServiceMissingError when PostgreSQL is unreachable."""
+    global _postgres
+    if TEMPLATE_HOME is None:
+        return PostgresTemplate(None)
+    if _postgres is None:
+        import psycopg
+
+        record = TEMPLATE_HOME / POSTGRES_TEMPLATE
+        TEMPLATE_HOME.mkdir(parents=True, exist_ok=True)
+        with (TEMPLATE_HOME / "relay-postgres-template.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not record.exists():
+                name = f"relay_template_{uuid.uuid4().hex[:10]}"
+                try:
+                    with psycopg.connect(
+                        POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=3
+                    ) as admin:
+                        admin.execute(f'CREATE DATABASE "{name}"')
+                except psycopg.OperationalError as error:
+                    raise ServiceMissingError(
+                        f"PostgreSQL is not reachable at {POSTGRES_ADMIN_URL}: {error}"
+                    ) from error
+                record.write_text(json.dumps({"name": name, "keys": None}))
+                keys = migrate_with_keys(relay_env(TEMPLATE_HOME, DATABASE_URL=postgres_url(name)))
+                record.write_text(json.dumps({"name": name, "keys": list(keys)}))
+            built = json.loads(record.read_text())
+            if built["keys"] is None:
+                raise RelayFailedError(f"the PostgreSQL template {built['name']} was not migrated")
+            _postgres = PostgresTemplate(built["name"], tuple(built["keys"]))
+    return _postgres
+
+
+def drop_postgres_template(home: Path) -> None:
+    """Drops the PostgreSQL template of the run whose TEMPLATE_HOME is ``home``, if it made
+    one."""
+    import psycopg
+
+    record = home / POSTGRES_TEMPLATE
+    if record.exists():
+        name = json.loads(record.read_text())["name"]
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=3) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        record.unlink()
 
 
 def shared_template() -> Template | None:
@@ -768,9 +842,12 @@ def live_relay(
     is not used). Everything started is stopped when the block ends."""
     var_dir.mkdir(parents=True, exist_ok=True)
     env = relay_env(var_dir, **extra_env)
-    if "DATABASE_URL" not in extra_env:
+    database_url = extra_env.get("DATABASE_URL")
+    if database_url is None:
         template = template or shared_template()
-    if template is not None and "DATABASE_URL" not in extra_env:
+    if database_url in _cloned:
+        keys = _cloned[database_url]
+    elif template is not None and database_url is None:
         shutil.copyfile(template.database, var_dir / "relay.sqlite3")
         keys = template.keys
     else:
