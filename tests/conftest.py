@@ -70,6 +70,10 @@ hypothesis_settings.register_profile("dev", max_examples=10, **_FUZZ_DEFAULTS)
 hypothesis_settings.load_profile(os.environ.get("RELAY_FUZZ_PROFILE", "dev"))
 
 
+CHAOS_DIRECTORY = "tests/chaos/"
+"""Where every chaos test lives: ``make test`` collects only this directory for its chaos run
+(collecting the whole suite to select twelve tests takes half a minute)."""
+
 SLOW_FIRST = ("live", "fuzz", "browser", "production")
 """The kinds that run first, in this order: pytest-xdist hands out its work units (a group, or
 one test) largest group first and otherwise in collection order, so a slow test or a one-test
@@ -82,6 +86,11 @@ def pytest_collection_modifyitems(config, items):
         if module in FUZZ_MODULES:
             item.add_marker(pytest.mark.fuzz)
         chaos = item.get_closest_marker("chaos") is not None
+        if chaos and not module.startswith(CHAOS_DIRECTORY):
+            raise pytest.UsageError(
+                f"{item.nodeid} is marked chaos outside {CHAOS_DIRECTORY}: make test runs the "
+                f"chaos tests from there alone, and would run this one nowhere"
+            )
         if chaos or module in LIVE_MODULES or LIVE_FIXTURES.intersection(item.fixturenames):
             item.add_marker(pytest.mark.live)
             item.add_marker(pytest.mark.xdist_group("chaos" if chaos else module))
