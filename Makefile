@@ -10,11 +10,12 @@ RELAY_AGENTS_PORT ?= 9301
 # The gRPC A2A server (manage.py run_grpc) beside daphne; 0 starts none.
 RELAY_GRPC_PORT ?= 8001
 
-# pytest-xdist: one worker per core; a live module (its relay) stays on one worker (its
-# xdist_group, set in tests/conftest.py). The chaos tests run after, alone: their latency
+# pytest-xdist: one worker per core; a module's tests stay on one worker (loadfile), so a live
+# module's relay starts once (loadgroup does not group under pytest 9: xdist 3.8 writes the
+# group into a node attribute pytest 9 no longer reads). The chaos tests run after, alone: their latency
 # checks assume the machine is theirs; they all live in tests/chaos (tests/conftest.py checks),
 # so only that directory is collected for them. Exit 5 (no test collected) is no failure.
-PYTEST_PARALLEL ?= -n auto --dist loadgroup
+PYTEST_PARALLEL ?= -n auto --dist loadfile
 FAST_TESTS := not (live or browser or chaos or fuzz or production)
 
 .PHONY: up test test-fast lint bench clean docs diagram

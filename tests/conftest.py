@@ -11,8 +11,8 @@ Markers by kind, set here at collection so ``make test-fast`` can leave the slow
   the Hypothesis profile named by RELAY_FUZZ_PROFILE: ``dev`` (the default, a few examples),
   ``ci`` (what ``make test`` runs) or ``deep`` (a long hunt, by hand).
 
-Under pytest-xdist (``--dist loadgroup``) each live module is one group, so its module-scoped
-relay starts once, on one worker; the chaos tests share one group, and so one cluster.
+Under pytest-xdist (``--dist loadfile``) each module runs on one worker, so a live module's
+module-scoped relay starts once.
 """
 
 from __future__ import annotations
@@ -75,9 +75,9 @@ CHAOS_DIRECTORY = "tests/chaos/"
 (collecting the whole suite to select twelve tests takes half a minute)."""
 
 SLOW_FIRST = ("live", "fuzz", "browser", "production")
-"""The kinds that run first, in this order: pytest-xdist hands out its work units (a group, or
-one test) largest group first and otherwise in collection order, so a slow test or a one-test
-live module taken last would keep one worker busy while the other waits."""
+"""The kinds that run first, in this order: pytest-xdist (``--dist loadfile``) hands out its work
+units (a module) largest first and otherwise in collection order, so a slow one-test module
+taken last would keep one worker busy while the other waits."""
 
 
 def pytest_collection_modifyitems(config, items):
@@ -93,7 +93,6 @@ def pytest_collection_modifyitems(config, items):
             )
         if chaos or module in LIVE_MODULES or LIVE_FIXTURES.intersection(item.fixturenames):
             item.add_marker(pytest.mark.live)
-            item.add_marker(pytest.mark.xdist_group("chaos" if chaos else module))
     items.sort(key=_slowness_rank)
 
 
