@@ -4,20 +4,21 @@ Markers by kind, set here at collection so ``make test-fast`` can leave the slow
 (``-m "not (live or browser or chaos or fuzz or production)"``) without a mark on each test:
 
 - ``live``: the test starts relay processes or other servers in subprocesses: it uses a fixture
-  of LIVE_FIXTURES (a relay from a migrated template, the a2a-sdk 0.3 or @a2a-js/sdk
+  of LIVE_FIXTURES (a relay from the run's migrated template, the a2a-sdk 0.3 or @a2a-js/sdk
   subprocesses, the production services, the chaos cluster) or lives in a module of
   LIVE_MODULES, whose own fixtures or bodies start ``manage.py`` processes.
 - ``fuzz``: the module is in FUZZ_MODULES (Hypothesis and Schemathesis). Their budgets come from
   the Hypothesis profile named by RELAY_FUZZ_PROFILE: ``dev`` (the default, a few examples),
   ``ci`` (what ``make test`` runs) or ``deep`` (a long hunt, by hand).
 
-Under pytest-xdist (``--dist loadgroup``) each live module is one group, so its module-scoped
-relay starts once, on one worker; the chaos tests share one group, and so one cluster.
+Under pytest-xdist (``--dist loadfile``) each module runs on one worker, so a live module's
+module-scoped relay starts once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 
 import pytest
@@ -25,7 +26,7 @@ from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
 LIVE_FIXTURES = frozenset(
-    {"relay_template", "interop_template", "a2a_sdk_03", "a2a_js_sdk", "services", "chaos_cluster"}
+    {"relay_template", "a2a_sdk_03", "a2a_js_sdk", "services", "chaos_cluster"}
 )
 LIVE_MODULES = frozenset(
     {
@@ -69,15 +70,69 @@ hypothesis_settings.register_profile("dev", max_examples=10, **_FUZZ_DEFAULTS)
 hypothesis_settings.load_profile(os.environ.get("RELAY_FUZZ_PROFILE", "dev"))
 
 
+CHAOS_DIRECTORY = "tests/chaos/"
+"""Where every chaos test lives: ``make test`` collects only this directory for its chaos run
+(collecting the whole suite to select twelve tests takes half a minute)."""
+
+SLOW_FIRST = ("live", "fuzz", "browser", "production")
+"""The kinds that run first, in this order: pytest-xdist (``--dist loadfile``) hands out its work
+units (a module) largest first and otherwise in collection order, so a slow one-test module
+taken last would keep one worker busy while the other waits."""
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.path.relative_to(config.rootpath).as_posix()
         if module in FUZZ_MODULES:
             item.add_marker(pytest.mark.fuzz)
         chaos = item.get_closest_marker("chaos") is not None
+        if chaos and not module.startswith(CHAOS_DIRECTORY):
+            raise pytest.UsageError(
+                f"{item.nodeid} is marked chaos outside {CHAOS_DIRECTORY}: make test runs the "
+                f"chaos tests from there alone, and would run this one nowhere"
+            )
         if chaos or module in LIVE_MODULES or LIVE_FIXTURES.intersection(item.fixturenames):
             item.add_marker(pytest.mark.live)
-            item.add_marker(pytest.mark.xdist_group("chaos" if chaos else module))
+    items.sort(key=_slowness_rank)
+
+
+def _slowness_rank(item) -> int:
+    """The place of the first of SLOW_FIRST's kinds ``item`` is of, else after them all (a
+    stable sort keeps the collection order within each rank, and so each module whole)."""
+    return next(
+        (rank for rank, kind in enumerate(SLOW_FIRST) if item.get_closest_marker(kind)),
+        len(SLOW_FIRST),
+    )
+
+
+def pytest_sessionstart(session):
+    """Puts the run's migrated relay databases (``tests.live.shared_template`` and
+    ``postgres_template``) where every pytest-xdist worker of the run finds them: the run's
+    base temporary directory (a worker's own is one level down)."""
+    from tests import live
+
+    base = session.config._tmp_path_factory.getbasetemp()
+    live.TEMPLATE_HOME = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def pytest_sessionfinish(session):
+    """The run's PostgreSQL template is dropped once, by the process that started the run,
+    after every worker has finished (when PostgreSQL is gone by then, so is the template)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        import psycopg
+
+        from tests import live
+
+        with contextlib.suppress(psycopg.OperationalError):
+            live.drop_postgres_template(session.config._tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(scope="session")
+def relay_template():
+    """The run's migrated relay database and its keys; ``live_relay`` copies it."""
+    from tests.live import shared_template
+
+    return shared_template()
 
 
 @pytest.fixture(scope="session", autouse=True)

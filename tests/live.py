@@ -16,6 +16,7 @@ its tail is shown when the relay fails to start.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import queue
@@ -643,8 +644,8 @@ class ServiceMissingError(RuntimeError):
 
 @contextmanager
 def production_services(redis_url: str = REDIS_TEST_URL) -> Iterator[dict[str, str]]:
-    """A throwaway PostgreSQL database and a private channel prefix on the test Redis (or the
-    one at ``redis_url``), as the relay environment that uses them (DATABASE_URL, REDIS_URL,
+    """A throwaway PostgreSQL database (a copy of the run's migrated template, with its keys)
+    and a private channel prefix on the test Redis (or the one at ``redis_url``), as the relay environment that uses them (DATABASE_URL, REDIS_URL,
     RELAY_CHANNEL_PREFIX). The database is dropped and the prefix's keys deleted afterwards
     (when Redis still answers); other users of the Redis db are left alone. Raises
     ServiceMissingError when either service is unreachable."""
@@ -655,7 +656,10 @@ def production_services(redis_url: str = REDIS_TEST_URL) -> Iterator[dict[str, s
         client.ping()
     except redis.RedisError as error:
         raise ServiceMissingError(f"Redis is not reachable at {redis_url}: {error}") from error
-    with postgres_database("relay_live") as (name, database_url):
+    template = postgres_template()
+    with postgres_database("relay_live", template=template.name) as (name, database_url):
+        if template.name is not None:
+            _cloned[database_url] = template.keys
         try:
             yield {
                 "DATABASE_URL": database_url,
@@ -663,6 +667,7 @@ def production_services(redis_url: str = REDIS_TEST_URL) -> Iterator[dict[str, s
                 "RELAY_CHANNEL_PREFIX": name,
             }
         finally:
+            _cloned.pop(database_url, None)
             with suppress(redis.RedisError):
                 for key in client.scan_iter(match=f"{name}*"):
                     client.delete(key)
@@ -678,22 +683,23 @@ def gated_production_relay(var_dir: Path, **extra_env: str) -> Iterator[LiveRela
 
 
 @contextmanager
-def postgres_database(prefix: str) -> Iterator[tuple[str, str]]:
-    """A new, empty PostgreSQL database named ``<prefix>_<random>``: yields (its name, its
-    URL) and drops it afterwards, closing whatever sessions still use it. Raises
-    ServiceMissingError when PostgreSQL is unreachable."""
+def postgres_database(prefix: str, *, template: str | None = None) -> Iterator[tuple[str, str]]:
+    """A new PostgreSQL database named ``<prefix>_<random>``, empty or a copy of the database
+    ``template``: yields (its name, its URL) and drops it afterwards, closing whatever
+    sessions still use it. Raises ServiceMissingError when PostgreSQL is unreachable."""
     import psycopg
 
     name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     try:
         with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=3) as admin:
-            admin.execute(f'CREATE DATABASE "{name}"')
+            copy = f' TEMPLATE "{template}"' if template else ""
+            admin.execute(f'CREATE DATABASE "{name}"{copy}')
     except psycopg.OperationalError as error:
         raise ServiceMissingError(
             f"PostgreSQL is not reachable at {POSTGRES_ADMIN_URL}: {error}"
         ) from error
     try:
-        yield name, POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+        yield name, postgres_url(name)
     finally:
         with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -711,40 +717,141 @@ class Template:
     keys: tuple[str, ...]
 
 
-def create_keys(env: dict[str, str]) -> tuple[str, ...]:
-    """One key per KEY_NAMES through ``manage.py create_api_key`` (run side by side)."""
-    from concurrent.futures import ThreadPoolExecutor
+TEMPLATE_SCRIPT = (
+    "import json; from django.core.management import call_command; "
+    "from registry.services import api_key_create; call_command('migrate', verbosity=0); "
+    "print(json.dumps([api_key_create(name=name)[1] for name in {names!r}]))"
+)
 
-    with ThreadPoolExecutor(len(KEY_NAMES)) as pool:
-        printed = pool.map(lambda name: manage(env, "create_api_key", name), KEY_NAMES)
-        return tuple(output.strip().splitlines()[-1] for output in printed)
+
+def migrate_with_keys(env: dict[str, str], names: tuple[str, ...] = KEY_NAMES) -> tuple[str, ...]:
+    """Migrates the database of ``env`` and creates one key per name of ``names``, in one Django
+    process (each start of one costs seconds); returns the keys."""
+    printed = manage(env, "shell", "-c", TEMPLATE_SCRIPT.format(names=names))
+    return tuple(json.loads(printed.splitlines()[-1]))
 
 
 def migrated_template(directory: Path) -> Template:
-    """Migrates an empty embedded database and creates its keys once, so each relay can start
-    from a copy of it instead (Django starting twice per relay costs seconds)."""
+    """An embedded database in ``directory``, migrated with its keys, so each relay can start
+    from a copy of it instead of migrating its own."""
     directory.mkdir(parents=True, exist_ok=True)
-    env = relay_env(directory)
-    manage(env, "migrate", "--verbosity=0")
-    return Template(directory / "relay.sqlite3", create_keys(env))
+    return Template(directory / "relay.sqlite3", migrate_with_keys(relay_env(directory)))
+
+
+def postgres_url(name: str) -> str:
+    """The URL of the database ``name`` on the test PostgreSQL server."""
+    return POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+
+
+TEMPLATE_HOME: Path | None = None
+"""Where ``shared_template`` keeps the one template of a test run: a directory every
+pytest-xdist worker of the run shares (``tests/conftest.py`` sets it). None: every relay
+migrates a database of its own."""
+
+_shared: Template | None = None
+
+
+@dataclass(frozen=True)
+class PostgresTemplate:
+    """A PostgreSQL database migrated once, with the keys of KEY_NAMES in it (``name`` None:
+    none, each database is migrated)."""
+
+    name: str | None
+    keys: tuple[str, ...] = ()
+
+
+POSTGRES_TEMPLATE = "relay-postgres-template.json"
+_postgres: PostgresTemplate | None = None
+_cloned: dict[str, tuple[str, ...]] = {}
+"""The keys of the databases ``production_services`` copied from the template, by URL: a
+relay on one of them is not migrated again."""
+
+
+def postgres_template() -> PostgresTemplate:
+    """The run's migrated PostgreSQL database, built by the first process that asks and named
+    in TEMPLATE_HOME (``drop_postgres_template`` drops it at the end of the run). Raises
+    ServiceMissingError when PostgreSQL is unreachable."""
+    global _postgres
+    if TEMPLATE_HOME is None:
+        return PostgresTemplate(None)
+    if _postgres is None:
+        import psycopg
+
+        record = TEMPLATE_HOME / POSTGRES_TEMPLATE
+        TEMPLATE_HOME.mkdir(parents=True, exist_ok=True)
+        with (TEMPLATE_HOME / "relay-postgres-template.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not record.exists():
+                name = f"relay_template_{uuid.uuid4().hex[:10]}"
+                try:
+                    with psycopg.connect(
+                        POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=3
+                    ) as admin:
+                        admin.execute(f'CREATE DATABASE "{name}"')
+                except psycopg.OperationalError as error:
+                    raise ServiceMissingError(
+                        f"PostgreSQL is not reachable at {POSTGRES_ADMIN_URL}: {error}"
+                    ) from error
+                record.write_text(json.dumps({"name": name, "keys": None}))
+                keys = migrate_with_keys(relay_env(TEMPLATE_HOME, DATABASE_URL=postgres_url(name)))
+                record.write_text(json.dumps({"name": name, "keys": list(keys)}))
+            built = json.loads(record.read_text())
+            if built["keys"] is None:
+                raise RelayFailedError(f"the PostgreSQL template {built['name']} was not migrated")
+            _postgres = PostgresTemplate(built["name"], tuple(built["keys"]))
+    return _postgres
+
+
+def drop_postgres_template(home: Path) -> None:
+    """Drops the PostgreSQL template of the run whose TEMPLATE_HOME is ``home``, if it made
+    one."""
+    import psycopg
+
+    record = home / POSTGRES_TEMPLATE
+    if record.exists():
+        name = json.loads(record.read_text())["name"]
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=3) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        record.unlink()
+
+
+def shared_template() -> Template | None:
+    """The template of this test run, built by the first process that asks (the others wait on
+    a lock, then read its keys), or None outside a test run (no TEMPLATE_HOME)."""
+    global _shared
+    if _shared is None and TEMPLATE_HOME is not None:
+        directory = TEMPLATE_HOME / "relay-template"
+        keys = directory / "keys.json"
+        TEMPLATE_HOME.mkdir(parents=True, exist_ok=True)
+        with (TEMPLATE_HOME / "relay-template.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not keys.exists():
+                built = migrated_template(directory)
+                keys.write_text(json.dumps(built.keys))
+            _shared = Template(directory / "relay.sqlite3", tuple(json.loads(keys.read_text())))
+    return _shared
 
 
 @contextmanager
 def live_relay(
     var_dir: Path, *, template: Template | None = None, server: str = "daphne", **extra_env: str
 ) -> Iterator[LiveRelay]:
-    """A relay in ``var_dir``: its database migrated with API keys (or copied from
-    ``template``), and daphne (or ``server``) listening. ``extra_env`` goes to every process (e.g.
+    """A relay in ``var_dir``: its database copied from ``template`` (by default the run's
+    ``shared_template``), or migrated with API keys where there is none, and daphne (or ``server``) listening. ``extra_env`` goes to every process (e.g.
     RELAY_UPSTREAM_TIMEOUT, or DATABASE_URL and REDIS_URL for production, where the template
     is not used). Everything started is stopped when the block ends."""
     var_dir.mkdir(parents=True, exist_ok=True)
     env = relay_env(var_dir, **extra_env)
-    if template is not None and "DATABASE_URL" not in extra_env:
+    database_url = extra_env.get("DATABASE_URL")
+    if database_url is None:
+        template = template or shared_template()
+    if database_url in _cloned:
+        keys = _cloned[database_url]
+    elif template is not None and database_url is None:
         shutil.copyfile(template.database, var_dir / "relay.sqlite3")
         keys = template.keys
     else:
-        manage(env, "migrate", "--verbosity=0")
-        keys = create_keys(env)
+        keys = migrate_with_keys(env)
     relay = LiveRelay(
         env=env, var_dir=var_dir, keys=keys, daphne=start_daphne(env, var_dir, server=server)
     )

@@ -16,11 +16,14 @@ take and answer.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import json
+import select
 import subprocess
 import sys
 import tempfile
+import threading
 import venv
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,6 +44,17 @@ CALL_SECONDS = 60.0
 START_SECONDS = 30.0
 
 
+_clients: dict[Path, tuple[subprocess.Popen, Any]] = {}
+"""The one ``--serve`` client process of each virtualenv in this test process, and its log."""
+_client_lock = threading.Lock()
+
+
+@atexit.register
+def _stop_clients() -> None:
+    for process, _ in _clients.values():
+        stop_process(process)
+
+
 class Sdk03Unavailable(RuntimeError):
     """The 0.3.26 virtualenv could not be built (no network to the registry, pip failed)."""
 
@@ -52,18 +66,33 @@ class Sdk03:
     python: Path
 
     def client(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Runs ``tests/peers/sdk03_client.py`` with ``request``; returns its JSON answer
-        (``{"error": ...}`` when the SDK raised)."""
-        result = subprocess.run(
-            [str(self.python), str(PEERS / "sdk03_client.py")],
-            input=json.dumps(request),
-            capture_output=True,
-            text=True,
-            timeout=CALL_SECONDS,
-        )
-        if not result.stdout.strip():
-            raise RuntimeError(f"the 0.3.26 client printed nothing:\n{result.stderr[-3000:]}")
-        return json.loads(result.stdout)
+        """Runs ``request`` through ``tests/peers/sdk03_client.py``; returns its JSON answer
+        (``{"error": ...}`` when the SDK raised). One client process (``--serve``) answers
+        every call of this test process, one at a time: a start of Python and the SDK costs
+        seconds on a loaded machine."""
+        with _client_lock:
+            process, log = _clients.get(self.python, (None, None))
+            if process is None or process.poll() is not None:
+                # The log lives as long as the process: closed with the test process.
+                log = tempfile.TemporaryFile()  # noqa: SIM115
+                process = subprocess.Popen(
+                    [str(self.python), str(PEERS / "sdk03_client.py"), "--serve"],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    text=True,
+                )
+                _clients[self.python] = (process, log)
+            process.stdin.write(json.dumps(request) + "\n")
+            process.stdin.flush()
+            ready, _, _ = select.select([process.stdout], [], [], CALL_SECONDS)
+            line = process.stdout.readline() if ready else ""
+            if not line.strip():
+                stop_process(process)
+                log.seek(0)
+                said = log.read().decode(errors="replace")[-3000:]
+                raise RuntimeError(f"the 0.3.26 client answered nothing:\n{said}")
+            return json.loads(line)
 
     @contextmanager
     def agent(self, *, transports: str = "HTTP+JSON") -> Iterator[str]:

@@ -45,7 +45,7 @@ from tests.live import (
     RelayFailedError,
     ServiceMissingError,
     free_port,
-    manage,
+    migrate_with_keys,
     postgres_database,
     relay_env,
     start_daphne,
@@ -281,8 +281,7 @@ def chaos_cluster(
             RELAY_CHANNEL_PREFIX=name,
             **{**CHAOS_ENV, **extra_env},
         )
-        manage(env, "migrate", "--verbosity=0")
-        key = manage(env, "create_api_key", "chaos").strip().splitlines()[-1]
+        (key,) = migrate_with_keys(env, ("chaos",))
 
         services: list[Service] = []
         agents, urls = start_agents(var_dir, relay_env(var_dir))

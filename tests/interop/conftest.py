@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.jsinterop import js_agent, js_missing
-from tests.live import live_relay, migrated_template
+from tests.live import live_relay
 
 MISSING = js_missing()
 
@@ -21,16 +21,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
-def interop_template(tmp_path_factory):
-    """An embedded database migrated once per session; each relay starts from a copy."""
-    return migrated_template(tmp_path_factory.mktemp("interop-template"))
-
-
 @pytest.fixture(scope="module")
-def relay(tmp_path_factory, interop_template):
-    """A live relay (daphne, its own copy of the template database) for the whole module."""
-    with live_relay(tmp_path_factory.mktemp("interop-relay"), template=interop_template) as live:
+def relay(tmp_path_factory, relay_template):
+    """A live relay (daphne, its own copy of the run's template database) for the whole
+    module."""
+    with live_relay(tmp_path_factory.mktemp("interop-relay"), template=relay_template) as live:
         yield live
 
 

@@ -20,8 +20,9 @@ Reads one JSON request on stdin and prints one JSON answer on stdout:
   what operation N produced there (``"0.result.id"``, ``"1.events.0.0.id"``). One failing
   operation does not stop the others.
 
-An exception becomes ``{"error": "<type>: <message>"}`` with exit status 1. Imports nothing of
-the relay.
+An exception becomes ``{"error": "<type>: <message>"}`` with exit status 1. With ``--serve`` it
+answers one request per line of stdin, each answer on one line of stdout, until stdin ends (one
+start of Python and the SDK for many calls). Imports nothing of the relay.
 """
 
 from __future__ import annotations
@@ -142,20 +143,26 @@ async def run_operations(request: dict) -> dict:
         return {"card": dump(clients["send"]._card), "ops": records}
 
 
-def main() -> int:
-    request = json.load(sys.stdin)
+def answer(request: dict) -> dict:
+    """The answer to one request (``{"error": ...}`` when the SDK raised)."""
     try:
         if "parse_card" in request:
-            answer = {"card": dump(AgentCard.model_validate(request["parse_card"]))}
-        elif "operations" in request:
-            answer = asyncio.run(run_operations(request))
-        else:
-            answer = asyncio.run(call(request))
+            return {"card": dump(AgentCard.model_validate(request["parse_card"]))}
+        if "operations" in request:
+            return asyncio.run(run_operations(request))
+        return asyncio.run(call(request))
     except Exception as error:  # noqa: BLE001 - the test reads what failed
-        json.dump({"error": f"{type(error).__name__}: {error}"}, sys.stdout)
-        return 1
-    json.dump(answer, sys.stdout)
-    return 0
+        return {"error": f"{type(error).__name__}: {error}"}
+
+
+def main() -> int:
+    if sys.argv[1:] == ["--serve"]:
+        for line in sys.stdin:
+            print(json.dumps(answer(json.loads(line))), flush=True)
+        return 0
+    result = answer(json.load(sys.stdin))
+    json.dump(result, sys.stdout)
+    return 1 if "error" in result and len(result) == 1 else 0
 
 
 if __name__ == "__main__":

@@ -12,19 +12,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.live import FREE_PORT, free_port, live_relay, migrated_template
-
-
-@pytest.fixture(scope="session")
-def relay_template(tmp_path_factory):
-    """An embedded database migrated once per session; each relay starts from a copy."""
-    return migrated_template(tmp_path_factory.mktemp("relay-template"))
+from tests.live import FREE_PORT, free_port, live_relay
 
 
 @pytest.fixture(scope="module")
 def relay(request, tmp_path_factory, relay_template):
-    """A live relay (its database and keys copied from the template, daphne) for the whole
-    test module."""
+    """A live relay (its database and keys copied from the run's template, daphne) for the
+    whole test module."""
     env = {
         name: str(free_port()) if value == FREE_PORT else value
         for name, value in getattr(request.module, "RELAY_ENV", {}).items()
