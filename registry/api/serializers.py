@@ -127,6 +127,45 @@ class RetriesSerializer(serializers.Serializer):
     )
 
 
+class DelegationSerializer(serializers.Serializer):
+    """Which token the agent gets on a caller's behalf (docs: Identity, Delegated tokens)."""
+
+    mode = serializers.ChoiceField(
+        source="delegation_mode",
+        choices=Agent.DelegationMode.choices,
+        required=False,
+        help_text="none: the stored credential; pass: the caller's bearer JWT when its aud "
+        "names the agent; exchange: a token for the agent by RFC 8693 token exchange.",
+    )
+    audience = serializers.CharField(
+        source="delegation_audience",
+        max_length=500,
+        allow_blank=True,
+        required=False,
+        help_text="The aud the agent accepts; empty takes the agent's URL.",
+    )
+    tokenUrl = serializers.URLField(
+        source="delegation_token_url",
+        max_length=2048,
+        allow_blank=True,
+        required=False,
+        help_text="The token-exchange endpoint; empty takes the caller's issuer's exchangeUrl.",
+    )
+    scopes = serializers.CharField(
+        source="delegation_scopes",
+        max_length=500,
+        allow_blank=True,
+        required=False,
+        help_text="Scopes asked for the agent, separated by spaces.",
+    )
+    narrow = serializers.BooleanField(
+        source="delegation_narrow",
+        required=False,
+        help_text="A caller lacking some scopes gets a token with those it holds; false: the "
+        "call is refused.",
+    )
+
+
 class AgentSerializer(serializers.ModelSerializer):
     """An agent as the registry shows it. Credentials are never returned, only whether set."""
 
@@ -150,6 +189,7 @@ class AgentSerializer(serializers.ModelSerializer):
     )
     supportsClientRouting = serializers.BooleanField(source="supports_client_routing")
     retries = RetriesSerializer(source="*")
+    delegation = DelegationSerializer(source="*")
     signature = SignatureSerializer(source="*")
     origin = serializers.SerializerMethodField(
         help_text="null for agents registered here; for agents mirrored from a peer relay, "
@@ -185,6 +225,7 @@ class AgentSerializer(serializers.ModelSerializer):
             "credentialKind",
             "supportsClientRouting",
             "retries",
+            "delegation",
             "signature",
             "origin",
             "cardFetchedAt",
@@ -370,6 +411,7 @@ class AgentUpdateSerializer(WriteSerializer):
         "kept and the refusal recorded).",
     )
     retries = RetriesSerializer(source="*", required=False)
+    delegation = DelegationSerializer(source="*", required=False)
 
 
 class SnapshotSerializer(serializers.ModelSerializer):
