@@ -167,9 +167,8 @@ class Agent(models.Model):
         max_length=8,
         choices=DelegationMode.choices,
         default=DelegationMode.NONE,
-        help_text="none: the stored credential; pass: the caller's own bearer JWT, when its aud "
-        "names the agent's audience; exchange: a token for the agent from the token "
-        "endpoint (RFC 8693), its act chain naming the relay, the team and the members before.",
+        help_text="none: the stored credential; pass: the caller's JWT when its aud names the "
+        "agent; exchange: a token for the agent by RFC 8693 exchange (docs: Identity).",
     )
     delegation_audience = models.CharField(
         max_length=500,
