@@ -324,3 +324,30 @@ async def test_a_call_context_of_a_stored_caller_has_no_token_so_a_delegated_hop
             )
     assert await hop_tokens.authorization(hop_tokens.Delegation(agent_id="lead"), ctx) == {}
     assert "caller_token" not in repr(CallContext(caller=None, caller_token="secret-value"))
+
+
+async def test_a_task_taken_over_by_another_process_refuses_its_delegated_hop(trusted):
+    """The caller's token was in the memory of the process that stopped: the process taking
+    the task over has none, so it never calls the agent in exchange mode, and the task ends
+    failed saying why."""
+    from tasks_app import gateway
+    from tasks_app.gateway import supervisor
+    from tests.tasks_app.test_gateway_ownership import dead_process, until
+
+    await sync_to_async(delegate)("echo", "exchange", delegation_audience="aud-echo")
+    target = await sync_to_async(gateway.agent_target)("echo")
+    ctx = CallContext(caller=None, caller_token=caller_token(trusted))
+    opened = await sync_to_async(gateway.open_task)(target, ctx, {"message": user_message("hi")})
+    dead = await sync_to_async(dead_process)()
+    await sync_to_async(Task.objects.filter(pk=opened.task.pk).update)(
+        owner=dead, state="working", upstream_task_id="agent-task-1"
+    )
+
+    assert await supervisor.take_over_orphans() == 1
+    task = await until(
+        lambda: Task.objects.filter(pk=opened.task.pk, state="failed").first(),
+        "the taken-over task failed",
+    )
+    assert "took it over" in task.error
+    assert AGENTS["echo"].posts() == []
+    assert trusted.exchanges == []
