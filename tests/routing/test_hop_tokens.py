@@ -351,3 +351,37 @@ async def test_a_task_taken_over_by_another_process_refuses_its_delegated_hop(tr
     assert "took it over" in task.error
     assert AGENTS["echo"].posts() == []
     assert trusted.exchanges == []
+
+
+async def test_every_call_kind_to_an_agent_in_pass_mode_carries_the_callers_token(trusted):
+    """Send, GetTask and CancelTask (the follow-ups of a task) all go with the caller's
+    token, never the stored credential."""
+    from tasks_app import gateway
+
+    await sync_to_async(delegate)("asks", "pass", delegation_audience="aud-asks")
+    token = caller_token(trusted, aud=[AUDIENCE, "aud-asks"])
+    async with client(token) as relay:
+        response = await relay.post(
+            "/a2a/agents/asks/",
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {"message": user_message("hi")},
+            },
+        )
+    answer = response.json()["result"]["task"]
+    assert answer["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", answer
+    task = await sync_to_async(Task.objects.select_related("caller").get)(pk=answer["id"])
+    target = await sync_to_async(gateway.agent_target)("asks")
+    caller = task.caller
+    caller.token_claims = claims_of(token, trusted)
+    ctx = CallContext(caller=caller, caller_token=token)
+    await target.refresh(task, ctx)
+    await target.cancel_upstream(task, ctx)
+
+    methods = [request.json()["method"] for request in AGENTS["asks"].posts()]
+    assert methods[-2:] == ["GetTask", "CancelTask"]
+    assert {request.headers["authorization"] for request in AGENTS["asks"].posts()} == {
+        f"Bearer {token}"
+    }
