@@ -18,6 +18,7 @@ current actor (the last), each ``act`` within it the one before.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import time
 from collections.abc import Iterator
@@ -51,6 +52,8 @@ class AuthorizationServer:
         """The token endpoint answers 503 to exchanges while true (they still count)."""
         self.exchanges: list[dict[str, str]] = []
         """Each token exchange asked: its form, the subject token left out."""
+        self.exchange_clients: list[str] = []
+        """The client id of each token exchange's HTTP Basic authentication ("" without)."""
         self.rotate(keep_old=False)
 
     @property
@@ -166,6 +169,7 @@ class AuthorizationServer:
         async def token(request: Request) -> JSONResponse:
             form = await request.form()
             if form.get("grant_type") == "urn:ietf:params:oauth:grant-type:token-exchange":
+                self.exchange_clients.append(_basic_client(request))
                 status, body = self.exchanged(form)
                 return JSONResponse(body, status_code=status)
             if form.get("grant_type") != "client_credentials":
@@ -182,6 +186,13 @@ class AuthorizationServer:
                 Route("/token", token, methods=["POST"]),
             ]
         )
+
+
+def _basic_client(request: Request) -> str:
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "basic":
+        return ""
+    return base64.b64decode(value).decode().partition(":")[0]
 
 
 @contextmanager

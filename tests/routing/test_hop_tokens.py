@@ -69,6 +69,7 @@ def trusted(issuer, settings):
     principals.issuers_changed()
     hop_tokens.forget_tokens()
     issuer.exchanges.clear()
+    issuer.exchange_clients.clear()
     issuer.exchange_down = False
     yield issuer
     principals.issuers_changed()
@@ -385,3 +386,25 @@ async def test_every_call_kind_to_an_agent_in_pass_mode_carries_the_callers_toke
     assert {request.headers["authorization"] for request in AGENTS["asks"].posts()} == {
         f"Bearer {token}"
     }
+
+
+async def test_the_relay_authenticates_to_the_exchange_endpoint_as_its_client(trusted, settings):
+    settings.RELAY_TOKEN_EXCHANGE_CLIENT_ID = "brass-relay"
+    settings.RELAY_TOKEN_EXCHANGE_CLIENT_SECRET = "relay-secret"
+    await sync_to_async(delegate)("echo", "exchange", delegation_audience="aud-echo")
+
+    async with client(caller_token(trusted)) as relay:
+        response = await relay.post(
+            "/a2a/agents/echo/",
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {"message": user_message("hi")},
+            },
+        )
+
+    assert "result" in response.json(), response.text
+    assert trusted.exchange_clients == ["brass-relay"]
+    (request,) = AGENTS["echo"].posts()
+    assert claims_of(request.headers["authorization"].split()[1], trusted)["aud"] == "aud-echo"
