@@ -368,6 +368,9 @@ class AgentTarget(Target):
         while True:
             if pause:
                 await asyncio.sleep(pause)
+                if self.delegation.mode == hop_tokens.EXCHANGE:
+                    # A long follow outlives an exchanged token: a fresh one when it expires.
+                    headers = await self._headers(ctx)
             result = await upstream.call(
                 self.endpoint,
                 _op("GET_TASK"),
