@@ -39,7 +39,6 @@ from tasks_app.protocol.errors import PermissionDenied, Unavailable
 
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
-JWT_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:jwt"
 NONE, PASS, EXCHANGE = "none", "pass", "exchange"
 EXPIRY_MARGIN_SECONDS = 10.0
 """An exchanged token is exchanged again this long before it expires."""

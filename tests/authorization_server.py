@@ -52,6 +52,8 @@ class AuthorizationServer:
         """The token endpoint answers 503 to exchanges while true (they still count)."""
         self.exchanges: list[dict[str, str]] = []
         """Each token exchange asked: its form, the subject token left out."""
+        self.exchange_adds: str = ""
+        """A scope an exchange adds to the token it issues (a server that broadens)."""
         self.exchange_clients: list[str] = []
         """The client id of each token exchange's HTTP Basic authentication ("" without)."""
         self.rotate(keep_old=False)
@@ -134,7 +136,10 @@ class AuthorizationServer:
         for actor in actors:  # oldest first: each one wraps those before it
             act = {"sub": actor, **({"act": act} if act else {})}
         issued = self.token(
-            sub=subject["sub"], aud=audience, scope=" ".join(asked or held), act=act
+            sub=subject["sub"],
+            aud=audience,
+            scope=" ".join([*(asked or held), *self.exchange_adds.split()]),
+            act=act,
         )
         return 200, {
             "access_token": issued,

@@ -71,6 +71,7 @@ def trusted(issuer, settings):
     issuer.exchanges.clear()
     issuer.exchange_clients.clear()
     issuer.exchange_down = False
+    issuer.exchange_adds = ""
     yield issuer
     principals.issuers_changed()
     hop_tokens.forget_tokens()
@@ -408,3 +409,24 @@ async def test_the_relay_authenticates_to_the_exchange_endpoint_as_its_client(tr
     assert trusted.exchange_clients == ["brass-relay"]
     (request,) = AGENTS["echo"].posts()
     assert claims_of(request.headers["authorization"].split()[1], trusted)["aud"] == "aud-echo"
+
+
+async def test_an_exchanged_token_broader_than_the_callers_is_never_sent(trusted):
+    await sync_to_async(delegate)("echo", "exchange", delegation_audience="aud-echo")
+    trusted.exchange_adds = "admin"
+
+    async with client(caller_token(trusted)) as relay:
+        response = await relay.post(
+            "/a2a/agents/echo/",
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {"message": user_message("hi")},
+            },
+        )
+
+    body = response.json()
+    assert body["error"]["code"] == -31403, body
+    assert "holds scopes the caller's does not (admin)" in body["error"]["message"]
+    assert AGENTS["echo"].posts() == []
