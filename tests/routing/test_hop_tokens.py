@@ -430,3 +430,34 @@ async def test_an_exchanged_token_broader_than_the_callers_is_never_sent(trusted
     assert body["error"]["code"] == -31403, body
     assert "holds scopes the caller's does not (admin)" in body["error"]["message"]
     assert AGENTS["echo"].posts() == []
+
+
+async def test_a_streaming_team_call_gives_each_streaming_member_its_exchanged_token(trusted):
+    await sync_to_async(make_team)("lead", "worker")
+    for agent_id in ("lead", "worker"):
+        await sync_to_async(delegate)(agent_id, "exchange", delegation_audience=f"aud-{agent_id}")
+    LEAD.load("worker")
+    WORKER.load("user")
+
+    async with client(caller_token(trusted)) as relay:
+        response = await relay.post(
+            "/a2a/teams/crew/",
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendStreamingMessage",
+                "params": {"message": user_message("go")},
+            },
+        )
+
+    assert "TASK_STATE_COMPLETED" in response.text, response.text
+    relay_actor = f"relay:{delegation.relay_id()}"
+    for agent_id, chain in (
+        ("lead", [relay_actor, "team:crew"]),
+        ("worker", [relay_actor, "team:crew", "agent:lead"]),
+    ):
+        (call,) = message_calls(agent_id)
+        assert call.json()["method"] == "SendStreamingMessage"
+        (received,) = received_tokens(agent_id)
+        claims = claims_of(received, trusted)
+        assert (claims["aud"], act_chain(claims)) == (f"aud-{agent_id}", chain)
