@@ -151,6 +151,7 @@ class AgentChangeForm(forms.ModelForm):
             *services.PROBE_FIELDS,
             *services.STREAM_FIELDS,
             *services.RETRY_FIELDS,
+            *services.DELEGATION_FIELDS,
         ]
 
     def clean_probe_interval_seconds(self):

@@ -76,4 +76,5 @@ class TokenIssuerAdmin(AuditedAdmin):
         ),
         ("Claims to principal", {"fields": _MAPPING}),
         ("Shown in the cards", {"fields": ("token_url",)}),
+        ("Delegation to agents", {"fields": ("exchange_url",)}),
     )

@@ -3,7 +3,7 @@ every endpoint names explicitly."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -46,7 +46,7 @@ def api_key_from_header(header: str | None) -> ApiKey | None:
         verified = _verified(key)
         key_hash = principals.principal_hash(verified.issuer.issuer, verified.subject)
         cached = cache.get(_cache_key(key_hash))
-        return _usable(key_hash, cached, None, count=False, verified=verified)[0]
+        return _usable(key_hash, cached, None, count=False, verified=verified, token=key)[0]
     key_hash = hash_api_key(key)
     return _usable(key_hash, cache.get(_cache_key(key_hash)), None, count=False)[0]
 
@@ -71,6 +71,8 @@ class KeyLookup:
     counted: ratelimit.Counted | None = None
     refusal: str | None = None
     verified: tokens.Verified | None = None
+    token: str = field(default="", repr=False)
+    """The call's JWT itself, for agents that take the caller's token (never stored)."""
 
 
 def api_key_lookup(header: str | None) -> KeyLookup:
@@ -91,7 +93,7 @@ def api_key_lookup(header: str | None) -> KeyLookup:
         key_hash = principals.principal_hash(verified.issuer.issuer, verified.subject)
         prefix = principals.principal_prefix(key_hash)
         cached_and_counted = ratelimit.cached_and_counted(_cache_key(key_hash), "key", prefix)
-        return KeyLookup(key_hash, *cached_and_counted, verified=verified)
+        return KeyLookup(key_hash, *cached_and_counted, verified=verified, token=key)
     key_hash = hash_api_key(key)
     # A cached key was cached under its own hash, so its prefix is this key's.
     return KeyLookup(
@@ -109,7 +111,12 @@ def api_key_counted(lookup: KeyLookup) -> tuple[ApiKey | None, ratelimit.Refusal
     if lookup.key_hash is None:
         return None, None
     return _usable(
-        lookup.key_hash, lookup.cached, lookup.counted, count=True, verified=lookup.verified
+        lookup.key_hash,
+        lookup.cached,
+        lookup.counted,
+        count=True,
+        verified=lookup.verified,
+        token=lookup.token,
     )
 
 
@@ -134,6 +141,7 @@ def _usable(
     *,
     count: bool,
     verified: tokens.Verified | None = None,
+    token: str = "",
 ) -> tuple[ApiKey, ratelimit.Refusal | None]:
     """The key as found in the lookup cache (``api_key``, None when it was not there, with
     the call's count when it was), read from the database when it was not cached, checked,
@@ -160,7 +168,7 @@ def _usable(
         # The next call reads the row again (and caches it with its new last_used_at).
         cache.delete(cache_key)
     if verified is not None:
-        api_key = principals.granted(api_key, verified)
+        api_key = principals.granted(api_key, verified, token=token)
     if not count:
         return api_key, None
     if counted is None:

@@ -66,6 +66,12 @@ class TokenIssuer(models.Model):
         help_text="The token endpoint, shown in the cards' oauth2 scheme when there is no "
         "discovery document.",
     )
+    exchange_url = models.URLField(
+        max_length=2048,
+        blank=True,
+        help_text="The token-exchange endpoint (RFC 8693) that gives agents in exchange mode a "
+        "token of their own for this issuer's callers (empty: none).",
+    )
     enabled = models.BooleanField(default=True)
 
     class Meta:
@@ -90,6 +96,7 @@ class TokenIssuer(models.Model):
             register_scope=self.register_scope,
             admin_scope=self.admin_scope,
             token_url=self.token_url,
+            exchange_url=self.exchange_url,
         )
 
     def clean(self) -> None:
@@ -97,7 +104,7 @@ class TokenIssuer(models.Model):
             self.as_issuer()
         except ValueError as error:
             raise ValidationError(str(error)) from error
-        for name in ("discovery_url", "jwks_url", "token_url"):
+        for name in ("discovery_url", "jwks_url", "token_url", "exchange_url"):
             url = getattr(self, name)
             if url:
                 try:

@@ -76,6 +76,11 @@ class Agent(models.Model):
         VERIFIED = "verified"
         INVALID = "invalid"
 
+    class DelegationMode(models.TextChoices):
+        NONE = "none", "the stored credential"
+        PASS = "pass", "the caller's token"
+        EXCHANGE = "exchange", "an exchanged token (RFC 8693)"
+
     class Breaker(models.TextChoices):
         CLOSED = "closed"
         OPEN = "open"
@@ -156,6 +161,35 @@ class Agent(models.Model):
         help_text="The agent runs a message id once, however often it gets it: the relay may "
         "then also retry a send that may have reached it (a timeout, a 500, a broken "
         "connection). Leave it off unless the agent deduplicates by messageId.",
+    )
+    # The token the relay sends the agent on a caller's behalf (tasks_app.hop_tokens).
+    delegation_mode = models.CharField(
+        max_length=8,
+        choices=DelegationMode.choices,
+        default=DelegationMode.NONE,
+        help_text="none: the stored credential; pass: the caller's JWT when its aud names the "
+        "agent; exchange: a token for the agent by RFC 8693 exchange (docs: Identity).",
+    )
+    delegation_audience = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="The aud the agent accepts; empty takes the agent's URL.",
+    )
+    delegation_token_url = models.URLField(
+        max_length=2048,
+        blank=True,
+        help_text="The token-exchange endpoint; empty takes the exchangeUrl of the caller "
+        "token's issuer.",
+    )
+    delegation_scopes = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="The scopes asked for the agent, separated by spaces (empty: none asked).",
+    )
+    delegation_narrow = models.BooleanField(
+        default=True,
+        help_text="A caller lacking some of these scopes gets a token with those it holds; "
+        "off: the call is refused.",
     )
     # Passive health: real calls through the gateway.
     breaker_state = models.CharField(

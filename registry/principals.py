@@ -97,9 +97,11 @@ def principal_ensure(verified: tokens.Verified) -> ApiKey:
     return principal
 
 
-def granted(principal: ApiKey, verified: tokens.Verified) -> ApiKey:
+def granted(principal: ApiKey, verified: tokens.Verified, *, token: str = "") -> ApiKey:
     """The principal as this call's token allows: each right of the row kept only when the
-    token holds the issuer's scope for it; registering needs a register scope to be set."""
+    token holds the issuer's scope for it; registering needs a register scope to be set. A
+    copy for this call alone: it carries the ``token`` itself (``bearer_token``, for agents
+    that take the caller's token, ``tasks_app.hop_tokens``) in memory, never stored."""
     issuer = verified.issuer
     caller = copy.copy(principal)
     caller.can_call = principal.can_call and verified.has(issuer.call_scope)
@@ -114,6 +116,8 @@ def granted(principal: ApiKey, verified: tokens.Verified) -> ApiKey:
     )
     caller.token_scopes = verified.scopes
     caller.token_claims = verified.claims
+    caller.token_exchange_url = issuer.exchange_url
+    caller.bearer_token = token
     return caller
 
 

@@ -345,6 +345,15 @@ STREAM_FIELDS = ("stream_idle_seconds",)
 RETRY_FIELDS = ("retry_attempts", "retry_base_delay_ms", "retry_deadline_seconds", "idempotent")
 """How the relay retries a send to the agent that failed (``tasks_app.gateway.retries``)."""
 
+DELEGATION_FIELDS = (
+    "delegation_mode",
+    "delegation_audience",
+    "delegation_token_url",
+    "delegation_scopes",
+    "delegation_narrow",
+)
+"""Which token the agent gets on a caller's behalf (``tasks_app.hop_tokens``)."""
+
 
 def agent_update(
     *, agent: Agent, fields: dict[str, Any], actor: str = SYSTEM, own: OwnAddresses | None = None
@@ -366,6 +375,7 @@ def agent_update(
         *PROBE_FIELDS,
         *STREAM_FIELDS,
         *RETRY_FIELDS,
+        *DELEGATION_FIELDS,
     }
     unknown = set(fields) - editable - {"credentials"}
     if unknown:

@@ -66,6 +66,8 @@ class Issuer:
     register_scope: str = ""
     admin_scope: str = ""
     token_url: str = ""
+    exchange_url: str = ""
+    """The token-exchange endpoint (RFC 8693) for agents in exchange mode (empty: none)."""
 
     def __post_init__(self) -> None:
         if not self.issuer:
@@ -100,6 +102,7 @@ _SETTING_FIELDS = {
     "registerScope": "register_scope",
     "adminScope": "admin_scope",
     "tokenUrl": "token_url",
+    "exchangeUrl": "exchange_url",
 }
 
 

@@ -298,13 +298,17 @@ RELAY_JWKS_MAX_BYTES = env.int("RELAY_JWKS_MAX_BYTES", default=64 * 1024)
 # --- Bearer tokens of identity providers ------------------------------------------------------
 # OAuth2 / OpenID Connect issuers whose signed JWTs are accepted beside API keys: a JSON list of
 # {"issuer", "jwksUrl" or "discovery", "audience", "algorithms", "leeway", "subjectClaim",
-# "scopesClaim", "callScope", "readScope", "registerScope", "adminScope", "tokenUrl"} (see the
-# identity guide). Issuers can also be set in the admin (Token issuers).
+# "scopesClaim", "callScope", "readScope", "registerScope", "adminScope", "tokenUrl",
+# "exchangeUrl"} (see the identity guide). Issuers can also be set in the admin (Token issuers).
 RELAY_JWT_ISSUERS = env.str("RELAY_JWT_ISSUERS", default="")
 # A token signed with a key id the cached key set lacks makes the relay fetch its issuer's key
 # set again (rotation), at most once per this many seconds per issuer; an issuer whose keys
 # could not be had is asked again after this long too.
 RELAY_JWT_REFRESH_SECONDS = env.float("RELAY_JWT_REFRESH_SECONDS", default=10.0)
+# The relay's client at the token-exchange endpoints (RFC 8693) of agents in exchange mode,
+# sent as HTTP Basic; empty id: the relay sends no client authentication.
+RELAY_TOKEN_EXCHANGE_CLIENT_ID = env.str("RELAY_TOKEN_EXCHANGE_CLIENT_ID", default="")
+RELAY_TOKEN_EXCHANGE_CLIENT_SECRET = env.str("RELAY_TOKEN_EXCHANGE_CLIENT_SECRET", default="")
 # The domain in the urn:air identifiers of /.well-known/ai-catalog.json. Empty: the host of
 # RELAY_PUBLIC_URL, else of the request.
 RELAY_CATALOG_PUBLISHER = env.str("RELAY_CATALOG_PUBLISHER", default="")

@@ -262,6 +262,7 @@ class TeamTarget(gateway.Target):
         handoff_rules = await sync_to_async(access.rules)(policy.HANDOFF)
         may_hand = access.HandoffCheck(ctx.caller, self.id, handoff_rules)
         called: set[str] = set()  # the members called for this message (a selection skips them)
+        handed: list[str] = []  # the members that answered before, in order: the trace so far
         while isinstance(hop, Deliver):
             started = time.perf_counter()
             order = conversation.hops_recorded + 1
@@ -290,6 +291,7 @@ class TeamTarget(gateway.Target):
                     routing=bool(headers),
                     metadata=metadata,
                     stream=stream,
+                    actors=tuple(f"agent:{member}" for member in handed),
                 )
             forwarded: set[str] = set()
             origin = {"member": hop.target, "hop": order}
@@ -329,6 +331,7 @@ class TeamTarget(gateway.Target):
                 forwarded |= team_events.held(task, answer)
             hops_done += 1
             called.add(hop.target)
+            handed.append(hop.target)
             selected = await self._selection_for(hop, answer, called)
             decision = self._decide(hop, answer, hops_done, selected, may_hand)
             if may_hand.refused:
@@ -500,14 +503,16 @@ class TeamTarget(gateway.Target):
         routing: bool,
         metadata: dict[str, Any] | None = None,
         stream: bool = True,
+        actors: tuple[str, ...] = (),
     ) -> gateway.Exchange | MemberAnswer:
         """Opens the member's task, a child of the team task, and the exchange that drives it
         (the member streams when it can: its events are forwarded as they come). A member that
         asked the caller for input gets the answer on that same task; any other continues its
         upstream context of this conversation. The caller's request metadata and activated
         extensions go with the call, as they would to the agent called directly (the routing
-        extension only to a member that speaks it, never twice). Never raises for the member's
-        failures: they come back as a ``failed`` answer saying why."""
+        extension only to a member that speaks it, never twice). ``actors``: the members that
+        answered before it (the act chain of a token exchanged for it). Never raises for the
+        member's failures: they come back as a ``failed`` answer saying why."""
         started = time.perf_counter()
         member = self.members.get(agent_id)
         if member is None:
@@ -520,6 +525,7 @@ class TeamTarget(gateway.Target):
             extensions=team_answers.member_extensions(ctx.extensions, routing=routing),
             delegation=(*ctx.delegation, f"team:{self.id}"),
             parent_task_id=task.id,
+            actors=actors,
             upstream_context_id="" if resume_id else conversation.contexts.get(agent_id, ("",))[0],
         )
         request = {"message": message, **({"metadata": metadata} if metadata else {})}

@@ -238,6 +238,13 @@ AGENT = {
     "credentialKind": "bearer",
     "supportsClientRouting": False,
     "retries": {"attempts": 3, "baseDelayMs": 200, "deadlineSeconds": 10, "idempotent": False},
+    "delegation": {
+        "mode": "none",
+        "audience": "",
+        "tokenUrl": "",
+        "scopes": "",
+        "narrow": True,
+    },
     "signature": {
         "status": "verified",
         "keyId": "weather-2026",

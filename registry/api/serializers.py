@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from registry.api.agent_options import DelegationSerializer, RetriesSerializer
 from registry.models import (
     Agent,
     CardSnapshot,
@@ -96,37 +97,6 @@ class OriginSerializer(serializers.Serializer):
     mode = serializers.CharField(source="origin_peer.mode")
 
 
-class RetriesSerializer(serializers.Serializer):
-    """How the relay retries a send to the agent that failed (docs: Safe retries)."""
-
-    attempts = serializers.IntegerField(
-        source="retry_attempts",
-        min_value=1,
-        max_value=10,
-        required=False,
-        help_text="Tries of a send that did not reach the agent; 1 never retries.",
-    )
-    baseDelayMs = serializers.IntegerField(
-        source="retry_base_delay_ms",
-        min_value=0,
-        max_value=60_000,
-        required=False,
-        help_text="The first pause between two tries; each next one may double (jittered).",
-    )
-    deadlineSeconds = serializers.IntegerField(
-        source="retry_deadline_seconds",
-        min_value=1,
-        max_value=600,
-        required=False,
-        help_text="No try starts later than this after the first.",
-    )
-    idempotent = serializers.BooleanField(
-        required=False,
-        help_text="The agent runs a message id once: sends that may have reached it are "
-        "retried too.",
-    )
-
-
 class AgentSerializer(serializers.ModelSerializer):
     """An agent as the registry shows it. Credentials are never returned, only whether set."""
 
@@ -150,6 +120,7 @@ class AgentSerializer(serializers.ModelSerializer):
     )
     supportsClientRouting = serializers.BooleanField(source="supports_client_routing")
     retries = RetriesSerializer(source="*")
+    delegation = DelegationSerializer(source="*")
     signature = SignatureSerializer(source="*")
     origin = serializers.SerializerMethodField(
         help_text="null for agents registered here; for agents mirrored from a peer relay, "
@@ -185,6 +156,7 @@ class AgentSerializer(serializers.ModelSerializer):
             "credentialKind",
             "supportsClientRouting",
             "retries",
+            "delegation",
             "signature",
             "origin",
             "cardFetchedAt",
@@ -370,6 +342,7 @@ class AgentUpdateSerializer(WriteSerializer):
         "kept and the refusal recorded).",
     )
     retries = RetriesSerializer(source="*", required=False)
+    delegation = DelegationSerializer(source="*", required=False)
 
 
 class SnapshotSerializer(serializers.ModelSerializer):

@@ -15,7 +15,7 @@ from django.conf import settings
 
 from registry import principals
 from relay_project.database import database_sync_to_async
-from tasks_app import delegation, services, snapshots, upstream
+from tasks_app import delegation, hop_tokens, services, snapshots, upstream
 from tasks_app.cards import agent_card_for_relay, card_for_reader
 from tasks_app.gateway import failover, retries
 from tasks_app.gateway.targets import (
@@ -98,8 +98,14 @@ class AgentTarget(Target):
             agent_id=agent.pk,
             interfaces=agent.interfaces,
             invocation_url=agent.invocation_url,
-            headers=upstream_auth_headers(agent) or None,
+            # An agent given the caller's token (or one exchanged for it) gets no other.
+            headers=(
+                None
+                if agent.delegation_mode in (hop_tokens.PASS, hop_tokens.EXCHANGE)
+                else upstream_auth_headers(agent) or None
+            ),
         )
+        self.delegation = hop_tokens.Delegation.of(agent, self.endpoint.url)
         self.extra["stream_idle_seconds"] = agent.stream_idle_seconds
         self.retry_policy = retries.RetryPolicy(
             attempts=agent.retry_attempts,
@@ -126,10 +132,12 @@ class AgentTarget(Target):
                 yield step
 
     async def run_here(self, task, request, ctx, *, stream):
-        """The send on this agent, through the call guard, retried as its policy allows."""
+        """The send on this agent, through the call guard, retried as its policy allows. A
+        delegated token that cannot be had refuses the send before the agent is called."""
+        headers = await self._headers(ctx)
         await _call_guard.admit(self)
         async with contextlib.aclosing(
-            self._guarded(self._run(task, request, ctx, stream=stream))
+            self._guarded(self._run(task, request, ctx, stream=stream, headers=headers))
         ) as steps:
             async for step in steps:
                 yield step
@@ -157,8 +165,9 @@ class AgentTarget(Target):
             if current is not None and _waits_as_recorded(task, current.event["task"]):
                 return
         ids = _ids(task)
+        headers = await self._headers(ctx)
         async with contextlib.aclosing(
-            self._guarded(self._follow(task, ids, ctx, subscribe=True))
+            self._guarded(self._follow(task, ids, ctx, subscribe=True, headers=headers))
         ) as steps:
             async for step in steps:
                 yield step
@@ -197,7 +206,15 @@ class AgentTarget(Target):
                 await _call_guard.report(self, ok=True)
             raise
 
-    async def _run(self, task, request, ctx, *, stream):
+    async def _headers(self, ctx) -> dict[str, str]:
+        """The relay's headers of a call to this agent for ``ctx``: who it is for, and the
+        delegated token when the agent takes one (``hop_tokens``; raises as it does)."""
+        headers = _delegation_headers(ctx)
+        if self.delegation.delegates:
+            headers.update(await hop_tokens.authorization(self.delegation, ctx))
+        return headers
+
+    async def _run(self, task, request, ctx, *, stream, headers):
         ids = _ids(task)
         outgoing = _upstream_request(request, ids)
         timeout = settings.RELAY_UPSTREAM_TIMEOUT
@@ -210,7 +227,7 @@ class AgentTarget(Target):
                     outgoing,
                     extensions=ctx.extensions,
                     timeout=timeout,
-                    extra_headers=_delegation_headers(ctx),
+                    extra_headers=headers,
                 ),
             )
             step = _step(result, ids)
@@ -220,7 +237,9 @@ class AgentTarget(Target):
             # A task the agent goes on working on: the caller has its answer, the relay
             # follows the task until it ends.
             yield replace(step, answered=True)
-            async for followed in self._follow(task, _ids(task, step), ctx, subscribe=False):
+            async for followed in self._follow(
+                task, _ids(task, step), ctx, subscribe=False, headers=headers
+            ):
                 yield followed
             return
 
@@ -231,7 +250,7 @@ class AgentTarget(Target):
                 outgoing,
                 extensions=ctx.extensions,
                 timeout=timeout,
-                extra_headers=_delegation_headers(ctx),
+                extra_headers=headers,
             )
 
         events = await self._tried(task, lambda: self._first_event(opened()))
@@ -254,7 +273,9 @@ class AgentTarget(Target):
                 raise
         # The stream ended, or fell silent, without a final state: ask the agent for the
         # task and end the caller's stream with it, as the agent itself would; then follow.
-        async for step in self._follow(task, ids, ctx, subscribe=False, answered=True):
+        async for step in self._follow(
+            task, ids, ctx, subscribe=False, answered=True, headers=headers
+        ):
             yield step
 
     async def _tried(self, task, call):
@@ -310,7 +331,14 @@ class AgentTarget(Target):
                 first_event, limit = False, self.idle_seconds
 
     async def _follow(
-        self, task: Task, ids: snapshots.IdMap, ctx, *, subscribe: bool, answered: bool = False
+        self,
+        task: Task,
+        ids: snapshots.IdMap,
+        ctx,
+        *,
+        subscribe: bool,
+        headers: dict[str, str],
+        answered: bool = False,
     ):
         """Follows the agent's task until it ends or waits on the client: first over
         SubscribeToTask (with ``subscribe``, for an agent that streams), then with GetTask,
@@ -326,7 +354,7 @@ class AgentTarget(Target):
                 {"id": ids.upstream_task_id},
                 extensions=ctx.extensions,
                 timeout=settings.RELAY_UPSTREAM_TIMEOUT,
-                extra_headers=_delegation_headers(ctx),
+                extra_headers=headers,
             )
             try:
                 async for step in self._steps(events, ids, first_event=False):
@@ -340,12 +368,15 @@ class AgentTarget(Target):
         while True:
             if pause:
                 await asyncio.sleep(pause)
+                if self.delegation.mode == hop_tokens.EXCHANGE:
+                    # A long follow outlives an exchanged token: a fresh one when it expires.
+                    headers = await self._headers(ctx)
             result = await upstream.call(
                 self.endpoint,
                 _op("GET_TASK"),
                 {"id": ids.upstream_task_id},
                 extensions=ctx.extensions,
-                extra_headers=_delegation_headers(ctx),
+                extra_headers=headers,
             )
             step = _step({"task": result}, ids)
             if answered:
@@ -377,7 +408,7 @@ class AgentTarget(Target):
             _op("CANCEL"),
             {"id": task.upstream_task_id},
             extensions=ctx.extensions,
-            extra_headers=_delegation_headers(ctx),
+            extra_headers=await self._headers(ctx),
         )
 
     async def refresh(self, task, ctx):
@@ -392,7 +423,7 @@ class AgentTarget(Target):
             _op("GET_TASK"),
             {"id": task.upstream_task_id},
             extensions=ctx.extensions,
-            extra_headers=_delegation_headers(ctx),
+            extra_headers=await self._headers(ctx),
         )
         return Step(
             {"task": ids.to_relay(result)}, task.upstream_task_id, result.get("contextId", "")
@@ -409,7 +440,7 @@ class AgentTarget(Target):
             _op("EXTENDED_CARD"),
             {},
             extensions=ctx.extensions,
-            extra_headers=_delegation_headers(ctx),
+            extra_headers=await self._headers(ctx),
         )
         security = await database_sync_to_async(principals.card_security_schemes)()
         try:

@@ -44,6 +44,17 @@ class CallContext:
     """The target's public URL at the relay, for a card the call answers (empty: none)."""
     idempotency_key: str | None = None
     """A send's Idempotency-Key: the task it opens is stored under it (``opening``)."""
+    actors: tuple[str, ...] = ()
+    """The team members that handed on before this call (``agent:<id>``, oldest first): with
+    the relay and the team, the act chain of a token exchanged for it (``hop_tokens``)."""
+    caller_token: str = field(default="", repr=False, compare=False)
+    """The caller's own bearer JWT, in memory only: taken from the caller (``bearer_token``,
+    set for this call by the authentication) when not given. A caller loaded from a stored
+    task (a takeover, an expiry) has none."""
+
+    def __post_init__(self) -> None:
+        if not self.caller_token:
+            object.__setattr__(self, "caller_token", getattr(self.caller, "bearer_token", ""))
 
 
 @dataclass(frozen=True)
