@@ -186,15 +186,18 @@ def test_an_agents_status_is_rebuilt_as_the_a2a_error(error):
 
 
 @pytest.mark.parametrize(
-    ("code", "category"),
+    ("code", "details", "category"),
     [
-        (grpc.StatusCode.UNAVAILABLE, "refused"),
-        (grpc.StatusCode.DEADLINE_EXCEEDED, "timeout"),
-        (grpc.StatusCode.UNAUTHENTICATED, "http_status"),
+        # UNAVAILABLE is "refused" (safe to retry) only when gRPC says nothing connected; from
+        # a server that took the call it may have reached the agent.
+        (grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses", "refused"),
+        (grpc.StatusCode.UNAVAILABLE, "server shutting down", "protocol"),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, "down", "timeout"),
+        (grpc.StatusCode.UNAUTHENTICATED, "down", "http_status"),
     ],
 )
-def test_transport_failures_are_upstream_errors(code, category):
-    rebuilt = grpc_upstream.error_of(FakeRpcError(code, "down"), "a")
+def test_transport_failures_are_upstream_errors(code, details, category):
+    rebuilt = grpc_upstream.error_of(FakeRpcError(code, details), "a")
     assert isinstance(rebuilt, UpstreamError)
     assert rebuilt.category == category
 
