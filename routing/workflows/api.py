@@ -47,6 +47,16 @@ steps:
     input: "{{.classify}}"
     output: final_response
 """
+JSON_EXAMPLE = {
+    "name": "Weather report",
+    "slug": "weather-report",
+    "steps": [
+        {"id": "forecast", "agent": "weather", "input": "{{.originalMessage}}"},
+        {"id": "report", "agent": "writer", "input": "Write this up: {{.forecast}}"},
+    ],
+}
+"""The JSON example: the registry examples' agents, so "try it out" works in order (create,
+read, replace, delete ``weather-report``)."""
 WORKFLOW = {
     "id": "customer-support-pipeline",
     "name": "Customer Support Pipeline",
@@ -90,7 +100,7 @@ WORKFLOW_ID = OpenApiParameter(
     str,
     OpenApiParameter.PATH,
     description="A workflow id (its slug).",
-    examples=[OpenApiExample("customer-support-pipeline", value="customer-support-pipeline")],
+    examples=[OpenApiExample("weather-report", value="weather-report")],
 )
 
 
@@ -173,7 +183,7 @@ def _document_request(description: str) -> dict:
             OpenApiExample("YAML", value=SEED, request_only=True, media_type="application/yaml"),
             OpenApiExample(
                 "JSON",
-                value={"name": "Echo", "steps": [{"agent": "echo"}]},
+                value=JSON_EXAMPLE,
                 request_only=True,
                 media_type="application/json",
             ),
