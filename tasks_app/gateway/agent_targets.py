@@ -99,6 +99,7 @@ class AgentTarget(Target):
             interfaces=agent.interfaces,
             invocation_url=agent.invocation_url,
             headers=upstream_auth_headers(agent) or None,
+            name=agent.name,
         )
         self.extra["stream_idle_seconds"] = agent.stream_idle_seconds
         self.retry_policy = retries.RetryPolicy(
@@ -211,6 +212,7 @@ class AgentTarget(Target):
                     extensions=ctx.extensions,
                     timeout=timeout,
                     extra_headers=_delegation_headers(ctx),
+                    trace_parent=ctx.trace,
                 ),
             )
             step = _step(result, ids)
@@ -232,6 +234,7 @@ class AgentTarget(Target):
                 extensions=ctx.extensions,
                 timeout=timeout,
                 extra_headers=_delegation_headers(ctx),
+                trace_parent=ctx.trace,
             )
 
         events = await self._tried(task, lambda: self._first_event(opened()))
@@ -327,6 +330,7 @@ class AgentTarget(Target):
                 extensions=ctx.extensions,
                 timeout=settings.RELAY_UPSTREAM_TIMEOUT,
                 extra_headers=_delegation_headers(ctx),
+                trace_parent=ctx.trace,
             )
             try:
                 async for step in self._steps(events, ids, first_event=False):
@@ -346,6 +350,7 @@ class AgentTarget(Target):
                 {"id": ids.upstream_task_id},
                 extensions=ctx.extensions,
                 extra_headers=_delegation_headers(ctx),
+                trace_parent=ctx.trace,
             )
             step = _step({"task": result}, ids)
             if answered:
@@ -378,6 +383,7 @@ class AgentTarget(Target):
             {"id": task.upstream_task_id},
             extensions=ctx.extensions,
             extra_headers=_delegation_headers(ctx),
+            trace_parent=ctx.trace,
         )
 
     async def refresh(self, task, ctx):
@@ -393,6 +399,7 @@ class AgentTarget(Target):
             {"id": task.upstream_task_id},
             extensions=ctx.extensions,
             extra_headers=_delegation_headers(ctx),
+            trace_parent=ctx.trace,
         )
         return Step(
             {"task": ids.to_relay(result)}, task.upstream_task_id, result.get("contextId", "")
@@ -410,6 +417,7 @@ class AgentTarget(Target):
             {},
             extensions=ctx.extensions,
             extra_headers=_delegation_headers(ctx),
+            trace_parent=ctx.trace,
         )
         security = await database_sync_to_async(principals.card_security_schemes)()
         try:

@@ -44,6 +44,8 @@ class CallContext:
     """The target's public URL at the relay, for a card the call answers (empty: none)."""
     idempotency_key: str | None = None
     """A send's Idempotency-Key: the task it opens is stored under it (``opening``)."""
+    trace: Any = field(default=None, compare=False)
+    """The OpenTelemetry context the call's spans go under (None: tracing off, or none)."""
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -39,7 +39,7 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2  # noqa: F401  (registers the detail types)
 from prometheus_client import Counter, Histogram
 
-from relay_project import ratelimit
+from relay_project import ratelimit, tracing
 from relay_project.request_metrics import REGISTRY
 from tasks_app import delegation, streams
 from tasks_app.api import admission, calls, parsing
@@ -211,11 +211,14 @@ async def admitted_call(operation: Operation, request: Message, context) -> admi
     refused as unauthenticated whatever else is wrong with its call."""
     pairs = metadata_pairs(context)
     try:
-        return await admission.admission(
+        admitted = await admission.admission(
             authorization_of(pairs), partial(parse_call, operation, request, pairs)
         )
     except admission.Refused as refused:
         raise refused.error from None
+    if tracing.enabled():  # the caller's traceparent metadata continues in the agents' spans
+        admitted = replace(admitted, call=replace(admitted.call, trace=tracing.incoming(pairs)))
+    return admitted
 
 
 async def announce_extensions(context, admitted: admission.Admitted) -> None:
