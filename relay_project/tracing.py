@@ -12,10 +12,12 @@ our own (``a2a.*``); docs/production/observability.md lists them. Trace context 
 
 from __future__ import annotations
 
+import contextvars
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
@@ -200,3 +202,12 @@ async def in_workflow(steps, span: Span):
         if state:
             span.set_attribute(A2A_TASK_STATE, state)
         span.end()
+
+
+def fresh_context() -> contextvars.Context:
+    """An empty ``contextvars`` context for a job apart from its request, carrying only the
+    request's trace context (when tracing is on), so what the job records stays in its trace."""
+    fresh = contextvars.Context()
+    if _tracer is not None:
+        fresh.run(otel_context.attach, otel_context.get_current())
+    return fresh

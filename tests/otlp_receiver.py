@@ -99,3 +99,18 @@ def otlp_receiver():
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextlib.contextmanager
+def tracing_to_receiver(monkeypatch):
+    """Tracing on in this process, exporting to a fresh receiver (yielded), off again after."""
+    from relay_project import tracing
+
+    with otlp_receiver() as (receiver, url):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url)
+        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+        assert tracing.configure()
+        try:
+            yield receiver
+        finally:
+            tracing.shutdown()

@@ -13,6 +13,8 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from opentelemetry.trace import use_span
+
 from relay_project import database, ratelimit, tracing
 from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE
 from tasks_app import gateway
@@ -54,7 +56,10 @@ async def answer(request: HttpCall) -> Reply | Stream:
         return await _answer(request, None)
     span = traces.call_span(request.headers, request.kind, request.target_id)
     try:
-        return await _answer(request, span)
+        # Current for what the call starts (the database thread, the tasks that drive it):
+        # the push deliveries queued for its events continue its trace.
+        with use_span(span, end_on_exit=False):
+            return await _answer(request, span)
     finally:
         span.end()
 
