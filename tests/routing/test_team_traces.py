@@ -180,3 +180,42 @@ def test_a_relay_without_otel_variables_sets_up_no_tracer_provider():
 )
 def test_tracing_is_wanted_only_when_the_otel_variables_ask(environ, wanted):
     assert tracing.wanted(environ) is wanted
+
+
+async def test_a_streamed_team_call_has_a_stream_span_over_its_workflow(relay, tracing_on):
+    await sync_to_async(make_team)("lead", "worker")
+    _three_hops()
+
+    relay.headers["traceparent"] = f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"
+    response = await relay.post(
+        "/a2a/teams/crew/",
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendStreamingMessage",
+            "params": {"message": user_message("stream it")},
+        },
+    )
+    assert response.headers["content-type"].startswith("text/event-stream")
+    tracing.flush()
+    spans = tracing_on.wait_for(
+        lambda spans: (
+            any(s.name == "a2a.stream" for s in spans)
+            and sum(s.name.startswith("invoke_agent") for s in spans) >= 3
+        )
+    )
+
+    # The relay's spans (the a2a-sdk agents in this process trace themselves too).
+    spans = [s for s in spans if s.name.startswith(("a2a.call", "a2a.stream", "invoke_"))]
+    assert {s.trace_id for s in spans} == {CALLER_TRACE}
+    (server,) = [s for s in spans if s.name == "a2a.call SendStreamingMessage"]
+    (stream,) = [s for s in spans if s.name == "a2a.stream"]
+    (workflow,) = [s for s in spans if s.name.startswith("invoke_workflow")]
+    assert stream.parent_span_id == server.span_id
+    assert stream.kind == 2  # SPAN_KIND_SERVER
+    assert stream.attributes["a2a.method"] == "SendStreamingMessage"
+    assert stream.attributes["a2a.task.state"] == "TASK_STATE_COMPLETED"
+    assert workflow.parent_span_id == server.span_id
+    agents = sorted((s for s in spans if s.name.startswith("invoke_agent")), key=lambda s: s.start)
+    assert [s.attributes["gen_ai.agent.id"] for s in agents] == ["lead", "worker", "lead"]
+    assert {s.parent_span_id for s in agents} == {workflow.span_id}
