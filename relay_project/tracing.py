@@ -159,9 +159,10 @@ def _answered_task(answer: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def failed(span: Span, error: BaseException) -> None:
-    """Marks ``span`` failed with ``error`` (``error.type``: its A2A error name or class)."""
-    kind = getattr(error, "kind", None) or getattr(error, "name", None) or type(error).__name__
-    span.set_attribute(ERROR_TYPE, str(kind) if isinstance(kind, str) else type(error).__name__)
+    """Marks ``span`` failed with ``error``. ``error.type``: an A2A error's reason
+    (``TASK_NOT_FOUND``), an unreachable agent's category (``timeout``), else the class name."""
+    kind = getattr(error, "reason", None) or getattr(error, "category", None)
+    span.set_attribute(ERROR_TYPE, kind if isinstance(kind, str) else type(error).__name__)
     span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
 
 

@@ -219,3 +219,34 @@ async def test_a_streamed_team_call_has_a_stream_span_over_its_workflow(relay, t
     agents = sorted((s for s in spans if s.name.startswith("invoke_agent")), key=lambda s: s.start)
     assert [s.attributes["gen_ai.agent.id"] for s in agents] == ["lead", "worker", "lead"]
     assert {s.parent_span_id for s in agents} == {workflow.span_id}
+
+
+async def test_a_member_that_refuses_the_connection_is_a_failed_span_with_its_error_type(
+    relay, tracing_on
+):
+    from registry.services import agent_register
+    from tests.agents import Script, scripted_agent
+    from tests.live import Recording
+    from tests.servers import running_many
+
+    with running_many({"down": Recording(scripted_agent(Script("down")))}) as urls:
+        await sync_to_async(agent_register)(url=urls["down"], agent_id="down")
+    await sync_to_async(make_team)("lead", "down")
+    LEAD.load("down", "user")
+
+    task = await send(relay, user_message("write it"))
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    tracing.flush()
+    spans = tracing_on.wait_for(
+        lambda spans: (
+            any(s.attributes.get("gen_ai.agent.id") == "down" for s in spans)
+            and any(s.name.startswith("invoke_workflow") for s in spans)
+        )
+    )
+
+    # Each try of the call (the gateway retries a refused connection) is a span of its own.
+    tries = [s for s in spans if s.attributes.get("gen_ai.agent.id") == "down"]
+    assert len(tries) > 1
+    assert {s.attributes["error.type"] for s in tries} == {"refused"}
+    (workflow,) = [s for s in spans if s.name.startswith("invoke_workflow")]
+    assert workflow.attributes["a2a.task.state"] == "TASK_STATE_FAILED"
