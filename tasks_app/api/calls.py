@@ -54,7 +54,7 @@ async def answer(request: HttpCall) -> Reply | Stream:
     a valid key gets 401 whatever else is wrong with its call."""
     if not tracing.enabled():
         return await _answer(request, None)
-    span = traces.call_span(request.headers, request.kind, request.target_id)
+    span = traces.call_span(request.headers, f"{request.kind}:{request.target_id}")
     try:
         # Current for what the call starts (the database thread, the tasks that drive it):
         # the push deliveries queued for its events continue its trace.

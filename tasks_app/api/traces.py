@@ -1,4 +1,4 @@
-"""The SERVER spans of an A2A call at the relay, made only when tracing is on
+"""The SERVER spans of an A2A call at the relay (HTTP or gRPC), made only when tracing is on
 (``relay_project.tracing``): ``a2a.call`` from the request to the answer (admission and, for a
 unary call, its execution), continuing the caller's ``traceparent``, and ``a2a.stream`` for a
 streaming answer, from its first event to its last."""
@@ -13,13 +13,14 @@ from opentelemetry.trace import Span, SpanKind
 from relay_project import tracing
 
 
-def call_span(headers, kind: str, target_id: str) -> Span:
-    """The span of one incoming call, under the trace its ``traceparent`` header names."""
+def call_span(headers, target: str) -> Span:
+    """The span of one incoming call to ``target``, under the trace its ``traceparent`` header
+    (or gRPC metadata entry) names."""
     return tracing.start(
         "a2a.call",
         kind=SpanKind.SERVER,
         parent=tracing.incoming(headers),
-        attributes={tracing.A2A_TARGET: f"{kind}:{target_id}"},
+        attributes={tracing.A2A_TARGET: target},
     )
 
 

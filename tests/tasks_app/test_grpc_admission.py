@@ -214,11 +214,18 @@ async def test_with_tracing_on_a_grpc_call_continues_the_callers_traceparent(mon
                 CALL_SECONDS,
             )
         spans = receiver.wait_for(
-            lambda spans: any(s.name.startswith("invoke_agent") for s in spans)
+            lambda spans: (
+                any(s.name.startswith("invoke_agent") for s in spans)
+                and any(s.name == "a2a.call SendMessage" for s in spans)
+            )
         )
 
+    (server,) = [s for s in spans if s.name == "a2a.call SendMessage"]
+    assert (server.trace_id, server.parent_span_id) == (caller_trace, "eee19b7ec3c1b174")
+    assert server.kind == 2  # SPAN_KIND_SERVER
+    assert server.attributes["a2a.target"] == f"grpc:agents/{agent.pk}"
     (span,) = [s for s in spans if s.name.startswith("invoke_agent")]
-    assert (span.trace_id, span.parent_span_id) == (caller_trace, "eee19b7ec3c1b174")
+    assert (span.trace_id, span.parent_span_id) == (caller_trace, server.span_id)
     assert span.attributes["a2a.method"] == "SendMessage"
     sent = [r.headers.get("traceparent") for r in recording.requests if r.method == "POST"]
     assert sent == [f"00-{caller_trace}-{span.span_id}-01"]
