@@ -43,6 +43,10 @@ information: no verdict judges them.
 UUID): the cost of a key per call, judged at c=8 against the production row (CPU per request
 at most 5% more).
 
+`traced` (with `--tracing`): a second production relay on the same database and Redis with
+OpenTelemetry on (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT naming a local OTLP/HTTP sink that takes
+every export), judged at c=8 against the production row: CPU per request at most 5% more.
+
 `aio-proxy`: the same bare proxy with aiohttp as its client instead of httpx, in front of the
 echo agent. The relay calls agents through aiohttp too, so per level both profiles are also
 printed as ratios to it (CPU per request, latency added, throughput), for information: the
@@ -58,7 +62,7 @@ proxy of the same run, with a verdict per level and target (see `judge_level` an
 misses.
 
     python bench/gateway_bench.py [--levels 1,8,32,64] [--requests 400] [--streams 30]
-        [--protocol 1.0|0.3] [--server daphne|uvicorn] [--json FILE]
+        [--protocol 1.0|0.3] [--server daphne|uvicorn] [--tracing] [--json FILE]
 
 This module is the command line and the order of a run; the rest is in modules of one job each:
 gateway_profiles.py starts the servers of both profiles and names the targets,
@@ -173,6 +177,11 @@ def parse_args() -> argparse.Namespace:
         choices=("daphne", "uvicorn"),
         default="uvicorn",
         help="The ASGI server both relays run under.",
+    )
+    parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="Add the traced row: production's twin with OpenTelemetry on (a local OTLP sink).",
     )
     parser.add_argument("--json", type=Path, help="Write every figure and verdict to this file.")
     parser.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)

@@ -47,6 +47,7 @@ from bench.gateway_verdicts import (
     PRODUCTION,
     PROFILES,
     PROXY,
+    TRACED,
 )
 
 
@@ -99,6 +100,8 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
             GRPC,
             GRPC_AGENT,
             "grpc-card",
+            TRACED,
+            "otlp-sink",
         )
     }
     urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
@@ -148,6 +151,18 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
             name: start(f"{name}-{args.server}", relay_command(args.server, ports[name]), env)
             for name, env in envs.items()
         }
+        traced = None
+        if args.tracing:  # production's twin with traces on, exporting to a local sink
+            sink = start("otlp-sink", served("otlp-sink", ports["otlp-sink"]), envs[EMBEDDED])
+            wait_until_answers(sink, f"{urls['otlp-sink']}/")
+            traced_env = {
+                **envs[PRODUCTION],
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{urls['otlp-sink']}/v1/traces",
+                "OTEL_SERVICE_NAME": "relay-bench",
+            }
+            traced = start(
+                f"{TRACED}-{args.server}", relay_command(args.server, ports[TRACED]), traced_env
+            )
         grpc_server = start("grpc", [sys.executable, "manage.py", "run_grpc"], envs[PRODUCTION])
         wait_until_grpc_answers(grpc_server, f"127.0.0.1:{ports[GRPC]}")
         wait_until_answers(agent, f"{urls['echo']}/.well-known/agent-card.json")
@@ -161,6 +176,8 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
             register(urls[name], keys[name], "echo", urls["echo"])
             register(urls[name], keys[name], "chunks", urls["chunks"])
         register(urls[PRODUCTION], keys[PRODUCTION], "echo-grpc", urls["grpc-card"])
+        if traced is not None:  # the same database: production's agents and key
+            wait_until_answers(traced, f"{urls[TRACED]}/a2a/registry")
         redis = RedisWatch(redis_url, redis_process, database)
         stack.callback(redis.close)
         print(
@@ -208,6 +225,19 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
                 relay_headers(PRODUCTION),
                 backing=redis.backing_cpu,
                 keyed=True,
+            ),
+            **(
+                {
+                    TRACED: Target(
+                        TRACED,
+                        f"{urls[TRACED]}/a2a/agents/echo/",
+                        traced,
+                        relay_headers(PRODUCTION),
+                        backing=redis.backing_cpu,
+                    )
+                }
+                if traced is not None
+                else {}
             ),
             GRPC: Target(
                 GRPC,

@@ -194,11 +194,29 @@ def serve_proxy(port: int, upstreams: dict[str, str], *, client: str = "httpx") 
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
+def serve_otlp_sink(port: int) -> None:
+    """An OTLP/HTTP trace receiver that takes every export (``POST /v1/traces``) and keeps
+    nothing: where the traced relay sends its spans."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def traces(request):
+        await request.body()
+        return Response(b"", media_type="application/x-protobuf")
+
+    app = Starlette(routes=[Route("/v1/traces", traces, methods=["POST"])])
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
 def serve(argv: list[str]) -> None:
     """Runs the server `argv` names (the arguments of ``--serve``): ``agent SLUG PORT``,
-    ``grpc-agent PORT CARD_PORT``, or ``proxy|aio-proxy PORT NAME=URL ...``."""
+    ``grpc-agent PORT CARD_PORT``, ``otlp-sink PORT``, or ``proxy|aio-proxy PORT NAME=URL ...``."""
     role, *rest = argv
-    if role == "agent":
+    if role == "otlp-sink":
+        serve_otlp_sink(int(rest[0]))
+    elif role == "agent":
         serve_agent(rest[0], int(rest[1]))
     elif role == "grpc-agent":
         serve_grpc_agent(int(rest[0]), int(rest[1]))

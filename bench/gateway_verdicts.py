@@ -38,6 +38,12 @@ KEYED = "keyed"
 of a key per call, judged against the production row at KEYED_LEVEL."""
 KEYED_CPU_RATIO_MAX = 1.05
 KEYED_LEVEL = 8
+TRACED = "traced"
+"""A second production relay on the same database and Redis with OpenTelemetry on (``--tracing``:
+every span exported over OTLP/HTTP to a local sink): the cost of tracing, judged against the
+production row at TRACED_LEVEL."""
+TRACED_CPU_RATIO_MAX = 1.05
+TRACED_LEVEL = 8
 BASELINES = (DIRECT, PROXY)
 PROFILES = (EMBEDDED, PRODUCTION)
 FAST, PACED = "fast", "paced"
@@ -226,6 +232,15 @@ def judge_level(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
             f"CPU per request <= {KEYED_CPU_RATIO_MAX}x production's (a key per call)",
             f"{cpu:.3f}x ({keyed.cpu_ms:.2f} vs {production.cpu_ms:.2f} ms)",
             at_most(cpu, KEYED_CPU_RATIO_MAX),
+        )
+    if TRACED in figures and PRODUCTION in figures and level == TRACED_LEVEL:
+        traced, production = figures[TRACED], figures[PRODUCTION]
+        cpu = ratio(traced.cpu_ms, production.cpu_ms)
+        add(
+            TRACED,
+            f"CPU per request <= {TRACED_CPU_RATIO_MAX}x production's (tracing on)",
+            f"{cpu:.3f}x ({traced.cpu_ms:.2f} vs {production.cpu_ms:.2f} ms)",
+            at_most(cpu, TRACED_CPU_RATIO_MAX),
         )
     if PRODUCTION in figures and EMBEDDED in figures:
         production, embedded = figures[PRODUCTION], figures[EMBEDDED]

@@ -64,6 +64,7 @@ from registry import access, policy, selection
 from registry.extensions import CLIENT_ROUTING_URI
 from registry.filters import InvalidQueryError
 from registry.models import Agent, Team
+from relay_project import tracing
 from routing import breaker, selectors, services, team_answers, team_events
 from routing.models import RoutingHop
 from routing.router import (
@@ -179,6 +180,12 @@ class TeamTarget(gateway.Target):
             extensions=ctx.extensions,
             streaming=stream,
         )
+        span = None
+        if tracing.enabled():
+            span = tracing.workflow_span(
+                name=self.name, target_id=self.id, task=task, parent=ctx.trace
+            )
+            ctx = dataclasses.replace(ctx, trace=tracing.within(span))
         steps = self._route(
             task,
             ctx,
@@ -190,6 +197,8 @@ class TeamTarget(gateway.Target):
             # The caller answered: the team works again once its member takes the answer.
             resumed=TaskState(task.state) in INTERRUPTED,
         )
+        if span is not None:
+            steps = tracing.in_workflow(steps, span)
         async with contextlib.aclosing(steps):
             async for step in steps:
                 yield step
@@ -527,6 +536,7 @@ class TeamTarget(gateway.Target):
             parent_task_id=task.id,
             actors=actors,
             upstream_context_id="" if resume_id else conversation.contexts.get(agent_id, ("",))[0],
+            trace=ctx.trace,
         )
         request = {"message": message, **({"metadata": metadata} if metadata else {})}
         try:

@@ -8,13 +8,15 @@ class TasksAppConfig(AppConfig):
 
     def ready(self) -> None:
         from registry.models import Agent, AgentAlternate
-        from relay_project import ratelimit
+        from relay_project import ratelimit, tracing
 
         # relay_endpoint registers the "relay" target kind: the relay's own endpoint.
         from tasks_app import cards, gateway, relay_endpoint  # noqa: F401
         from tasks_app.gateway import ownership
         from tasks_app.grpc.targets import grpc_interface
 
+        # OpenTelemetry traces, when the OTEL_* variables ask for them (off otherwise).
+        tracing.configure()
         # Every card lists the gRPC interface when the gRPC server is configured.
         cards.register_interface(grpc_interface)
 

@@ -21,9 +21,11 @@ import httpx
 from celery import shared_task
 from django.db.models import Q
 from django.utils import timezone
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
 
 from registry import secrets
-from relay_project import outbound
+from relay_project import outbound, tracing
 from tasks_app.models import PushDelivery, PushNotificationConfig
 from tasks_app.protocol.convert import stream_response_from_v1
 from tasks_app.protocol.versions import Dialect
@@ -47,12 +49,34 @@ def backoff_seconds(attempt: int) -> int:
 @shared_task(
     bind=True, name="tasks_app.deliver_push", ignore_result=True, acks_late=True, max_retries=None
 )
-def deliver_push(self, delivery_id: int) -> str:
+def deliver_push(self, delivery_id: int, traceparent: str = "") -> str:
     """Delivers the pending events of the config ``delivery_id`` belongs to, in order, and
     returns what became of this one: ``delivered``, ``failed`` (given up), ``refused`` (the
     SSRF guard), ``skipped`` (already done, or gone) or ``queued`` (another job delivers it,
     or an earlier event waits for its retry). A failed attempt schedules the retry of that
-    delivery (``Retry`` is raised); the job counts attempts itself, Celery's count is unused."""
+    delivery (``Retry`` is raised); the job counts attempts itself, Celery's count is unused.
+
+    With tracing on, the job is a ``push.deliver`` span in the trace ``traceparent`` names
+    (the call the event came from), and each webhook gets the job's ``traceparent``."""
+    if not tracing.enabled():
+        return _deliver(self, delivery_id, "")
+    span = tracing.start(
+        "push.deliver",
+        kind=SpanKind.CONSUMER,
+        parent=tracing.incoming([("traceparent", traceparent)]),
+        attributes={"a2a.push.delivery_id": delivery_id},
+    )
+    try:
+        with trace.use_span(span, end_on_exit=False):
+            outcome = _deliver(self, delivery_id, traceparent)
+        span.set_attribute("a2a.push.outcome", outcome)
+        return outcome
+    finally:
+        span.end()
+        tracing.flush()
+
+
+def _deliver(self, delivery_id: int, traceparent: str) -> str:
     config_id = (
         PushDelivery.objects.filter(pk=delivery_id, outcome=PENDING)
         .values_list("config_id", flat=True)
@@ -68,9 +92,8 @@ def deliver_push(self, delivery_id: int) -> str:
         finally:
             lease.release()
         if waiting is not None:
-            raise self.retry(
-                args=(waiting.pk,), countdown=backoff_seconds(waiting.attempts), exc=None
-            )
+            args = (waiting.pk, traceparent) if traceparent else (waiting.pk,)
+            raise self.retry(args=args, countdown=backoff_seconds(waiting.attempts), exc=None)
         # A delivery queued while the lease was held found it taken and left it to us.
         if not _untried_head(config_id):
             break
@@ -149,6 +172,8 @@ def _attempt(delivery: PushDelivery) -> str:
         headers["Authorization"] = (
             f"{config.auth_scheme} {secrets.decrypt(config.auth_credentials)}".strip()
         )
+    if tracing.enabled():
+        headers = tracing.outgoing(headers, None)  # the job's span is the current one
     token = secrets.decrypt(config.token)
     if token:
         headers["X-A2A-Notification-Token"] = token

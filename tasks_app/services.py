@@ -16,6 +16,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from relay_project import tracing
 from tasks_app import postgres_events, snapshots, streams
 from tasks_app.lifecycle import (
     INTERRUPTED,
@@ -445,6 +446,9 @@ def task_expire(*, task: Task) -> Recorded:
 
 
 def _queue_push(task: Task, event: TaskEvent) -> None:
+    # The job continues the trace of the call the event came from (tracing on only).
+    traceparent = tracing.traceparent(None)
     for config in PushNotificationConfig.objects.filter(task_id=task.pk):
         delivery = PushDelivery.objects.create(config=config, event=event, payload=event.payload)
-        transaction.on_commit(lambda pk=delivery.pk: deliver_push.delay(pk))
+        args = (delivery.pk, traceparent) if traceparent else (delivery.pk,)
+        transaction.on_commit(lambda args=args: deliver_push.delay(*args))

@@ -27,9 +27,10 @@ from typing import Any
 
 import aiohttp
 import httpx
+from opentelemetry.context import Context
 
-from relay_project import outbound
-from tasks_app import lifecycle
+from relay_project import outbound, tracing
+from tasks_app import lifecycle, upstream_traces
 from tasks_app.grpc import upstream as grpc_upstream
 from tasks_app.protocol import jsonrpc, rest
 from tasks_app.protocol.convert import stream_response_to_v1
@@ -88,6 +89,8 @@ class Endpoint:
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     tenant: str = ""
     """The interface's ``tenant`` (gRPC requests carry it)."""
+    name: str = ""
+    """The agent's name (traces name the agent they call)."""
 
     @property
     def wire_version(self) -> str:
@@ -100,6 +103,7 @@ def choose_endpoint(
     interfaces: Iterable[Mapping[str, str]],
     invocation_url: str = "",
     headers: Mapping[str, str] | None = None,
+    name: str = "",
 ) -> Endpoint:
     """The interface the relay will use: the best version first, then the best binding; the
     invocation URL, when set, replaces that interface's URL."""
@@ -124,6 +128,7 @@ def choose_endpoint(
         version=version,
         headers=tuple((headers or {}).items()),
         tenant=chosen.get("tenant") or "",
+        name=name,
     )
 
 
@@ -277,6 +282,38 @@ async def call(
     operation: Operation,
     params: Mapping[str, Any],
     *,
+    trace_parent: Context | None = None,
+    **options: Any,
+) -> Any:
+    """``_call`` in an ``invoke_agent`` span under ``trace_parent`` when tracing is on."""
+    if not tracing.enabled():
+        return await _call(endpoint, operation, params, **options)
+    return await upstream_traces.traced_call(
+        _call, endpoint, operation, params, trace_parent, options
+    )
+
+
+def stream(
+    endpoint: Endpoint,
+    operation: Operation,
+    params: Mapping[str, Any],
+    *,
+    trace_parent: Context | None = None,
+    **options: Any,
+) -> AsyncIterator[dict[str, Any]]:
+    """``_stream`` in an ``invoke_agent`` span under ``trace_parent`` when tracing is on."""
+    if not tracing.enabled():
+        return _stream(endpoint, operation, params, **options)
+    return upstream_traces.traced_stream(
+        _stream, endpoint, operation, params, trace_parent, options
+    )
+
+
+async def _call(
+    endpoint: Endpoint,
+    operation: Operation,
+    params: Mapping[str, Any],
+    *,
     extensions: Iterable[str] = (),
     extra_headers: Mapping[str, str] | None = None,
     timeout: float | None = None,
@@ -382,7 +419,7 @@ def _parse(endpoint: Endpoint, operation: Operation, response: Answer) -> Any:
         raise
 
 
-async def stream(
+async def _stream(
     endpoint: Endpoint,
     operation: Operation,
     params: Mapping[str, Any],

@@ -248,3 +248,17 @@ def test_cpu_is_judged_at_2_5x_at_c8_and_c32_and_held_to_3x_at_one_call_at_a_tim
     assert (1, PRODUCTION, "CPU per request <= 3.0x proxy's") in misses(verdicts)
     assert (1, EMBEDDED, "CPU per request <= 3.0x proxy's") not in misses(verdicts)
     assert (32, EMBEDDED, "CPU per request <= 2.5x proxy's") in misses(verdicts)
+
+
+def test_the_traced_row_is_judged_at_c8_against_production_at_five_percent():
+    from bench.gateway_verdicts import TRACED
+
+    def traced_verdicts(level: int, cpu_ms: float):
+        figures = make_level()
+        figures[TRACED] = make_load(cpu_ms=cpu_ms)
+        return [v for v in judge({level: figures}, make_streams()) if v.target == TRACED]
+
+    (within,) = traced_verdicts(8, 1.05)
+    (over,) = traced_verdicts(8, 1.06)
+    assert within.passed and not over.passed
+    assert traced_verdicts(32, 2.0) == []

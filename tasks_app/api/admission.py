@@ -52,6 +52,7 @@ def context_for(call: Call, caller) -> gateway.CallContext:
         delegation=call.delegation,
         # The early shape's client task id already names the task a repeat continues.
         idempotency_key=call.idempotency_key if call.client_task_id is None else None,
+        trace=call.trace,
     )
 
 

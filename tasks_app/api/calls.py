@@ -13,9 +13,12 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from relay_project import database, ratelimit
+from opentelemetry.trace import use_span
+
+from relay_project import database, ratelimit, tracing
 from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE
 from tasks_app import gateway
+from tasks_app.api import traces
 from tasks_app.api.admission import HoldingSlot, Refused, admission, context_for, echoed
 from tasks_app.api.parsing import STREAMING, Call, HttpCall, parse_http_call
 from tasks_app.api.replies import (
@@ -49,6 +52,19 @@ async def answer(request: HttpCall) -> Reply | Stream:
     before its first event gets a Reply). Never raises: every failure is rendered in the
     call's binding, with its id and in its version as far as they are known. A caller without
     a valid key gets 401 whatever else is wrong with its call."""
+    if not tracing.enabled():
+        return await _answer(request, None)
+    span = traces.call_span(request.headers, f"{request.kind}:{request.target_id}")
+    try:
+        # Current for what the call starts (the database thread, the tasks that drive it):
+        # the push deliveries queued for its events continue its trace.
+        with use_span(span, end_on_exit=False):
+            return await _answer(request, span)
+    finally:
+        span.end()
+
+
+async def _answer(request: HttpCall, span) -> Reply | Stream:
     call: Call | None = None
     try:
         try:
@@ -57,6 +73,9 @@ async def answer(request: HttpCall) -> Reply | Stream:
             call = refused.call
             raise refused.error from None
         call = admitted.call
+        if span is not None:
+            traces.admitted(span, call, admitted.opened)
+            call = replace(call, trace=tracing.within(span))
         echo = echoed(call, admitted.target)
         if call.operation in STREAMING:
             try:
@@ -68,6 +87,8 @@ async def answer(request: HttpCall) -> Reply | Stream:
                 if isinstance(error, A2AError) and answered_in_stream(call, error):
                     return Stream(call, extension_headers(call, echo), _refused(error))
                 raise
+            if span is not None:
+                events = traces.streamed(events, span)
             return Stream(call, extension_headers(call, echo), HoldingSlot(events, admitted.caller))
         base_url = request.base_url() if call.operation is Operation.EXTENDED_CARD else ""
         result = await execute(
@@ -75,6 +96,8 @@ async def answer(request: HttpCall) -> Reply | Stream:
         )
         return result_reply(call, result, echo_extensions=echo)
     except A2AError as error:
+        if span is not None:
+            tracing.failed(span, error)
         return failure_reply(request.binding, error, call)
     except UNAVAILABLE as error:
         refused = unavailable(error, f"an A2A call to {request.kind} {request.target_id!r}")

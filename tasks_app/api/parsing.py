@@ -102,6 +102,8 @@ class Call:
     """For such a call's stream: the writer of its early frames."""
     idempotency_key: str | None = None
     """A send's Idempotency-Key (``tasks_app.idempotency``); None for other calls."""
+    trace: Any = field(default=None, compare=False)
+    """The OpenTelemetry context of the call's server span (None: tracing off)."""
 
 
 @dataclass(frozen=True)

@@ -104,6 +104,7 @@ class AgentTarget(Target):
                 if agent.delegation_mode in (hop_tokens.PASS, hop_tokens.EXCHANGE)
                 else upstream_auth_headers(agent) or None
             ),
+            name=agent.name,
         )
         self.delegation = hop_tokens.Delegation.of(agent, self.endpoint.url)
         self.extra["stream_idle_seconds"] = agent.stream_idle_seconds
@@ -228,6 +229,7 @@ class AgentTarget(Target):
                     extensions=ctx.extensions,
                     timeout=timeout,
                     extra_headers=headers,
+                    trace_parent=ctx.trace,
                 ),
             )
             step = _step(result, ids)
@@ -251,6 +253,7 @@ class AgentTarget(Target):
                 extensions=ctx.extensions,
                 timeout=timeout,
                 extra_headers=headers,
+                trace_parent=ctx.trace,
             )
 
         events = await self._tried(task, lambda: self._first_event(opened()))
@@ -355,6 +358,7 @@ class AgentTarget(Target):
                 extensions=ctx.extensions,
                 timeout=settings.RELAY_UPSTREAM_TIMEOUT,
                 extra_headers=headers,
+                trace_parent=ctx.trace,
             )
             try:
                 async for step in self._steps(events, ids, first_event=False):
@@ -377,6 +381,7 @@ class AgentTarget(Target):
                 {"id": ids.upstream_task_id},
                 extensions=ctx.extensions,
                 extra_headers=headers,
+                trace_parent=ctx.trace,
             )
             step = _step({"task": result}, ids)
             if answered:
@@ -409,6 +414,7 @@ class AgentTarget(Target):
             {"id": task.upstream_task_id},
             extensions=ctx.extensions,
             extra_headers=await self._headers(ctx),
+            trace_parent=ctx.trace,
         )
 
     async def refresh(self, task, ctx):
@@ -424,6 +430,7 @@ class AgentTarget(Target):
             {"id": task.upstream_task_id},
             extensions=ctx.extensions,
             extra_headers=await self._headers(ctx),
+            trace_parent=ctx.trace,
         )
         return Step(
             {"task": ids.to_relay(result)}, task.upstream_task_id, result.get("contextId", "")
@@ -441,6 +448,7 @@ class AgentTarget(Target):
             {},
             extensions=ctx.extensions,
             extra_headers=await self._headers(ctx),
+            trace_parent=ctx.trace,
         )
         security = await database_sync_to_async(principals.card_security_schemes)()
         try:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -22,7 +21,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from relay_project import database
+from relay_project import database, tracing
 from relay_project.database import database_sync_to_async
 from tasks_app import services, snapshots, streams, upstream
 from tasks_app.gateway import ownership
@@ -63,10 +62,11 @@ def before_each_job(hook: Callable[[], None]) -> None:
 def _spawn(task_id: str, coroutine) -> asyncio.Task:
     """Runs a task's job apart from the request that started it. It runs in a fresh context:
     the request's names executors that die with the request (asgiref's
-    CurrentThreadExecutor), and every later sync_to_async would fail on them."""
+    CurrentThreadExecutor), and every later sync_to_async would fail on them. Only the trace
+    context is carried over (``tracing.fresh_context``)."""
     for hook in _before_a_job:
         hook()
-    runner = asyncio.get_running_loop().create_task(coroutine, context=contextvars.Context())
+    runner = asyncio.get_running_loop().create_task(coroutine, context=tracing.fresh_context())
     _running[task_id] = runner
     runner.add_done_callback(
         lambda _: _running.pop(task_id, None) if _running.get(task_id) is runner else None

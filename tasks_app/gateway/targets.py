@@ -51,6 +51,8 @@ class CallContext:
     """The caller's own bearer JWT, in memory only: taken from the caller (``bearer_token``,
     set for this call by the authentication) when not given. A caller loaded from a stored
     task (a takeover, an expiry) has none."""
+    trace: Any = field(default=None, compare=False)
+    """The OpenTelemetry context the call's spans go under (None: tracing off, or none)."""
 
     def __post_init__(self) -> None:
         if not self.caller_token:

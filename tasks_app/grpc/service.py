@@ -22,10 +22,11 @@ a2a-sdk's gRPC client turns back into its typed errors.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -37,12 +38,13 @@ from google.protobuf import empty_pb2
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2  # noqa: F401  (registers the detail types)
+from opentelemetry.trace import use_span
 from prometheus_client import Counter, Histogram
 
-from relay_project import ratelimit
+from relay_project import ratelimit, tracing
 from relay_project.request_metrics import REGISTRY
 from tasks_app import delegation, streams
-from tasks_app.api import admission, calls, parsing
+from tasks_app.api import admission, calls, parsing, traces
 from tasks_app.grpc.targets import target_of_tenant
 from tasks_app.grpc.values import message_to_json
 from tasks_app.protocol.errors import (
@@ -206,16 +208,32 @@ def failure(error: BaseException, what: str) -> A2AError:
     return InternalError("the relay failed to handle this call")
 
 
-async def admitted_call(operation: Operation, request: Message, context) -> admission.Admitted:
+async def admitted_call(
+    operation: Operation, request: Message, context, span=None
+) -> admission.Admitted:
     """Parses and admits a call, as ``calls.answer`` does: a caller without a valid key is
-    refused as unauthenticated whatever else is wrong with its call."""
+    refused as unauthenticated whatever else is wrong with its call. With tracing on, the
+    call's spans go under ``span``, its SERVER span."""
     pairs = metadata_pairs(context)
     try:
-        return await admission.admission(
+        admitted = await admission.admission(
             authorization_of(pairs), partial(parse_call, operation, request, pairs)
         )
     except admission.Refused as refused:
         raise refused.error from None
+    if span is not None:
+        traces.admitted(span, admitted.call, admitted.opened)
+        admitted = replace(admitted, call=replace(admitted.call, trace=tracing.within(span)))
+    return admitted
+
+
+def server_span(request: Message, context):
+    """The SERVER span of a gRPC call, continuing the caller's ``traceparent`` metadata (None
+    when tracing is off); its target is the request's tenant."""
+    if not tracing.enabled():
+        return None
+    tenant = getattr(request, "tenant", "")
+    return traces.call_span(metadata_pairs(context), f"grpc:{tenant}")
 
 
 async def announce_extensions(context, admitted: admission.Admitted) -> None:
@@ -244,10 +262,20 @@ class RelayA2AService(a2a_pb2_grpc.A2AServiceServicer):
     """Every A2A operation, for every target the request's tenant names."""
 
     async def _unary(self, operation: Operation, request: Message, context) -> Message:
+        span = server_span(request, context)
+        if span is None:
+            return await self._unary_call(operation, request, context, None)
+        try:
+            with use_span(span, end_on_exit=False):
+                return await self._unary_call(operation, request, context, span)
+        finally:
+            span.end()
+
+    async def _unary_call(self, operation: Operation, request: Message, context, span) -> Message:
         method = operation.value
         began = time.monotonic()
         try:
-            admitted = await admitted_call(operation, request, context)
+            admitted = await admitted_call(operation, request, context, span)
             await announce_extensions(context, admitted)
             card = operation is Operation.EXTENDED_CARD
             result = await calls.execute(
@@ -260,6 +288,8 @@ class RelayA2AService(a2a_pb2_grpc.A2AServiceServicer):
             answer = as_message(RESULT_TYPES[operation], result)
         except Exception as error:  # noqa: BLE001 - every failure is answered as a status
             refused = failure(error, f"a gRPC {method}")
+            if span is not None:
+                tracing.failed(span, refused)
         else:
             CALLS.labels(method, grpc.StatusCode.OK.name).inc()
             DURATION.labels(method).observe(time.monotonic() - began)
@@ -275,18 +305,27 @@ class RelayA2AService(a2a_pb2_grpc.A2AServiceServicer):
         began = time.monotonic()
         events = None
         refused: A2AError | None = None
+        span = server_span(request, context)
         try:
-            admitted = await admitted_call(operation, request, context)
-            try:
-                opened = await calls.open_stream(
-                    admitted.target, admitted.call, admitted.caller, opened=admitted.opened
-                )
-            except BaseException:
-                ratelimit.stream_slot_give_back(admitted.caller)
-                raise
+            with use_span(span, end_on_exit=False) if span else contextlib.nullcontext():
+                admitted = await admitted_call(operation, request, context, span)
+                try:
+                    opened = await calls.open_stream(
+                        admitted.target, admitted.call, admitted.caller, opened=admitted.opened
+                    )
+                except BaseException:
+                    ratelimit.stream_slot_give_back(admitted.caller)
+                    raise
+            if span is not None:
+                opened = traces.streamed(opened, span)
             events = admission.HoldingSlot(opened, admitted.caller)
         except Exception as error:  # noqa: BLE001
             refused = failure(error, f"a gRPC {method}")
+            if span is not None:
+                tracing.failed(span, refused)
+        finally:
+            if span is not None:
+                span.end()
         DURATION.labels(method).observe(time.monotonic() - began)
         if refused is not None:
             await abort(context, method, refused)

@@ -193,3 +193,39 @@ async def test_the_extensions_the_target_supports_are_named_back(echo_url):
         initial = dict(await call.initial_metadata())
     assert answer.WhichOneof("payload") == "message"
     assert initial["a2a-extensions"] == "urn:x-relay-test:tone"
+
+
+async def test_with_tracing_on_a_grpc_call_continues_the_callers_traceparent(monkeypatch):
+    from routing.demo.agents import ECHO, build_agent_app
+    from tests.live import Recording
+    from tests.otlp_receiver import tracing_to_receiver
+
+    caller_trace = "5b8efff798038103d269b633813fc60c"
+    recording = Recording(lambda url: build_agent_app(ECHO, base_url=url))
+    with running(recording) as url, tracing_to_receiver(monkeypatch) as receiver:
+        agent = await sync_to_async(register)(url)
+        key = await new_key()
+        async with relay_grpc() as stub:
+            await asyncio.wait_for(
+                stub.SendMessage(
+                    SendMessageRequest(tenant=f"agents/{agent.pk}", message=message("traced")),
+                    metadata=auth(key, ("traceparent", f"00-{caller_trace}-eee19b7ec3c1b174-01")),
+                ),
+                CALL_SECONDS,
+            )
+        spans = receiver.wait_for(
+            lambda spans: (
+                any(s.name.startswith("invoke_agent") for s in spans)
+                and any(s.name == "a2a.call SendMessage" for s in spans)
+            )
+        )
+
+    (server,) = [s for s in spans if s.name == "a2a.call SendMessage"]
+    assert (server.trace_id, server.parent_span_id) == (caller_trace, "eee19b7ec3c1b174")
+    assert server.kind == 2  # SPAN_KIND_SERVER
+    assert server.attributes["a2a.target"] == f"grpc:agents/{agent.pk}"
+    (span,) = [s for s in spans if s.name.startswith("invoke_agent")]
+    assert (span.trace_id, span.parent_span_id) == (caller_trace, server.span_id)
+    assert span.attributes["a2a.method"] == "SendMessage"
+    sent = [r.headers.get("traceparent") for r in recording.requests if r.method == "POST"]
+    assert sent == [f"00-{caller_trace}-{span.span_id}-01"]

@@ -822,3 +822,39 @@ def test_a_config_another_job_is_delivering_is_left_to_that_job(transactional_db
     assert deliver_push(first) == "delivered"
     assert len(webhook.received) == 3
     assert PushNotificationConfig.objects.get().delivering_until is None
+
+
+async def test_with_tracing_on_the_delivery_job_continues_the_calls_trace(
+    writer, key, webhook, eager, monkeypatch
+):
+    from relay_project import tracing
+    from tests.otlp_receiver import tracing_to_receiver
+
+    caller_trace = "0af7651916cd43dd8448eb211c80319c"
+    params = {
+        "message": JSONRPC_1.message("write this"),
+        "configuration": {"taskPushNotificationConfig": {"url": f"{webhook.url}/hook/traced"}},
+    }
+    with tracing_to_receiver(monkeypatch) as receiver:
+        headers = {
+            **JSONRPC_1.headers(key),
+            "traceparent": f"00-{caller_trace}-b7ad6b7169203331-01",
+        }
+        response = await send(writer.pk, JSONRPC_1.rpc("SendMessage", params), headers)
+        assert response.status_code == 200, response.text
+        tracing.flush()
+        spans = receiver.wait_for(
+            lambda spans: (
+                any(s.name == "push.deliver" for s in spans)
+                and any(s.name.startswith("a2a.call") for s in spans)
+            )
+        )
+
+    (call_span,) = [s for s in spans if s.name.startswith("a2a.call")]
+    jobs = [s for s in spans if s.name == "push.deliver"]
+    assert call_span.trace_id == caller_trace
+    assert {(job.trace_id, job.parent_span_id) for job in jobs} == {
+        (caller_trace, call_span.span_id)
+    }
+    sent = {r["headers"].get("traceparent") for r in webhook.received}
+    assert sent == {f"00-{caller_trace}-{job.span_id}-01" for job in jobs}
