@@ -78,6 +78,12 @@ PLAN: dict[str, str | tuple[str, str]] = {
     '"params": {"message": {"messageId": "m1", "role": "ROLE_USER", '
     '"parts": [{"text": "hello"}]}}}\'': RUN,
     "curl -s 'http://127.0.0.1:8000/a2a/skills?q=will+I+need+an+umbrella+tomorrow'": RUN,
+    "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 OTEL_SERVICE_NAME=relay-eu-1 "
+    ".venv/bin/python manage.py run_relay": (
+        "starts the whole relay, a server, with tracing on (tests/routing/test_team_traces.py "
+        "checks what the variables do); here the command sets tracing up and prints its help",
+        "--help",
+    ),
     "make diagram": (
         "renders docs/architecture.svg in the checkout again (tests/test_docs.py checks the "
         "committed picture against its source instead)",
@@ -403,6 +409,9 @@ def test_the_commands_a_test_cannot_run_whole_pass_a_lighter_check(tmp_path, che
         if how[1].startswith("make -n"):
             dry = shell(how[1].replace("make ", make, 1), env)
             assert ".venv/bin/" in dry, dry
+        elif how[1] == "--help":
+            helped = shell(f"{command} {how[1]}", env)
+            assert "usage: manage.py" in helped, helped[-500:]
         else:
             collected = shell(f"{command} {how[1]}", env)
             assert re.search(r"^\d+(/\d+)? tests? collected", collected, re.MULTILINE), collected[
