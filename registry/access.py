@@ -22,12 +22,21 @@ logger = logging.getLogger(__name__)
 _RULES: dict[str, tuple[float, tuple[policy.Rule, ...]]] = {}
 
 
+def cached_rules(kind: str) -> tuple[policy.Rule, ...] | None:
+    """The rules of ``kind`` while the last read of them is fresh, else None (no database):
+    an event loop asks this first and goes to the database thread only when it must."""
+    cached = _RULES.get(kind)
+    if cached is not None and time.monotonic() - cached[0] < settings.RELAY_TARGET_CACHE_SECONDS:
+        return cached[1]
+    return None
+
+
 def rules(kind: str) -> tuple[policy.Rule, ...]:
     """The enabled rules of ``kind``, in the order they are tried."""
     now = time.monotonic()
-    cached = _RULES.get(kind)
-    if cached is not None and now - cached[0] < settings.RELAY_TARGET_CACHE_SECONDS:
-        return cached[1]
+    cached = cached_rules(kind)
+    if cached is not None:
+        return cached
     compiled = []
     for row in AccessRule.objects.filter(kind=kind, enabled=True).order_by("position", "name"):
         try:

@@ -268,7 +268,9 @@ class TeamTarget(gateway.Target):
         A2A error of its own (its task is unknown to it, say) leaves the team task as it was,
         and the error is the caller's answer, as the agent's would be."""
         hops_done = following.hops_done if following is not None else 0
-        handoff_rules = await sync_to_async(access.rules)(policy.HANDOFF)
+        handoff_rules = access.cached_rules(policy.HANDOFF)
+        if handoff_rules is None:
+            handoff_rules = await sync_to_async(access.rules)(policy.HANDOFF)
         may_hand = access.HandoffCheck(ctx.caller, self.id, handoff_rules)
         called: set[str] = set()  # the members called for this message (a selection skips them)
         handed: list[str] = []  # the members that answered before, in order: the trace so far
