@@ -117,7 +117,12 @@ class AgentTarget(Target):
         self.health = agent.health
         self.alternates = tuple(agent.alternate_links.values_list("alternate_id", flat=True))
         # The circuit breaker as the row had it; the call guard keeps it up to date.
-        self.breaker_row = (agent.breaker_state, agent.breaker_failures, agent.breaker_opened_at)
+        self.breaker_row = (
+            agent.breaker_state,
+            agent.breaker_failures,
+            agent.breaker_opened_at,
+            agent.breaker_version,
+        )
 
     async def run(self, task, request, ctx, *, stream):
         """The send on the agent that holds the task (an alternate that served it), or for
