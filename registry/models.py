@@ -162,6 +162,11 @@ class Agent(models.Model):
         "then also retry a send that may have reached it (a timeout, a 500, a broken "
         "connection). Leave it off unless the agent deduplicates by messageId.",
     )
+    failover_same_skill = models.BooleanField(
+        default=False,
+        help_text="When this agent and its alternates cannot take a send, it may go to any "
+        "healthy agent declaring a skill with the same id (tasks_app.gateway.failover).",
+    )
     # The token the relay sends the agent on a caller's behalf (tasks_app.hop_tokens).
     delegation_mode = models.CharField(
         max_length=8,

@@ -116,6 +116,7 @@ class AgentTarget(Target):
         )
         self.health = agent.health
         self.alternates = tuple(agent.alternate_links.values_list("alternate_id", flat=True))
+        self.failover_same_skill = agent.failover_same_skill
         # The circuit breaker as the row had it; the call guard keeps it up to date.
         self.breaker_row = (
             agent.breaker_state,
@@ -129,7 +130,8 @@ class AgentTarget(Target):
         the task's first send on this agent or, when it is down, an alternate
         (``failover``)."""
         held = await failover.serving(self, task)
-        if held is self and self.alternates and failover.first_send(self, task):
+        fails_over = self.alternates or self.failover_same_skill
+        if held is self and fails_over and failover.first_send(self, task):
             steps = failover.run_with_alternates(self, task, request, ctx, stream=stream)
         else:
             steps = held.run_here(task, request, ctx, stream=stream)
