@@ -99,7 +99,12 @@ from bench.gateway_load import (  # noqa: E402
     stream_figures,
 )
 from bench.gateway_profiles import Running, running  # noqa: E402
-from bench.gateway_report import print_level, print_streams, write_json  # noqa: E402
+from bench.gateway_report import (  # noqa: E402
+    print_level,
+    print_streams,
+    print_verdicts,
+    write_json,
+)
 from bench.gateway_servers import serve  # noqa: E402
 from bench.gateway_storm import (  # noqa: E402
     STORM_JUDGED_LEVELS,
@@ -159,6 +164,7 @@ async def bench(
             )
             storms[level] = with_proxy(storm, figures)
             print_storm(level, storms[level])
+            print_verdicts(judge_storms({level: storms[level]}))
 
     texts = {FAST: MESSAGE_TEXT, PACED: f"{MESSAGE_TEXT} pace-ms={PACE_MS}"}
     streams = {}
