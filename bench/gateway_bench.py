@@ -43,6 +43,11 @@ information: no verdict judges them.
 UUID): the cost of a key per call, judged at c=8 against the production row (CPU per request
 at most 5% more).
 
+`storm` (with `--storm N`, N calls per level): the 503 storm of gateway_storm.py, after each of
+levels 1, 8 and 32: an agent answering 503 to everything, with the echo agent as its alternate,
+through the production relay; judged at c=8 and c=32: 100% of the calls succeed on the
+alternate, and the breaker opens within one breaker window.
+
 `traced` (with `--tracing`): a second production relay on the same database and Redis with
 OpenTelemetry on (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT naming a local OTLP/HTTP sink that takes
 every export), judged at c=8 against the production row: CPU per request at most 5% more.
@@ -62,7 +67,7 @@ proxy of the same run, with a verdict per level and target (see `judge_level` an
 misses.
 
     python bench/gateway_bench.py [--levels 1,8,32,64] [--requests 400] [--streams 30]
-        [--protocol 1.0|0.3] [--server daphne|uvicorn] [--tracing] [--json FILE]
+        [--protocol 1.0|0.3] [--server daphne|uvicorn] [--tracing] [--storm N] [--json FILE]
 
 This module is the command line and the order of a run; the rest is in modules of one job each:
 gateway_profiles.py starts the servers of both profiles and names the targets,
@@ -94,8 +99,22 @@ from bench.gateway_load import (  # noqa: E402
     stream_figures,
 )
 from bench.gateway_profiles import Running, running  # noqa: E402
-from bench.gateway_report import print_level, print_streams, write_json  # noqa: E402
+from bench.gateway_report import (  # noqa: E402
+    print_level,
+    print_streams,
+    print_verdicts,
+    write_json,
+)
 from bench.gateway_servers import serve  # noqa: E402
+from bench.gateway_storm import (  # noqa: E402
+    STORM_JUDGED_LEVELS,
+    STORM_LEVELS,
+    StormFigures,
+    judge_storms,
+    measure_storm,
+    print_storm,
+    with_proxy,
+)
 from bench.gateway_verdicts import (  # noqa: E402
     FAST,
     LEVELS,
@@ -113,8 +132,10 @@ from bench.gateway_verdicts import (  # noqa: E402
 
 
 async def bench(
-    run: Running, args: argparse.Namespace
+    run: Running, args: argparse.Namespace, storms: dict[int, StormFigures]
 ) -> tuple[dict[int, dict[str, LoadFigures]], dict[str, dict[str, StreamFigures]]]:
+    """Every level's figures (and, with ``--storm``, each storm level's into ``storms``), then
+    the streams'."""
     body = request_body(args.protocol, streaming=False)
     levels: dict[int, dict[str, LoadFigures]] = {}
     for level in args.levels:
@@ -131,6 +152,19 @@ async def bench(
         )
         levels[level] = figures
         print_level(level, figures)
+        if args.storm > 0 and level in STORM_LEVELS:
+            production = run.targets[PRODUCTION]
+            storm = await measure_storm(
+                production.server,
+                run.production_url,
+                production.headers,
+                run.redis.postgres,
+                level=level,
+                calls=args.storm,
+            )
+            storms[level] = with_proxy(storm, figures)
+            print_storm(level, storms[level])
+            print_verdicts(judge_storms({level: storms[level]}))
 
     texts = {FAST: MESSAGE_TEXT, PACED: f"{MESSAGE_TEXT} pace-ms={PACE_MS}"}
     streams = {}
@@ -183,6 +217,12 @@ def parse_args() -> argparse.Namespace:
         action="store_true",
         help="Add the traced row: production's twin with OpenTelemetry on (a local OTLP sink).",
     )
+    parser.add_argument(
+        "--storm",
+        type=int,
+        default=0,
+        help="Calls per level of the 503 storm (levels 1, 8, 32); 0 (the default) runs none.",
+    )
     parser.add_argument("--json", type=Path, help="Write every figure and verdict to this file.")
     parser.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)
     return parser.parse_args()
@@ -195,14 +235,18 @@ def main() -> None:
         return
 
     started = time.monotonic()
+    storms: dict[int, StormFigures] = {}
     with running(args, str(Path(__file__).resolve())) as run:
-        levels, streams = asyncio.run(bench(run, args))
+        levels, streams = asyncio.run(bench(run, args, storms))
 
-    verdicts = judge(levels, streams)
+    verdicts = judge(levels, streams) + judge_storms(storms)
     missed = [verdict for verdict in verdicts if not verdict.passed]
     print(f"\n{len(verdicts) - len(missed)} of {len(verdicts)} verdicts pass", end="")
     print(f"; missed: {len(missed)}" if missed else "")
-    for what in not_judged(args.levels, streams=args.streams):
+    unmeasured = not_judged(args.levels, streams=args.streams)
+    if args.storm > 0:
+        unmeasured += [f"503 storm at c={n}" for n in STORM_JUDGED_LEVELS if n not in storms]
+    for what in unmeasured:
         print(f"  not judged (not measured in this run): {what}")
     if args.json:
         write_json(args.json, args, levels, streams, verdicts)

@@ -36,6 +36,14 @@ from bench.gateway_load import (
     Target,
     protocol_headers,
 )
+from bench.gateway_storm import (
+    ALTERNATE,
+    ALTERNATES_SCRIPT,
+    STORM,
+    STORM_LEVELS,
+    STORM_WINDOW_SECONDS,
+    storm_agent_id,
+)
 from bench.gateway_verdicts import (
     AIOHTTP_PROXY,
     DIRECT,
@@ -64,6 +72,8 @@ class Running:
     redis: RedisWatch
     watched: dict[str, Process]
     """The processes whose Redis connections are counted after each level."""
+    production_url: str = ""
+    """The production relay's base URL (the 503 storm's calls go there)."""
 
 
 def wait_until_grpc_answers(server: Process, address: str, timeout: float = 60.0) -> None:
@@ -102,6 +112,7 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
             "grpc-card",
             TRACED,
             "otlp-sink",
+            STORM,
         )
     }
     urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
@@ -120,6 +131,7 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
                 DATABASE_URL=database_url,
                 REDIS_URL=redis_url,
                 RELAY_GRPC_PORT=str(ports[GRPC]),
+                RELAY_BREAKER_COOLDOWN_SECONDS=str(STORM_WINDOW_SECONDS),
             ),
         }
         keys = {}
@@ -176,6 +188,14 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
             register(urls[name], keys[name], "echo", urls["echo"])
             register(urls[name], keys[name], "chunks", urls["chunks"])
         register(urls[PRODUCTION], keys[PRODUCTION], "echo-grpc", urls["grpc-card"])
+        if args.storm > 0:  # the 503 storm's agents, one per level, each with the echo behind
+            storm = start(STORM, served(STORM, ports[STORM]), envs[EMBEDDED])
+            storm_ids = [storm_agent_id(level) for level in STORM_LEVELS]
+            for agent_id in storm_ids:
+                wait_until_answers(storm, f"{urls[STORM]}/{agent_id}/.well-known/agent-card.json")
+                register(urls[PRODUCTION], keys[PRODUCTION], agent_id, f"{urls[STORM]}/{agent_id}")
+            script = ALTERNATES_SCRIPT.format(ids=storm_ids, alternate=ALTERNATE)
+            manage(envs[PRODUCTION], "shell", "-c", script)
         if traced is not None:  # the same database: production's agents and key
             wait_until_answers(traced, f"{urls[TRACED]}/a2a/registry")
         redis = RedisWatch(redis_url, redis_process, database)
@@ -278,4 +298,4 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
             },
         }
         watched = {"production relay": relays[PRODUCTION]}
-        yield Running(targets, streaming, agent, redis, watched)
+        yield Running(targets, streaming, agent, redis, watched, urls[PRODUCTION])

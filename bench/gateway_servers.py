@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import httpx
 
 from bench.gateway_load import IDLE_SECONDS, REQUEST_TIMEOUT
+from bench.gateway_storm import STORM, serve_storm_agent
 from bench.gateway_verdicts import AIOHTTP_PROXY, STREAM_CHUNKS
 
 # --- the servers, each run as `gateway_bench.py --serve ROLE ...` in a process of its own ------
@@ -212,9 +213,11 @@ def serve_otlp_sink(port: int) -> None:
 
 def serve(argv: list[str]) -> None:
     """Runs the server `argv` names (the arguments of ``--serve``): ``agent SLUG PORT``,
-    ``grpc-agent PORT CARD_PORT``, ``otlp-sink PORT``, or ``proxy|aio-proxy PORT NAME=URL ...``."""
+    ``grpc-agent PORT CARD_PORT``, ``otlp-sink PORT``, ``storm PORT``, or ``proxy|aio-proxy PORT NAME=URL ...``."""
     role, *rest = argv
-    if role == "otlp-sink":
+    if role == STORM:
+        serve_storm_agent(int(rest[0]))
+    elif role == "otlp-sink":
         serve_otlp_sink(int(rest[0]))
     elif role == "agent":
         serve_agent(rest[0], int(rest[1]))

@@ -121,6 +121,7 @@ class AgentAdmin(admin.ModelAdmin):
         ("Probes", {"fields": services.PROBE_FIELDS}),
         ("Streams", {"fields": services.STREAM_FIELDS}),
         ("Retries", {"fields": services.RETRY_FIELDS}),
+        ("Failover", {"fields": services.FAILOVER_FIELDS}),
         ("Delegation", {"fields": services.DELEGATION_FIELDS}),
         ("Current card", {"fields": ("current_card",)}),
         ("Card history", {"fields": ("history",)}),

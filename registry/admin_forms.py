@@ -151,6 +151,7 @@ class AgentChangeForm(forms.ModelForm):
             *services.PROBE_FIELDS,
             *services.STREAM_FIELDS,
             *services.RETRY_FIELDS,
+            *services.FAILOVER_FIELDS,
             *services.DELEGATION_FIELDS,
         ]
 

@@ -162,6 +162,11 @@ class Agent(models.Model):
         "then also retry a send that may have reached it (a timeout, a 500, a broken "
         "connection). Leave it off unless the agent deduplicates by messageId.",
     )
+    failover_same_skill = models.BooleanField(
+        default=False,
+        help_text="When this agent and its alternates cannot take a send, it may go to any "
+        "healthy agent declaring a skill with the same id (tasks_app.gateway.failover).",
+    )
     # The token the relay sends the agent on a caller's behalf (tasks_app.hop_tokens).
     delegation_mode = models.CharField(
         max_length=8,
@@ -197,6 +202,8 @@ class Agent(models.Model):
     )
     breaker_failures = models.PositiveIntegerField(default=0, editable=False)
     breaker_opened_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Counts the breaker's writes: a process keeps the newest copy it has seen.
+    breaker_version = models.PositiveBigIntegerField(default=0, editable=False)
 
     # Lower-cased search text and "|"-delimited facets, written with the card. They let search
     # and filters run on this one table with no joins, so a page costs the same at any size.
@@ -560,41 +567,5 @@ class AuditEntry(models.Model):
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} {self.object_type} {self.object_id}"
 
 
-class PeerRelay(models.Model):
-    """Another Brass Relay whose registry this one mirrors (registry.peers): its agents appear
-    here, read-only, marked with their origin; what the peer removes is removed here."""
-
-    class Mode(models.TextChoices):
-        VIA_ORIGIN = "via_origin", "through the origin relay"
-        DIRECT = "direct", "directly at the agent"
-
-    name = models.CharField(max_length=100, unique=True)
-    url = models.URLField(max_length=2048, unique=True, help_text="The peer relay's base URL.")
-    api_key = models.TextField(
-        blank=True, editable=False, help_text="The peer's API key, encrypted at rest."
-    )
-    mode = models.CharField(
-        max_length=10,
-        choices=Mode.choices,
-        default=Mode.VIA_ORIGIN,
-        help_text="How mirrored agents are called: through the peer relay (with its API key) "
-        "or directly at the agent's own card URL.",
-    )
-    enabled = models.BooleanField(default=True)
-    synced_until = models.DateTimeField(
-        null=True, blank=True, editable=False, help_text="Changes up to here are mirrored."
-    )
-    last_synced_at = models.DateTimeField(null=True, blank=True, editable=False)
-    last_error = models.CharField(max_length=500, blank=True, editable=False)
-    last_report = models.JSONField(default=dict, blank=True, editable=False)
-    created_at = models.DateTimeField(default=timezone.now, editable=False)
-
-    class Meta:
-        ordering = ["name"]
-        verbose_name = "peer relay"
-
-    def __str__(self) -> str:
-        return self.name
-
-
 from registry.identity_models import AccessRule, TokenIssuer  # noqa: E402, F401
+from registry.peer_models import PeerRelay  # noqa: E402, F401

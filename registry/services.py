@@ -354,14 +354,18 @@ DELEGATION_FIELDS = (
 )
 """Which token the agent gets on a caller's behalf (``tasks_app.hop_tokens``)."""
 
+FAILOVER_FIELDS = ("failover_same_skill",)
+"""Where a send goes when the agent is down, beside its ordered alternates (set apart, in the
+admin's inline): ``tasks_app.gateway.failover``."""
+
 
 def agent_update(
     *, agent: Agent, fields: dict[str, Any], actor: str = SYSTEM, own: OwnAddresses | None = None
 ) -> Agent:
     """Changes what an operator may change: name, description, invocation URL, status,
     credentials, how the agent is probed (``PROBE_FIELDS``; a change takes effect at the
-    next sweep), how long its streams may stay silent (``STREAM_FIELDS``) and how its sends
-    are retried (``RETRY_FIELDS``). Card-derived
+    next sweep), how long its streams may stay silent (``STREAM_FIELDS``), how its sends
+    are retried (``RETRY_FIELDS``) and failed over (``FAILOVER_FIELDS``). Card-derived
     fields change only through a refresh. The audit log gets one entry naming the fields that
     changed (credentials by their kind only). An invocation URL that is the relay itself (one
     of ``own``) is refused."""
@@ -375,6 +379,7 @@ def agent_update(
         *PROBE_FIELDS,
         *STREAM_FIELDS,
         *RETRY_FIELDS,
+        *FAILOVER_FIELDS,
         *DELEGATION_FIELDS,
     }
     unknown = set(fields) - editable - {"credentials"}

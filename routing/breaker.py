@@ -1,9 +1,10 @@
 """The circuit breaker on real calls, plugged into the gateway as its call guard.
 
 Each agent target carries the breaker as its row had it when the target was loaded; the guard
-keeps that copy current in this process and writes every change to the row (compare-and-set),
-so other processes see it when they load the agent again. A closed breaker with no failures
-costs a call nothing: no query, no write.
+counts every outcome on the row (``health_services.breaker_record``: locked, so concurrent
+outcomes all count) and keeps the newest copy it has seen in this process (by the row's
+version: the copy never goes back). A closed breaker with no failures costs a call nothing: no
+query, no write.
 """
 
 from __future__ import annotations
@@ -29,10 +30,20 @@ def breaker_of(target) -> health.Breaker:
     return breaker
 
 
-def remember(target, row: tuple[str, int, datetime | None]) -> None:
-    """Sets the breaker this process knows for an agent target from its stored row (state,
-    failures, since): a target kept across calls learns what other processes wrote."""
-    target.extra["breaker"] = health.Breaker(*row)
+def adopt(target, breaker: health.Breaker | None) -> health.Breaker:
+    """Keeps ``breaker`` as this process's copy for the target unless the copy it has is newer
+    (a higher version); returns the copy kept."""
+    known = breaker_of(target)
+    if breaker is not None and breaker.version >= known.version:
+        target.extra["breaker"] = breaker
+        return breaker
+    return known
+
+
+def remember(target, row: tuple[str, int, datetime | None, int]) -> None:
+    """Learns the agent's breaker from its stored row (state, failures, since, version): a
+    target kept across calls learns what other processes wrote, never an older copy."""
+    adopt(target, health.Breaker(*row))
 
 
 def blocks(target) -> bool:
@@ -57,26 +68,16 @@ class BreakerGuard:
             breaker, now=timezone.now(), settings=health_services.breaker_settings()
         )
         if admission.allowed:
-            stored = await sync_to_async(health_services.breaker_move)(
-                agent_id=target.id,
-                before=breaker,
-                after=admission.breaker,
-                reason="cool-down over: one trial call goes through",
+            # Past the cool-down as this process knows it: the row decides who takes the trial.
+            allowed, stored = await sync_to_async(health_services.breaker_trial_take)(
+                agent_id=target.id
             )
-            if stored == admission.breaker:
-                target.extra["breaker"] = stored
-                return
-            # Another process took the trial (or closed the breaker): follow the row.
-            target.extra["breaker"] = stored or breaker
-            if stored is not None and stored.state == health.CLOSED:
+            breaker = adopt(target, stored)
+            if allowed:
                 return
             admission = health.breaker_admit(
-                target.extra["breaker"],
-                now=timezone.now(),
-                settings=health_services.breaker_settings(),
+                breaker, now=timezone.now(), settings=health_services.breaker_settings()
             )
-            if admission.allowed:
-                return
         retry = (
             f"; the relay tries it again at {admission.retry_at:%H:%M:%S} UTC"
             if admission.retry_at
@@ -97,28 +98,14 @@ class BreakerGuard:
         detail: str = "",
         latency_ms: float | None = None,
     ) -> None:
-        before = breaker_of(target)
-        if ok and before == health.Breaker():
+        if ok and breaker_of(target) == health.Breaker():
             return
         failed = (
             None
             if ok
             else probes.LevelResult("call", False, round(latency_ms or 0, 2), category, detail)
         )
-        for _attempt in range(3):
-            after = health.breaker_after_call(
-                before, ok=ok, now=timezone.now(), settings=health_services.breaker_settings()
-            )
-            reason = (
-                "a call succeeded"
-                if ok
-                else f"{after.failures} calls failed in a row, the last: {detail}"
-            )
-            stored = await sync_to_async(health_services.breaker_move)(
-                agent_id=target.id, before=before, after=after, reason=reason, failed_call=failed
-            )
-            target.extra["breaker"] = stored or after
-            if stored is None or stored == after:
-                return
-            # Another process moved the breaker first: count this call on top of its move.
-            before, failed = stored, None
+        stored = await sync_to_async(health_services.breaker_record)(
+            agent_id=target.id, ok=ok, failed_call=failed
+        )
+        adopt(target, stored)

@@ -19,7 +19,7 @@ failure opens it again.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 UNKNOWN = "unknown"
@@ -102,11 +102,14 @@ class BreakerSettings:
 
 @dataclass(frozen=True)
 class Breaker:
-    """A breaker's state. ``since`` is when it last opened, or when its trial call began."""
+    """A breaker's state. ``since`` is when it last opened, or when its trial call began.
+    ``version`` counts the writes of the stored breaker (each one adds 1): of two copies, the
+    one with the higher version is the newer. Equality leaves it out."""
 
     state: str = CLOSED
     failures: int = 0
     since: datetime | None = None
+    version: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)

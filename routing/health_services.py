@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 import httpx
@@ -355,41 +355,62 @@ def probe_results_prune(*, now: datetime | None = None) -> int:
 # --- the circuit breaker (passive health) ------------------------------------------------------
 
 
+BREAKER_FIELDS = ("breaker_state", "breaker_failures", "breaker_opened_at", "breaker_version")
+
+
 def breaker_stored(agent_id: str) -> health.Breaker | None:
-    row = (
-        Agent.objects.filter(pk=agent_id)
-        .values_list("breaker_state", "breaker_failures", "breaker_opened_at")
-        .first()
-    )
+    row = Agent.objects.filter(pk=agent_id).values_list(*BREAKER_FIELDS).first()
     return health.Breaker(*row) if row else None
 
 
-def breaker_move(
-    *,
-    agent_id: str,
-    before: health.Breaker,
-    after: health.Breaker,
-    reason: str = "",
-    failed_call: probes.LevelResult | None = None,
+def _breaker_locked(agent_id: str) -> health.Breaker | None:
+    """The agent's breaker, its row locked until the transaction ends (PostgreSQL: FOR
+    UPDATE; SQLite: the write lock its IMMEDIATE transactions take at the start)."""
+    row = Agent.objects.select_for_update().filter(pk=agent_id).values_list(*BREAKER_FIELDS)
+    row = row.first()
+    return health.Breaker(*row) if row else None
+
+
+def _breaker_write(
+    agent_id: str, before: health.Breaker, after: health.Breaker, *, reason: str, now
+) -> health.Breaker:
+    """Stores ``after`` over the locked ``before`` (one more version), with an event when the
+    state changes."""
+    after = replace(after, version=before.version + 1)
+    Agent.objects.filter(pk=agent_id).update(
+        breaker_state=after.state,
+        breaker_failures=after.failures,
+        breaker_opened_at=after.since,
+        breaker_version=after.version,
+    )
+    if after.state != before.state:
+        HealthEvent.objects.create(
+            agent_id=agent_id,
+            kind="breaker",
+            from_state=before.state,
+            to_state=after.state,
+            reason=reason[:500],
+            at=now,
+        )
+        logger.info(
+            "agent %s: circuit breaker %s -> %s (%s)", agent_id, before.state, after.state, reason
+        )
+    return after
+
+
+def breaker_record(
+    *, agent_id: str, ok: bool, failed_call: probes.LevelResult | None = None
 ) -> health.Breaker | None:
-    """Moves the agent's breaker from ``before`` to ``after`` (compare-and-set), with an event
-    when its state changes and a ``call`` result for a failed call. Returns ``after`` when this
-    write won; otherwise the breaker as stored (another process moved it), or None when the
-    agent is gone."""
+    """Counts one call's outcome on the agent's breaker, on top of whatever other calls and
+    processes counted before it: the row is locked, moved as ``health.breaker_after_call``
+    says, and a failed call stored as a ``call`` result. Concurrent outcomes queue on the
+    lock, so none is lost. Returns the breaker as stored after (None: the agent is gone)."""
     now = timezone.now()
     with transaction.atomic():
-        moved = Agent.objects.filter(
-            pk=agent_id,
-            breaker_state=before.state,
-            breaker_failures=before.failures,
-        ).update(
-            breaker_state=after.state,
-            breaker_failures=after.failures,
-            breaker_opened_at=after.since,
-        )
-        stored = after if moved == 1 else breaker_stored(agent_id)
-        if stored is None:
-            return None  # the agent is gone
+        before = _breaker_locked(agent_id)
+        if before is None:
+            return None
+        after = health.breaker_after_call(before, ok=ok, now=now, settings=breaker_settings())
         if failed_call is not None:
             ProbeResult.objects.create(
                 agent_id=agent_id,
@@ -400,22 +421,28 @@ def breaker_move(
                 detail=failed_call.detail[:500],
                 checked_at=now,
             )
-        if moved != 1:
-            return stored
-        if after.state != before.state:
-            HealthEvent.objects.create(
-                agent_id=agent_id,
-                kind="breaker",
-                from_state=before.state,
-                to_state=after.state,
-                reason=reason[:500],
-                at=now,
-            )
-            logger.info(
-                "agent %s: circuit breaker %s -> %s (%s)",
-                agent_id,
-                before.state,
-                after.state,
-                reason,
-            )
-    return after
+        if after == before:
+            return before
+        reason = (
+            "a call succeeded"
+            if ok
+            else f"{after.failures} calls failed in a row, the last: "
+            f"{failed_call.detail if failed_call else ''}"
+        )
+        return _breaker_write(agent_id, before, after, reason=reason, now=now)
+
+
+def breaker_trial_take(*, agent_id: str) -> tuple[bool, health.Breaker | None]:
+    """Whether a call may go through the agent's breaker as stored now, and the breaker after:
+    a closed one lets it; an open one past its cool-down lets this one call through as its
+    trial and becomes half-open (the lock makes this call the only one to take it)."""
+    now = timezone.now()
+    with transaction.atomic():
+        before = _breaker_locked(agent_id)
+        if before is None:
+            return False, None
+        admission = health.breaker_admit(before, now=now, settings=breaker_settings())
+        if not admission.allowed or admission.breaker == before:
+            return admission.allowed, before
+        reason = "cool-down over: one trial call goes through"
+        return True, _breaker_write(agent_id, before, admission.breaker, reason=reason, now=now)

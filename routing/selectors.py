@@ -52,21 +52,28 @@ def team_with_members(team_id: str) -> tuple[Team, list[Agent]] | None:
 
 @dataclass(frozen=True)
 class MemberState:
-    """A member's health and circuit breaker (state, failures, since) as stored."""
+    """A member's health and circuit breaker (state, failures, since, version) as stored."""
 
     health: str
-    breaker: tuple[str, int, datetime | None]
+    breaker: tuple[str, int, datetime | None, int]
 
 
-MEMBER_STATE_FIELDS = ("status", "health", "breaker_state", "breaker_failures", "breaker_opened_at")
+MEMBER_STATE_FIELDS = (
+    "status",
+    "health",
+    "breaker_state",
+    "breaker_failures",
+    "breaker_opened_at",
+    "breaker_version",
+)
 
 
 def member_states(agent_ids: list[str]) -> dict[str, MemberState]:
     """The stored health and breaker of these agents, by id, leaving out disabled ones: one
     query, read at every team call."""
     return {
-        pk: MemberState(health, (state, failures, since))
-        for pk, status, health, state, failures, since in Agent.objects.filter(
+        pk: MemberState(health, (state, failures, since, version))
+        for pk, status, health, state, failures, since, version in Agent.objects.filter(
             pk__in=agent_ids
         ).values_list("pk", *MEMBER_STATE_FIELDS)
         if status != Agent.Status.DISABLED

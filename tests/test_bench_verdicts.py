@@ -262,3 +262,42 @@ def test_the_traced_row_is_judged_at_c8_against_production_at_five_percent():
     (over,) = traced_verdicts(8, 1.06)
     assert within.passed and not over.passed
     assert traced_verdicts(32, 2.0) == []
+
+
+def make_storm(**overrides):
+    from bench.gateway_storm import StormFigures
+
+    figures = StormFigures(
+        calls=200,
+        answered=200,
+        on_alternate=200,
+        opened_after_s=0.8,
+        window_s=30.0,
+        cpu_ms=2.0,
+        proxy_cpu_ms=1.0,
+    )
+    return replace(figures, **overrides)
+
+
+def test_a_503_storm_where_one_call_did_not_succeed_on_the_alternate_fails_the_run():
+    from bench.gateway_storm import judge_storms
+
+    assert all(v.passed for v in judge_storms({8: make_storm(), 32: make_storm()}))
+    for missed in (make_storm(on_alternate=199), make_storm(answered=199)):
+        verdicts = judge_storms({8: make_storm(), 32: missed})
+        assert exit_status(verdicts) == 1
+        assert [v.level for v in verdicts if not v.passed] == [32]
+
+
+def test_a_503_storm_whose_breaker_never_opened_or_opened_late_fails_the_run():
+    from bench.gateway_storm import judge_storms
+
+    for late in (make_storm(opened_after_s=math.nan), make_storm(opened_after_s=30.5)):
+        (succeeded, opened) = judge_storms({8: late})
+        assert succeeded.passed and not opened.passed
+
+
+def test_the_503_storm_at_one_call_at_a_time_is_printed_not_judged():
+    from bench.gateway_storm import judge_storms
+
+    assert judge_storms({1: make_storm(on_alternate=0)}) == []

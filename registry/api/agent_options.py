@@ -1,5 +1,5 @@
-"""How the relay treats one agent's calls, in the registry API: its retries and the token it
-sends on a caller's behalf."""
+"""How the relay treats one agent's calls, in the registry API: its retries, its failover and
+the token it sends on a caller's behalf."""
 
 from __future__ import annotations
 
@@ -45,6 +45,18 @@ class RetriesSerializer(serializers.Serializer):
         required=False,
         help_text="The agent runs a message id once: sends that may have reached it are "
         "retried too.",
+    )
+
+
+class FailoverSerializer(serializers.Serializer):
+    """Where a send goes when the agent cannot take it, beside the alternates set in the admin
+    (docs: Safe retries, Failover)."""
+
+    sameSkill = serializers.BooleanField(
+        source="failover_same_skill",
+        required=False,
+        help_text="When the agent and its alternates cannot take a send, it may go to any "
+        "healthy agent declaring a skill with the same id.",
     )
 
 

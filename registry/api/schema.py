@@ -238,6 +238,7 @@ AGENT = {
     "credentialKind": "bearer",
     "supportsClientRouting": False,
     "retries": {"attempts": 3, "baseDelayMs": 200, "deadlineSeconds": 10, "idempotent": False},
+    "failover": {"sameSkill": False},
     "delegation": {
         "mode": "none",
         "audience": "",

@@ -9,7 +9,11 @@ from urllib.parse import urlsplit
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from registry.api.agent_options import DelegationSerializer, RetriesSerializer
+from registry.api.agent_options import (
+    DelegationSerializer,
+    FailoverSerializer,
+    RetriesSerializer,
+)
 from registry.models import (
     Agent,
     CardSnapshot,
@@ -120,6 +124,7 @@ class AgentSerializer(serializers.ModelSerializer):
     )
     supportsClientRouting = serializers.BooleanField(source="supports_client_routing")
     retries = RetriesSerializer(source="*")
+    failover = FailoverSerializer(source="*")
     delegation = DelegationSerializer(source="*")
     signature = SignatureSerializer(source="*")
     origin = serializers.SerializerMethodField(
@@ -156,6 +161,7 @@ class AgentSerializer(serializers.ModelSerializer):
             "credentialKind",
             "supportsClientRouting",
             "retries",
+            "failover",
             "delegation",
             "signature",
             "origin",
@@ -342,6 +348,7 @@ class AgentUpdateSerializer(WriteSerializer):
         "kept and the refusal recorded).",
     )
     retries = RetriesSerializer(source="*", required=False)
+    failover = FailoverSerializer(source="*", required=False)
     delegation = DelegationSerializer(source="*", required=False)
 
 

@@ -116,15 +116,22 @@ class AgentTarget(Target):
         )
         self.health = agent.health
         self.alternates = tuple(agent.alternate_links.values_list("alternate_id", flat=True))
+        self.failover_same_skill = agent.failover_same_skill
         # The circuit breaker as the row had it; the call guard keeps it up to date.
-        self.breaker_row = (agent.breaker_state, agent.breaker_failures, agent.breaker_opened_at)
+        self.breaker_row = (
+            agent.breaker_state,
+            agent.breaker_failures,
+            agent.breaker_opened_at,
+            agent.breaker_version,
+        )
 
     async def run(self, task, request, ctx, *, stream):
         """The send on the agent that holds the task (an alternate that served it), or for
         the task's first send on this agent or, when it is down, an alternate
         (``failover``)."""
         held = await failover.serving(self, task)
-        if held is self and self.alternates and failover.first_send(self, task):
+        fails_over = self.alternates or self.failover_same_skill
+        if held is self and fails_over and failover.first_send(self, task):
             steps = failover.run_with_alternates(self, task, request, ctx, stream=stream)
         else:
             steps = held.run_here(task, request, ctx, stream=stream)

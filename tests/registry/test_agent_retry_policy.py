@@ -107,3 +107,25 @@ def test_an_agent_cannot_be_its_own_alternate():
     make_agent(agent_id="weather")
     with pytest.raises(IntegrityError), transaction.atomic():
         AgentAlternate.objects.create(agent_id="weather", alternate_id="weather")
+
+
+def test_failover_to_an_agent_with_the_same_skill_is_an_opt_in_set_through_the_api(api, api_key):
+    owned(api_key)
+    assert api.get("/a2a/registry/weather").json()["failover"] == {"sameSkill": False}
+    response = api.patch("/a2a/registry/weather", {"failover": {"sameSkill": True}}, format="json")
+    assert response.status_code == 200, response.text
+    assert response.json()["failover"] == {"sameSkill": True}
+    assert Agent.objects.get(pk="weather").failover_same_skill is True
+    refused = api.patch("/a2a/registry/weather", {"failover": {"sameSkill": "x"}}, format="json")
+    assert refused.status_code == 400
+    assert Agent.objects.get(pk="weather").failover_same_skill is True
+
+
+def test_the_admin_change_page_sets_the_same_skill_failover_next_to_the_alternates(
+    admin_client,
+):
+    make_agent(agent_id="weather")
+    page = admin_client.get(reverse("admin:registry_agent_change", args=["weather"]))
+    html = page.content.decode()
+    assert "Failover" in html and 'name="failover_same_skill"' in html
+    assert "agents that serve a send when this one is down" in html

@@ -196,7 +196,7 @@ async def test_in_a_503_storm_every_send_is_served_by_the_alternate(asgi_relay):
         alternate_id = await sync_to_async(register)(alternate_url)
         primary_id = await sync_to_async(register)(primary_url, alternates=[alternate_id])
         responses = []
-        for wave in range(WAVES):  # the breaker counts concurrent failures loosely
+        for wave in range(WAVES):  # concurrent failures all count; the breaker opens early
             responses += await asyncio.gather(
                 *(
                     call(asgi_relay, primary_id, send(f"poem {wave}.{i}"), REST_1.headers())
