@@ -174,7 +174,7 @@ class RunEvents:
                 if part["text"]:
                     out.append(TextMessageContentEvent(message_id=message_id, delta=part["text"]))
             else:
-                out += _custom(part, artifact_id=artifact_id)
+                out += _custom(part, {"artifactId": artifact_id})
         if body.get("lastChunk") and artifact_id in self._open:
             out.append(TextMessageEndEvent(message_id=self._open.pop(artifact_id)))
         return out
@@ -194,7 +194,7 @@ class RunEvents:
             ]
         for part in message.get("parts") or []:
             if "text" not in part:
-                out += _custom(part, message_id=message_id)
+                out += _custom(part, {"messageId": message_id})
         return out
 
     def _hop_of(self, metadata: Any) -> list[BaseEvent]:
@@ -240,8 +240,9 @@ def text_of(parts: Any) -> str:
     return "".join(part["text"] for part in parts or () if isinstance(part.get("text"), str))
 
 
-def _custom(part: dict[str, Any], **where: str) -> list[BaseEvent]:
-    """A data or file part as a CUSTOM event naming where it came from."""
+def _custom(part: dict[str, Any], where: dict[str, str]) -> list[BaseEvent]:
+    """A data or file part as a CUSTOM event naming where it came from (``where``: the
+    message's or artifact's id)."""
     if "data" in part:
         return [CustomEvent(name=DATA_EVENT, value={**where, "data": part["data"]})]
     if "raw" in part or "url" in part:
