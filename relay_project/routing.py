@@ -8,7 +8,8 @@ thread and middleware. The cards under those URLs (``.well-known/agent-card.json
 registry, team and task APIs, the pages and the admin stay with Django, and so does any
 request whose Host Django would refuse, so it is refused the same way. Django's URL conf no
 longer names the A2A endpoints, so the router answers their slash-less spellings with a
-redirect to the slashed URL (308 for a POST, so the call is repeated as it was).
+redirect to the slashed URL (308 for a POST, so the call is repeated as it was). AG-UI runs
+(``/agui/{agents|teams|workflows}/{id}``) go to the AG-UI consumer (``tasks_app.agui``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ CARD = ".well-known/agent-card.json"
 # An agent's metrics (GET /a2a/agents/{id}/metrics) are a registry read, not an A2A path.
 AGENT_METRICS = "metrics"
 KINDS = {"agents": "agent", "teams": "team", None: "relay"}
+# The AG-UI endpoints (tasks_app.agui): a run of an agent, team or workflow, slash or not.
+AGUI_RUN = re.compile(r"^/agui/(?P<kind>agents|teams|workflows)/(?P<target_id>[-a-zA-Z0-9_]+)/?$")
+AGUI_KINDS = {"agents": "agent", "teams": "team", "workflows": "workflow"}
 
 
 def security_headers() -> list[tuple[bytes, bytes]]:
@@ -85,10 +89,19 @@ def a2a_route(scope) -> dict[str, str] | None:
     }
 
 
+def agui_route(scope) -> dict[str, str] | None:
+    """The AG-UI consumer's route kwargs (kind, target_id) of an AG-UI run; None otherwise."""
+    match = AGUI_RUN.match(scope["path"])
+    if match is None:
+        return None
+    return {"kind": AGUI_KINDS[match["kind"]], "target_id": match["target_id"]}
+
+
 class A2ARouter:
-    def __init__(self, django_app, a2a_app) -> None:
+    def __init__(self, django_app, a2a_app, agui_app=None) -> None:
         self.django_app = django_app
         self.a2a_app = a2a_app
+        self.agui_app = agui_app
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":
@@ -102,6 +115,10 @@ class A2ARouter:
             if route is not None and host_allowed(scope):
                 scope = dict(scope, url_route={"args": (), "kwargs": route})
                 return await self.a2a_app(scope, receive, send)
+            route = agui_route(scope) if self.agui_app is not None else None
+            if route is not None and host_allowed(scope):
+                scope = dict(scope, url_route={"args": (), "kwargs": route})
+                return await self.agui_app(scope, receive, send)
         return await self.django_app(scope, receive, send)
 
 

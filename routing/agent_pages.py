@@ -93,7 +93,10 @@ def agent_page(request, agent_id: str):
         },
         "history": card_history(selectors.agent_snapshots(agent=agent)),
         "client_routing_uri": CLIENT_ROUTING_URI,
-        "call": call_snippets(relay_base_url(request, f"/a2a/agents/{agent.pk}/")),
+        "call": call_snippets(
+            relay_base_url(request, f"/a2a/agents/{agent.pk}/"),
+            agui_url=relay_base_url(request, f"/agui/agents/{agent.pk}"),
+        ),
         "call_blocked": _call_blocked(agent),
         "task_templates": routing_selectors.task_templates_for(kind="agent", target_id=agent.pk),
         **_health_context(agent),

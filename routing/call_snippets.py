@@ -1,6 +1,7 @@
 """How to call an agent or a team through the relay: copyable snippets for curl, the Python
-a2a-sdk client (over JSON-RPC, and over gRPC) and the JavaScript @a2a-js/sdk client, shown on
-the agent and team pages.
+a2a-sdk client (over JSON-RPC, and over gRPC), the JavaScript @a2a-js/sdk client, and the
+AG-UI client (@ag-ui/client's HttpAgent, at the target's AG-UI endpoint), shown on the agent
+and team pages.
 
 Pure: takes the relay's URL of the target and returns text. Each snippet reads the API key from
 the environment variable ``RELAY_API_KEY`` (sent as ``Authorization: Bearer <key>``), so it runs
@@ -20,7 +21,7 @@ GREETING = "Hello"
 
 @dataclass(frozen=True)
 class CallSnippets:
-    """Where to call a target and four ways to do it."""
+    """Where to call a target and five ways to do it."""
 
     url: str
     card_url: str
@@ -28,11 +29,14 @@ class CallSnippets:
     python: str
     grpc: str
     javascript: str
+    agui_url: str
+    agui: str
 
 
-def call_snippets(url: str) -> CallSnippets:
+def call_snippets(url: str, *, agui_url: str) -> CallSnippets:
     """The snippets for the target whose A2A base URL at the relay is ``url`` (ending in "/",
-    as ``/a2a/agents/{id}/`` and ``/a2a/teams/{id}/`` do). JSON-RPC, A2A 1.0."""
+    as ``/a2a/agents/{id}/`` and ``/a2a/teams/{id}/`` do; JSON-RPC, A2A 1.0) and whose AG-UI
+    endpoint is ``agui_url`` (``/agui/agents/{id}``, ``/agui/teams/{id}``)."""
     return CallSnippets(
         url=url,
         card_url=url + CARD_PATH,
@@ -40,6 +44,8 @@ def call_snippets(url: str) -> CallSnippets:
         python=_python(url),
         grpc=_grpc(url),
         javascript=_javascript(url),
+        agui_url=agui_url,
+        agui=_agui(agui_url),
     )
 
 
@@ -157,4 +163,20 @@ const result = await client.sendMessage(
   {{ serviceParameters: headers }},
 );
 console.log(JSON.stringify(result, null, 2));
+"""
+
+
+def _agui(url: str) -> str:
+    # Each event as it arrives, then the answer: the last assistant message.
+    return f"""import {{ HttpAgent }} from "@ag-ui/client";
+
+const agent = new HttpAgent({{
+  url: {json.dumps(url)},
+  headers: {{ Authorization: `Bearer ${{process.env.{KEY_VARIABLE}}}` }},
+}});
+agent.addMessage({{ id: "m-1", role: "user", content: {json.dumps(GREETING)} }});
+const {{ newMessages }} = await agent.runAgent({{}}, {{
+  onEvent: ({{ event }}) => console.error(event.type),
+}});
+console.log(newMessages.filter((m) => m.role === "assistant").at(-1)?.content);
 """

@@ -58,7 +58,10 @@ def team_page(request, team_id: str):
         "memberships": team.memberships.all(),
         "routing_warning": routing_warning(team),
         "card_json": pretty_json(card) if card else "",
-        "call": call_snippets(relay_base_url(request, f"/a2a/teams/{team.pk}/")),
+        "call": call_snippets(
+            relay_base_url(request, f"/a2a/teams/{team.pk}/"),
+            agui_url=relay_base_url(request, f"/agui/teams/{team.pk}"),
+        ),
         "show_conversations": staff,
         "task_templates": routing_selectors.task_templates_for(kind="team", target_id=team.pk),
         "conversations": (

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 from channels.consumer import get_handler_name
@@ -101,7 +103,7 @@ class A2AConsumer(AsyncHttpConsumer):
                 *[(name.encode(), value.encode()) for name, value in outcome.headers],
             ],
         )
-        await self._pump(outcome.call, outcome.events)
+        await self._pump(outcome.events, A2AFrames(outcome.call))
 
     async def _reply(self, reply: replies.Reply) -> None:
         body = reply.encoded()
@@ -116,25 +118,51 @@ class A2AConsumer(AsyncHttpConsumer):
             ],
         )
 
-    async def _pump(self, call: parsing.Call, events) -> None:
+    async def _pump(self, events, frames: Frames) -> None:
+        """Sends ``events`` as SSE, as ``frames`` writes them (keep-alive comments while idle),
+        then the stream's last frame: its end, or the error that stopped it."""
         try:
             async for item in events:
                 if item is streams.KEEPALIVE:
                     await self.send_body(b": keep-alive\n\n", more_body=True)
                 else:
-                    await self.send_body(replies.stream_frame(call, item), more_body=True)
+                    await self.send_body(frames.event(item), more_body=True)
+            closing = frames.end()
         except A2AError as error:
-            await self.send_body(replies.stream_error_frame(call, error), more_body=True)
+            closing = frames.error(error)
         except asyncio.CancelledError:
             raise
         except calls.UNAVAILABLE as error:
-            unavailable = calls.unavailable(error, "a stream, after it opened")
-            await self.send_body(replies.stream_error_frame(call, unavailable), more_body=True)
+            closing = frames.error(calls.unavailable(error, "a stream, after it opened"))
         except Exception:
             logger.exception("stream failed")
-            await self.send_body(
-                replies.stream_error_frame(call, InternalError("stream failed")), more_body=True
-            )
+            closing = frames.error(InternalError("stream failed"))
         finally:
             await events.aclose()
-        await self.send_body(b"", more_body=False)
+        await self.send_body(closing, more_body=False)
+
+
+class Frames(Protocol):
+    """How a stream's events are written as SSE: each event, the end, an error that ends it."""
+
+    def event(self, item: Any) -> bytes: ...
+
+    def end(self) -> bytes: ...
+
+    def error(self, error: A2AError) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class A2AFrames:
+    """The frames of an A2A stream, in the call's binding and version."""
+
+    call: parsing.Call
+
+    def event(self, item: Any) -> bytes:
+        return replies.stream_frame(self.call, item)
+
+    def end(self) -> bytes:
+        return b""
+
+    def error(self, error: A2AError) -> bytes:
+        return replies.stream_error_frame(self.call, error)

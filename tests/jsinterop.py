@@ -310,3 +310,44 @@ def states(events: list[dict[str, Any]]) -> list[str]:
             body.get("status", {}).get("state", "") if kind in ("task", "statusUpdate") else ""
         )
     return found
+
+
+# --- the AG-UI client ----------------------------------------------------------------------
+
+
+@dataclass
+class AgUiRun:
+    """One run of tests/js/agui_client.js: each event with when it arrived (ms since the
+    epoch), and how the run ended ("done" with the agent's messages, state and interrupts,
+    or "error" with its message)."""
+
+    events: list[dict[str, Any]]
+    arrived: list[int]
+    end: dict[str, Any]
+
+
+def run_agui_client(url: str, text: str, **spec: Any) -> AgUiRun:
+    """Runs one AG-UI run with @ag-ui/client's HttpAgent against ``url`` (``headers``,
+    ``threadId``, ``resume``, ``state`` as the script takes them). Raises JsClientFailedError
+    when the script itself failed."""
+    completed = subprocess.run(
+        ["node", "agui_client.js"],
+        cwd=JS_DIR,
+        input=json.dumps({"url": url, "text": text, **spec}),
+        capture_output=True,
+        text=True,
+        timeout=CLIENT_SECONDS,
+        env={**os.environ, "NODE_NO_WARNINGS": "1"},
+    )
+    lines = [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
+    if completed.returncode != 0 or not lines or lines[-1]["kind"] not in ("done", "error"):
+        raise JsClientFailedError(
+            f"the AG-UI client failed (exit {completed.returncode}):\n"
+            f"{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}"
+        )
+    events = [line for line in lines if line["kind"] == "event"]
+    return AgUiRun(
+        events=[line["event"] for line in events],
+        arrived=[line["at"] for line in events],
+        end=lines[-1],
+    )

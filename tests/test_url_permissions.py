@@ -20,7 +20,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.permissions import AllowAny
 from rest_framework.views import APIView
 
-from relay_project.routing import a2a_route
+from relay_project.routing import a2a_route, agui_route
 from tests.tasks_app.a2a_http import relay_client
 
 PUBLIC = {
@@ -54,6 +54,8 @@ A2A_CALLS = [
     ("GET", "/a2a/relay/tasks"),
     ("POST", "/a2a/tasks/sendSubscribe"),
 ]
+AGUI_RUNS = ["/agui/agents/some-agent", "/agui/teams/some-team/", "/agui/workflows/some-flow"]
+"""The AG-UI endpoints (``relay_project.routing.agui_route``): no URL patterns either."""
 """The consumer's A2A calls: JSON-RPC at each base URL, HTTP+JSON (1.0 and 0.3) under it,
 and the task API's stream."""
 
@@ -197,5 +199,19 @@ async def test_each_a2a_path_refuses_a_caller_without_a_key(method, path):
             content=b"{}",
             headers={"Content-Type": "application/json", "A2A-Version": "1.0"},
         )
+    assert response.status_code == 401, response.text
+    assert response.headers["WWW-Authenticate"] == 'Bearer realm="brass-relay"'
+
+
+@pytest.mark.parametrize("path", AGUI_RUNS)
+def test_each_agui_path_goes_to_the_agui_consumer(path):
+    assert agui_route({"type": "http", "method": "POST", "path": path}) is not None, path
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("path", AGUI_RUNS)
+async def test_each_agui_path_refuses_a_caller_without_a_key(path):
+    async with relay_client() as client:
+        response = await client.post(path, content=b"{}")
     assert response.status_code == 401, response.text
     assert response.headers["WWW-Authenticate"] == 'Bearer realm="brass-relay"'

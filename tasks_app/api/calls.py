@@ -9,6 +9,7 @@ the task API's DRF views render through the same functions.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -19,7 +20,14 @@ from relay_project import database, ratelimit, tracing
 from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE
 from tasks_app import gateway
 from tasks_app.api import traces
-from tasks_app.api.admission import HoldingSlot, Refused, admission, context_for, echoed
+from tasks_app.api.admission import (
+    HoldingSlot,
+    Parsed,
+    Refused,
+    admission,
+    context_for,
+    echoed,
+)
 from tasks_app.api.parsing import STREAMING, Call, HttpCall, parse_http_call
 from tasks_app.api.replies import (
     Reply,
@@ -40,6 +48,8 @@ from tasks_app.protocol.versions import (
 
 logger = logging.getLogger(__name__)
 
+Parse = Callable[[HttpCall], Parsed]
+
 
 async def _refused(error: A2AError):
     """A stream that ends at once with ``error``."""
@@ -47,28 +57,29 @@ async def _refused(error: A2AError):
     yield  # an async generator, so the error comes when the stream is read
 
 
-async def answer(request: HttpCall) -> Reply | Stream:
+async def answer(request: HttpCall, *, parse: Parse = parse_http_call) -> Reply | Stream:
     """Answers one A2A call: a Reply, or a Stream to send as SSE (a streaming call refused
     before its first event gets a Reply). Never raises: every failure is rendered in the
     call's binding, with its id and in its version as far as they are known. A caller without
-    a valid key gets 401 whatever else is wrong with its call."""
+    a valid key gets 401 whatever else is wrong with its call. ``parse`` reads the call (the
+    AG-UI endpoints read a run and make it an A2A stream call)."""
     if not tracing.enabled():
-        return await _answer(request, None)
+        return await _answer(request, None, parse)
     span = traces.call_span(request.headers, f"{request.kind}:{request.target_id}")
     try:
         # Current for what the call starts (the database thread, the tasks that drive it):
         # the push deliveries queued for its events continue its trace.
         with use_span(span, end_on_exit=False):
-            return await _answer(request, span)
+            return await _answer(request, span, parse)
     finally:
         span.end()
 
 
-async def _answer(request: HttpCall, span) -> Reply | Stream:
+async def _answer(request: HttpCall, span, parse: Parse) -> Reply | Stream:
     call: Call | None = None
     try:
         try:
-            admitted = await admission(request.authorization, partial(parse_http_call, request))
+            admitted = await admission(request.authorization, partial(parse, request))
         except Refused as refused:
             call = refused.call
             raise refused.error from None

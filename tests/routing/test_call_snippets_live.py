@@ -133,3 +133,30 @@ def test_the_javascript_snippet_gets_an_answer_as_printed(relay, page, tmp_path)
 
     assert result.returncode == 0, result.stderr
     assert '"value": "Hello"' in result.stdout
+
+
+@pytest.mark.skipif(bool(js_missing()), reason=js_missing() or "")
+@pytest.mark.parametrize("page", ["/agents/echo/", "/teams/echoes/"])
+def test_the_agui_snippet_gets_an_answer_as_printed(relay, page, tmp_path):
+    snippets = snippets_of(relay, page)
+    kind, target = page.strip("/").split("/")
+    assert f'"{relay.url}/agui/{kind}/{target}"' in snippets["agui"]
+    script = os.path.join(JS_DIR, f"relay-agui-snippet-{os.getpid()}.mjs")
+    with open(script, "w") as file:
+        file.write(snippets["agui"])
+    try:
+        result = run(["node", script], relay)
+    finally:
+        os.unlink(script)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Hello\n"
+    assert result.stderr.split() == [
+        "RUN_STARTED",
+        *(["STATE_SNAPSHOT", "STEP_STARTED"] if kind == "teams" else []),
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        *(["STEP_FINISHED", "STATE_SNAPSHOT"] if kind == "teams" else []),
+        "RUN_FINISHED",
+    ]

@@ -157,6 +157,7 @@ def test_team_page_shows_members_default_agent_card_and_how_to_call(client, crew
     assert "Write reports" in page
     assert '<code class="url" id="call-url">http://testserver/a2a/teams/crew/</code>' in page
     assert 'href="http://testserver/a2a/teams/crew/.well-known/agent-card.json"' in page
+    assert '<code class="url" id="call-agui-url">http://testserver/agui/teams/crew</code>' in page
 
 
 def test_team_page_warns_when_the_default_agent_cannot_route(client, crew):
@@ -325,6 +326,7 @@ def test_agent_page_shows_the_relay_url_and_snippets(client, crew):
     assert '<code class="url" id="call-url">http://testserver/a2a/agents/writer/</code>' in page
     assert "curl -s -X POST http://testserver/a2a/agents/writer/" in snippet(response, "curl")
     assert 'URL = "http://testserver/a2a/agents/writer/"' in snippet(response, "python")
+    assert 'url: "http://testserver/agui/agents/writer"' in snippet(response, "agui")
     assert "Authorization: Bearer &lt;key&gt;" in page
 
 

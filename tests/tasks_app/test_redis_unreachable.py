@@ -188,7 +188,7 @@ async def test_nothing_follows_the_final_event_of_a_stream_whose_redis_went_down
     import json
 
     from tasks_app.api import calls, parsing, replies
-    from tasks_app.consumers import A2AConsumer
+    from tasks_app.consumers import A2AConsumer, A2AFrames
     from tests.agents import CHUNKED_STREAMER, chunked_streaming_agent
     from tests.servers import running
 
@@ -238,7 +238,7 @@ async def test_nothing_follows_the_final_event_of_a_stream_whose_redis_went_down
                 await outcome.events.aclose()
 
         consumer = Sent()
-        await consumer._pump(outcome.call, Events())
+        await consumer._pump(Events(), A2AFrames(outcome.call))
     frames = [frame for frame in consumer.frames if frame.startswith((b"data", b"event"))]
     last = json.loads(frames[-1].split(b"data: ", 1)[1])
     assert "error" not in last, frames[-2:]
