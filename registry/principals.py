@@ -126,7 +126,7 @@ def verify_bearer(token: str) -> tokens.Verified:
     issuers = trusted_issuers()
     if not issuers:
         raise tokens.TokenRefused("this relay trusts no token issuer: send an API key")
-    return tokens.verify(token, issuers)
+    return tokens.verify_cached(token, issuers)
 
 
 def card_security_schemes() -> dict[str, dict]:

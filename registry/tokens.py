@@ -9,15 +9,20 @@ its keys), at most once per ``RELAY_JWT_REFRESH_SECONDS`` per issuer, so a strea
 with made-up key ids cannot make the relay hammer the issuer.
 
 ``verify`` answers a token's issuer, subject and scopes, or raises ``TokenRefused`` with a
-message for the caller. The token itself is never logged nor kept.
+message for the caller. ``verify_cached`` keeps what ``verify`` answered, per process and
+keyed by a hash of the token, until the token expires (as agentgateway does): a caller
+sending the same token again costs a hash and a lookup, not a signature check. The token
+itself is never logged nor kept.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -196,6 +201,34 @@ def verify(token: str, issuers: Iterable[Issuer], *, now: float | None = None) -
     )
 
 
+_VERIFIED: OrderedDict[bytes, tuple[float, Verified]] = OrderedDict()
+"""Tokens verified lately, by the SHA-256 of the token: (when it expires, what it is)."""
+_VERIFIED_MAX = 4096
+_VERIFIED_LOCK = threading.Lock()
+
+
+def verify_cached(token: str, issuers: tuple[Issuer, ...]) -> Verified:
+    """``verify``, answered from memory for a token verified before that has not expired and
+    whose issuer is still among ``issuers``. A refusal is not kept: it is said again, at the
+    cost of a check, as its reason may change (keys rotate, clocks reach ``nbf``)."""
+    digest = hashlib.sha256(token.encode()).digest()
+    now = time.time()
+    with _VERIFIED_LOCK:
+        entry = _VERIFIED.get(digest)
+        if entry is not None:
+            _VERIFIED.move_to_end(digest)
+    if entry is not None and now < entry[0] and entry[1].issuer in issuers:
+        return entry[1]
+    verified = verify(token, issuers, now=now)
+    expires = verified.claims.get("exp")
+    if isinstance(expires, int | float) and not isinstance(expires, bool):
+        with _VERIFIED_LOCK:
+            _VERIFIED[digest] = (float(expires), verified)
+            while len(_VERIFIED) > _VERIFIED_MAX:
+                _VERIFIED.popitem(last=False)
+    return verified
+
+
 def _unverified(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
     try:
         header_part, payload_part, _ = token.split(".")
@@ -271,10 +304,12 @@ _LOCK = threading.Lock()
 
 
 def forget_keys() -> None:
-    """Drops every cached key set (tests; an admin change of an issuer)."""
+    """Drops every cached key set and verified token (tests; an admin change of an issuer)."""
     with _LOCK:
         _KEYS.clear()
         _FAILED.clear()
+    with _VERIFIED_LOCK:
+        _VERIFIED.clear()
 
 
 def _key_set_with(issuer: Issuer, kid: Any) -> KeySet:
