@@ -42,7 +42,7 @@ def api_key_from_header(header: str | None) -> ApiKey | None:
     key = _bearer_key(header)
     if key is None:
         return None
-    if tokens.looks_like_jwt(key):
+    if principals.is_issued_token(key):
         verified = _verified(key)
         key_hash = principals.principal_hash(verified.issuer.issuer, verified.subject)
         cached = cache.get(_cache_key(key_hash))
@@ -85,7 +85,7 @@ def api_key_lookup(header: str | None) -> KeyLookup:
         return KeyLookup(None, refusal=str(error.detail))
     if key is None:
         return KeyLookup(None)
-    if tokens.looks_like_jwt(key):
+    if principals.is_issued_token(key):
         try:
             verified = _verified(key)
         except exceptions.AuthenticationFailed as error:

@@ -73,12 +73,29 @@ class Issuer:
     token_url: str = ""
     exchange_url: str = ""
     """The token-exchange endpoint (RFC 8693) for agents in exchange mode (empty: none)."""
+    introspection_url: str = ""
+    """The introspection endpoint (RFC 7662) that checks this issuer's opaque tokens (empty:
+    none; ``registry.introspection``)."""
+    client_id: str = ""
+    """The relay's client id at the introspection endpoint (HTTP Basic)."""
+    client_secret: str = field(default="", repr=False)
+    """Its secret: never logged, shown or compared in a message."""
 
     def __post_init__(self) -> None:
         if not self.issuer:
             raise ValueError("an issuer needs its 'issuer' (the iss of its tokens)")
-        if bool(self.jwks_url) == bool(self.discovery_url):
+        if self.jwks_url and self.discovery_url:
             raise ValueError(f"issuer {self.issuer!r} needs one of 'jwksUrl' or 'discovery'")
+        if not (self.jwks_url or self.discovery_url or self.introspection_url):
+            raise ValueError(
+                f"issuer {self.issuer!r} needs one of 'jwksUrl' or 'discovery' (or an "
+                "'introspectionUrl' for opaque tokens)"
+            )
+        if self.introspection_url and not (self.client_id and self.client_secret):
+            raise ValueError(
+                f"issuer {self.issuer!r} needs a 'clientId' and a 'clientSecret' for its "
+                "'introspectionUrl'"
+            )
         if not self.audience or not all(self.audience):
             raise ValueError(f"issuer {self.issuer!r} needs an 'audience'")
         if not self.algorithms:
@@ -91,6 +108,11 @@ class Issuer:
             )
         if self.leeway < 0:
             raise ValueError(f"issuer {self.issuer!r}: 'leeway' must be 0 or more seconds")
+
+    @property
+    def signs_tokens(self) -> bool:
+        """Whether its tokens are JWTs the relay checks itself (it has a JWKS or discovery)."""
+        return bool(self.jwks_url or self.discovery_url)
 
 
 _SETTING_FIELDS = {
@@ -108,6 +130,9 @@ _SETTING_FIELDS = {
     "adminScope": "admin_scope",
     "tokenUrl": "token_url",
     "exchangeUrl": "exchange_url",
+    "introspectionUrl": "introspection_url",
+    "clientId": "client_id",
+    "clientSecret": "client_secret",
 }
 
 
@@ -147,6 +172,16 @@ def issuers_from_setting(value: Any) -> list[Issuer]:
 def looks_like_jwt(token: str) -> bool:
     """A compact JWS (three base64url parts, the first a JSON object): not an API key."""
     return token.count(".") == 2 and token.startswith("eyJ")
+
+
+def unverified_issuer(token: str) -> str:
+    """The ``iss`` a JWT claims, unchecked (to choose how to check it); "" when it has none
+    or is not well formed."""
+    try:
+        iss = _unverified(token)[1].get("iss")
+    except TokenRefused:
+        return ""
+    return iss if isinstance(iss, str) else ""
 
 
 @dataclass(frozen=True)
@@ -196,7 +231,7 @@ def verify(token: str, issuers: Iterable[Issuer], *, now: float | None = None) -
     return Verified(
         issuer=issuer,
         subject=subject,
-        scopes=_scopes(claims, issuer.scopes_claim),
+        scopes=scopes_of(claims, issuer.scopes_claim),
         claims=dict(claims),
     )
 
@@ -272,7 +307,7 @@ def _check_claims(issuer: Issuer, claims: dict[str, Any], now: float | None) -> 
         raise TokenRefused(f"the token's claims are not valid: {error.description}") from None
 
 
-def _scopes(claims: dict[str, Any], name: str) -> frozenset[str]:
+def scopes_of(claims: dict[str, Any], name: str) -> frozenset[str]:
     """Scopes as OAuth2 sends them (one space-separated string) or as a list (``scp``,
     Keycloak's roles)."""
     value: Any = claims
