@@ -145,6 +145,8 @@ def verify_bearer(token: str) -> tokens.Verified:
     signing = tuple(issuer for issuer in issuers if issuer.signs_tokens)
     introspecting = tuple(issuer for issuer in issuers if issuer.introspection_url)
     if tokens.looks_like_jwt(token):
+        if not introspecting:
+            return tokens.verify_cached(token, signing)
         iss = tokens.unverified_issuer(token)
         named = tuple(issuer for issuer in introspecting if issuer.issuer == iss)
         if not named or any(issuer.issuer == iss for issuer in signing):
