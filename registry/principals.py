@@ -164,7 +164,10 @@ def card_security_schemes() -> dict[str, dict]:
     schemes: dict[str, dict] = {}
     for index, issuer in enumerate(trusted_issuers()):
         name = "oidc" if index == 0 else f"oidc{index + 1}"
-        description = f"A bearer JWT issued by {issuer.issuer} for {' or '.join(issuer.audience)}."
+        kind = "JWT" if issuer.signs_tokens else "token"
+        description = (
+            f"A bearer {kind} issued by {issuer.issuer} for {' or '.join(issuer.audience)}."
+        )
         if issuer.discovery_url:
             scheme = {
                 "openIdConnectSecurityScheme": {
@@ -186,7 +189,7 @@ def card_security_schemes() -> dict[str, dict]:
             scheme = {
                 "httpAuthSecurityScheme": {
                     "scheme": "Bearer",
-                    "bearerFormat": "JWT",
+                    **({"bearerFormat": "JWT"} if issuer.signs_tokens else {}),
                     "description": description,
                 }
             }

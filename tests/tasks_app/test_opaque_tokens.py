@@ -234,3 +234,26 @@ def test_the_admin_stores_the_secret_encrypted_and_never_shows_it(admin_client, 
     assert kept.status_code == 302, kept.content.decode()[:3000]
     assert TokenIssuer.objects.get().as_issuer().client_secret == SECRET
     principals.issuers_changed()
+
+
+def test_an_issuer_of_opaque_tokens_only_is_a_bearer_scheme_without_the_jwt_format(settings):
+    settings.RELAY_JWT_ISSUERS = json.dumps(
+        [
+            {
+                "issuer": "https://id.example",
+                "audience": "relay",
+                "introspectionUrl": "https://id.example/introspect",
+                "clientId": "relay",
+                "clientSecret": "s3cret-value",
+            }
+        ]
+    )
+    principals.issuers_changed()
+    try:
+        [scheme] = principals.card_security_schemes().values()
+    finally:
+        principals.issuers_changed()
+    bearer = scheme["httpAuthSecurityScheme"]
+    assert bearer["scheme"] == "Bearer" and "bearerFormat" not in bearer
+    assert bearer["description"].startswith("A bearer token issued by https://id.example")
+    assert "s3cret-value" not in json.dumps(scheme)
