@@ -57,6 +57,7 @@ def trusted(issuer, settings):
     # Loading the ASGI application sets Django up again, and with it the logging config,
     # which drops the handler of a caplog set before: load it before any test captures logs.
     import relay_project.asgi  # noqa: F401
+
     settings.RELAY_ID = "relay-under-test"
     settings.RELAY_JWT_ISSUERS = json.dumps(
         [
