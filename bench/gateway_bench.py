@@ -52,6 +52,11 @@ alternate, and the breaker opens within one breaker window.
 OpenTelemetry on (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT naming a local OTLP/HTTP sink that takes
 every export), judged at c=8 against the production row: CPU per request at most 5% more.
 
+`bearer`: the production relay again, each call with a signed RS256 JWT instead of an API key;
+the relay trusts its issuer (`RELAY_JWT_ISSUERS`), the tests' authorization server run in this
+process on 127.0.0.1, whose JWKS the relay fetches once and keeps. Printed against the
+production row at every level, judged at c=8: CPU per request at most 5% more.
+
 `aio-proxy`: the same bare proxy with aiohttp as its client instead of httpx, in front of the
 echo agent. The relay calls agents through aiohttp too, so per level both profiles are also
 printed as ratios to it (CPU per request, latency added, throughput), for information: the

@@ -8,6 +8,7 @@ agents registered; then the targets the load driver sends its calls to.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -46,6 +47,7 @@ from bench.gateway_storm import (
 )
 from bench.gateway_verdicts import (
     AIOHTTP_PROXY,
+    BEARER,
     DIRECT,
     EMBEDDED,
     GRPC,
@@ -57,6 +59,10 @@ from bench.gateway_verdicts import (
     PROXY,
     TRACED,
 )
+from tests.authorization_server import AUDIENCE, authorization_server
+
+BEARER_LIFETIME_SECONDS = 6 * 3600
+"""The bench's bearer token outlives any run."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,10 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
         redis_process, redis_url = stack.enter_context(redis_server(var_dir))
         database_url = stack.enter_context(postgres_database("bench_gateway"))
         database = database_url.rsplit("/", 1)[1]
+        # The issuer of the bearer row: a real HTTP server on 127.0.0.1 (in this process)
+        # serving its JWKS, which the production relay fetches once and then keeps.
+        issuer = stack.enter_context(authorization_server())
+        trusted = [{"issuer": issuer.issuer, "jwksUrl": issuer.jwks_url, "audience": AUDIENCE}]
         envs = {
             EMBEDDED: relay_env(str(embedded_dir)),
             PRODUCTION: relay_env(
@@ -132,6 +142,7 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
                 REDIS_URL=redis_url,
                 RELAY_GRPC_PORT=str(ports[GRPC]),
                 RELAY_BREAKER_COOLDOWN_SECONDS=str(STORM_WINDOW_SECONDS),
+                RELAY_JWT_ISSUERS=json.dumps(trusted),
             ),
         }
         keys = {}
@@ -219,6 +230,9 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
         def relay_headers(name: str) -> dict[str, str]:
             return {**plain, "Authorization": f"Bearer {keys[name]}"}
 
+        now = int(time.time())
+        bearer = issuer.token(sub="gateway-bench", iat=now, exp=now + BEARER_LIFETIME_SECONDS)
+
         targets = {
             DIRECT: Target(DIRECT, f"{urls['echo']}/", agent, plain),
             PROXY: Target(PROXY, f"{urls['proxy']}/echo/", proxy, plain),
@@ -245,6 +259,13 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
                 relay_headers(PRODUCTION),
                 backing=redis.backing_cpu,
                 keyed=True,
+            ),
+            BEARER: Target(
+                BEARER,
+                f"{urls[PRODUCTION]}/a2a/agents/echo/",
+                relays[PRODUCTION],
+                {**plain, "Authorization": f"Bearer {bearer}"},
+                backing=redis.backing_cpu,
             ),
             **(
                 {

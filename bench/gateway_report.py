@@ -14,6 +14,7 @@ from pathlib import Path
 from bench.common import load_average
 from bench.gateway_verdicts import (
     AIOHTTP_PROXY,
+    BEARER,
     DIRECT,
     FAST,
     GRPC_AGENT,
@@ -93,6 +94,15 @@ def print_level(level: int, figures: dict[str, LoadFigures]) -> None:
             f"{REDIS_ROUND_TRIPS_PER_CALL} and {POSTGRES_ROUND_TRIPS_PER_CALL}), with their CPU "
             f"per call: {waiting:.2f} ms a call, {times(ratio(waiting, proxy.added_p50_ms))} the "
             f"proxy's added p50"
+        )
+    bearer = figures.get(BEARER)
+    if bearer is not None and PRODUCTION in figures:
+        production = figures[PRODUCTION]
+        print(
+            f"  {BEARER} against production (the same relay, an API key per call): CPU/req "
+            f"{ratio(bearer.cpu_ms, production.cpu_ms):.3f}x ({bearer.cpu_ms:.2f} vs "
+            f"{production.cpu_ms:.2f} ms), added p50 {bearer.added_p50_ms:.2f} vs "
+            f"{production.added_p50_ms:.2f} ms"
         )
     against = figures.get(AIOHTTP_PROXY)
     if against is not None:

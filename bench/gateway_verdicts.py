@@ -44,6 +44,13 @@ every span exported over OTLP/HTTP to a local sink): the cost of tracing, judged
 production row at TRACED_LEVEL."""
 TRACED_CPU_RATIO_MAX = 1.05
 TRACED_LEVEL = 8
+BEARER = "bearer"
+"""The production relay again, each call with a bearer JWT (RS256) of an issuer it trusts,
+whose keys a local JWKS server serves (fetched once, then cached) instead of an API key: the
+cost of the token check, judged against the production row at BEARER_LEVEL (printed at every
+level)."""
+BEARER_CPU_RATIO_MAX = 1.05
+BEARER_LEVEL = 8
 BASELINES = (DIRECT, PROXY)
 PROFILES = (EMBEDDED, PRODUCTION)
 FAST, PACED = "fast", "paced"
@@ -241,6 +248,15 @@ def judge_level(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
             f"CPU per request <= {TRACED_CPU_RATIO_MAX}x production's (tracing on)",
             f"{cpu:.3f}x ({traced.cpu_ms:.2f} vs {production.cpu_ms:.2f} ms)",
             at_most(cpu, TRACED_CPU_RATIO_MAX),
+        )
+    if BEARER in figures and PRODUCTION in figures and level == BEARER_LEVEL:
+        bearer, production = figures[BEARER], figures[PRODUCTION]
+        cpu = ratio(bearer.cpu_ms, production.cpu_ms)
+        add(
+            BEARER,
+            f"CPU per request <= {BEARER_CPU_RATIO_MAX}x production's (a JWT, not an API key)",
+            f"{cpu:.3f}x ({bearer.cpu_ms:.2f} vs {production.cpu_ms:.2f} ms)",
+            at_most(cpu, BEARER_CPU_RATIO_MAX),
         )
     if PRODUCTION in figures and EMBEDDED in figures:
         production, embedded = figures[PRODUCTION], figures[EMBEDDED]

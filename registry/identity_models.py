@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from registry import tokens
+from registry import secrets, tokens
 from relay_project import outbound
 
 
@@ -72,6 +72,18 @@ class TokenIssuer(models.Model):
         help_text="The token-exchange endpoint (RFC 8693) that gives agents in exchange mode a "
         "token of their own for this issuer's callers (empty: none).",
     )
+    introspection_url = models.URLField(
+        max_length=2048,
+        blank=True,
+        help_text="The introspection endpoint (RFC 7662) that checks this issuer's opaque "
+        "tokens (empty: JWTs only).",
+    )
+    client_id = models.CharField(
+        max_length=200, blank=True, help_text="The relay's client id at the introspection endpoint."
+    )
+    client_secret_encrypted = models.TextField(
+        blank=True, editable=False, help_text="The client's secret, encrypted; never shown."
+    )
     enabled = models.BooleanField(default=True)
 
     class Meta:
@@ -97,14 +109,21 @@ class TokenIssuer(models.Model):
             admin_scope=self.admin_scope,
             token_url=self.token_url,
             exchange_url=self.exchange_url,
+            introspection_url=self.introspection_url,
+            client_id=self.client_id,
+            client_secret=secrets.decrypt(self.client_secret_encrypted),
         )
+
+    def set_client_secret(self, secret: str) -> None:
+        """Stores the introspection client's secret, encrypted (empty: none)."""
+        self.client_secret_encrypted = secrets.encrypt(secret)
 
     def clean(self) -> None:
         try:
             self.as_issuer()
         except ValueError as error:
             raise ValidationError(str(error)) from error
-        for name in ("discovery_url", "jwks_url", "token_url", "exchange_url"):
+        for name in ("discovery_url", "jwks_url", "token_url", "exchange_url", "introspection_url"):
             url = getattr(self, name)
             if url:
                 try:

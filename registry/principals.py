@@ -18,9 +18,10 @@ from functools import cache
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from registry import tokens
+from registry import introspection, tokens
 from registry.identity_models import TokenIssuer
 from registry.models import ApiKey
+from registry.secrets import API_KEY_PREFIX
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ def issuers_changed(**kwargs) -> None:
     """A TokenIssuer was saved or deleted: read the issuers and their keys again."""
     _ISSUERS.clear()
     tokens.forget_keys()
+    introspection.forget()
 
 
 def principal_hash(issuer: str, subject: str) -> str:
@@ -121,12 +123,38 @@ def granted(principal: ApiKey, verified: tokens.Verified, *, token: str = "") ->
     return caller
 
 
+def is_issued_token(bearer: str) -> bool:
+    """Whether a bearer credential is an issuer's token rather than one of the relay's API
+    keys: a JWT, or, when an issuer introspects opaque tokens, anything without the API
+    keys' prefix."""
+    if tokens.looks_like_jwt(bearer):
+        return True
+    if bearer.startswith(API_KEY_PREFIX):
+        return False
+    return any(issuer.introspection_url for issuer in trusted_issuers())
+
+
 def verify_bearer(token: str) -> tokens.Verified:
-    """The verified token. Raises tokens.TokenRefused (also when no issuer is configured)."""
+    """The verified token: a JWT of an issuer with keys is checked here (``tokens``); any
+    other token is introspected by the issuers with an introspection endpoint (for a JWT,
+    only by the issuer its ``iss`` names). Raises tokens.TokenRefused (also when no issuer
+    is configured)."""
     issuers = trusted_issuers()
     if not issuers:
         raise tokens.TokenRefused("this relay trusts no token issuer: send an API key")
-    return tokens.verify(token, issuers)
+    signing = tuple(issuer for issuer in issuers if issuer.signs_tokens)
+    introspecting = tuple(issuer for issuer in issuers if issuer.introspection_url)
+    if tokens.looks_like_jwt(token):
+        if not introspecting:
+            return tokens.verify_cached(token, signing)
+        iss = tokens.unverified_issuer(token)
+        named = tuple(issuer for issuer in introspecting if issuer.issuer == iss)
+        if not named or any(issuer.issuer == iss for issuer in signing):
+            return tokens.verify_cached(token, signing)
+        introspecting = named
+    if not introspecting:
+        raise tokens.TokenRefused("no trusted issuer introspects opaque tokens")
+    return introspection.introspect_cached(token, introspecting)
 
 
 def card_security_schemes() -> dict[str, dict]:
@@ -136,7 +164,10 @@ def card_security_schemes() -> dict[str, dict]:
     schemes: dict[str, dict] = {}
     for index, issuer in enumerate(trusted_issuers()):
         name = "oidc" if index == 0 else f"oidc{index + 1}"
-        description = f"A bearer JWT issued by {issuer.issuer} for {' or '.join(issuer.audience)}."
+        kind = "JWT" if issuer.signs_tokens else "token"
+        description = (
+            f"A bearer {kind} issued by {issuer.issuer} for {' or '.join(issuer.audience)}."
+        )
         if issuer.discovery_url:
             scheme = {
                 "openIdConnectSecurityScheme": {
@@ -158,7 +189,7 @@ def card_security_schemes() -> dict[str, dict]:
             scheme = {
                 "httpAuthSecurityScheme": {
                     "scheme": "Bearer",
-                    "bearerFormat": "JWT",
+                    **({"bearerFormat": "JWT"} if issuer.signs_tokens else {}),
                     "description": description,
                 }
             }

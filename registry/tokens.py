@@ -9,15 +9,20 @@ its keys), at most once per ``RELAY_JWT_REFRESH_SECONDS`` per issuer, so a strea
 with made-up key ids cannot make the relay hammer the issuer.
 
 ``verify`` answers a token's issuer, subject and scopes, or raises ``TokenRefused`` with a
-message for the caller. The token itself is never logged nor kept.
+message for the caller. ``verify_cached`` keeps what ``verify`` answered, per process and
+keyed by a hash of the token, until the token expires (as agentgateway does): a caller
+sending the same token again costs a hash and a lookup, not a signature check. The token
+itself is never logged nor kept.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,12 +73,29 @@ class Issuer:
     token_url: str = ""
     exchange_url: str = ""
     """The token-exchange endpoint (RFC 8693) for agents in exchange mode (empty: none)."""
+    introspection_url: str = ""
+    """The introspection endpoint (RFC 7662) that checks this issuer's opaque tokens (empty:
+    none; ``registry.introspection``)."""
+    client_id: str = ""
+    """The relay's client id at the introspection endpoint (HTTP Basic)."""
+    client_secret: str = field(default="", repr=False)
+    """Its secret: never logged, shown or compared in a message."""
 
     def __post_init__(self) -> None:
         if not self.issuer:
             raise ValueError("an issuer needs its 'issuer' (the iss of its tokens)")
-        if bool(self.jwks_url) == bool(self.discovery_url):
+        if self.jwks_url and self.discovery_url:
             raise ValueError(f"issuer {self.issuer!r} needs one of 'jwksUrl' or 'discovery'")
+        if not (self.jwks_url or self.discovery_url or self.introspection_url):
+            raise ValueError(
+                f"issuer {self.issuer!r} needs one of 'jwksUrl' or 'discovery' (or an "
+                "'introspectionUrl' for opaque tokens)"
+            )
+        if self.introspection_url and not (self.client_id and self.client_secret):
+            raise ValueError(
+                f"issuer {self.issuer!r} needs a 'clientId' and a 'clientSecret' for its "
+                "'introspectionUrl'"
+            )
         if not self.audience or not all(self.audience):
             raise ValueError(f"issuer {self.issuer!r} needs an 'audience'")
         if not self.algorithms:
@@ -86,6 +108,11 @@ class Issuer:
             )
         if self.leeway < 0:
             raise ValueError(f"issuer {self.issuer!r}: 'leeway' must be 0 or more seconds")
+
+    @property
+    def signs_tokens(self) -> bool:
+        """Whether its tokens are JWTs the relay checks itself (it has a JWKS or discovery)."""
+        return bool(self.jwks_url or self.discovery_url)
 
 
 _SETTING_FIELDS = {
@@ -103,6 +130,9 @@ _SETTING_FIELDS = {
     "adminScope": "admin_scope",
     "tokenUrl": "token_url",
     "exchangeUrl": "exchange_url",
+    "introspectionUrl": "introspection_url",
+    "clientId": "client_id",
+    "clientSecret": "client_secret",
 }
 
 
@@ -142,6 +172,16 @@ def issuers_from_setting(value: Any) -> list[Issuer]:
 def looks_like_jwt(token: str) -> bool:
     """A compact JWS (three base64url parts, the first a JSON object): not an API key."""
     return token.count(".") == 2 and token.startswith("eyJ")
+
+
+def unverified_issuer(token: str) -> str:
+    """The ``iss`` a JWT claims, unchecked (to choose how to check it); "" when it has none
+    or is not well formed."""
+    try:
+        iss = _unverified(token)[1].get("iss")
+    except TokenRefused:
+        return ""
+    return iss if isinstance(iss, str) else ""
 
 
 @dataclass(frozen=True)
@@ -191,9 +231,37 @@ def verify(token: str, issuers: Iterable[Issuer], *, now: float | None = None) -
     return Verified(
         issuer=issuer,
         subject=subject,
-        scopes=_scopes(claims, issuer.scopes_claim),
+        scopes=scopes_of(claims, issuer.scopes_claim),
         claims=dict(claims),
     )
+
+
+_VERIFIED: OrderedDict[bytes, tuple[float, Verified]] = OrderedDict()
+"""Tokens verified lately, by the SHA-256 of the token: (when it expires, what it is)."""
+_VERIFIED_MAX = 4096
+_VERIFIED_LOCK = threading.Lock()
+
+
+def verify_cached(token: str, issuers: tuple[Issuer, ...]) -> Verified:
+    """``verify``, answered from memory for a token verified before that has not expired and
+    whose issuer is still among ``issuers``. A refusal is not kept: it is said again, at the
+    cost of a check, as its reason may change (keys rotate, clocks reach ``nbf``)."""
+    digest = hashlib.sha256(token.encode()).digest()
+    now = time.time()
+    with _VERIFIED_LOCK:
+        entry = _VERIFIED.get(digest)
+        if entry is not None:
+            _VERIFIED.move_to_end(digest)
+    if entry is not None and now < entry[0] and entry[1].issuer in issuers:
+        return entry[1]
+    verified = verify(token, issuers, now=now)
+    expires = verified.claims.get("exp")
+    if isinstance(expires, int | float) and not isinstance(expires, bool):
+        with _VERIFIED_LOCK:
+            _VERIFIED[digest] = (float(expires), verified)
+            while len(_VERIFIED) > _VERIFIED_MAX:
+                _VERIFIED.popitem(last=False)
+    return verified
 
 
 def _unverified(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -239,7 +307,7 @@ def _check_claims(issuer: Issuer, claims: dict[str, Any], now: float | None) -> 
         raise TokenRefused(f"the token's claims are not valid: {error.description}") from None
 
 
-def _scopes(claims: dict[str, Any], name: str) -> frozenset[str]:
+def scopes_of(claims: dict[str, Any], name: str) -> frozenset[str]:
     """Scopes as OAuth2 sends them (one space-separated string) or as a list (``scp``,
     Keycloak's roles)."""
     value: Any = claims
@@ -271,10 +339,12 @@ _LOCK = threading.Lock()
 
 
 def forget_keys() -> None:
-    """Drops every cached key set (tests; an admin change of an issuer)."""
+    """Drops every cached key set and verified token (tests; an admin change of an issuer)."""
     with _LOCK:
         _KEYS.clear()
         _FAILED.clear()
+    with _VERIFIED_LOCK:
+        _VERIFIED.clear()
 
 
 def _key_set_with(issuer: Issuer, kid: Any) -> KeySet:

@@ -299,8 +299,12 @@ RELAY_JWKS_MAX_BYTES = env.int("RELAY_JWKS_MAX_BYTES", default=64 * 1024)
 # OAuth2 / OpenID Connect issuers whose signed JWTs are accepted beside API keys: a JSON list of
 # {"issuer", "jwksUrl" or "discovery", "audience", "algorithms", "leeway", "subjectClaim",
 # "scopesClaim", "callScope", "readScope", "registerScope", "adminScope", "tokenUrl",
-# "exchangeUrl"} (see the identity guide). Issuers can also be set in the admin (Token issuers).
+# "exchangeUrl", "introspectionUrl", "clientId", "clientSecret"} (see the identity guide).
+# Issuers can also be set in the admin (Token issuers).
 RELAY_JWT_ISSUERS = env.str("RELAY_JWT_ISSUERS", default="")
+# How long an introspection endpoint's answer about an opaque token (RFC 7662) is kept per
+# process (never past the token's exp): a token revoked at its issuer is refused after this.
+RELAY_INTROSPECTION_CACHE_SECONDS = env.float("RELAY_INTROSPECTION_CACHE_SECONDS", default=30.0)
 # A token signed with a key id the cached key set lacks makes the relay fetch its issuer's key
 # set again (rotation), at most once per this many seconds per issuer; an issuer whose keys
 # could not be had is asked again after this long too.

@@ -14,12 +14,19 @@ otherwise), and the relay's ``actor_chain`` (actors separated by spaces, oldest 
 subject's ``sub``, ``aud`` = the audience, the scopes asked (the subject's when none), and
 the actors as nested ``act`` claims as RFC 8693 section 4.1 writes them: the outermost the
 current actor (the last), each ``act`` within it the one before.
+
+It also issues opaque tokens and answers for them at its introspection endpoint (RFC 7662,
+``/introspect``, the client authenticated with HTTP Basic as ``INTROSPECTION_CLIENT``):
+
+    token = issuer.opaque_token(sub="carol", scope="a2a:call")
+    issuer.revoke(token)                     # introspection says "active": false from now on
 """
 
 from __future__ import annotations
 
 import base64
 import itertools
+import secrets
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +44,8 @@ from tests.servers import running
 
 AUDIENCE = "brass-relay"
 DISCOVERY_PATH = "/.well-known/openid-configuration"
+INTROSPECTION_CLIENT = ("relay-introspector", "introspection-secret-5f0c2a")
+"""The client id and secret the introspection endpoint accepts."""
 
 _kids = itertools.count(1)
 
@@ -56,6 +65,9 @@ class AuthorizationServer:
         """A scope an exchange adds to the token it issues (a server that broadens)."""
         self.exchange_clients: list[str] = []
         """The client id of each token exchange's HTTP Basic authentication ("" without)."""
+        self.opaque: dict[str, dict[str, Any]] = {}
+        """The opaque tokens issued, with their claims (revoked ones: ``active`` false)."""
+        self.introspections = 0
         self.rotate(keep_old=False)
 
     @property
@@ -101,6 +113,27 @@ class AuthorizationServer:
         key = key or self.signing_key
         header = {"alg": "RS256", "kid": key.kid, **(header or {})}
         return jwt.encode(header, self.claims(**claims), key)
+
+    @property
+    def introspection_url(self) -> str:
+        return self.url + "/introspect"
+
+    def opaque_token(self, **claims: Any) -> str:
+        """An opaque token (random, not a JWT), active, with the default claims changed by
+        ``claims`` (None removes one) as introspection answers them."""
+        token = secrets.token_urlsafe(24)
+        self.opaque[token] = {"active": True, "token_type": "Bearer", **self.claims(**claims)}
+        return token
+
+    def revoke(self, token: str) -> None:
+        self.opaque[token] = {"active": False}
+
+    def introspected(self, form, client: tuple[str, str]) -> tuple[int, dict[str, Any]]:
+        """The answer to an introspection request (status, body): 401 for another client."""
+        self.introspections += 1
+        if client != INTROSPECTION_CLIENT:
+            return 401, {"error": "invalid_client"}
+        return 200, self.opaque.get(str(form.get("token") or ""), {"active": False})
 
     def subject_claims(self, token: str) -> dict[str, Any]:
         """The claims of a valid token this server signed. Raises JoseError."""
@@ -184,20 +217,31 @@ class AuthorizationServer:
             access = self.token(sub=str(client), scope=str(scope))
             return JSONResponse({"access_token": access, "token_type": "Bearer", "expires_in": 300})
 
+        async def introspect(request: Request) -> JSONResponse:
+            form = await request.form()
+            status, body = self.introspected(form, _basic_credentials(request))
+            return JSONResponse(body, status_code=status)
+
         return Starlette(
             routes=[
                 Route(DISCOVERY_PATH, discovery),
                 Route("/jwks", key_set),
                 Route("/token", token, methods=["POST"]),
+                Route("/introspect", introspect, methods=["POST"]),
             ]
         )
 
 
-def _basic_client(request: Request) -> str:
+def _basic_credentials(request: Request) -> tuple[str, str]:
     scheme, _, value = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "basic":
-        return ""
-    return base64.b64decode(value).decode().partition(":")[0]
+        return "", ""
+    client, _, secret = base64.b64decode(value).decode().partition(":")
+    return client, secret
+
+
+def _basic_client(request: Request) -> str:
+    return _basic_credentials(request)[0]
 
 
 @contextmanager

@@ -383,6 +383,38 @@ def stop_process(process: subprocess.Popen | None) -> None:
         process.wait(STOP_SECONDS)
 
 
+@contextmanager
+def python_process(
+    env: dict[str, str], *arguments: str, stop_seconds: float = 20.0
+) -> Iterator[subprocess.Popen]:
+    """``python <arguments>`` in the repository, a process of its own with ``env``: its output
+    dropped, its stderr kept (read it for a failure's message). Stopped on exit: SIGTERM,
+    then SIGKILL after ``stop_seconds``."""
+    child = subprocess.Popen(
+        [sys.executable, *arguments],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield child
+    finally:
+        child.terminate()
+        try:
+            child.wait(stop_seconds)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(5)
+
+
+def celery(env: dict[str, str], *arguments: str):
+    """``celery -A relay_project <arguments>`` (a worker, beat) as ``python_process`` runs it:
+    ``with celery(env, "worker", "--pool=solo") as worker: ...``."""
+    return python_process(env, "-m", "celery", "-A", "relay_project", *arguments)
+
+
 @dataclass
 class Daphne:
     """One daphne process of a relay."""

@@ -301,3 +301,16 @@ def test_the_503_storm_at_one_call_at_a_time_is_printed_not_judged():
     from bench.gateway_storm import judge_storms
 
     assert judge_storms({1: make_storm(on_alternate=0)}) == []
+
+def test_the_bearer_row_is_judged_at_c8_against_production_at_five_percent():
+    from bench.gateway_verdicts import BEARER
+
+    def bearer_verdicts(level: int, cpu_ms: float):
+        figures = make_level()
+        figures[BEARER] = make_load(cpu_ms=cpu_ms)
+        return [v for v in judge({level: figures}, make_streams()) if v.target == BEARER]
+
+    (within,) = bearer_verdicts(8, 1.05)
+    (over,) = bearer_verdicts(8, 1.06)
+    assert within.passed and not over.passed
+    assert bearer_verdicts(1, 2.0) == [] and bearer_verdicts(32, 2.0) == []

@@ -10,8 +10,6 @@ PostgreSQL and Redis on 127.0.0.1 and is skipped, saying why, where they are abs
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 import time
 from contextlib import ExitStack, contextmanager
 
@@ -22,9 +20,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from tests.live import (
-    ROOT,
+    celery,
     free_port,
     manage,
+    python_process,
     relay_env,
 )
 from tests.registry.test_cards import card_v1
@@ -33,35 +32,10 @@ from tests.servers import running
 WAIT_SECONDS = 40
 
 
-@contextmanager
-def process(env: dict[str, str], *command: str):
-    child = subprocess.Popen(
-        [sys.executable, *command],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        yield child
-    finally:
-        child.terminate()
-        try:
-            child.wait(15)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait(5)
-
-
 def worker(env, *, with_beat: bool = True):
     """A Celery worker; with ``with_beat`` it also runs beat (the embedded way)."""
-    return process(
+    return celery(
         env,
-        "-m",
-        "celery",
-        "-A",
-        "relay_project",
         "worker",
         *(["--beat"] if with_beat else []),
         "--loglevel=WARNING",
@@ -73,12 +47,8 @@ def worker(env, *, with_beat: bool = True):
 def beat(env, schedule_dir):
     """Celery beat on its own, as the production profile runs it (django-celery-beat's database
     scheduler; its state file goes under ``schedule_dir``)."""
-    return process(
+    return celery(
         env,
-        "-m",
-        "celery",
-        "-A",
-        "relay_project",
         "beat",
         "--loglevel=WARNING",
         f"--schedule={schedule_dir / 'celerybeat-schedule'}",
@@ -195,7 +165,7 @@ def test_production_profile_on_postgresql_and_redis(tmp_path, services):
     with ExitStack() as stack:
         site, url = stack.enter_context(agent_site(document))
         relay = stack.enter_context(
-            process(
+            python_process(
                 env,
                 "-m",
                 "daphne",

@@ -54,6 +54,10 @@ def issuer():
 @pytest.fixture(autouse=True)
 def trusted(issuer, settings):
     """The relay trusts the test issuer and exchanges its tokens at its /token."""
+    # Loading the ASGI application sets Django up again, and with it the logging config,
+    # which drops the handler of a caplog set before: load it before any test captures logs.
+    import relay_project.asgi  # noqa: F401
+
     settings.RELAY_ID = "relay-under-test"
     settings.RELAY_JWT_ISSUERS = json.dumps(
         [
@@ -81,6 +85,28 @@ def trusted(issuer, settings):
 def caller_token(issuer, **claims) -> str:
     """A token of a principal of its own (a principal's row is cached by the relay)."""
     return issuer.token(sub=f"alice-{uuid.uuid4().hex[:8]}", scope="a2a:call", **claims)
+
+
+@pytest.fixture
+def post_message(trusted):
+    """Sends one JSON-RPC message call to ``path`` through the relay, as a principal of its
+    own (or with ``token``), and returns the response."""
+
+    async def post(
+        path: str, *, token: str = "", method: str = "SendMessage", text: str = "hi"
+    ) -> httpx.Response:
+        async with client(token or caller_token(trusted)) as relay:
+            return await relay.post(
+                path,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": method,
+                    "params": {"message": user_message(text)},
+                },
+            )
+
+    return post
 
 
 def client(token: str) -> httpx.AsyncClient:
@@ -260,20 +286,13 @@ async def test_pass_mode_sends_the_callers_token_when_its_audience_names_the_age
     assert trusted.exchanges == []
 
 
-async def test_pass_mode_with_a_wrong_audience_is_refused_and_nothing_is_sent(trusted):
+async def test_pass_mode_with_a_wrong_audience_is_refused_and_nothing_is_sent(
+    trusted, post_message
+):
     await sync_to_async(make_team)("lead", "worker")
     await sync_to_async(delegate)("lead", "pass", delegation_audience="aud-lead")
 
-    async with client(caller_token(trusted)) as relay:
-        response = await relay.post(
-            "/a2a/teams/crew/",
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "SendMessage",
-                "params": {"message": user_message("go")},
-            },
-        )
+    response = await post_message("/a2a/teams/crew/", text="go")
 
     body = response.json()
     # The member refused the caller's own message: the caller gets the protocol's error.
@@ -284,20 +303,13 @@ async def test_pass_mode_with_a_wrong_audience_is_refused_and_nothing_is_sent(tr
     assert message_calls("lead") == []
 
 
-async def test_the_exchange_endpoint_down_refuses_the_call_and_nothing_is_sent(trusted):
+async def test_the_exchange_endpoint_down_refuses_the_call_and_nothing_is_sent(
+    trusted, post_message
+):
     await sync_to_async(delegate)("echo", "exchange", delegation_audience="aud-echo")
     trusted.exchange_down = True
 
-    async with client(caller_token(trusted)) as relay:
-        response = await relay.post(
-            "/a2a/agents/echo/",
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "SendMessage",
-                "params": {"message": user_message("hi")},
-            },
-        )
+    response = await post_message("/a2a/agents/echo/")
 
     body = response.json()
     assert body["error"]["code"] == -31503, body
@@ -306,17 +318,8 @@ async def test_the_exchange_endpoint_down_refuses_the_call_and_nothing_is_sent(t
     assert AGENTS["echo"].posts() == []
 
 
-async def test_an_agent_in_mode_none_gets_no_caller_token(trusted):
-    async with client(caller_token(trusted)) as relay:
-        response = await relay.post(
-            "/a2a/agents/echo/",
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "SendMessage",
-                "params": {"message": user_message("hi")},
-            },
-        )
+async def test_an_agent_in_mode_none_gets_no_caller_token(trusted, post_message):
+    response = await post_message("/a2a/agents/echo/")
 
     assert "result" in response.json(), response.text
     (request,) = AGENTS["echo"].posts()
@@ -366,23 +369,16 @@ async def test_a_task_taken_over_by_another_process_refuses_its_delegated_hop(tr
     assert trusted.exchanges == []
 
 
-async def test_every_call_kind_to_an_agent_in_pass_mode_carries_the_callers_token(trusted):
+async def test_every_call_kind_to_an_agent_in_pass_mode_carries_the_callers_token(
+    trusted, post_message
+):
     """Send, GetTask and CancelTask (the follow-ups of a task) all go with the caller's
     token, never the stored credential."""
     from tasks_app import gateway
 
     await sync_to_async(delegate)("asks", "pass", delegation_audience="aud-asks")
     token = caller_token(trusted, aud=[AUDIENCE, "aud-asks"])
-    async with client(token) as relay:
-        response = await relay.post(
-            "/a2a/agents/asks/",
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "SendMessage",
-                "params": {"message": user_message("hi")},
-            },
-        )
+    response = await post_message("/a2a/agents/asks/", token=token)
     answer = response.json()["result"]["task"]
     assert answer["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", answer
     task = await sync_to_async(Task.objects.select_related("caller").get)(pk=answer["id"])
@@ -400,21 +396,14 @@ async def test_every_call_kind_to_an_agent_in_pass_mode_carries_the_callers_toke
     }
 
 
-async def test_the_relay_authenticates_to_the_exchange_endpoint_as_its_client(trusted, settings):
+async def test_the_relay_authenticates_to_the_exchange_endpoint_as_its_client(
+    trusted, settings, post_message
+):
     settings.RELAY_TOKEN_EXCHANGE_CLIENT_ID = "brass-relay"
     settings.RELAY_TOKEN_EXCHANGE_CLIENT_SECRET = "relay-secret"
     await sync_to_async(delegate)("echo", "exchange", delegation_audience="aud-echo")
 
-    async with client(caller_token(trusted)) as relay:
-        response = await relay.post(
-            "/a2a/agents/echo/",
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "SendMessage",
-                "params": {"message": user_message("hi")},
-            },
-        )
+    response = await post_message("/a2a/agents/echo/")
 
     assert "result" in response.json(), response.text
     assert trusted.exchange_clients == ["brass-relay"]
@@ -422,20 +411,11 @@ async def test_the_relay_authenticates_to_the_exchange_endpoint_as_its_client(tr
     assert claims_of(request.headers["authorization"].split()[1], trusted)["aud"] == "aud-echo"
 
 
-async def test_an_exchanged_token_broader_than_the_callers_is_never_sent(trusted):
+async def test_an_exchanged_token_broader_than_the_callers_is_never_sent(trusted, post_message):
     await sync_to_async(delegate)("echo", "exchange", delegation_audience="aud-echo")
     trusted.exchange_adds = "admin"
 
-    async with client(caller_token(trusted)) as relay:
-        response = await relay.post(
-            "/a2a/agents/echo/",
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "SendMessage",
-                "params": {"message": user_message("hi")},
-            },
-        )
+    response = await post_message("/a2a/agents/echo/")
 
     body = response.json()
     assert body["error"]["code"] == -31403, body
@@ -443,23 +423,16 @@ async def test_an_exchanged_token_broader_than_the_callers_is_never_sent(trusted
     assert AGENTS["echo"].posts() == []
 
 
-async def test_a_streaming_team_call_gives_each_streaming_member_its_exchanged_token(trusted):
+async def test_a_streaming_team_call_gives_each_streaming_member_its_exchanged_token(
+    trusted, post_message
+):
     await sync_to_async(make_team)("lead", "worker")
     for agent_id in ("lead", "worker"):
         await sync_to_async(delegate)(agent_id, "exchange", delegation_audience=f"aud-{agent_id}")
     LEAD.load("worker")
     WORKER.load("user")
 
-    async with client(caller_token(trusted)) as relay:
-        response = await relay.post(
-            "/a2a/teams/crew/",
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "SendStreamingMessage",
-                "params": {"message": user_message("go")},
-            },
-        )
+    response = await post_message("/a2a/teams/crew/", method="SendStreamingMessage", text="go")
 
     assert "TASK_STATE_COMPLETED" in response.text, response.text
     relay_actor = f"relay:{delegation.relay_id()}"

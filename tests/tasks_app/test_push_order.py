@@ -12,10 +12,8 @@ import asyncio
 import os
 import random
 import re
-import subprocess
-import sys
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 
 import pytest
 from starlette.applications import Starlette
@@ -23,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.live import ROOT, manage, production_services, relay_env
+from tests.live import celery, manage, production_services, relay_env
 from tests.servers import running
 
 pytestmark = pytest.mark.production
@@ -78,31 +76,15 @@ def receiver(arrivals: dict[str, list[int]]) -> Starlette:
     return Starlette(routes=[Route("/hook/{name}", hook, methods=["POST"])])
 
 
-@contextmanager
 def celery_worker(env: dict[str, str]):
     """A worker as deployed: the prefork pool with one process per core, at least two."""
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            *("-m", "celery", "-A", "relay_project", "worker", "--loglevel=WARNING"),
-            "--pool=prefork",
-            f"--concurrency={max(2, os.cpu_count() or 1)}",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+    return celery(
+        env,
+        "worker",
+        "--loglevel=WARNING",
+        "--pool=prefork",
+        f"--concurrency={max(2, os.cpu_count() or 1)}",
     )
-    try:
-        yield child
-    finally:
-        child.terminate()
-        try:
-            child.wait(20)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait(5)
 
 
 def out_of_order(numbers: list[int]) -> int:
