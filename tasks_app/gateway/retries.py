@@ -17,9 +17,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from django.utils import timezone
 from prometheus_client import Counter
 from tenacity import (
     AsyncRetrying,
@@ -109,7 +109,7 @@ async def tried(
 
     async def once() -> T:
         number = len(attempts) + 1
-        started = timezone.now()
+        started = datetime.now(UTC)
         try:
             result = await call()
         except Exception as error:
