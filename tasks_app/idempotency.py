@@ -18,6 +18,7 @@ from typing import Any
 from tasks_app.protocol.errors import FieldViolation, InvalidParams
 
 HEADER = "idempotency-key"
+HEADER_BYTES = HEADER.encode()
 MAX_LENGTH = 200
 KEY_PREFIX = "key:"
 MESSAGE_PREFIX = "message:"
@@ -28,7 +29,7 @@ def key_of(headers: Iterable[tuple[Any, Any]]) -> str | None:
     there is none. The value is the IETF draft's quoted string, or the bare string most
     clients send. Raises InvalidParams for an empty, over-long or repeated key, or one with
     characters outside printable ASCII."""
-    found = [value for name, value in headers if _text(name).lower() == HEADER]
+    found = [value for name, value in headers if _is_key_header(name)]
     if not found:
         return None
     if len(found) > 1:
@@ -67,6 +68,14 @@ def fingerprint(request: dict[str, Any]) -> str:
 def batch_key(key: str | None, index: int) -> str | None:
     """The key of one send of a task API batch: the call's key and the send's place in it."""
     return None if key is None else f"{key}/{index}"
+
+
+def _is_key_header(name: Any) -> bool:
+    # ASGI gives header names as bytes: compared as bytes, without decoding every header of
+    # every call.
+    if isinstance(name, bytes):
+        return name.lower() == HEADER_BYTES
+    return str(name).lower() == HEADER
 
 
 def _text(value: Any) -> str:

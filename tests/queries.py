@@ -33,6 +33,19 @@ EVENT_WRITE = "EVENT WRITE"
 SQLite the compare-and-set UPDATE of the task and the events' INSERT."""
 
 
+SETTLED_POLL = 'SELECT 1 AS "a" FROM "tasks_app_task" WHERE NOT ("tasks_app_task"."state" IN'
+"""The start of the test's own poll for unfinished tasks (``settled``), not the call's."""
+BACKGROUND = '"tasks_app_relayprocess"'
+"""The table of the process's lease heartbeat and takeover scan, which run on their own
+clock whatever the calls do."""
+
+
+def of_the_call(statements: list[str]) -> list[str]:
+    """The statements of the calls: without the test's own polls for unfinished tasks and
+    the process's background work on its lease."""
+    return [sql for sql in statements if not sql.startswith(SETTLED_POLL) and BACKGROUND not in sql]
+
+
 def kinds(statements: list[str]) -> list[str]:
     """Each statement's verb, and the table of a write (what a budget is about); an event
     write is EVENT_WRITE on either database."""

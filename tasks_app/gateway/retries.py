@@ -14,11 +14,12 @@ an error one included, is never retried, nor a refused credential or an unsafe U
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from django.utils import timezone
 from prometheus_client import Counter
 from tenacity import (
     AsyncRetrying,
@@ -100,18 +101,22 @@ async def tried(
     """``call()``'s result, tried again under ``policy`` while it fails in a retryable way.
     Appends to ``attempts`` one entry per try once one failed (number, time, reason, and the
     pause before the next); nothing when the first try succeeds. Raises the last try's
-    error."""
+    error.
+
+    The first try runs on its own: tenacity is set up only once it failed in a retryable
+    way, so a send that succeeds at once (nearly every one) does not pay for it (about 20 µs
+    of CPU per call, measured with the relay's cProfile under bench/gateway_bench.py)."""
 
     async def once() -> T:
         number = len(attempts) + 1
-        started = iso(timezone.now())
+        started = datetime.now(UTC)
         try:
             result = await call()
         except Exception as error:
             attempts.append(
                 {
                     "attempt": number,
-                    "at": started,
+                    "at": iso(started),
                     "outcome": "failed",
                     "reason": reason_of(error),
                     "detail": str(getattr(error, "message", error))[:300],
@@ -119,8 +124,24 @@ async def tried(
             )
             raise
         if attempts:
-            attempts.append({"attempt": number, "at": started, "outcome": "answered"})
+            attempts.append({"attempt": number, "at": iso(started), "outcome": "answered"})
         return result
+
+    began = time.monotonic()
+    try:
+        return await once()
+    except Exception as error:
+        if policy.attempts < 2 or not retryable(error, policy):
+            raise
+        first_failure: Exception | None = error
+
+    async def again() -> T:
+        # Tenacity's first try is the one already made: it gives back that try's failure.
+        nonlocal first_failure
+        if first_failure is not None:
+            failure, first_failure = first_failure, None
+            raise failure
+        return await once()
 
     def before_sleep(state: RetryCallState) -> None:
         attempts[-1]["retryInSeconds"] = round(state.upcoming_sleep, 3)
@@ -133,15 +154,17 @@ async def tried(
             state.upcoming_sleep,
         )
 
+    # The deadline counts from the first try.
+    left = max(0.0, policy.deadline - (time.monotonic() - began))
     retrying = AsyncRetrying(
-        stop=stop_after_attempt(policy.attempts) | stop_before_delay(policy.deadline),
+        stop=stop_after_attempt(policy.attempts) | stop_before_delay(left),
         wait=_pause(policy),
         retry=retry_if_exception(lambda error: retryable(error, policy)),
         before_sleep=before_sleep,
         reraise=True,
     )
     try:
-        return await retrying(once)
+        return await retrying(again)
     except Exception as error:
         if len(attempts) > 1 and retryable(error, policy):
             EXHAUSTED.labels(agent_id).inc()
