@@ -126,3 +126,31 @@ def counter(slug: str, done_at: int):
         return "done" if CALLS.count(slug) >= done_at else "again"
 
     return answering(slug, answer)
+
+
+GATES: dict[str, Any] = {}
+"""Gates of the ``gated`` step agent: name -> a queue.Queue the test puts chunks, then None, in."""
+
+
+class Gated(TaskExecutor):
+    """Works at once, then one artifact chunk per item the test puts in the gate its message
+    names; completes with "<slug>: released" on None."""
+
+    def __init__(self, slug: str) -> None:
+        self.slug = slug
+
+    async def work(self, context: RequestContext, updater: TaskUpdater) -> None:
+        text = context.get_user_input().strip()
+        CALLS.add(self.slug, text)
+        await updater.start_work()
+        gate, index = GATES[text], 0
+        while (chunk := await asyncio.to_thread(gate.get, True, 30)) is not None:
+            await updater.add_artifact(
+                [Part(text=chunk)], artifact_id="story", name="story", append=index > 0
+            )
+            index += 1
+        await updater.complete(text_message(updater, f"{self.slug}: released"))
+
+
+def gated(slug: str):
+    return lambda base_url: build_agent_app(_spec(slug, lambda: Gated(slug)), base_url=base_url)
