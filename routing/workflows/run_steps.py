@@ -81,10 +81,12 @@ def result_of(row: StepRow) -> StepOutput | Failed:
 
 def output_of(child: Task, *, seq: int = 0) -> StepOutput:
     """A finished task's output: the text of its final message then of its artifacts, and the
-    fields of their data parts (later ones win)."""
+    fields of their data parts (later ones win). A workflow's task answers with its final
+    message alone (its artifacts repeat its steps' and its output)."""
     parts = list((child.status_message or {}).get("parts") or [])
-    for artifact in child.artifacts or []:
-        parts += artifact.get("parts") or []
+    if child.target_kind != "workflow":
+        for artifact in child.artifacts or []:
+            parts += artifact.get("parts") or []
     data: dict[str, Any] = {}
     for part in parts:
         if isinstance(part.get("data"), dict):

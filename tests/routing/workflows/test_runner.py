@@ -306,3 +306,34 @@ async def test_cancel_cancels_the_running_steps(relay):
         lambda: dict(Task.objects.filter(parent_id=task_id).values_list("target_id", "state"))
     )()
     assert states["slow"] == "canceled"
+
+
+NESTED = """
+name: Outer
+slug: outer
+steps:
+  - id: inner
+    workflow: fan-first
+  - id: desk
+    team: desk
+    input: "{{.inner}}"
+"""
+
+
+async def test_a_workflow_calls_a_workflow_and_a_team_as_steps(relay):
+    from registry.teams import team_create
+
+    await sync_to_async(imported)(fan_out("first"))
+    await sync_to_async(team_create)(
+        team_id="desk", name="Desk", members=["billing-agent"], default_agent="billing-agent"
+    )
+    await sync_to_async(imported)(NESTED)
+    task = await send(relay, "outer", user_message("go"))
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    assert status_text(task) == "billing-agent: fast: go"
+    kinds = await sync_to_async(
+        lambda: sorted(
+            Task.objects.filter(parent_id=task["id"]).values_list("target_kind", "target_id")
+        )
+    )()
+    assert kinds == [("team", "desk"), ("workflow", "fan-first")]
