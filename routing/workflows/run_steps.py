@@ -15,7 +15,7 @@ from routing.models import WorkflowStepRun
 from routing.workflows.expressions import Message, StepOutput
 from routing.workflows.planner import Failed
 from tasks_app import gateway, snapshots
-from tasks_app.lifecycle import INTERRUPTED, TaskState
+from tasks_app.lifecycle import INTERRUPTED, TERMINAL, TaskState
 from tasks_app.models import Task
 from tasks_app.protocol import events as a2a_events
 
@@ -24,6 +24,7 @@ STEP_KEY = "workflowStep"
 ``{"step": id, "key": key, "state": the step task's state}``."""
 
 _INTERRUPTED = frozenset(state.value for state in INTERRUPTED)
+_TERMINAL = [state.value for state in TERMINAL]
 
 
 @dataclass(frozen=True)
@@ -63,11 +64,21 @@ def step_open(
 
 
 def step_finished(*, run: Task, key: str) -> None:
-    """Numbers the step in the order steps finished (once: a step already numbered keeps it)."""
+    """Numbers the step in the order steps finished, once its task ended (once: a step
+    already numbered keeps it; one that only waits on its caller is not numbered yet)."""
     with transaction.atomic():
         rows = WorkflowStepRun.objects.select_for_update().filter(run=run)
         top = rows.aggregate(top=Max("seq"))["top"] or 0
-        rows.filter(key=key, seq=0).update(seq=top + 1)
+        rows.filter(key=key, seq=0, child__state__in=_TERMINAL).update(seq=top + 1)
+
+
+def steps_numbered(*, run: Task, rows: dict[str, StepRow]) -> dict[str, StepRow]:
+    """Numbers the ended steps not numbered yet, in the order their tasks ended; the rows
+    again."""
+    unnumbered = [row for row in rows.values() if row.ended and not row.seq]
+    for row in sorted(unnumbered, key=lambda row: (row.child.updated_at, row.key)):
+        step_finished(run=run, key=row.key)
+    return step_rows(run=run)
 
 
 def result_of(row: StepRow) -> StepOutput | Failed:

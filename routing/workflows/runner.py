@@ -110,6 +110,9 @@ class WorkflowTarget(gateway.Target):
         try:
             while True:
                 rows = await sync_to_async(run_steps.step_rows)(run=task)
+                if any(row.ended and not row.seq for row in rows.values()):
+                    # Ended while nobody followed them (a takeover): numbered now.
+                    rows = await sync_to_async(run_steps.steps_numbered)(run=task, rows=rows)
                 results = {key: run_steps.result_of(row) for key, row in rows.items() if row.ended}
                 running = [key for key, row in rows.items() if not row.ended]
                 plan = planner.plan(
@@ -191,7 +194,7 @@ class WorkflowTarget(gateway.Target):
             await driving._fail(child, f"{kind} {target_id!r} cannot be called")
             return child
         steps = target.run(child, request, child_ctx, stream=target.streaming)
-        drives[child.id] = (target, steps, True, 0)
+        drives[child.id] = (target, steps, 0)
         return child
 
     async def _follow(self, key: str, child: Task, queue: asyncio.Queue, drive=None) -> None:
@@ -201,8 +204,11 @@ class WorkflowTarget(gateway.Target):
         try:
             async with gateway.following(child.id) as followed:
                 if drive is not None:
-                    target, steps, fresh, after = drive
-                    driving.start(target, child, steps, fresh=fresh, raise_errors=False)
+                    target, steps, after = drive
+                    # Never "fresh": a step task its agent refuses must stay, failed, for
+                    # the run to see (a fresh one would be removed, and its step started
+                    # again).
+                    driving.start(target, child, steps, fresh=False, raise_errors=False)
                 else:
                     await sync_to_async(child.refresh_from_db)()
                     after = child.last_sequence
@@ -295,7 +301,7 @@ class WorkflowTarget(gateway.Target):
         answer = {"message": message}
         opened = await sync_to_async(gateway.open_task)(target, child_ctx, answer)
         steps = target.run(opened.task, answer, child_ctx, stream=target.streaming)
-        return {opened.task.id: (target, steps, False, opened.task.last_sequence)}
+        return {opened.task.id: (target, steps, opened.task.last_sequence)}
 
 
 class _Missing(gateway.Target):

@@ -38,6 +38,7 @@ AGENTS = {
     "slow": wa.slow("slow", 3.0),
     "asks": wa.asks("asks"),
     "counter": wa.counter("counter", 3),
+    "refuses": wa.refuses("refuses"),
 }
 
 
@@ -337,3 +338,21 @@ async def test_a_workflow_calls_a_workflow_and_a_team_as_steps(relay):
         )
     )()
     assert kinds == [("team", "desk"), ("workflow", "fan-first")]
+
+
+REFUSED = """
+name: Refused
+slug: refused
+steps:
+  - agent: refuses
+  - agent: summary-agent
+"""
+
+
+async def test_a_step_its_agent_refuses_fails_the_run_naming_it_and_is_not_sent_again(relay):
+    await sync_to_async(imported)(REFUSED)
+    task = await send(relay, "refused", user_message("please"))
+    assert task["status"]["state"] == "TASK_STATE_FAILED", task
+    assert status_text(task).startswith("step 'refuses' failed: its task ended failed")
+    assert "no, thank you" in status_text(task)
+    assert wa.CALLS.received == {"refuses": ["please"]}

@@ -154,3 +154,20 @@ class Gated(TaskExecutor):
 
 def gated(slug: str):
     return lambda base_url: build_agent_app(_spec(slug, lambda: Gated(slug)), base_url=base_url)
+
+
+class Refuses(AnsweringExecutor):
+    """Refuses every message with an A2A error (InvalidParams), before any event."""
+
+    def __init__(self, slug: str) -> None:
+        self.slug = slug
+
+    async def execute(self, context, event_queue) -> None:
+        from a2a.utils.errors import InvalidParamsError
+
+        CALLS.add(self.slug, context.get_user_input())
+        raise InvalidParamsError(message="no, thank you")
+
+
+def refuses(slug: str):
+    return lambda base_url: build_agent_app(_spec(slug, lambda: Refuses(slug)), base_url=base_url)
