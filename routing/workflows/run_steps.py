@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import Max, Subquery
+from django.db.models.functions import Coalesce
 
 from routing.models import WorkflowStepRun
 from routing.workflows.expressions import Message, StepOutput
@@ -66,10 +67,17 @@ def step_open(
 def step_finished(*, run: Task, key: str) -> None:
     """Numbers the step in the order steps finished, once its task ended (once: a step
     already numbered keeps it; one that only waits on its caller is not numbered yet)."""
-    with transaction.atomic():
-        rows = WorkflowStepRun.objects.select_for_update().filter(run=run)
-        top = rows.aggregate(top=Max("seq"))["top"] or 0
-        rows.filter(key=key, seq=0, child__state__in=_TERMINAL).update(seq=top + 1)
+    # One statement: the number is read and written together.
+    top = (
+        WorkflowStepRun.objects.filter(run=run)
+        .order_by()
+        .values("run")
+        .annotate(top=Max("seq"))
+        .values("top")
+    )
+    WorkflowStepRun.objects.filter(run=run, key=key, seq=0, child__state__in=_TERMINAL).update(
+        seq=Coalesce(Subquery(top), 0) + 1
+    )
 
 
 def steps_numbered(*, run: Task, rows: dict[str, StepRow]) -> dict[str, StepRow]:

@@ -199,30 +199,24 @@ class WorkflowTarget(gateway.Target):
 
     async def _follow(self, key: str, child: Task, queue: asyncio.Queue, drive=None) -> None:
         """Puts the step task's events on ``queue`` until it ends or waits, then ("done"),
-        driving it first when ``drive`` (its target and steps) is given."""
+        driving it first when ``drive`` (its target, steps and last sequence) is given: its
+        events are then published in this process, and a plain subscription hears them. A
+        step task driven elsewhere (a takeover) is followed counted on the task, so that its
+        driver's process announces every event."""
         error: BaseException | None = None
         try:
-            async with gateway.following(child.id) as followed:
-                if drive is not None:
-                    target, steps, after = drive
-                    # Never "fresh": a step task its agent refuses must stay, failed, for
-                    # the run to see (a fresh one would be removed, and its step started
-                    # again).
+            if drive is not None:
+                target, steps, after = drive
+                async with streams.subscription(child.id) as followed:
+                    # Never "fresh": a step task its agent refuses must stay, failed, for the
+                    # run to see (a fresh one would be removed, and its step started again).
                     driving.start(target, child, steps, fresh=False, raise_errors=False)
-                else:
+                    await _forwarded(key, child, followed, after, queue)
+            else:
+                async with gateway.following(child.id) as followed:
                     await sync_to_async(child.refresh_from_db)()
-                    after = child.last_sequence
-                if drive is not None or ownership.being_driven(child):
-                    async for item in followed.events(after=after, keepalive=FOLLOW_CHECK_SECONDS):
-                        if item is streams.KEEPALIVE:
-                            await sync_to_async(child.refresh_from_db)()
-                            if ownership.being_driven(child):
-                                continue
-                            break
-                        event, final = item
-                        await queue.put(("event", key, (event, run_steps.state_of(event))))
-                        if final:
-                            break
+                    if ownership.being_driven(child):
+                        await _forwarded(key, child, followed, child.last_sequence, queue)
         except asyncio.CancelledError:
             raise
         except Exception as failure:  # noqa: BLE001 - handed to the run, which ends failed
@@ -327,6 +321,21 @@ def _failed_step(run, key, target, ctx, request, reason):
 
         services.task_fail(task=child, reason=reason)
     return child
+
+
+async def _forwarded(key: str, child: Task, followed, after: int, queue: asyncio.Queue) -> None:
+    """The step task's events after ``after``, onto ``queue``, until it ends or waits (or,
+    quiet for a while, is found driven by nobody)."""
+    async for item in followed.events(after=after, keepalive=FOLLOW_CHECK_SECONDS):
+        if item is streams.KEEPALIVE:
+            await sync_to_async(child.refresh_from_db)()
+            if ownership.being_driven(child):
+                continue
+            return
+        event, final = item
+        await queue.put(("event", key, (event, run_steps.state_of(event))))
+        if final:
+            return
 
 
 def _step_id(key: str) -> str:
