@@ -35,6 +35,7 @@ from routing import selectors, services
 from routing.workflows import planner, run_steps
 from routing.workflows.definition import Workflow as Definition
 from tasks_app import gateway, streams
+from tasks_app import services as task_services
 from tasks_app.gateway import driving, ownership
 from tasks_app.lifecycle import INTERRUPTED, TaskState
 from tasks_app.models import Task
@@ -68,7 +69,12 @@ class WorkflowTarget(gateway.Target):
         )
         self.loaded = loaded
 
+    stream = True
+    """Whether step tasks are called streaming (when their targets can): as the caller called
+    the workflow, as a team calls its members; a run taken over streams."""
+
     async def run(self, task, request, ctx, *, stream):
+        self.stream = stream
         if TaskState(task.state) in INTERRUPTED:
             # The caller answered the question of a waiting step: it goes to that step.
             yield await _recorded(task, run_steps.run_event(task, TaskState.WORKING))
@@ -193,8 +199,9 @@ class WorkflowTarget(gateway.Target):
         if isinstance(target, _Missing):
             await driving._fail(child, f"{kind} {target_id!r} cannot be called")
             return child
-        steps = target.run(child, request, child_ctx, stream=target.streaming)
-        drives[child.id] = (target, steps, 0)
+        stream = self.stream and target.streaming
+        steps = _refusal_failed(child, target.run(child, request, child_ctx, stream=stream))
+        drives[child.id] = (target, steps, 0, True)
         return child
 
     async def _follow(self, key: str, child: Task, queue: asyncio.Queue, drive=None) -> None:
@@ -206,11 +213,9 @@ class WorkflowTarget(gateway.Target):
         error: BaseException | None = None
         try:
             if drive is not None:
-                target, steps, after = drive
+                target, steps, after, fresh = drive
                 async with streams.subscription(child.id) as followed:
-                    # Never "fresh": a step task its agent refuses must stay, failed, for the
-                    # run to see (a fresh one would be removed, and its step started again).
-                    driving.start(target, child, steps, fresh=False, raise_errors=False)
+                    driving.start(target, child, steps, fresh=fresh, raise_errors=False)
                     await _forwarded(key, child, followed, after, queue)
             else:
                 async with gateway.following(child.id) as followed:
@@ -294,8 +299,8 @@ class WorkflowTarget(gateway.Target):
         )
         answer = {"message": message}
         opened = await sync_to_async(gateway.open_task)(target, child_ctx, answer)
-        steps = target.run(opened.task, answer, child_ctx, stream=target.streaming)
-        return {opened.task.id: (target, steps, opened.task.last_sequence)}
+        steps = target.run(opened.task, answer, child_ctx, stream=self.stream and target.streaming)
+        return {opened.task.id: (target, steps, opened.task.last_sequence, False)}
 
 
 class _Missing(gateway.Target):
@@ -305,7 +310,12 @@ class _Missing(gateway.Target):
     def __init__(self, kind: str, target_id: str) -> None:
         super().__init__(kind=kind, id=target_id)
 
+    stream = True
+    """Whether step tasks are called streaming (when their targets can): as the caller called
+    the workflow, as a team calls its members; a run taken over streams."""
+
     async def run(self, task, request, ctx, *, stream):
+        self.stream = stream
         raise UnsupportedOperation(f"{self.kind} {self.id!r} cannot be called")
         yield  # an async generator
 
@@ -336,6 +346,18 @@ async def _forwarded(key: str, child: Task, followed, after: int, queue: asyncio
         await queue.put(("event", key, (event, run_steps.state_of(event))))
         if final:
             return
+
+
+async def _refusal_failed(child: Task, steps):
+    """The step task's steps, an A2A error of its target (a refusal of the step's message)
+    ending it failed with the reason: the step task stays, for the run to see, and its step
+    is never sent again (the driver would remove a fresh task its agent refused)."""
+    try:
+        async with contextlib.aclosing(steps):
+            async for step in steps:
+                yield step
+    except A2AError as error:
+        yield gateway.Step(task_services.status_event(child, TaskState.FAILED, error.message))
 
 
 def _step_id(key: str) -> str:
