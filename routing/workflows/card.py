@@ -37,6 +37,7 @@ def workflow_relay_card(workflow: Workflow, request: HttpRequest) -> dict:
             base_url=relay_base_url(request, f"/a2a/workflows/{workflow.pk}/"),
             first_step=first_step,
             first_skills=first_skills,
+            version=workflow.version or "1.0.0",
             security=principals.card_security_schemes(),
         ),
         version=reader_version(request),

@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
 
+from relay_project import tracing
 from routing import selectors, services
 from routing.workflows import planner, run_steps
 from routing.workflows.definition import Workflow as Definition
@@ -81,7 +83,15 @@ class WorkflowTarget(gateway.Target):
             drives = await self._answer_step(task, request, ctx)
         else:
             drives = {}
+        span = None
+        if tracing.enabled():  # the steps' calls are children of the workflow's span
+            span = tracing.workflow_span(
+                name=self.name, target_id=self.id, task=task, parent=ctx.trace
+            )
+            ctx = dataclasses.replace(ctx, trace=tracing.within(span))
         steps = self._steps(task, ctx, drives)
+        if span is not None:
+            steps = tracing.in_workflow(steps, span)
         async with contextlib.aclosing(steps):
             async for step in steps:
                 yield step

@@ -356,3 +356,36 @@ async def test_a_step_its_agent_refuses_fails_the_run_naming_it_and_is_not_sent_
     assert status_text(task).startswith("step 'refuses' failed: its task ended failed")
     assert "no, thank you" in status_text(task)
     assert wa.CALLS.received == {"refuses": ["please"]}
+
+
+@pytest.fixture
+def tracing_on(monkeypatch):
+    from tests.otlp_receiver import tracing_to_receiver
+
+    with tracing_to_receiver(monkeypatch) as receiver:
+        yield receiver
+
+
+async def test_a_workflow_call_is_one_trace_with_a_span_per_step(relay, tracing_on):
+    from relay_project import tracing
+
+    workflow = await sync_to_async(imported)(SEED)
+    task = await send(relay, workflow.pk, user_message("My invoice is wrong"))
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    tracing.flush()
+    spans = tracing_on.wait_for(
+        lambda spans: (
+            sum(s.name.startswith("invoke_agent") for s in spans) >= 3
+            and any(s.name.startswith("invoke_workflow") for s in spans)
+        )
+    )
+    (run,) = [s for s in spans if s.name.startswith("invoke_workflow")]
+    assert run.attributes["gen_ai.workflow.name"] == "Customer Support Pipeline"
+    agents = sorted((s for s in spans if s.name.startswith("invoke_agent")), key=lambda s: s.start)
+    assert [s.attributes["gen_ai.agent.id"] for s in agents] == [
+        "intent-classifier",
+        "billing-agent",
+        "summary-agent",
+    ]
+    assert {s.parent_span_id for s in agents} == {run.span_id}
+    assert {s.trace_id for s in agents} == {run.trace_id}
