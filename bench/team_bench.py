@@ -18,11 +18,17 @@ rounds of one of each (so the machine's slower and faster spells weigh on all al
 - relay 1 and direct 1: a single call to agent a through the relay (``/a2a/agents/a/``) and
             directly: their p50 difference is the gateway's overhead for one hop.
 
+- workflow: one blocking ``SendMessage`` to ``/a2a/workflows/bench-flow-k/``, a workflow of k
+            agent steps (a, b, a, ...), each step's input the step before's answer: the same
+            k calls, each a child task of the workflow task.
+
 It prints per k: team p50, direct k p50, the team's overhead (team - direct k), the hop
 overhead, the p50 time from a team ``SendStreamingMessage`` to its first event (the team task,
 streamed before any member answers), and whether the team's overhead is at most k * hop overhead + CONSTANT_MS. The
 constant stands for what a team call does once, whatever k: opening the team task, reading its
-members' health, recording its answer.
+members' health, recording its answer. Then a workflow row per k: the workflow's p50, its
+overhead per step ((workflow - direct k) / k) next to the team's per hop ((team - direct
+k) / k), and whether a step costs at most a team hop (WORKFLOW_SLACK_MS of noise allowed).
 
     python bench/team_bench.py [--runs 30]
 """
@@ -52,6 +58,8 @@ from bench.common import free_port, process, wait_until_answers  # noqa: E402  (
 HOPS = (1, 3, 10)
 CONSTANT_MS = 10.0
 """Allowed team overhead beyond k gateway hops (see the module docstring)."""
+WORKFLOW_SLACK_MS = 1.0
+"""Allowed noise when comparing a workflow step's overhead with a team hop's."""
 WARMUP = 5
 REQUEST_TIMEOUT = 30.0
 TIME_BUDGET_SECONDS = 150.0
@@ -167,7 +175,18 @@ async def measure(relay_url: str, key: str, agents: dict[str, str], runs: int) -
             f"{'hop overhead':>13} {'k*hop+' + str(int(CONSTANT_MS)):>10}  within? "
             f"{'first event':>12}"
         )
+        workflow_rows = []
         for hops in HOPS:
+
+            async def workflow(hops=hops):
+                answer = await call(
+                    client,
+                    f"{relay_url}/a2a/workflows/bench-flow-{hops}/",
+                    f"left={hops}",
+                    relay_headers,
+                )
+                if answer["task"]["status"]["state"] != "TASK_STATE_COMPLETED":
+                    raise RuntimeError(f"the workflow task ended {answer['task']['status']}")
 
             async def team(hops=hops):
                 answer = await call(
@@ -185,7 +204,13 @@ async def measure(relay_url: str, key: str, agents: dict[str, str], runs: int) -
                     await call(client, agent, f"left={left}", direct_headers)
 
             p50 = await timed_rounds(
-                {"team": team, "direct k": direct_k, "relay 1": relay_one, "direct 1": direct_one},
+                {
+                    "team": team,
+                    "workflow": workflow,
+                    "direct k": direct_k,
+                    "relay 1": relay_one,
+                    "direct 1": direct_one,
+                },
                 runs,
                 deadline,
             )
@@ -197,6 +222,17 @@ async def measure(relay_url: str, key: str, agents: dict[str, str], runs: int) -
                 f"{hops:>3} {p50['team']:>8.2f} ms {p50['direct k']:>10.2f} ms "
                 f"{overhead:>11.2f} ms {hop_overhead:>10.2f} ms {bound:>7.2f} ms  "
                 f"{'yes' if overhead <= bound else 'NO ':<7} {first:>9.2f} ms"
+            )
+            per_step = (p50["workflow"] - p50["direct k"]) / hops
+            workflow_rows.append((hops, p50["workflow"], per_step, overhead / hops))
+        print(
+            f"\n{'k':>3} {'workflow p50':>13} {'per step':>10} {'team per hop':>13}  step <= hop?"
+        )
+        for hops, p50_workflow, per_step, per_hop in workflow_rows:
+            within = per_step <= per_hop + WORKFLOW_SLACK_MS
+            print(
+                f"{hops:>3} {p50_workflow:>10.2f} ms {per_step:>7.2f} ms {per_hop:>10.2f} ms  "
+                f"{'yes' if within else 'NO'}"
             )
 
 
@@ -270,7 +306,14 @@ def main() -> None:
             "shell",
             "-c",
             "from registry.teams import team_create; team_create(team_id='bench', "
-            "name='Bench', members=['a', 'b'], default_agent='a')",
+            "name='Bench', members=['a', 'b'], default_agent='a')\n"
+            "from routing.workflows.services import workflow_import\n"
+            f"for k in {HOPS!r}:\n"
+            "    steps = [{'id': f's{i}', 'agent': 'ab'[i % 2],\n"
+            "              'input': '{{.originalMessage}}' if i == 0 else '{{.s%d}}' % (i - 1)}\n"
+            "             for i in range(k)]\n"
+            "    workflow_import(document={'name': f'Bench flow {k}', 'slug': f'bench-flow-{k}',\n"
+            "                              'steps': steps})",
         )
         print(f"relay {relay.url}, agents {agents}, ready in {time.monotonic() - started:.1f} s\n")
         asyncio.run(measure(relay.url, relay.key, agents, options.runs))

@@ -251,16 +251,18 @@ def _stored_key(key_hash: str) -> ApiKey | None:
 
 
 def key_may_call(api_key: ApiKey | None, kind: str, target_id: str) -> bool:
-    """Whether the key may call this agent or team. A key without ``can_call`` may call
-    nothing; a key that names no agent and no team may call every one; a key that names some
-    may call only those. A refusal must read like an unknown target to the caller (the
+    """Whether the key may call this agent, team or workflow. A key without ``can_call`` may
+    call nothing; a key that names no agent and no team may call every one (and every
+    workflow); a key that names some may call only those (and no workflow). A refusal must read like an unknown target to the caller (the
     gateway answers "not found")."""
-    if api_key is None or not api_key.can_call or kind not in ("agent", "team"):
+    if api_key is None or not api_key.can_call or kind not in ("agent", "team", "workflow"):
         return False
     agents = _scope(api_key, "scope_agent_ids", "agents")
     teams = _scope(api_key, "scope_team_ids", "teams")
     if not agents and not teams:
         return True
+    if kind == "workflow":
+        return False
     return target_id in (agents if kind == "agent" else teams)
 
 

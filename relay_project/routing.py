@@ -21,16 +21,16 @@ from django.http.request import split_domain_port, validate_host
 
 # Target ids are slugs, as the URL patterns of the cards and APIs spell them.
 A2A_BASE = re.compile(
-    r"^/a2a/(?:(?P<kind>agents|teams)/(?P<target_id>[-a-zA-Z0-9_]+)|(?P<relay>relay))/"
+    r"^/a2a/(?:(?P<kind>agents|teams|workflows)/(?P<target_id>[-a-zA-Z0-9_]+)|(?P<relay>relay))/"
     r"(?P<rest>.*)$"
 )
-# /a2a/teams/{id} (no slash) is the registry's team resource, not a redirect.
+# /a2a/teams/{id} and /a2a/workflows/{id} (no slash) are REST resources, not redirects.
 A2A_BASE_WITHOUT_SLASH = re.compile(r"^/a2a/(?:agents/[-a-zA-Z0-9_]+|relay)$")
 TASK_API_STREAM = "/a2a/tasks/sendSubscribe"
 CARD = ".well-known/agent-card.json"
 # An agent's metrics (GET /a2a/agents/{id}/metrics) are a registry read, not an A2A path.
 AGENT_METRICS = "metrics"
-KINDS = {"agents": "agent", "teams": "team", None: "relay"}
+KINDS = {"agents": "agent", "teams": "team", "workflows": "workflow", None: "relay"}
 # The AG-UI endpoints (tasks_app.agui): a run of an agent, team or workflow, slash or not.
 AGUI_RUN = re.compile(r"^/agui/(?P<kind>agents|teams|workflows)/(?P<target_id>[-a-zA-Z0-9_]+)/?$")
 AGUI_KINDS = {"agents": "agent", "teams": "team", "workflows": "workflow"}

@@ -19,6 +19,16 @@ class RoutingConfig(AppConfig):
         # only with a new card, which saves the Agent row in the same transaction: receivers
         # on them would cost every card refresh a query per deleted row.
         gateway.register_target_kind("team", team_target)
+
+        # Workflows answer A2A calls as gateway targets of kind "workflow".
+        from routing.models import Workflow
+        from routing.workflows.loading import workflow_changed, workflow_target
+
+        gateway.register_target_kind("workflow", workflow_target)
+        post_save.connect(workflow_changed, sender=Workflow, dispatch_uid="workflow-cache-saved")
+        post_delete.connect(
+            workflow_changed, sender=Workflow, dispatch_uid="workflow-cache-deleted"
+        )
         for model in (Team, TeamMembership, Agent):
             name = model.__name__
             post_save.connect(team_changed, sender=model, dispatch_uid=f"team-cache-{name}-saved")

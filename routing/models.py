@@ -273,3 +273,26 @@ class TaskTemplate(models.Model):
     def target(self) -> tuple[str, str]:
         """("agent" or "team", its id)."""
         return ("agent", self.agent_id) if self.agent_id else ("team", self.team_id)
+
+
+class WorkflowStepRun(models.Model):
+    """One call step of a workflow run (``routing.workflows.runner``): the workflow's task,
+    the step's key (its id, prefixed by the loop iteration inside a loop) and the child task
+    that runs it. Unique per (run, key), so a step is started once: a process that takes the
+    run over finds the row and follows its child instead. ``seq`` is the order in which the
+    step finished (0 while it runs), for ``join: first``."""
+
+    run = models.ForeignKey("tasks_app.Task", on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=200)
+    child = models.OneToOneField("tasks_app.Task", on_delete=models.CASCADE, related_name="+")
+    seq = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["run", "created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "key"], name="workflow_step_run_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}: {self.key}"

@@ -5,7 +5,8 @@
 - ``POST /a2a/tasks/template`` ``{"templateId", "variables"}``: renders the template's message
   and sends it to its agent or team through the task API's own send (``answer_send``): the
   same answer, errors and ownership as ``POST /a2a/tasks/send``. A missing, unknown or
-  mistyped variable is InvalidParams naming it (400 here; -32602 in JSON-RPC terms).
+  mistyped variable is InvalidParams naming it (400 here; -32602 in JSON-RPC terms); an
+  unknown ``templateId`` is a 404 saying so.
 """
 
 from __future__ import annotations
@@ -126,10 +127,14 @@ def _template(template_id: Any) -> TaskTemplate:
         raise InvalidParams(field_violations=[FieldViolation("templateId", "is required")])
     template = TaskTemplate.objects.filter(pk=template_id).first()
     if template is None:
-        raise InvalidParams(
-            field_violations=[FieldViolation("templateId", f"no template {template_id[:64]!r}")]
+        raise TemplateNotFound(
+            f"no template {template_id[:64]!r} at this relay (GET /a2a/templates lists them)"
         )
     return template
+
+
+class TemplateNotFound(parsing.TargetNotFound):
+    """``templateId`` names no template: 404, as an unknown agent or team is."""
 
 
 class TemplateSendView(TaskApiView):
@@ -139,7 +144,8 @@ class TemplateSendView(TaskApiView):
         description="Renders the template's message with `variables` (defaults fill the "
         "rest) and sends it to the template's agent or team with its configuration, as "
         "POST /a2a/tasks/send would: the same answer (a task, or the agent's message). A "
-        "missing, unknown or mistyped variable is a 400 naming it.",
+        "missing, unknown or mistyped variable is a 400 naming it; an unknown templateId "
+        "is a 404.",
         request={"application/json": OpenApiTypes.OBJECT},
         responses={
             200: OpenApiResponse(OpenApiTypes.OBJECT),

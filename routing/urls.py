@@ -6,6 +6,7 @@ from django.urls import path
 
 from routing import agent_pages, api, prometheus, team_pages, template_api, views
 from routing.workflows import api as workflow_api
+from routing.workflows import card as workflow_card
 
 urlpatterns = [
     path("a2a/tasks/<str:task_id>/trace", api.TaskTraceView.as_view(), name="task-trace"),
@@ -19,6 +20,11 @@ urlpatterns = [
         "a2a/workflows/<slug:workflow_id>",
         workflow_api.WorkflowDetailView.as_view(),
         name="workflow",
+    ),
+    path(
+        "a2a/workflows/<slug:workflow_id>/.well-known/agent-card.json",
+        workflow_card.workflow_agent_card,
+        name="workflow-agent-card",
     ),
     path("a2a/templates", template_api.TemplateListView.as_view(), name="templates"),
     path("tasks/<str:task_id>/", views.task_page, name="task-page"),

@@ -255,6 +255,43 @@ def team_card(
     )
 
 
+def workflow_card(
+    *,
+    workflow_id: str,
+    name: str,
+    description: str,
+    base_url: str,
+    first_step: str,
+    first_skills: list[JsonDict],
+    version: str = "1.0.0",
+    security: JsonDict | None = None,
+) -> JsonDict:
+    """A synthesized 1.0 card for a workflow served at ``base_url``: one skill for the
+    workflow itself (its description), then the skills of the agent its first step calls
+    (``first_skills``), each with the id ``"<first step>/<skill id>"`` and the tag
+    ``"step:<first step>"``, without security. Streaming and push, text in and out."""
+    description = description or f"The workflow '{name}' ({workflow_id}) on Brass Relay."
+    skills: list[JsonDict] = [
+        {"id": workflow_id, "name": name, "description": description, "tags": ["workflow"]}
+    ]
+    seen_ids = {workflow_id}
+    for skill in first_skills:
+        served = _without_security(skill)
+        served["id"] = _unique(f"{first_step}/{skill.get('id', '')}", seen_ids)
+        served["tags"] = [*(skill.get("tags") or []), f"step:{first_step}"]
+        skills.append(served)
+    return _relay_card(
+        name=name,
+        description=description,
+        version=version,
+        base_url=base_url,
+        skills=skills,
+        input_modes=["text/plain"],
+        output_modes=["text/plain", "application/json"],
+        security=security,
+    )
+
+
 def hybrid_card(card_v1: JsonDict) -> JsonDict:
     """The 1.0 card plus the 0.3 fields, for ``/.well-known/agent-card.json`` read by 0.3
     clients: ``url`` and ``preferredTransport`` (the first 0.3 interface, JSON-RPC in every

@@ -62,7 +62,7 @@ EXPECTED_REFUSALS = {
     "tasks_cancel": (400, "TASK_NOT_CANCELABLE"),  # note-1 has finished
     "tasks_trace": (404, "NOT_FOUND"),  # note-1 went to one agent, not a team: no trace
     # The example's template, weekly-report, is made in the admin; this relay has none.
-    "tasks_send_template": (400, "no template 'weekly-report'"),
+    "tasks_send_template": (404, "no template 'weekly-report'"),
     # The example imports another host's catalog, which a test reaching only 127.0.0.1 cannot.
     "registry_import": (422, "cannot reach"),
 }

@@ -32,6 +32,7 @@ PUBLIC = {
     "agent-relay-card": "an agent's card at the relay, public like every Agent Card; it "
     "declares the bearer scheme callers need",
     "team-relay-card": "a team's card, public like every Agent Card",
+    "workflow-agent-card": "a workflow's card, public like every Agent Card",
     "relay-jwks": "the public key that verifies the relay's card signatures, public like the "
     "cards it verifies",
     "api-schema": "the OpenAPI schema describes the API, not its data",
@@ -50,6 +51,8 @@ A2A_CALLS = [
     ("GET", "/a2a/agents/some-agent/extendedAgentCard"),
     ("POST", "/a2a/teams/some-team/"),
     ("POST", "/a2a/teams/some-team/message:stream"),
+    ("POST", "/a2a/workflows/some-workflow/"),
+    ("POST", "/a2a/workflows/some-workflow/message:send"),
     ("POST", "/a2a/relay/"),
     ("GET", "/a2a/relay/tasks"),
     ("POST", "/a2a/tasks/sendSubscribe"),

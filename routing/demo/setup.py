@@ -64,3 +64,33 @@ def demo_team_ensure() -> str:
         f"team      {DEMO_TEAM:<11} {', '.join(DEMO_TEAM_MEMBERS)} (default triage); "
         "the relay's own endpoint answers as this team"
     )
+
+
+DEMO_WORKFLOW = "demo-research-report"
+DEMO_WORKFLOW_YAML = """\
+name: Research report
+slug: demo-research-report
+version: 1.0.0
+description: The researcher's notes on the question, then the writer's draft of them.
+steps:
+  - id: research
+    agent: researcher
+    input: "{{.originalMessage}}"
+  - id: draft
+    agent: writer
+    input: "{{.research}}"
+    output: report
+"""
+
+
+def demo_workflow_ensure() -> str:
+    """Imports the demo workflow (research, then draft; the writer's draft is the answer), or
+    puts it back as it should be. Returns a line for the console. Needs the demo agents
+    registered."""
+    from routing.workflows.services import WorkflowRejected, workflow_import
+
+    try:
+        workflow_import(text=DEMO_WORKFLOW_YAML, replace=True)
+    except (WorkflowRejected, RegistryError) as error:
+        return f"could not set up workflow {DEMO_WORKFLOW}: {error}"
+    return f"workflow  {DEMO_WORKFLOW:<11} researcher, then writer: /a2a/workflows/{DEMO_WORKFLOW}/"

@@ -251,7 +251,11 @@ def http_base_url(target) -> str:
             "the relay's gRPC server cannot name the relay's HTTP address in an extended card: "
             "RELAY_PUBLIC_URL is not set for it"
         )
-    path = {"agent": f"agents/{target.id}", "team": f"teams/{target.id}"}.get(target.kind, "relay")
+    path = {
+        "agent": f"agents/{target.id}",
+        "team": f"teams/{target.id}",
+        "workflow": f"workflows/{target.id}",
+    }.get(target.kind, "relay")
     return f"{settings.RELAY_PUBLIC_URL.rstrip('/')}/a2a/{path}/"
 
 

@@ -7,6 +7,7 @@ under ``/a2a/`` in the HTTP bindings:
 
 - ``agents/<id>``: a registered agent (``/a2a/agents/<id>/``);
 - ``teams/<id>``: a team (``/a2a/teams/<id>/``);
+- ``workflows/<id>``: a workflow (``/a2a/workflows/<id>/``);
 - ``relay`` or no tenant: the relay's own endpoint (``/a2a/relay/``), which forwards to its
   default target.
 
@@ -32,8 +33,8 @@ from tasks_app.protocol.errors import FieldViolation, InvalidParams
 
 GRPC = "GRPC"
 RELAY_TENANT = "relay"
-_TENANT = re.compile(r"(?P<kind>agents|teams)/(?P<target_id>[-a-zA-Z0-9_]+)")
-_KINDS = {"agents": "agent", "teams": "team"}
+_TENANT = re.compile(r"(?P<kind>agents|teams|workflows)/(?P<target_id>[-a-zA-Z0-9_]+)")
+_KINDS = {"agents": "agent", "teams": "team", "workflows": "workflow"}
 
 
 def target_of_tenant(tenant: str) -> tuple[str, str]:
@@ -47,7 +48,9 @@ def target_of_tenant(tenant: str) -> tuple[str, str]:
         raise InvalidParams(
             field_violations=[
                 FieldViolation(
-                    "tenant", "must name a target: agents/<id>, teams/<id> or relay (or be empty)"
+                    "tenant",
+                    "must name a target: agents/<id>, teams/<id>, workflows/<id> or relay "
+                    "(or be empty)",
                 )
             ]
         )

@@ -193,6 +193,19 @@ def test_key_scopes_decide_what_a_key_may_call(weather):
     assert not key_may_call(None, "agent", "weather")
 
 
+def test_only_a_key_scoped_to_nothing_may_call_a_workflow(weather):
+    teams.team_create(team_id="crew", name="Crew", members=["weather"], default_agent="weather")
+    everything = services.api_key_create(name="all")[0]
+    agent_only = services.api_key_create(name="agent", agents=["weather"])[0]
+    team_only = services.api_key_create(name="team", teams=["crew"])[0]
+    no_calls = services.api_key_create(name="none", can_call=False)[0]
+
+    assert key_may_call(everything, "workflow", "pipeline")
+    assert not key_may_call(agent_only, "workflow", "pipeline")
+    assert not key_may_call(team_only, "workflow", "pipeline")
+    assert not key_may_call(no_calls, "workflow", "pipeline")
+
+
 def test_a_key_cannot_be_scoped_to_an_agent_that_does_not_exist():
     with pytest.raises(services.RegistryError) as refused:
         services.api_key_create(name="typo", agents=["nobody"])

@@ -98,7 +98,6 @@ async def test_a_missing_variable_is_a_400_naming_it_and_calls_nobody(agents, as
         ({"templateId": "forecast", "variables": {"city": 3}}, "variables.city"),
         ({"templateId": "forecast", "variables": {"city": "a", "dyas": 1}}, "variables.dyas"),
         ({"templateId": "forecast", "variables": ["Oslo"]}, "variables"),
-        ({"templateId": "nope"}, "templateId"),
         ({"variables": {}}, "templateId"),
         ({"templateId": "forecast", "extra": 1}, "extra"),
     ],
@@ -109,6 +108,13 @@ async def test_bad_template_calls_are_400s_naming_the_field(agents, asgi_relay, 
     details = response.json()["error"]["details"]
     fields = [v["field"] for d in details for v in d.get("fieldViolations", [])]
     assert fields == [field]
+
+
+async def test_an_unknown_template_id_is_a_404_naming_it(agents, asgi_relay):
+    response = await send(asgi_relay, {"templateId": "nope", "variables": {}})
+    assert response.status_code == 404, response.text
+    assert "no template 'nope'" in response.json()["error"]["message"]
+    assert await sync_to_async(Task.objects.count)() == 0
 
 
 async def test_a_template_call_needs_an_api_key(agents, asgi_relay):

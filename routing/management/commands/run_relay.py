@@ -240,12 +240,17 @@ class Command(BaseCommand):
 
     def _start_demo(self, agents_port: int):
         from routing.demo.agents import serve_demo_agents
-        from routing.demo.setup import demo_agents_register, demo_team_ensure
+        from routing.demo.setup import (
+            demo_agents_register,
+            demo_team_ensure,
+            demo_workflow_ensure,
+        )
 
         group = serve_demo_agents(host="127.0.0.1", first_port=agents_port)
         for line in demo_agents_register(group.urls):
             self.stdout.write(line)
         self.stdout.write(demo_team_ensure())
+        self.stdout.write(demo_workflow_ensure())
         return group
 
     def _demo_controls(self, demo, board: StatusBoard) -> None:
