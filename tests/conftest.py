@@ -235,7 +235,7 @@ def anonymous():
 @pytest.fixture(scope="session")
 def a2a_sdk_03():
     """a2a-sdk 0.3.26 in its own virtualenv (``tests/sdk03.py``): its real client and agent,
-    as subprocesses. Skips, saying why, when pip cannot install it."""
+    as subprocesses. Skips, saying why, when uv cannot install it."""
     from tests.sdk03 import Sdk03Unavailable, build
 
     try:
