@@ -15,7 +15,7 @@ RELAY_GRPC_PORT ?= 8001
 # group into a node attribute pytest 9 no longer reads). The chaos tests run after, alone: their latency
 # checks assume the machine is theirs; they all live in tests/chaos (tests/conftest.py checks),
 # so only that directory is collected for them. Exit 5 (no test collected) is no failure.
-PYTEST_PARALLEL ?= -n auto --dist loadfile
+PYTEST_PARALLEL ?= -n auto --dist loadfile --no-loadscope-reorder
 FAST_TESTS := not (live or browser or chaos or fuzz or production)
 
 .PHONY: up test test-fast lint bench clean docs diagram
