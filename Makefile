@@ -34,6 +34,10 @@ up: $(STAMP)
 	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(BIN)/python manage.py run_relay \
 		--port $(RELAY_PORT) --agents-port $(RELAY_AGENTS_PORT) --grpc-port $(RELAY_GRPC_PORT)
 
+# A make of its own builds the venv inside test's recipe, called through this variable: a line
+# naming MAKE itself would be run, not printed, by `make -n test` (the printed-commands test).
+BUILD_VENV = $(MAKE) --no-print-directory $(STAMP)
+
 # The tools the tests need are fetched side by side (apt, npm: mostly waiting on the network)
 # while the virtualenv is built; then the a2a-sdk 0.3 virtualenv, so no test worker waits for
 # it, beside the checks that need none of them (ruff, the migration check; the strict docs
@@ -41,7 +45,7 @@ up: $(STAMP)
 test:
 	{ bash scripts/ensure-chromium; bash scripts/ensure-postgres; bash scripts/ensure-graphviz; } & \
 	bash scripts/ensure-js & \
-	$(MAKE) --no-print-directory $(STAMP) && { \
+	$(BUILD_VENV) && { \
 	  { $(BIN)/python -m tests.sdk03 >/dev/null || echo "a2a-sdk 0.3 could not be built; its tests will skip."; } & \
 	  $(BIN)/ruff check . && \
 	  $(BIN)/ruff format --check . && \
