@@ -12,10 +12,13 @@ RELAY_GRPC_PORT ?= 8001
 
 # pytest-xdist: one worker per core; a module's tests stay on one worker (loadfile), so a live
 # module's relay starts once (loadgroup does not group under pytest 9: xdist 3.8 writes the
-# group into a node attribute pytest 9 no longer reads). The chaos tests run after, alone: their latency
-# checks assume the machine is theirs; they all live in tests/chaos (tests/conftest.py checks),
-# so only that directory is collected for them. Exit 5 (no test collected) is no failure.
-PYTEST_PARALLEL ?= -n auto --dist loadfile
+# group into a node attribute pytest 9 no longer reads). The chaos tests run after, by
+# themselves: their latency checks assume no other suite loads the machine; they all live in
+# tests/chaos (tests/conftest.py checks), so only that directory is collected for them. Its two
+# modules, each with a cluster of its own on free ports, run side by side (they mostly wait on
+# outages and timeouts); tests/chaos/conftest.py puts the one that loads both cores last.
+# Exit 5 (no test collected) is no failure.
+PYTEST_PARALLEL ?= -n auto --dist loadfile --no-loadscope-reorder
 FAST_TESTS := not (live or browser or chaos or fuzz or production)
 
 .PHONY: up test test-fast lint bench clean docs diagram
@@ -23,29 +26,33 @@ FAST_TESTS := not (live or browser or chaos or fuzz or production)
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found; run: make PYTHON=python3 ..."; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet uv
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[dev]"
 	touch $(STAMP)
 
 up: $(STAMP)
 	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(BIN)/python manage.py run_relay \
 		--port $(RELAY_PORT) --agents-port $(RELAY_AGENTS_PORT) --grpc-port $(RELAY_GRPC_PORT)
 
-# The tools the tests need are fetched side by side (apt, npm, pip: mostly waiting on the
-# network), the a2a-sdk 0.3 virtualenv among them, so no test worker waits for pip; the checks
-# that need none of them (ruff, the strict docs build, the migration check) run meanwhile, and
-# the first that fails fails the target once the fetching is done.
-test: $(STAMP)
-	{ bash scripts/ensure-chromium; bash scripts/ensure-postgres; } & \
+# A make of its own builds the venv inside test's recipe, called through this variable: a line
+# naming MAKE itself would be run, not printed, by `make -n test` (the printed-commands test).
+BUILD_VENV = $(MAKE) --no-print-directory $(STAMP)
+
+# The tools the tests need are fetched side by side (apt, npm: mostly waiting on the network)
+# while the virtualenv is built; then the a2a-sdk 0.3 virtualenv, so no test worker waits for
+# it, beside the checks that need none of them (ruff, the migration check; the strict docs
+# build is tests/test_docs.py's). The first that fails fails the target once all are done.
+test:
+	{ bash scripts/ensure-chromium; bash scripts/ensure-postgres; bash scripts/ensure-graphviz; } & \
 	bash scripts/ensure-js & \
-	{ $(BIN)/python -m tests.sdk03 >/dev/null || echo "a2a-sdk 0.3 could not be built; its tests will skip."; } & \
-	$(BIN)/ruff check . && \
-	$(BIN)/ruff format --check . && \
-	$(BIN)/mkdocs build --strict --quiet && \
-	$(BIN)/python manage.py makemigrations --check --dry-run; \
+	$(BUILD_VENV) && { \
+	  { $(BIN)/python -m tests.sdk03 >/dev/null || echo "a2a-sdk 0.3 could not be built; its tests will skip."; } & \
+	  $(BIN)/ruff check . && \
+	  $(BIN)/ruff format --check . && \
+	  $(BIN)/python manage.py makemigrations --check --dry-run; }; \
 	checks=$$?; wait; exit $$checks
 	RELAY_FUZZ_PROFILE=ci $(BIN)/pytest $(PYTEST_PARALLEL) -m "not chaos" --durations=25
-	$(BIN)/pytest tests/chaos -m chaos --durations=10 || test $$? -eq 5
+	$(BIN)/pytest tests/chaos -m chaos -n 2 --dist loadfile --durations=10 || test $$? -eq 5
 
 # The edit loop (minutes): the pure cores and in-process tests, none of the kinds marked in
 # tests/conftest.py as slow (subprocess servers, browser, chaos, fuzzing, PostgreSQL).

@@ -75,9 +75,11 @@ CHAOS_DIRECTORY = "tests/chaos/"
 (collecting the whole suite to select twelve tests takes half a minute)."""
 
 SLOW_FIRST = ("live", "fuzz", "browser", "production")
-"""The kinds that run first, in this order: pytest-xdist (``--dist loadfile``) hands out its work
-units (a module) largest first and otherwise in collection order, so a slow one-test module
-taken last would keep one worker busy while the other waits."""
+"""The kinds that run first, in this order, so that a slow module of few tests is not taken
+last, keeping one worker busy while the other waits. pytest-xdist (``--dist loadfile``) hands
+out its work units (a module) in the order of the collected items only when told
+``--no-loadscope-reorder`` (``make test`` does): by default it sorts them by their number of
+tests, which put the one-test live modules (a ``run_relay`` start each) at the end."""
 
 
 def pytest_collection_modifyitems(config, items):
@@ -93,12 +95,26 @@ def pytest_collection_modifyitems(config, items):
             )
         if chaos or module in LIVE_MODULES or LIVE_FIXTURES.intersection(item.fixturenames):
             item.add_marker(pytest.mark.live)
-    items.sort(key=_slowness_rank)
+    _order_modules(items)
+
+
+def _order_modules(items) -> None:
+    """Sorts ``items`` module by module (each stays whole and in its own order): by the first
+    of SLOW_FIRST's kinds any of its tests is of (modules of none after them all), then the
+    modules of more tests first, as pytest-xdist's own order does."""
+    modules: dict = {}
+    for item in items:
+        modules.setdefault(item.path, []).append(item)
+
+    def rank(module_items) -> tuple[int, int]:
+        kind = min(map(_slowness_rank, module_items))
+        return kind, -len(module_items)
+
+    items[:] = [item for group in sorted(modules.values(), key=rank) for item in group]
 
 
 def _slowness_rank(item) -> int:
-    """The place of the first of SLOW_FIRST's kinds ``item`` is of, else after them all (a
-    stable sort keeps the collection order within each rank, and so each module whole)."""
+    """The place of the first of SLOW_FIRST's kinds ``item`` is of, else after them all."""
     return next(
         (rank for rank, kind in enumerate(SLOW_FIRST) if item.get_closest_marker(kind)),
         len(SLOW_FIRST),
@@ -235,7 +251,7 @@ def anonymous():
 @pytest.fixture(scope="session")
 def a2a_sdk_03():
     """a2a-sdk 0.3.26 in its own virtualenv (``tests/sdk03.py``): its real client and agent,
-    as subprocesses. Skips, saying why, when pip cannot install it."""
+    as subprocesses. Skips, saying why, when uv cannot install it."""
     from tests.sdk03 import Sdk03Unavailable, build
 
     try:

@@ -1,9 +1,9 @@
 """a2a-sdk 0.3.26, the 0.3 SDK most deployed clients and agents use, in a virtualenv of its own.
 
 The relay's own environment has a2a-sdk 1.x, which cannot be installed beside 0.3.x, so the
-0.3.26 client and agent run as subprocesses of ``var/venv-a2a03`` (built once with pip, reused
+0.3.26 client and agent run as subprocesses of ``var/venv-a2a03`` (built once with uv, reused
 while it says it is complete). Use the session fixture ``a2a_sdk_03`` of ``tests/conftest.py``,
-which skips, saying why, when pip cannot install the SDK:
+which skips, saying why, when uv cannot install the SDK:
 
     def test_something(a2a_sdk_03):
         answer = a2a_sdk_03.client({"parse_card": card})           # tests/peers/sdk03_client.py
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from uv import find_uv_bin
 
 from tests.live import free_port, stop_process, wait_for
 
@@ -56,7 +57,7 @@ def _stop_clients() -> None:
 
 
 class Sdk03Unavailable(RuntimeError):
-    """The 0.3.26 virtualenv could not be built (no network to the registry, pip failed)."""
+    """The 0.3.26 virtualenv could not be built (no network to the registry, uv failed)."""
 
 
 @dataclass(frozen=True)
@@ -136,10 +137,11 @@ def _answers(url: str) -> bool:
 
 
 def build(path: Path = VENV) -> Sdk03:
-    """The virtualenv at ``path``, built with pip unless an earlier build completed (a
-    ``complete`` file names what it installed). Several processes may call this at once: a
-    lock file makes one build and the others wait. Raises :class:`Sdk03Unavailable` with
-    pip's last words when the install fails."""
+    """The virtualenv at ``path``, built with uv (a dev dependency: seconds where pip takes
+    most of a minute) unless an earlier build completed (a ``complete`` file names what it
+    installed). Several processes may call this at once: a lock file makes one build and the
+    others wait. Raises :class:`Sdk03Unavailable` with uv's last words when the install
+    fails."""
     path.parent.mkdir(parents=True, exist_ok=True)
     marker = path / "complete"
     python = path / "bin" / "python"
@@ -147,16 +149,16 @@ def build(path: Path = VENV) -> Sdk03:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if marker.exists() and marker.read_text() == "\n".join(REQUIREMENTS) and python.exists():
             return Sdk03(python)
-        venv.EnvBuilder(clear=True, with_pip=True).create(path)
+        venv.EnvBuilder(clear=True).create(path)
         try:
             result = subprocess.run(
                 [
-                    str(python),
-                    "-m",
+                    find_uv_bin(),
                     "pip",
                     "install",
                     "--quiet",
-                    "--disable-pip-version-check",
+                    "--python",
+                    str(python),
                     *REQUIREMENTS,
                 ],
                 capture_output=True,
@@ -164,9 +166,9 @@ def build(path: Path = VENV) -> Sdk03:
                 timeout=INSTALL_SECONDS,
             )
         except subprocess.TimeoutExpired as error:
-            raise Sdk03Unavailable(f"pip took over {INSTALL_SECONDS:.0f} s") from error
+            raise Sdk03Unavailable(f"uv took over {INSTALL_SECONDS:.0f} s") from error
         if result.returncode != 0:
-            raise Sdk03Unavailable(f"pip install failed: {result.stderr.strip()[-500:]}")
+            raise Sdk03Unavailable(f"uv pip install failed: {result.stderr.strip()[-500:]}")
         marker.write_text("\n".join(REQUIREMENTS))
         return Sdk03(python)
 

@@ -9,6 +9,7 @@ PostgreSQL and Redis on 127.0.0.1 and is skipped, saying why, where they are abs
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import time
 from contextlib import ExitStack, contextmanager
@@ -111,11 +112,12 @@ def enqueue_refresh(env, agent_id: str) -> None:
     )
 
 
-def test_embedded_profile_runs_a_real_worker_with_nothing_installed(tmp_path):
+def test_embedded_profile_runs_a_real_worker_with_nothing_installed(tmp_path, relay_template):
     env = relay_env(tmp_path, **HEALTH_ENV)
     document = card_v1()
-    manage(env, "migrate", "--verbosity=0")
     database = tmp_path / "relay.sqlite3"
+    # The run's migrated database (tests.live.shared_template), not a migration of its own.
+    shutil.copyfile(relay_template.database, database)
 
     def query(sql: str):
         with sqlite3.connect(database) as connection:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import uuid
 from contextlib import ExitStack
 
@@ -24,7 +25,7 @@ from tests.test_profiles import agent_site, process, wait_until
 
 
 class Relay:
-    def __init__(self, name: str, tmp_path, stack: ExitStack, **extra: str) -> None:
+    def __init__(self, name: str, tmp_path, stack: ExitStack, template, **extra: str) -> None:
         self.name = name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -40,7 +41,8 @@ class Relay:
             # Only the syncs this test runs: no health sweeps or beat in the way.
             **extra,
         )
-        manage(self.env, "migrate", "--verbosity=0")
+        # The run's migrated database (tests.live.shared_template), not a migration of its own.
+        shutil.copyfile(template.database, var / "relay.sqlite3")
         self.key = manage(self.env, "create_api_key", f"{name}-admin", "--admin").split()[-1]
         self.process = stack.enter_context(
             process(
@@ -75,14 +77,14 @@ class Relay:
 
 
 @pytest.fixture
-def relays(tmp_path):
+def relays(tmp_path, relay_template):
     key_path = tmp_path / "relay-a-key.pem"
     key_path.write_bytes(
         jwk.JWK.generate(kty="EC", crv="P-256").export_to_pem(private_key=True, password=None)
     )
     with ExitStack() as stack:
-        a = Relay("a", tmp_path, stack, RELAY_CARD_SIGNING_KEY=str(key_path))
-        b = Relay("b", tmp_path, stack)
+        a = Relay("a", tmp_path, stack, relay_template, RELAY_CARD_SIGNING_KEY=str(key_path))
+        b = Relay("b", tmp_path, stack, relay_template)
         yield a, b
 
 

@@ -38,3 +38,14 @@ def pytest_runtest_makereport(item, call):
     cluster = getattr(item, "chaos_cluster", None)
     if report.failed and cluster is not None and report.when == "call":
         report.sections.append((f"chaos logs (kept in {cluster.var_dir})", cluster.log_tails()))
+
+
+HEAVY_LAST = "test_64_clients_of_mixed_calls_over_both_processes"
+"""The one chaos test that loads both cores (64 clients for CHAOS_LOAD_SECONDS) and asserts
+latency percentiles. ``make test`` runs the two chaos modules side by side (``-n 2``), each
+with its own cluster; run last in test_chaos.py, it starts when test_postgres_chaos.py, which
+is shorter, has finished on the other worker."""
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: item.name == HEAVY_LAST)

@@ -26,10 +26,12 @@ time each frame was read) for the tests that need exact frames.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
@@ -39,6 +41,7 @@ from typing import Any
 
 import httpx
 
+from tests import live
 from tests.live import (
     ROOT,
     LiveRelay,
@@ -270,6 +273,7 @@ def chaos_cluster(
         raise ServiceMissingError(f"redis-server is not installed (looked for {REDIS_SERVER})")
     var_dir.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
+        starting = stack.enter_context(_one_start_at_a_time())
         name, database_url = stack.enter_context(database or postgres_database("chaos"))
         redis = RedisServer(var_dir)
         stack.callback(redis.stop)
@@ -329,7 +333,20 @@ def chaos_cluster(
             )
         for agent_id in AGENT_IDS:
             cluster.a.register(urls[agent_id], agent_id)
+        starting.close()
         yield cluster
+
+
+def _one_start_at_a_time():
+    """An open file holding the run's lock on starting a cluster (``make test`` runs the two
+    chaos modules side by side): ten processes starting Django at once on two cores would
+    leave a relay unanswered past its start timeout. Closing the file releases the lock;
+    outside a test run (no ``TEMPLATE_HOME``) it locks a file of its own."""
+    home = live.TEMPLATE_HOME or Path(tempfile.mkdtemp())
+    home.mkdir(parents=True, exist_ok=True)
+    lock = (home / "chaos-cluster-start.lock").open("w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    return lock
 
 
 # --- a raw A2A client ---------------------------------------------------------------------
