@@ -122,6 +122,7 @@ class AgentAdmin(admin.ModelAdmin):
         ("Streams", {"fields": services.STREAM_FIELDS}),
         ("Retries", {"fields": services.RETRY_FIELDS}),
         ("Delegation", {"fields": services.DELEGATION_FIELDS}),
+        ("MCP", {"fields": services.MCP_FIELDS}),
         ("Current card", {"fields": ("current_card",)}),
         ("Card history", {"fields": ("history",)}),
         ("Record", {"fields": ("created_by", "created_at", "updated_at")}),

@@ -152,6 +152,7 @@ class AgentChangeForm(forms.ModelForm):
             *services.STREAM_FIELDS,
             *services.RETRY_FIELDS,
             *services.DELEGATION_FIELDS,
+            *services.MCP_FIELDS,
         ]
 
     def clean_probe_interval_seconds(self):

@@ -354,6 +354,9 @@ DELEGATION_FIELDS = (
 )
 """Which token the agent gets on a caller's behalf (``tasks_app.hop_tokens``)."""
 
+MCP_FIELDS = ("mcp_skill_tools",)
+"""What the relay's MCP server offers of the agent (``routing.mcp``)."""
+
 
 def agent_update(
     *, agent: Agent, fields: dict[str, Any], actor: str = SYSTEM, own: OwnAddresses | None = None
@@ -376,6 +379,7 @@ def agent_update(
         *STREAM_FIELDS,
         *RETRY_FIELDS,
         *DELEGATION_FIELDS,
+        *MCP_FIELDS,
     }
     unknown = set(fields) - editable - {"credentials"}
     if unknown:

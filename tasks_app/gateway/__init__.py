@@ -58,6 +58,7 @@ from tasks_app.gateway.targets import (
     register_target_kind,
     resolve_target,
     target_cache_seconds,
+    target_kind_registered,
 )
 
 __all__ = [
@@ -98,5 +99,6 @@ __all__ = [
     "stream_message",
     "subscribe",
     "target_cache_seconds",
+    "target_kind_registered",
     "target_of",
 ]

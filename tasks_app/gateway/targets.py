@@ -149,6 +149,11 @@ def register_target_kind(kind: str, resolver: TargetResolver) -> None:
     _resolvers[kind] = resolver
 
 
+def target_kind_registered(kind: str) -> bool:
+    """Whether some app plugged targets of this kind in (``register_target_kind``)."""
+    return kind in _resolvers
+
+
 def resolve_target(kind: str, target_id: str) -> Target | None:
     """The target, or None when it does not exist or may not be called (disabled)."""
     resolver = _resolvers.get(kind)
