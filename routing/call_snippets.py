@@ -1,6 +1,7 @@
 """How to call an agent or a team through the relay: copyable snippets for curl, the Python
-a2a-sdk client (over JSON-RPC, and over gRPC) and the JavaScript @a2a-js/sdk client, shown on
-the agent and team pages.
+a2a-sdk client (over JSON-RPC, and over gRPC), the JavaScript @a2a-js/sdk client and the
+Python MCP client (the target's tool at the relay's MCP server), shown on the agent and team
+pages.
 
 Pure: takes the relay's URL of the target and returns text. Each snippet reads the API key from
 the environment variable ``RELAY_API_KEY`` (sent as ``Authorization: Bearer <key>``), so it runs
@@ -28,11 +29,16 @@ class CallSnippets:
     python: str
     grpc: str
     javascript: str
+    mcp_url: str = ""
+    mcp_tool: str = ""
+    mcp: str = ""
 
 
-def call_snippets(url: str) -> CallSnippets:
+def call_snippets(url: str, *, mcp_url: str = "", mcp_tool: str = "") -> CallSnippets:
     """The snippets for the target whose A2A base URL at the relay is ``url`` (ending in "/",
-    as ``/a2a/agents/{id}/`` and ``/a2a/teams/{id}/`` do). JSON-RPC, A2A 1.0."""
+    as ``/a2a/agents/{id}/`` and ``/a2a/teams/{id}/`` do). JSON-RPC, A2A 1.0. With
+    ``mcp_url`` (its endpoint at the relay's MCP server) and ``mcp_tool`` (its tool's name),
+    the MCP client's snippet too."""
     return CallSnippets(
         url=url,
         card_url=url + CARD_PATH,
@@ -40,6 +46,9 @@ def call_snippets(url: str) -> CallSnippets:
         python=_python(url),
         grpc=_grpc(url),
         javascript=_javascript(url),
+        mcp_url=mcp_url,
+        mcp_tool=mcp_tool,
+        mcp=_mcp(mcp_url, mcp_tool) if mcp_url else "",
     )
 
 
@@ -157,4 +166,28 @@ const result = await client.sendMessage(
   {{ serviceParameters: headers }},
 );
 console.log(JSON.stringify(result, null, 2));
+"""
+
+
+def _mcp(url: str, tool: str) -> str:
+    return f"""import asyncio
+import os
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+URL = {json.dumps(url)}
+TOOL = {json.dumps(tool)}
+
+
+async def main():
+    headers = {{"Authorization": f"Bearer {{os.environ['{KEY_VARIABLE}']}}"}}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+        async with Client(streamable_http_client(URL, http_client=http)) as client:
+            result = await client.call_tool(TOOL, {{"text": {json.dumps(GREETING)}}})
+            print(result.content[0].text)
+
+
+asyncio.run(main())
 """

@@ -6,6 +6,11 @@ by elicitation, a cancelled call whose A2A task ends canceled, and a key without
 from __future__ import annotations
 
 import asyncio
+import html
+import os
+import re
+import subprocess
+import sys
 import time
 
 import anyio
@@ -214,3 +219,28 @@ def test_a_request_without_a_valid_key_gets_401(relay):
         response = httpx.post(f"{relay.url}/mcp", json=body, headers=headers, timeout=CALL_SECONDS)
         assert response.status_code == 401
         assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+@pytest.mark.parametrize(
+    ("page", "tool", "answer"),
+    # The echo agent answers with a message, no task; the team's answer names its task.
+    [("/agents/echo/", "agent_echo", "Hello\n"), ("/teams/demo/", "team_demo", "[A2A task ")],
+)
+def test_the_pages_mcp_snippet_gets_an_answer_as_printed(relay, page, tool, answer):
+    response = httpx.get(f"{relay.url}{page}", timeout=CALL_SECONDS)
+    snippet = html.unescape(
+        re.search(r'<pre class="code" id="snippet-mcp">(.*?)</pre>', response.text, re.S)[1]
+    )
+    assert f'id="call-mcp-tool">{tool}<' in response.text
+    assert f'TOOL = "{tool}"' in snippet
+
+    result = subprocess.run(
+        [sys.executable, "-c", snippet],
+        env={**os.environ, "RELAY_API_KEY": relay.key},
+        capture_output=True,
+        text=True,
+        timeout=CALL_SECONDS * 2,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert answer in result.stdout
