@@ -16,7 +16,6 @@ import logging
 from typing import Any
 
 import mcp_types as types
-from django.conf import settings
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -25,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from registry.auth import api_key_lookup
 from relay_project.database import database_sync_to_async
 from relay_project.per_loop import PerLoop
+from relay_project.routing import host_allowed
 from routing.mcp import calls, catalog
 from tasks_app.api.admission import admit_caller
 from tasks_app.api.parsing import InvalidApiKey
@@ -94,17 +94,9 @@ def build_server() -> Server:
     )
 
 
-def _security() -> TransportSecuritySettings:
-    """DNS-rebinding protection from the relay's own ALLOWED_HOSTS (no check with "*")."""
-    hosts = list(settings.ALLOWED_HOSTS)
-    if "*" in hosts or not hosts:
-        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    allowed = [pattern for host in hosts for pattern in (host, f"{host}:*")]
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=allowed,
-        allowed_origins=[f"{scheme}://{host}" for scheme in ("http", "https") for host in allowed],
-    )
+NO_SDK_HOST_CHECK = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+"""The Host is checked before the SDK, as Django checks it (``host_allowed``: ALLOWED_HOSTS,
+with its ``.example.com`` patterns), so the SDK's own check is off."""
 
 
 async def _reply(send, status: int, message: str, headers: list[tuple[bytes, bytes]] = ()):
@@ -132,7 +124,7 @@ class _Running:
 
     def __init__(self) -> None:
         self.manager = StreamableHTTPSessionManager(
-            app=build_server(), stateless=True, security_settings=_security()
+            app=build_server(), stateless=True, security_settings=NO_SDK_HOST_CHECK
         )
         self.ready = asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(self._run())
@@ -150,6 +142,9 @@ class MCPApp:
     """The ASGI app under /mcp: authenticates, then hands the request to the SDK."""
 
     async def __call__(self, scope, receive, send) -> None:
+        if not host_allowed(scope):
+            await _reply(send, 400, "the Host header names no host of this relay")
+            return
         try:
             catalog.subset_of(scope["path"])
         except catalog.UnknownPath:

@@ -244,3 +244,14 @@ def test_the_pages_mcp_snippet_gets_an_answer_as_printed(relay, page, tool, answ
 
     assert result.returncode == 0, result.stderr
     assert answer in result.stdout
+
+
+def test_a_request_for_another_host_is_refused_before_the_key_is_read(relay):
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    response = httpx.post(
+        f"{relay.url}/mcp",
+        json=body,
+        headers={**relay.auth(), "Host": "rebound.example"},
+        timeout=CALL_SECONDS,
+    )
+    assert response.status_code == 400
