@@ -255,3 +255,22 @@ def test_a_request_for_another_host_is_refused_before_the_key_is_read(relay):
         timeout=CALL_SECONDS,
     )
     assert response.status_code == 400
+
+
+async def test_a_client_of_the_handshake_era_continues_a_task_with_its_id(relay):
+    async with client(relay, mode="legacy") as mcp:
+        names = {tool.name for tool in (await mcp.list_tools()).tools}
+        asked = await mcp.call_tool("agent_asks", {"text": "greet someone"})
+        task_id = asked.meta["relay/a2a"]["taskId"]
+        answered = await mcp.call_tool("agent_asks", {"text": "Grace", "taskId": task_id})
+
+    assert "agent_asks" in names
+    assert asked.meta["relay/a2a"]["state"] == "input-required"
+    assert asked.content[0].text.startswith("What name should I greet?")
+    assert f"taskId {task_id}" in asked.content[0].text
+    assert answered.content[0].text.startswith("Hello, Grace!")
+    assert answered.meta["relay/a2a"] == {
+        "taskId": task_id,
+        "contextId": asked.meta["relay/a2a"]["contextId"],
+        "state": "completed",
+    }
