@@ -81,10 +81,11 @@ def principal_of(caller: ApiKey | None) -> dict:
     )
 
 
-def check_call(
+def call_verdict(
     caller: ApiKey | None, *, target_kind: str, target_id: str, skill: str = ""
 ) -> policy.Verdict:
-    """Whether the call rules let ``caller`` call the target; a refusal is in the audit log."""
+    """Whether the call rules let ``caller`` call the target, recording nothing (for a list
+    of what a caller may call)."""
     call_rules = rules(policy.CALL)
     if not call_rules:
         return policy.ALLOWED
@@ -95,7 +96,14 @@ def check_call(
         skill=skill,
         now=timezone.now(),
     )
-    verdict = policy.decide(call_rules, facts, refused="this call")
+    return policy.decide(call_rules, facts, refused="this call")
+
+
+def check_call(
+    caller: ApiKey | None, *, target_kind: str, target_id: str, skill: str = ""
+) -> policy.Verdict:
+    """Whether the call rules let ``caller`` call the target; a refusal is in the audit log."""
+    verdict = call_verdict(caller, target_kind=target_kind, target_id=target_id, skill=skill)
     if not verdict.allowed:
         audit_refusal(
             caller,

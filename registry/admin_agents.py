@@ -123,6 +123,7 @@ class AgentAdmin(admin.ModelAdmin):
         ("Retries", {"fields": services.RETRY_FIELDS}),
         ("Failover", {"fields": services.FAILOVER_FIELDS}),
         ("Delegation", {"fields": services.DELEGATION_FIELDS}),
+        ("MCP", {"fields": services.MCP_FIELDS}),
         ("Current card", {"fields": ("current_card",)}),
         ("Card history", {"fields": ("history",)}),
         ("Record", {"fields": ("created_by", "created_at", "updated_at")}),

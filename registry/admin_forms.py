@@ -153,6 +153,7 @@ class AgentChangeForm(forms.ModelForm):
             *services.RETRY_FIELDS,
             *services.FAILOVER_FIELDS,
             *services.DELEGATION_FIELDS,
+            *services.MCP_FIELDS,
         ]
 
     def clean_probe_interval_seconds(self):

@@ -129,8 +129,7 @@ class Agent(models.Model):
         help_text="How an agent that scales to zero is probed.",
     )
     next_probe_at = models.DateTimeField(null=True, blank=True, db_index=True, editable=False)
-    # How long the relay waits on this agent's streams. Empty values take the RELAY_STREAM_*
-    # settings.
+    # How long the relay waits on this agent's streams (empty: the RELAY_STREAM_* settings).
     stream_idle_seconds = models.PositiveIntegerField(
         null=True,
         blank=True,
@@ -196,6 +195,7 @@ class Agent(models.Model):
         help_text="A caller lacking some of these scopes gets a token with those it holds; "
         "off: the call is refused.",
     )
+    mcp_skill_tools = models.BooleanField(default=False, help_text="Each skill is an MCP tool too.")
     # Passive health: real calls through the gateway.
     breaker_state = models.CharField(
         max_length=9, choices=Breaker.choices, default=Breaker.CLOSED, editable=False

@@ -357,6 +357,8 @@ DELEGATION_FIELDS = (
 FAILOVER_FIELDS = ("failover_same_skill",)
 """Where a send goes when the agent is down, beside its ordered alternates (set apart, in the
 admin's inline): ``tasks_app.gateway.failover``."""
+MCP_FIELDS = ("mcp_skill_tools",)
+"""What the relay's MCP server offers of the agent (``routing.mcp``)."""
 
 
 def agent_update(
@@ -381,6 +383,7 @@ def agent_update(
         *RETRY_FIELDS,
         *FAILOVER_FIELDS,
         *DELEGATION_FIELDS,
+        *MCP_FIELDS,
     }
     unknown = set(fields) - editable - {"credentials"}
     if unknown:

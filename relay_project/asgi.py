@@ -22,6 +22,7 @@ from channels.routing import ProtocolTypeRouter  # noqa: E402
 
 from relay_project.request_metrics import RequestMetricsMiddleware  # noqa: E402
 from relay_project.routing import A2ARouter  # noqa: E402
+from routing.mcp import server as mcp_server  # noqa: E402
 from tasks_app.agui.consumer import AgUiConsumer  # noqa: E402
 from tasks_app.consumers import A2AConsumer  # noqa: E402
 from tasks_app.gateway import supervisor  # noqa: E402
@@ -47,7 +48,10 @@ async def lifespan(scope, receive, send):
 application = ProtocolTypeRouter(
     {
         "http": RequestMetricsMiddleware(
-            A2ARouter(django_application, A2AConsumer.as_asgi(), AgUiConsumer.as_asgi())
+            # /mcp and under it: the MCP server (routing.mcp).
+            mcp_server.mounted(
+                A2ARouter(django_application, A2AConsumer.as_asgi(), AgUiConsumer.as_asgi())
+            )
         ),
         "lifespan": lifespan,
     }

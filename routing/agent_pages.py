@@ -23,6 +23,7 @@ from relay_project.public_url import relay_base_url
 from routing import metrics
 from routing import selectors as routing_selectors
 from routing.call_snippets import call_snippets
+from routing.mcp.tools import tool_name
 
 
 @registry_read
@@ -96,6 +97,8 @@ def agent_page(request, agent_id: str):
         "call": call_snippets(
             relay_base_url(request, f"/a2a/agents/{agent.pk}/"),
             agui_url=relay_base_url(request, f"/agui/agents/{agent.pk}"),
+            mcp_url=relay_base_url(request, f"/mcp/agents/{agent.pk}"),
+            mcp_tool=tool_name("agent", agent.pk),
         ),
         "call_blocked": _call_blocked(agent),
         "task_templates": routing_selectors.task_templates_for(kind="agent", target_id=agent.pk),

@@ -1,7 +1,7 @@
 """How to call an agent or a team through the relay: copyable snippets for curl, the Python
-a2a-sdk client (over JSON-RPC, and over gRPC), the JavaScript @a2a-js/sdk client, and the
-AG-UI client (@ag-ui/client's HttpAgent, at the target's AG-UI endpoint), shown on the agent
-and team pages.
+a2a-sdk client (over JSON-RPC, and over gRPC), the JavaScript @a2a-js/sdk client, the
+AG-UI client (@ag-ui/client's HttpAgent, at the target's AG-UI endpoint) and the Python MCP
+client (the target's tool at the relay's MCP server), shown on the agent and team pages.
 
 Pure: takes the relay's URL of the target and returns text. Each snippet reads the API key from
 the environment variable ``RELAY_API_KEY`` (sent as ``Authorization: Bearer <key>``), so it runs
@@ -31,12 +31,19 @@ class CallSnippets:
     javascript: str
     agui_url: str
     agui: str
+    mcp_url: str = ""
+    mcp_tool: str = ""
+    mcp: str = ""
 
 
-def call_snippets(url: str, *, agui_url: str) -> CallSnippets:
+def call_snippets(
+    url: str, *, agui_url: str, mcp_url: str = "", mcp_tool: str = ""
+) -> CallSnippets:
     """The snippets for the target whose A2A base URL at the relay is ``url`` (ending in "/",
     as ``/a2a/agents/{id}/`` and ``/a2a/teams/{id}/`` do; JSON-RPC, A2A 1.0) and whose AG-UI
-    endpoint is ``agui_url`` (``/agui/agents/{id}``, ``/agui/teams/{id}``)."""
+    endpoint is ``agui_url`` (``/agui/agents/{id}``, ``/agui/teams/{id}``). With ``mcp_url``
+    (its endpoint at the relay's MCP server) and ``mcp_tool`` (its tool's name), the MCP
+    client's snippet too."""
     return CallSnippets(
         url=url,
         card_url=url + CARD_PATH,
@@ -46,6 +53,9 @@ def call_snippets(url: str, *, agui_url: str) -> CallSnippets:
         javascript=_javascript(url),
         agui_url=agui_url,
         agui=_agui(agui_url),
+        mcp_url=mcp_url,
+        mcp_tool=mcp_tool,
+        mcp=_mcp(mcp_url, mcp_tool) if mcp_url else "",
     )
 
 
@@ -179,4 +189,28 @@ const {{ newMessages }} = await agent.runAgent({{}}, {{
   onEvent: ({{ event }}) => console.error(event.type),
 }});
 console.log(newMessages.filter((m) => m.role === "assistant").at(-1)?.content);
+"""
+
+
+def _mcp(url: str, tool: str) -> str:
+    return f"""import asyncio
+import os
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+URL = {json.dumps(url)}
+TOOL = {json.dumps(tool)}
+
+
+async def main():
+    headers = {{"Authorization": f"Bearer {{os.environ['{KEY_VARIABLE}']}}"}}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+        async with Client(streamable_http_client(URL, http_client=http)) as client:
+            result = await client.call_tool(TOOL, {{"text": {json.dumps(GREETING)}}})
+            print(result.content[0].text)
+
+
+asyncio.run(main())
 """

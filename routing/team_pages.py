@@ -16,6 +16,7 @@ from relay_project.public_url import relay_base_url
 from routing import selectors as routing_selectors
 from routing.agent_pages import next_page_query
 from routing.call_snippets import call_snippets
+from routing.mcp.tools import tool_name
 from routing.team_checks import routing_warning
 from tasks_app.api.cards import team_relay_card
 
@@ -61,6 +62,8 @@ def team_page(request, team_id: str):
         "call": call_snippets(
             relay_base_url(request, f"/a2a/teams/{team.pk}/"),
             agui_url=relay_base_url(request, f"/agui/teams/{team.pk}"),
+            mcp_url=relay_base_url(request, f"/mcp/teams/{team.pk}"),
+            mcp_tool=tool_name("team", team.pk),
         ),
         "show_conversations": staff,
         "task_templates": routing_selectors.task_templates_for(kind="team", target_id=team.pk),

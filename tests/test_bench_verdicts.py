@@ -302,6 +302,7 @@ def test_the_503_storm_at_one_call_at_a_time_is_printed_not_judged():
 
     assert judge_storms({1: make_storm(on_alternate=0)}) == []
 
+
 def test_the_bearer_row_is_judged_at_c8_against_production_at_five_percent():
     from bench.gateway_verdicts import BEARER
 

@@ -170,7 +170,12 @@ def admit(lookup: KeyLookup, kind: str, target_id: str, call: Call) -> Admitted:
     no slot held and nothing stored. What it reads that the process's caches do not hold, it
     reads from the database; its effects beyond memory (the agent's count, the slot, a task
     stored at once) come after every read (``admission`` relies on it)."""
-    caller = admit_caller(lookup)
+    return admit_for(admit_caller(lookup), kind, target_id, call)
+
+
+def admit_for(caller, kind: str, target_id: str, call: Call) -> Admitted:
+    """``admit`` for a caller already authenticated and counted (``admit_caller``): the
+    relay's MCP server authenticates each HTTP request once, before its tool call."""
     if call.task_api:
         task_api_target_check(kind)
     target = callable_target(caller, kind, target_id)

@@ -1,0 +1,185 @@
+"""The relay's MCP server: the official SDK's low-level ``Server`` over streamable HTTP,
+stateless (2026-07-28 has no sessions; earlier revisions are served without one too), at
+``/mcp`` and ``/mcp/{agents,teams,workflows}/{id}`` (``catalog.subset_of``).
+
+Every HTTP request is authenticated before the SDK sees it, with the same code as an A2A
+call (``registry.auth``: API keys and bearer tokens, counted against the key's rate limit):
+a request without a valid key gets 401 and nothing else. The caller travels to the handlers
+in the ASGI scope.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+
+from registry.auth import api_key_lookup
+from relay_project.database import database_sync_to_async
+from relay_project.per_loop import PerLoop
+from relay_project.routing import host_allowed
+from routing.mcp import calls, catalog
+from tasks_app.api.admission import admit_caller
+from tasks_app.api.parsing import InvalidApiKey
+from tasks_app.protocol.errors import RateLimited, Unauthenticated
+
+logger = logging.getLogger(__name__)
+
+CALLER = "relay.caller"
+"""The ASGI scope key of the authenticated caller."""
+SERVER_NAME = "brass-relay"
+
+
+def _caller_and_subset(ctx) -> tuple[Any, catalog.Subset | None]:
+    scope = ctx.request.scope
+    return scope[CALLER], catalog.subset_of(scope["path"])
+
+
+async def list_tools(ctx, params) -> types.ListToolsResult:
+    caller, subset = _caller_and_subset(ctx)
+    specs = await database_sync_to_async(catalog.tools_for)(caller, subset)
+    return types.ListToolsResult(
+        tools=[
+            types.Tool(
+                name=spec.name,
+                title=spec.title,
+                description=spec.description,
+                input_schema=spec.input_schema,
+                _meta={
+                    calls.META_KEY: {
+                        "kind": spec.kind,
+                        "id": spec.target_id,
+                        **({"skill": spec.skill} if spec.skill else {}),
+                    }
+                },
+            )
+            for spec in specs
+        ]
+    )
+
+
+async def call_tool(ctx, params: types.CallToolRequestParams):
+    caller, subset = _caller_and_subset(ctx)
+    tool = await database_sync_to_async(catalog.tool_named)(caller, subset, params.name)
+    if tool is None:
+        raise MCPError(types.INVALID_PARAMS, f"no tool {params.name[:100]!r} here")
+    session = ctx.session
+
+    async def progress(step: float, message: str | None) -> None:
+        await session.report_progress(step, None, message)
+
+    can_elicit = ctx.protocol_version in ("2026-07-28",) and session.check_client_capability(
+        types.ClientCapabilities(elicitation=types.ElicitationCapability())
+    )
+    return await calls.call_tool(
+        caller=caller, tool=tool, params=params, progress=progress, can_elicit=can_elicit
+    )
+
+
+def build_server() -> Server:
+    return Server(
+        SERVER_NAME,
+        version="1",
+        instructions="The agents, teams and workflows of this Brass Relay, one tool each: a "
+        "call sends an A2A message and answers with the A2A task's result.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+NO_SDK_HOST_CHECK = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+"""The Host is checked before the SDK, as Django checks it (``host_allowed``: ALLOWED_HOSTS,
+with its ``.example.com`` patterns), so the SDK's own check is off."""
+
+
+async def _reply(send, status: int, message: str, headers: list[tuple[bytes, bytes]] = ()):
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": message}}
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), *headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _authenticate(authorization: str | None):
+    """The caller of a request (as an A2A call's: ``admit_caller``), counted once."""
+    return admit_caller(api_key_lookup(authorization))
+
+
+class _Running:
+    """The SDK's session manager of one event loop, running in a task of that loop from the
+    loop's first MCP request on (daphne sends no lifespan events to start it at)."""
+
+    def __init__(self) -> None:
+        self.manager = StreamableHTTPSessionManager(
+            app=build_server(), stateless=True, security_settings=NO_SDK_HOST_CHECK
+        )
+        self.ready = asyncio.Event()
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        async with self.manager.run():
+            self.ready.set()
+            await asyncio.Event().wait()
+
+
+_running: PerLoop[_Running] = PerLoop(_Running)
+
+
+class MCPApp:
+    """The ASGI app under /mcp: authenticates, then hands the request to the SDK."""
+
+    async def __call__(self, scope, receive, send) -> None:
+        if not host_allowed(scope):
+            await _reply(send, 400, "the Host header names no host of this relay")
+            return
+        try:
+            catalog.subset_of(scope["path"])
+        except catalog.UnknownPath:
+            await _reply(send, 404, "no MCP endpoint here: /mcp, /mcp/agents/{id}, ...")
+            return
+        authorization = next(
+            (v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), None
+        )
+        try:
+            caller = await database_sync_to_async(_authenticate)(authorization)
+        except (Unauthenticated, InvalidApiKey) as error:
+            await _reply(send, 401, str(error), [(b"www-authenticate", b'Bearer realm="relay"')])
+            return
+        except RateLimited as error:
+            retry = [(b"retry-after", str(error.retry_after).encode())] if error.retry_after else []
+            await _reply(send, 429, str(error), retry)
+            return
+        running = _running.get()
+        await running.ready.wait()
+        await running.manager.handle_request({**scope, CALLER: caller}, receive, send)
+
+
+application = MCPApp()
+"""The ASGI app ``relay_project.asgi`` mounts at /mcp."""
+
+
+def mounted(other):
+    """An ASGI app sending ``/mcp`` and the paths under it to the MCP server, the rest to
+    ``other``."""
+
+    async def app(scope, receive, send):
+        path = scope.get("path", "")
+        if scope["type"] == "http" and (path == "/mcp" or path.startswith("/mcp/")):
+            await application(scope, receive, send)
+        else:
+            await other(scope, receive, send)
+
+    return app

@@ -1,0 +1,86 @@
+"""The MCP server on a two-process production relay (PostgreSQL, Redis): it keeps no session,
+so an input turn asked by one process is answered through the other, and the demo team's tool
+answers on both."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from routing.demo.agents import DEMO_AGENTS, build_agent_app
+from routing.demo.setup import DEMO_QUESTION
+from tests.agents import input_required_agent
+from tests.live import CALL_SECONDS, ServiceMissingError, live_relay, manage, production_services
+
+pytestmark = pytest.mark.production
+
+
+@pytest.fixture(scope="module")
+def relay(tmp_path_factory):
+    with ExitStack() as stack:
+        try:
+            services = stack.enter_context(production_services())
+        except ServiceMissingError as error:
+            pytest.skip(str(error))
+        relay = stack.enter_context(live_relay(tmp_path_factory.mktemp("mcp-prod"), **services))
+        for spec in DEMO_AGENTS:
+            relay.serve_agent(spec.slug, lambda url, spec=spec: build_agent_app(spec, base_url=url))
+        relay.serve_agent("asks", input_required_agent)
+        manage(
+            relay.env,
+            "shell",
+            "-c",
+            "from routing.demo.setup import demo_team_ensure; demo_team_ensure()",
+        )
+        relay.second_url = stack.enter_context(relay.second())
+        yield relay
+
+
+def client(relay, base: str) -> Client:
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {relay.key}"}, timeout=CALL_SECONDS * 3
+    )
+
+    async def never_asked(context, params):  # declares elicitation; the test answers itself
+        raise AssertionError("the test drives the input turn itself")
+
+    return Client(
+        streamable_http_client(f"{base}/mcp", http_client=http), elicitation_callback=never_asked
+    )
+
+
+async def test_the_demo_team_tool_answers_on_both_processes(relay):
+    for base in (relay.url, relay.second_url):
+        async with client(relay, base) as mcp:
+            result = await mcp.call_tool("team_demo", {"text": DEMO_QUESTION})
+        assert result.content[0].text.startswith("DRAFT: ")
+        assert result.meta["relay/a2a"]["state"] == "completed"
+
+
+async def test_an_input_turn_asked_by_one_process_is_answered_through_the_other(relay):
+    async with client(relay, relay.url) as first:
+        asked = await first.session.call_tool(
+            "agent_asks", {"text": "greet someone"}, allow_input_required=True
+        )
+    assert isinstance(asked, types.InputRequiredResult)
+    request = asked.input_requests["answer"]
+    assert request.params.message == "What name should I greet?"
+
+    answer = types.ElicitResult(action="accept", content={"answer": "Lin"})
+    async with client(relay, relay.second_url) as second:
+        result = await second.session.call_tool(
+            "agent_asks",
+            {"text": "greet someone"},
+            input_responses={"answer": answer},
+            request_state=asked.request_state,
+            allow_input_required=True,
+        )
+
+    assert isinstance(result, types.CallToolResult)
+    assert result.content[0].text.startswith("Hello, Lin!")
+    assert result.meta["relay/a2a"]["state"] == "completed"
