@@ -597,4 +597,4 @@ class PeerRelay(models.Model):
         return self.name
 
 
-from registry.identity_models import AccessRule, TokenIssuer  # noqa: E402, F401
+from registry import identity_models, usage_models  # noqa: E402, F401 (models of the app)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import connection
+from django.db.models import Model
 from psycopg.types.json import Jsonb
 
 from tasks_app.models import Task, TaskEvent
@@ -32,14 +33,18 @@ def record(
     notify: tuple[str, str],
     notify_always: bool,
     commit_without_disk_wait: bool,
+    also: Model | None = None,
 ) -> bool:
     """Updates the task matching ``where`` (field: expected value, a compare-and-set) with
     ``values`` and inserts ``events`` (one task's, all made now) only if it moved; sends
     NOTIFY ``notify`` (channel, payload) when it moved and ``notify_always`` or a stream
     follows the task from elsewhere. Returns whether the task moved; the events then have
     their primary keys. ``commit_without_disk_wait`` only outside a transaction: in one it
-    would hold for the whole of it."""
-    sql, params = _statement(where, values, events, notify, notify_always, commit_without_disk_wait)
+    would hold for the whole of it. ``also``: a row (a model instance with its primary key
+    set, a usage record) inserted too when the task moved."""
+    sql, params = _statement(
+        where, values, events, notify, notify_always, commit_without_disk_wait, also
+    )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -52,7 +57,9 @@ def record(
     return True
 
 
-def _statement(where, values, events, notify, notify_always, lazy) -> tuple[str, list[Any]]:
+def _statement(
+    where, values, events, notify, notify_always, lazy, also=None
+) -> tuple[str, list[Any]]:
     """The statement and its parameters. Its text depends only on which fields are written
     (the events travel as one JSON parameter), so psycopg prepares it after a few uses."""
     quote = connection.ops.quote_name
@@ -73,6 +80,20 @@ def _statement(where, values, events, notify, notify_always, lazy) -> tuple[str,
         + " AND ".join(f"{quote(field.column)} = %s" for field in compared)
         + f" RETURNING {quote('remote_streams')}"
     )
+    inserted = ""
+    if also is not None:
+        # One more data-modifying WITH query: PostgreSQL runs it once, read or not.
+        fields = list(also._meta.concrete_fields)
+        params += [
+            field.get_db_prep_save(field.pre_save(also, True), connection) for field in fields
+        ]
+        inserted = (
+            f"also AS (INSERT INTO {quote(also._meta.db_table)} ("
+            + ", ".join(quote(field.column) for field in fields)
+            + ") SELECT "
+            + ", ".join(f"CAST(%s AS {field.db_type(connection)})" for field in fields)
+            + " FROM moved), "
+        )
     rows = [
         {"sequence": event.sequence, "kind": event.kind, "payload": event.payload}
         for event in events
@@ -91,5 +112,8 @@ def _statement(where, values, events, notify, notify_always, lazy) -> tuple[str,
     if lazy:
         selected.append("set_config('synchronous_commit', 'off', true)")
     selected.append("(SELECT array_agg(id ORDER BY sequence) FROM stored)")
-    sql = f"WITH moved AS ({update}), stored AS ({stored}) SELECT {', '.join(selected)} FROM moved"
+    sql = (
+        f"WITH moved AS ({update}), {inserted}stored AS ({stored}) "
+        f"SELECT {', '.join(selected)} FROM moved"
+    )
     return sql, params

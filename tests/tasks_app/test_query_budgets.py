@@ -10,7 +10,7 @@ import pytest
 
 from relay_project.database import database_sync_to_async
 from tasks_app.models import Task
-from tests.queries import EVENT_WRITE, ThreadQueries, kinds
+from tests.queries import EVENT_WRITE, USAGE_WRITE, ThreadQueries, kinds
 from tests.tasks_app.a2a_http import JSONRPC_1, call, relay_client
 
 pytestmark = [
@@ -40,10 +40,10 @@ async def test_a_send_message_to_a_cached_agent_costs_its_task_insert_and_one_ev
             await settled()
     assert "result" in response.json(), response.text
     # Admission reads the key, the agent and the relay's own team (3 SELECTs), inserts the
-    # task; its end is one event write.
+    # task; its end is one event write, with the call's usage record.
     statements = kinds(queries.statements)
     writes = [kind for kind in statements if kind != "SELECT"]
-    assert writes == ["INSERT tasks_app_task", EVENT_WRITE], queries.statements
+    assert writes == ["INSERT tasks_app_task", EVENT_WRITE, USAGE_WRITE], queries.statements
     assert statements.count("SELECT") <= 4, queries.statements
 
 
@@ -85,6 +85,7 @@ async def test_an_idempotency_key_costs_no_statement_and_its_repeat_one_select(e
     assert [kind for kind in statements if kind != "SELECT"] == [
         "INSERT tasks_app_task",
         EVENT_WRITE,
+        USAGE_WRITE,
     ], first.statements
     assert statements.count("SELECT") <= 4, first.statements
     repeated = kinds(repeat.statements)
