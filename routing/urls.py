@@ -13,6 +13,7 @@ urlpatterns = [
     path(
         "a2a/agents/<slug:agent_id>/metrics", api.AgentMetricsView.as_view(), name="agent-metrics"
     ),
+    path("a2a/teams/<slug:team_id>/metrics", api.TeamMetricsView.as_view(), name="team-metrics"),
     # No trailing slash: /a2a/workflows/{id}/ is kept for the workflow's own A2A endpoint.
     path("a2a/workflows", workflow_api.WorkflowListView.as_view(), name="workflows"),
     path(

@@ -29,6 +29,7 @@ from relay_project.database import database_sync_to_async
 from tasks_app.models import UsageRecord
 from tasks_app.protocol.errors import RateLimited
 from tasks_app.snapshots import iso
+from tasks_app.usage.records import money_text
 
 _quotas: tuple[float, dict[tuple[str, str], Quota]] | None = None
 
@@ -167,7 +168,13 @@ def _over_cost(applying, now: datetime) -> Exceeded | None:
             used = cost_since(subject, start)
             if used >= allowed:
                 return Exceeded(
-                    subject[0], _label(subject, quota), limit, str(allowed), str(used), resets, now
+                    subject[0],
+                    _label(subject, quota),
+                    limit,
+                    money_text(allowed),
+                    money_text(used),
+                    resets,
+                    now,
                 )
     return None
 

@@ -53,6 +53,14 @@ def cost_of(price: AgentPrice | None, tokens: Tokens | None) -> Decimal:
     return cost.quantize(_CENT_MILLIONTHS)
 
 
+def money_text(value: Decimal) -> str:
+    """An amount as people read it: to the millionth, without trailing zeros past the cents
+    (1.2 -> "1.20", 0.0125 -> "0.0125")."""
+    text = f"{Decimal(value).quantize(_CENT_MILLIONTHS):f}".rstrip("0")
+    whole, _, cents = text.partition(".")
+    return f"{whole}.{cents.ljust(2, '0')}"
+
+
 def usage_record(
     task: Task, *, state: str, snapshot: Mapping[str, Any], events: Iterable[Mapping], now: datetime
 ) -> UsageRecord:
