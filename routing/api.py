@@ -27,6 +27,7 @@ from tasks_app.protocol.errors import TaskNotFound
 from tasks_app.services import iso
 from tasks_app.snapshots import V1_STATE
 from tasks_app.usage import reports
+from tasks_app.usage.records import money_text
 
 
 class TaskTraceView(TaskApiView):
@@ -136,7 +137,7 @@ class TeamMetricsView(APIView):
 
 
 def _money(value) -> str | None:
-    return None if value is None else str(value)
+    return None if value is None else money_text(value)
 
 
 def scores_json(found: reports.Scores, *, success_rate: float | None = None) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from asgiref.sync import sync_to_async
 
 from tasks_app.lifecycle import TERMINAL
 from tasks_app.models import Task, UsageRecord
+from tasks_app.usage.records import money_text
 from tests.usage.conftest import expected_cost, make_key, rest_send, rpc
 from tests.usage.metered import NEXT, TOKENS
 
@@ -76,3 +77,23 @@ async def test_usage_per_agent_and_key_reconciles_with_the_tasks_after_a_mixed_l
         assert round(spent, 2) == round(expected, 2) and spent > 0
     assert found["teams"] == [("pair", None), ("pair", None)]
     assert found["hops"] == 4
+
+    # The design notes' metrics, from the same records.
+    body = (await client.get("/a2a/agents/meter-b/metrics")).json()
+    assert body["agentId"] == "meter-b"
+    assert body["last24Hours"] == {
+        "tasks": 8,
+        "completed": 8,
+        "failed": 0,
+        "inputTokens": 8 * TOKENS["meter-b"][0],
+        "outputTokens": 8 * TOKENS["meter-b"][1],
+        "cost": money_text(8 * expected_cost("meter-b")),
+    }
+    assert body["costPerTask"] == money_text(expected_cost("meter-b"))
+    assert body["avgLatency"] > 0 and body["p95Latency"] >= body["avgLatency"] / 2
+    team = (await client.get("/a2a/teams/pair/metrics")).json()
+    assert team["teamId"] == "pair" and team["successRate"] == 1.0
+    assert team["last24Hours"]["tasks"] == 2
+    both = expected_cost("meter-a") + expected_cost("meter-b")
+    assert team["last24Hours"]["cost"] == money_text(2 * both)
+    assert team["costPerTask"] == money_text(both)
