@@ -4,7 +4,7 @@ which show health; the team pages. (Teams answer A2A calls at
 
 from django.urls import path
 
-from routing import agent_pages, api, prometheus, team_pages, template_api, views
+from routing import agent_pages, api, prometheus, team_pages, template_api, usage_api, views
 from routing.workflows import api as workflow_api
 
 urlpatterns = [
@@ -21,6 +21,9 @@ urlpatterns = [
         workflow_api.WorkflowDetailView.as_view(),
         name="workflow",
     ),
+    path("a2a/usage", usage_api.UsageView.as_view(), name="usage"),
+    path("a2a/quotas", usage_api.QuotaListView.as_view(), name="quotas"),
+    path("a2a/quotas/<int:quota_id>", usage_api.QuotaDetailView.as_view(), name="quota"),
     path("a2a/templates", template_api.TemplateListView.as_view(), name="templates"),
     path("tasks/<str:task_id>/", views.task_page, name="task-page"),
     path("metrics", prometheus.MetricsView.as_view(), name="metrics"),

@@ -16,6 +16,7 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from tasks_app.models import UsageHour, UsageRecord
+from tasks_app.usage.records import money_text
 from tasks_app.usage.rollups import BAD_ENDS, hour_start, percentile, rolled_until
 
 DAY = timedelta(hours=24)
@@ -149,7 +150,7 @@ class Totals:
             "outputTokens": self.output_tokens,
             "bytesIn": self.bytes_in,
             "bytesOut": self.bytes_out,
-            "cost": str(self.cost),
+            "cost": money_text(self.cost),
         }
 
 
