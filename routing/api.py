@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from registry import selectors as registry_selectors
-from registry.api.schema import AGENT_ID, errors
+from registry.api.schema import AGENT_ID, TEAM_ID, errors
 from registry.auth import RegistryReadPermission
 from registry.models import Team
 from routing import selectors, services
@@ -82,6 +82,26 @@ METRICS_EXAMPLE = {
 }
 
 
+TEAM_METRICS_EXAMPLE = {
+    "teamId": "crew",
+    "successRate": 0.95,
+    "avgLatency": 2410.5,
+    "p95Latency": 5020.0,
+    "costPerTask": "0.042",
+    "last24Hours": {
+        "tasks": 20,
+        "completed": 19,
+        "failed": 1,
+        "inputTokens": 96000,
+        "outputTokens": 21000,
+        "cost": "0.84",
+    },
+}
+METRICS_EXAMPLE.update(
+    {k: v for k, v in TEAM_METRICS_EXAMPLE.items() if k not in ("teamId", "successRate")}
+)
+
+
 class AgentMetricsView(APIView):
     """Success rate, latency, task counts and an hourly series of one agent (``?hours=``,
     1 to 168, default 24). Definitions in ``routing.metrics``."""
@@ -126,8 +146,14 @@ class TeamMetricsView(APIView):
         summary="A team's success rate, latency and cost",
         description="The team's calls over the last 24 hours; tokens and cost are those of "
         "its hops (the member calls). Amounts are decimal strings.",
-        parameters=[OpenApiParameter("team_id", str, OpenApiParameter.PATH)],
-        responses={200: OpenApiResponse(OpenApiTypes.OBJECT), **errors(401, 404, 429)},
+        parameters=[TEAM_ID],
+        responses={
+            200: OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                examples=[OpenApiExample("A day", value=TEAM_METRICS_EXAMPLE, response_only=True)],
+            ),
+            **errors(401, 404, 429),
+        },
     )
     def get(self, request: Request, team_id: str) -> Response:
         if not Team.objects.filter(pk=team_id).exists():

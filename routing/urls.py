@@ -23,7 +23,7 @@ urlpatterns = [
     ),
     path("a2a/usage", usage_api.UsageView.as_view(), name="usage"),
     path("a2a/quotas", usage_api.QuotaListView.as_view(), name="quotas"),
-    path("a2a/quotas/<int:quota_id>", usage_api.QuotaDetailView.as_view(), name="quota"),
+    path("a2a/quotas/<str:quota_id>", usage_api.QuotaDetailView.as_view(), name="quota"),
     path("a2a/templates", template_api.TemplateListView.as_view(), name="templates"),
     path("tasks/<str:task_id>/", views.task_page, name="task-page"),
     path("metrics", prometheus.MetricsView.as_view(), name="metrics"),

@@ -11,7 +11,12 @@ from typing import Any
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+)
 from rest_framework import permissions, serializers
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
@@ -29,6 +34,49 @@ from tasks_app.usage import reports
 from tasks_app.usage.records import money_text
 
 MAX_DAYS = 92
+
+USAGE_EXAMPLE = {
+    "since": "2026-01-05T08:00:00.000Z",
+    "until": "2026-01-06T08:00:00.000Z",
+    "group": "agent",
+    "groups": [
+        {
+            "id": "weather",
+            "calls": 42,
+            "completed": 40,
+            "failed": 2,
+            "successRate": 0.9524,
+            "avgLatency": 812.4,
+            "p95Latency": 1520,
+            "inputTokens": 50400,
+            "outputTokens": 12600,
+            "bytesIn": 8820,
+            "bytesOut": 40110,
+            "cost": "0.55",
+        }
+    ],
+}
+QUOTA_EXAMPLE = {"id": 3, "team": "crew", "callsPerDay": None, "costPerDay": "1.00"}
+QUOTA = OpenApiResponse(
+    OpenApiTypes.OBJECT,
+    examples=[
+        OpenApiExample(
+            "A team's budget", value={**QUOTA_EXAMPLE, "costPerMonth": None}, response_only=True
+        )
+    ],
+)
+QUOTA_ID = OpenApiParameter(
+    "quota_id",
+    int,
+    OpenApiParameter.PATH,
+    description="A quota's id.",
+    examples=[OpenApiExample("3", value=3)],
+)
+QUOTA_REQUEST = [
+    OpenApiExample(
+        "A team's daily budget", value={"team": "crew", "costPerDay": "1.00"}, request_only=True
+    )
+]
 
 
 def sees_everyone(request) -> bool:
@@ -77,7 +125,13 @@ class UsageView(APIView):
             OpenApiParameter("target", str),
             OpenApiParameter("key", str, description="A key's prefix (staff only)"),
         ],
-        responses={200: OpenApiResponse(OpenApiTypes.OBJECT), **errors(400, 401, 403, 429)},
+        responses={
+            200: OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                examples=[OpenApiExample("By agent", value=USAGE_EXAMPLE, response_only=True)],
+            ),
+            **errors(400, 401, 403, 429),
+        },
     )
     def get(self, request: Request) -> Response:
         query = request.query_params
@@ -148,7 +202,25 @@ def quota_json(quota: Quota) -> dict[str, Any]:
 class QuotaListView(APIView):
     permission_classes = [StaffOrAdminKey]
 
-    @extend_schema(operation_id="quota_list", summary="The quotas", responses=QuotaSerializer)
+    @extend_schema(
+        operation_id="quota_list",
+        summary="The quotas",
+        description="Every quota of the relay: calls per day, cost per day and per month, on "
+        "a key (by prefix), an agent or a team. Staff and admin keys only.",
+        responses={
+            200: OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                examples=[
+                    OpenApiExample(
+                        "One quota",
+                        value={"quotas": [{**QUOTA_EXAMPLE, "costPerMonth": None}]},
+                        response_only=True,
+                    )
+                ],
+            ),
+            **errors(401, 403, 429),
+        },
+    )
     def get(self, request: Request) -> Response:
         rows = Quota.objects.select_related("api_key")
         return Response({"quotas": [quota_json(quota) for quota in rows]})
@@ -156,8 +228,11 @@ class QuotaListView(APIView):
     @extend_schema(
         operation_id="quota_create",
         summary="Set a quota on a key, an agent or a team",
+        description="Names exactly one of key (a prefix), agent or team; limits left out do "
+        "not apply. A subject has one quota at most (409). Audited.",
         request=QuotaSerializer,
-        responses={201: QuotaSerializer, **errors(400, 401, 403, 409)},
+        examples=QUOTA_REQUEST,
+        responses={201: QUOTA, **errors(400, 401, 403, 404, 409, 429)},
     )
     def post(self, request: Request) -> Response:
         fields = QuotaSerializer(data=request.data)
@@ -169,22 +244,34 @@ class QuotaListView(APIView):
 class QuotaDetailView(APIView):
     permission_classes = [StaffOrAdminKey]
 
-    def _quota(self, quota_id: int) -> Quota:
-        quota = Quota.objects.select_related("api_key").filter(pk=quota_id).first()
+    def _quota(self, quota_id: str) -> Quota:
+        quota = None
+        if quota_id.isdigit():
+            quota = Quota.objects.select_related("api_key").filter(pk=int(quota_id)).first()
         if quota is None:
             raise NotFound(f"no quota {quota_id}")
         return quota
 
-    @extend_schema(operation_id="quota_read", responses=QuotaSerializer)
-    def get(self, request: Request, quota_id: int) -> Response:
+    @extend_schema(
+        operation_id="quota_read",
+        summary="A quota",
+        description="One quota by its id. Staff and admin keys only.",
+        parameters=[QUOTA_ID],
+        responses={200: QUOTA, **errors(401, 403, 404, 429)},
+    )
+    def get(self, request: Request, quota_id: str) -> Response:
         return Response(quota_json(self._quota(quota_id)))
 
     @extend_schema(
         operation_id="quota_update",
+        summary="Change a quota's limits",
+        description="Changes the limits given (null removes one); the subject stays. Audited.",
+        parameters=[QUOTA_ID],
         request=QuotaSerializer,
-        responses={200: QuotaSerializer, **errors(400, 401, 403, 404)},
+        examples=QUOTA_REQUEST,
+        responses={200: QUOTA, **errors(400, 401, 403, 404, 429)},
     )
-    def patch(self, request: Request, quota_id: int) -> Response:
+    def patch(self, request: Request, quota_id: str) -> Response:
         quota = self._quota(quota_id)
         fields = QuotaSerializer(data=request.data, partial=True)
         fields.is_valid(raise_exception=True)
@@ -192,8 +279,14 @@ class QuotaDetailView(APIView):
         usage_services.quota_update(actor=_actor(request), quota=quota, **limits)
         return Response(quota_json(quota))
 
-    @extend_schema(operation_id="quota_delete", responses={204: None, **errors(401, 403, 404)})
-    def delete(self, request: Request, quota_id: int) -> Response:
+    @extend_schema(
+        operation_id="quota_delete",
+        summary="Remove a quota",
+        description="The subject has no limit of its own after this. Audited.",
+        parameters=[QUOTA_ID],
+        responses={204: None, **errors(401, 403, 404, 429)},
+    )
+    def delete(self, request: Request, quota_id: str) -> Response:
         usage_services.quota_delete(actor=_actor(request), quota=self._quota(quota_id))
         return Response(status=204)
 
