@@ -126,3 +126,24 @@ def test_quotas_are_set_by_an_admin_key_and_audited():
     ) == [("create",), ("update",)]
     assert admin.delete(f"/a2a/quotas/{created.json()['id']}").status_code == 204
     assert not Quota.objects.exists()
+
+
+def test_a_staff_user_sets_a_teams_budget_in_the_admin_and_it_is_audited(admin_client):
+    from registry.teams import team_create
+
+    make_agent(agent_id="member")
+    team_create(team_id="crew", name="Crew", members=["member"], default_agent="member")
+
+    response = admin_client.post(
+        "/admin/registry/quota/add/",
+        {"team": "crew", "cost_per_day": "1.00", "calls_per_day": ""},
+    )
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    quota = Quota.objects.get()
+    assert (quota.team_id, quota.cost_per_day, quota.calls_per_day) == ("crew", Decimal("1"), None)
+    assert AuditEntry.objects.filter(object_type="quota", action="create").exists()
+    both = admin_client.post(
+        "/admin/registry/quota/add/", {"team": "crew", "agent": "member", "cost_per_day": "2"}
+    )
+    assert both.status_code == 200 and Quota.objects.count() == 1  # the form says why
