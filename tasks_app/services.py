@@ -299,7 +299,7 @@ def _planned(task: Task, events: list[tuple[dict[str, Any], str, str]]) -> _Writ
     first = task.last_sequence + 1
     stored = [_event_row(task, event, first + i) for i, (event, _) in enumerate(taken)]
     usage = None
-    if state in _TERMINAL_VALUES:
+    if state in _TERMINAL_VALUES and settings.RELAY_USAGE_RECORDS:
         usage = usage_records.usage_record(
             task, state=state, snapshot=snapshot, events=[event for event, _ in taken], now=now
         )
