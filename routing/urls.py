@@ -4,7 +4,16 @@ which show health; the team pages. (Teams answer A2A calls at
 
 from django.urls import path
 
-from routing import agent_pages, api, prometheus, team_pages, template_api, usage_api, views
+from routing import (
+    agent_pages,
+    api,
+    prometheus,
+    team_pages,
+    template_api,
+    usage_api,
+    usage_pages,
+    views,
+)
 from routing.workflows import api as workflow_api
 
 urlpatterns = [
@@ -30,5 +39,6 @@ urlpatterns = [
     path("", agent_pages.registry_page, name="registry-page"),
     path("agents/<str:agent_id>/", agent_pages.agent_page, name="agent-page"),
     path("teams/", team_pages.team_list_page, name="team-list-page"),
+    path("usage/", usage_pages.usage_page, name="usage-page"),
     path("teams/<str:team_id>/", team_pages.team_page, name="team-page"),
 ]

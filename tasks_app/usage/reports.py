@@ -145,6 +145,7 @@ class Totals:
             "failed": self.failed,
             "successRate": round(self.completed / outcomes, 4) if outcomes else None,
             "avgLatency": round(self.latency_sum_ms / self.calls, 1) if self.calls else None,
+            "p50Latency": percentile(self.latencies, 0.5),
             "p95Latency": percentile(self.latencies, 0.95),
             "inputTokens": self.input_tokens,
             "outputTokens": self.output_tokens,

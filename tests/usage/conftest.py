@@ -61,7 +61,7 @@ def make_key(name: str):
 
 
 @pytest.fixture
-async def client(transactional_db):
+async def relay(transactional_db):
     from relay_project.asgi import application
 
     async with httpx.AsyncClient(

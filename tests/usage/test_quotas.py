@@ -26,14 +26,14 @@ pytestmark = [
 HOP_PRICE = Decimal("0.30")
 
 
-async def test_a_key_over_its_daily_calls_is_refused_with_the_documented_error(metered, client):
+async def test_a_key_over_its_daily_calls_is_refused_with_the_documented_error(metered, relay):
     key, secret = await sync_to_async(make_key)("capped")
     await sync_to_async(Quota.objects.create)(api_key=key, calls_per_day=2)
 
-    first = await rpc(client, "/a2a/agents/meter-a/", secret, "SendMessage", "one")
-    second = await rest_send(client, "meter-a", secret, "two")
-    over_rpc = await rpc(client, "/a2a/agents/meter-a/", secret, "SendMessage", "three")
-    over_rest = await rest_send(client, "meter-a", secret, "four")
+    first = await rpc(relay, "/a2a/agents/meter-a/", secret, "SendMessage", "one")
+    second = await rest_send(relay, "meter-a", secret, "two")
+    over_rpc = await rpc(relay, "/a2a/agents/meter-a/", secret, "SendMessage", "three")
+    over_rest = await rest_send(relay, "meter-a", secret, "four")
 
     assert "result" in first.json() and second.status_code == 200, second.text
     error = over_rpc.json()["error"]
@@ -65,7 +65,7 @@ async def test_a_key_over_its_daily_calls_is_refused_with_the_documented_error(m
     assert audited == [entry, entry]
 
 
-async def test_a_looping_team_stops_at_its_budget_within_one_hop(metered, client):
+async def test_a_looping_team_stops_at_its_budget_within_one_hop(metered, relay):
     key, secret = await sync_to_async(make_key)("looper")
 
     def priced():
@@ -77,7 +77,7 @@ async def test_a_looping_team_stops_at_its_budget_within_one_hop(metered, client
     await sync_to_async(priced)()
     NEXT.update({"meter-a": "meter-b", "meter-b": "meter-a"})  # they hand back and forth
 
-    response = await rpc(client, "/a2a/teams/pair/", secret, "SendMessage", "loop")
+    response = await rpc(relay, "/a2a/teams/pair/", secret, "SendMessage", "loop")
 
     task = response.json()["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_FAILED"

@@ -21,22 +21,20 @@ pytestmark = [
 ]
 
 
-async def test_usage_per_agent_and_key_reconciles_with_the_tasks_after_a_mixed_load(
-    metered, client
-):
+async def test_usage_per_agent_and_key_reconciles_with_the_tasks_after_a_mixed_load(metered, relay):
     (alice, alice_secret), (bob, bob_secret) = await asyncio.gather(
         sync_to_async(make_key)("alice"), sync_to_async(make_key)("bob")
     )
     NEXT.update({"meter-a": "meter-b", "meter-b": "user"})  # a team call: two hops
     calls = []
     for i in range(3):
-        calls.append(rpc(client, "/a2a/agents/meter-a/", alice_secret, "SendMessage", f"a{i}"))
+        calls.append(rpc(relay, "/a2a/agents/meter-a/", alice_secret, "SendMessage", f"a{i}"))
         calls.append(
-            rpc(client, "/a2a/agents/meter-b/", bob_secret, "SendStreamingMessage", f"b{i}")
+            rpc(relay, "/a2a/agents/meter-b/", bob_secret, "SendStreamingMessage", f"b{i}")
         )
-        calls.append(rest_send(client, "meter-b", alice_secret, f"r{i}"))
-    calls.append(rpc(client, "/a2a/teams/pair/", bob_secret, "SendMessage", "team1"))
-    calls.append(rpc(client, "/a2a/teams/pair/", alice_secret, "SendStreamingMessage", "team2"))
+        calls.append(rest_send(relay, "meter-b", alice_secret, f"r{i}"))
+    calls.append(rpc(relay, "/a2a/teams/pair/", bob_secret, "SendMessage", "team1"))
+    calls.append(rpc(relay, "/a2a/teams/pair/", alice_secret, "SendStreamingMessage", "team2"))
     for response in await asyncio.gather(*calls):
         assert response.status_code == 200, response.text
         assert "error" not in response.text[:200], response.text
@@ -79,7 +77,7 @@ async def test_usage_per_agent_and_key_reconciles_with_the_tasks_after_a_mixed_l
     assert found["hops"] == 4
 
     # The design notes' metrics, from the same records.
-    body = (await client.get("/a2a/agents/meter-b/metrics")).json()
+    body = (await relay.get("/a2a/agents/meter-b/metrics")).json()
     assert body["agentId"] == "meter-b"
     assert body["last24Hours"] == {
         "tasks": 8,
@@ -91,7 +89,7 @@ async def test_usage_per_agent_and_key_reconciles_with_the_tasks_after_a_mixed_l
     }
     assert body["costPerTask"] == money_text(expected_cost("meter-b"))
     assert body["avgLatency"] > 0 and body["p95Latency"] >= body["avgLatency"] / 2
-    team = (await client.get("/a2a/teams/pair/metrics")).json()
+    team = (await relay.get("/a2a/teams/pair/metrics")).json()
     assert team["teamId"] == "pair" and team["successRate"] == 1.0
     assert team["last24Hours"]["tasks"] == 2
     both = expected_cost("meter-a") + expected_cost("meter-b")
