@@ -9,7 +9,7 @@ import json
 import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.conf import settings
@@ -41,7 +41,7 @@ def forget_prices(*args, **kwargs) -> None:
 
 
 def cost_of(price: AgentPrice | None, tokens: Tokens | None) -> Decimal:
-    """What a call costs at ``price`` (0 without one), to a millionth."""
+    """What a call costs at ``price`` (0 without one), to a millionth (rounded half up)."""
     if price is None:
         return Decimal(0)
     cost = price.per_call
@@ -50,7 +50,7 @@ def cost_of(price: AgentPrice | None, tokens: Tokens | None) -> Decimal:
             tokens.input * price.per_million_input_tokens
             + tokens.output * price.per_million_output_tokens
         ) / _MILLION
-    return cost.quantize(_CENT_MILLIONTHS)
+    return cost.quantize(_CENT_MILLIONTHS, rounding=ROUND_HALF_UP)
 
 
 def money_text(value: Decimal) -> str:

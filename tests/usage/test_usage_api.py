@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from registry.models import AuditEntry
+from registry.models import Agent, AuditEntry
 from registry.services import api_key_create
 from registry.usage_models import AgentPrice, Quota
 from tasks_app import services
@@ -147,3 +147,21 @@ def test_a_staff_user_sets_a_teams_budget_in_the_admin_and_it_is_audited(admin_c
         "/admin/registry/quota/add/", {"team": "crew", "agent": "member", "cost_per_day": "2"}
     )
     assert both.status_code == 200 and Quota.objects.count() == 1  # the form says why
+
+
+def test_the_success_selector_prefers_the_agent_that_fails_less(settings):
+    from registry.selection import SelectRequest, select
+    from tests.factories import skill
+
+    settings.RELAY_AGENT_SELECTOR = "tasks_app.usage.selection.rank_by_meaning_and_success"
+    caller, _ = api_key_create(name="k")
+    for agent_id in ("flaky", "steady"):
+        make_agent(agent_id=agent_id, skills=[skill("forecast", name="Weather forecast")])
+    for _ in range(3):
+        ended_call(Agent.objects.get(pk="flaky"), caller, state="failed")
+    ended_call(Agent.objects.get(pk="steady"), caller)
+
+    chosen = select(request=SelectRequest(text="weather forecast", limit=2)).selections
+
+    assert [selection.agent_id for selection in chosen] == ["steady", "flaky"]
+    assert chosen[0].score > chosen[1].score
