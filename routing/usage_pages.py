@@ -15,6 +15,7 @@ from registry.models import ApiKey
 from routing import metrics
 from tasks_app.models import UsageRecord
 from tasks_app.usage import reports
+from tasks_app.usage.records import money_text
 
 PERIODS = {"day": 1, "week": 7, "month": 30}
 GROUPS = ("agent", "team", "key")
@@ -80,4 +81,7 @@ def _latest(group: str, subject, chosen: str) -> list[UsageRecord]:
     value = subject.pk if isinstance(subject, ApiKey) else chosen
     if value is None:
         return []
-    return list(UsageRecord.objects.filter(**{_FIELD[group]: value}).order_by("-at")[:DRILL_DOWN])
+    calls = list(UsageRecord.objects.filter(**{_FIELD[group]: value}).order_by("-at")[:DRILL_DOWN])
+    for call in calls:
+        call.cost_text = "—" if call.cost is None else money_text(call.cost)
+    return calls

@@ -40,6 +40,7 @@ def test_the_dashboard_is_for_staff_and_drills_down_to_the_tasks(client, admin_c
     assert 'href="?period=week&amp;group=agent&amp;id=weather"' in page
     assert "0.06" in page  # weather's three calls at 0.02
     assert drilled.count('href="/tasks/') == 3
+    assert drilled.count("<td>0.02</td>") == 3
     assert f'href="/tasks/{calls[0].task_id}/"' in drilled
 
 
