@@ -78,7 +78,8 @@ class Exceeded:
     @property
     def message(self) -> str:
         what, period = self.limit.split("_per_")
-        amount = f"{self.allowed} calls" if what == "calls" else f"a cost of {self.allowed}"
+        plural = "" if self.allowed == "1" else "s"
+        amount = f"{self.allowed} call{plural}" if what == "calls" else f"a cost of {self.allowed}"
         spent = f"{self.used} made" if what == "calls" else f"{self.used} spent"
         return (
             f"quota exceeded: {self.kind} {self.subject!r} allows {amount} per {period} "
