@@ -28,6 +28,7 @@ from registry.api.schema import errors
 from registry.auth import IsApiKeyOrStaff, caller_key
 from registry.models import ApiKey
 from registry.search_text import InvalidQueryError
+from registry.services import actor_of
 from registry.usage_models import Quota
 from tasks_app.services import iso
 from tasks_app.usage import reports
@@ -304,6 +305,4 @@ def _limits(fields: QuotaSerializer) -> dict[str, Any]:
 
 
 def _actor(request) -> str:
-    from registry.services import actor_of
-
     return actor_of(key=caller_key(request), user=request.user)
