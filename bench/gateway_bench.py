@@ -57,6 +57,10 @@ the relay trusts its issuer (`RELAY_JWT_ISSUERS`), the tests' authorization serv
 process on 127.0.0.1, whose JWKS the relay fetches once and keeps. Printed against the
 production row at every level, judged at c=8: CPU per request at most 5% more.
 
+`usage-off` (with `--usage`): a second production relay on the same database and Redis with
+RELAY_USAGE_RECORDS off; the production row (a usage record per call, as shipped) is judged
+at c=8 against it: CPU per request at most 5% more.
+
 `aio-proxy`: the same bare proxy with aiohttp as its client instead of httpx, in front of the
 echo agent. The relay calls agents through aiohttp too, so per level both profiles are also
 printed as ratios to it (CPU per request, latency added, throughput), for information: the
@@ -72,7 +76,7 @@ proxy of the same run, with a verdict per level and target (see `judge_level` an
 misses.
 
     python bench/gateway_bench.py [--levels 1,8,32,64] [--requests 400] [--streams 30]
-        [--protocol 1.0|0.3] [--server daphne|uvicorn] [--tracing] [--storm N] [--json FILE]
+        [--protocol 1.0|0.3] [--server daphne|uvicorn] [--tracing] [--storm N] [--usage] [--json FILE]
 
 This module is the command line and the order of a run; the rest is in modules of one job each:
 gateway_profiles.py starts the servers of both profiles and names the targets,
@@ -227,6 +231,12 @@ def parse_args() -> argparse.Namespace:
         type=int,
         default=0,
         help="Calls per level of the 503 storm (levels 1, 8, 32); 0 (the default) runs none.",
+    )
+    parser.add_argument(
+        "--usage",
+        action="store_true",
+        help="Add the usage-off row: production's twin keeping no usage records; production "
+        "is judged against it at c=8.",
     )
     parser.add_argument("--json", type=Path, help="Write every figure and verdict to this file.")
     parser.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)

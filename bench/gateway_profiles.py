@@ -58,6 +58,7 @@ from bench.gateway_verdicts import (
     PROFILES,
     PROXY,
     TRACED,
+    USAGE_OFF,
 )
 from tests.authorization_server import AUDIENCE, authorization_server
 
@@ -117,6 +118,7 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
             GRPC_AGENT,
             "grpc-card",
             TRACED,
+            USAGE_OFF,
             "otlp-sink",
             STORM,
         )
@@ -186,6 +188,13 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
             traced = start(
                 f"{TRACED}-{args.server}", relay_command(args.server, ports[TRACED]), traced_env
             )
+        usage_off = None
+        if args.usage:  # production's twin keeping no usage records
+            usage_off = start(
+                f"{USAGE_OFF}-{args.server}",
+                relay_command(args.server, ports[USAGE_OFF]),
+                {**envs[PRODUCTION], "RELAY_USAGE_RECORDS": "false"},
+            )
         grpc_server = start("grpc", [sys.executable, "manage.py", "run_grpc"], envs[PRODUCTION])
         wait_until_grpc_answers(grpc_server, f"127.0.0.1:{ports[GRPC]}")
         wait_until_answers(agent, f"{urls['echo']}/.well-known/agent-card.json")
@@ -207,8 +216,9 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
                 register(urls[PRODUCTION], keys[PRODUCTION], agent_id, f"{urls[STORM]}/{agent_id}")
             script = ALTERNATES_SCRIPT.format(ids=storm_ids, alternate=ALTERNATE)
             manage(envs[PRODUCTION], "shell", "-c", script)
-        if traced is not None:  # the same database: production's agents and key
-            wait_until_answers(traced, f"{urls[TRACED]}/a2a/registry")
+        for twin, name in ((traced, TRACED), (usage_off, USAGE_OFF)):
+            if twin is not None:  # the same database: production's agents and key
+                wait_until_answers(twin, f"{urls[name]}/a2a/registry")
         redis = RedisWatch(redis_url, redis_process, database)
         stack.callback(redis.close)
         print(
@@ -278,6 +288,19 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
                     )
                 }
                 if traced is not None
+                else {}
+            ),
+            **(
+                {
+                    USAGE_OFF: Target(
+                        USAGE_OFF,
+                        f"{urls[USAGE_OFF]}/a2a/agents/echo/",
+                        usage_off,
+                        relay_headers(PRODUCTION),
+                        backing=redis.backing_cpu,
+                    )
+                }
+                if usage_off is not None
                 else {}
             ),
             GRPC: Target(

@@ -51,6 +51,12 @@ cost of the token check, judged against the production row at BEARER_LEVEL (prin
 level)."""
 BEARER_CPU_RATIO_MAX = 1.05
 BEARER_LEVEL = 8
+USAGE_OFF = "usage-off"
+"""A second production relay on the same database and Redis with RELAY_USAGE_RECORDS off
+(``--usage``): the production row (usage records on, as shipped) is judged against it at
+USAGE_LEVEL, the cost of a usage record per call."""
+USAGE_CPU_RATIO_MAX = 1.05
+USAGE_LEVEL = 8
 BASELINES = (DIRECT, PROXY)
 PROFILES = (EMBEDDED, PRODUCTION)
 FAST, PACED = "fast", "paced"
@@ -257,6 +263,15 @@ def judge_level(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
             f"CPU per request <= {BEARER_CPU_RATIO_MAX}x production's (a JWT, not an API key)",
             f"{cpu:.3f}x ({bearer.cpu_ms:.2f} vs {production.cpu_ms:.2f} ms)",
             at_most(cpu, BEARER_CPU_RATIO_MAX),
+        )
+    if USAGE_OFF in figures and PRODUCTION in figures and level == USAGE_LEVEL:
+        production, off = figures[PRODUCTION], figures[USAGE_OFF]
+        cpu = ratio(production.cpu_ms, off.cpu_ms)
+        add(
+            PRODUCTION,
+            f"usage: CPU per request <= {USAGE_CPU_RATIO_MAX}x usage-off's (records on vs off)",
+            f"{cpu:.3f}x ({production.cpu_ms:.2f} vs {off.cpu_ms:.2f} ms)",
+            at_most(cpu, USAGE_CPU_RATIO_MAX),
         )
     if PRODUCTION in figures and EMBEDDED in figures:
         production, embedded = figures[PRODUCTION], figures[EMBEDDED]

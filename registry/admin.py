@@ -12,6 +12,7 @@ Each part has its module; importing them here, where Django's admin looks, regis
 - ``admin_forms``: the agent admin's forms and its credential fields;
 - ``admin_cards``: the card's skills and extensions, and the card history;
 - ``admin_identity``: token issuers and access rules;
+- ``admin_usage``: agents' prices and quotas;
 - ``admin_keys``: API keys; ``admin_audit``: the audit log; ``admin_peers``: peer relays;
 - ``admin_display``: what they share (stylesheet, JSON blocks, badges, the read-only admin).
 """
@@ -23,4 +24,5 @@ from registry import (  # noqa: F401
     admin_identity,
     admin_keys,
     admin_peers,
+    admin_usage,
 )

@@ -567,5 +567,6 @@ class AuditEntry(models.Model):
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} {self.object_type} {self.object_id}"
 
 
+from registry import usage_models  # noqa: E402, F401 (models of the app)
 from registry.identity_models import AccessRule, TokenIssuer  # noqa: E402, F401
 from registry.peer_models import PeerRelay  # noqa: E402, F401

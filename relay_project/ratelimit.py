@@ -121,6 +121,17 @@ class Counted:
         )
 
 
+def counter_add(name: str, lifetime: float) -> int:
+    """Adds one to the counter ``name`` (made, living ``lifetime`` seconds, when missing) and
+    returns it: the quotas' calls per day count so."""
+    return _count(f"{_PREFIX}:{name}", lifetime)
+
+
+def counter_take_back(name: str) -> None:
+    """Takes back one ``counter_add`` added (a call refused after all)."""
+    _decrement(f"{_PREFIX}:{name}")
+
+
 def key_identity(api_key) -> str:
     # The prefix is unique, public and never reused, unlike a row id after a database reset.
     return api_key.prefix

@@ -28,7 +28,8 @@ A2A_BASE = re.compile(
 A2A_BASE_WITHOUT_SLASH = re.compile(r"^/a2a/(?:agents/[-a-zA-Z0-9_]+|relay)$")
 TASK_API_STREAM = "/a2a/tasks/sendSubscribe"
 CARD = ".well-known/agent-card.json"
-# An agent's metrics (GET /a2a/agents/{id}/metrics) are a registry read, not an A2A path.
+# An agent's or a team's metrics (GET /a2a/{agents,teams}/{id}/metrics) are registry reads,
+# not A2A paths.
 AGENT_METRICS = "metrics"
 KINDS = {"agents": "agent", "teams": "team", "workflows": "workflow", None: "relay"}
 # The AG-UI endpoints (tasks_app.agui): a run of an agent, team or workflow, slash or not.
@@ -80,7 +81,7 @@ def a2a_route(scope) -> dict[str, str] | None:
     match = A2A_BASE.match(path)
     if match is None or match["rest"] == CARD:
         return None
-    if match["kind"] == "agents" and match["rest"] == AGENT_METRICS:
+    if match["kind"] in ("agents", "teams") and match["rest"] == AGENT_METRICS:
         return None
     return {
         "kind": KINDS[match["kind"]],

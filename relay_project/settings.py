@@ -351,6 +351,9 @@ RELAY_STREAM_POLL_SECONDS = env.float("RELAY_STREAM_POLL_SECONDS", default=1.0)
 # last fraction of a second of them for a task still running. True: every write waits (one
 # disk flush each, which a stream of small chunks feels).
 RELAY_EVENT_SYNCHRONOUS_COMMIT = env.bool("RELAY_EVENT_SYNCHRONOUS_COMMIT", default=False)
+# Whether a task's end writes the call's usage record (docs/concepts/usage.md). Off, the
+# relay keeps no usage, reports and metrics show none, and cost quotas see nothing spent.
+RELAY_USAGE_RECORDS = env.bool("RELAY_USAGE_RECORDS", default=True)
 # The longest pause between two GetTask polls of a task the relay follows without a stream
 # (polls start at a second and double up to this).
 RELAY_FOLLOW_POLL_MAX_SECONDS = env.float("RELAY_FOLLOW_POLL_MAX_SECONDS", default=30.0)

@@ -1,7 +1,8 @@
 """``GET /a2a/tasks/{taskId}/trace``: a task's routing trace, scoped to its caller like every
 task read (another key gets 404 TaskNotFound in the HTTP+JSON error envelope).
 
-``GET /a2a/agents/{id}/metrics``: an agent's metrics, a registry read."""
+``GET /a2a/agents/{id}/metrics`` and ``GET /a2a/teams/{id}/metrics``: an agent's or a team's
+metrics, registry reads (the usage part from ``tasks_app.usage.reports``)."""
 
 from __future__ import annotations
 
@@ -16,14 +17,17 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from registry import selectors as registry_selectors
-from registry.api.schema import AGENT_ID, errors
+from registry.api.schema import AGENT_ID, TEAM_ID, errors
 from registry.auth import RegistryReadPermission
+from registry.models import Team
 from routing import selectors, services
 from tasks_app.api import replies, task_api_docs
 from tasks_app.api.task_api import TaskApiView, http_reply
 from tasks_app.protocol.errors import TaskNotFound
 from tasks_app.services import iso
 from tasks_app.snapshots import V1_STATE
+from tasks_app.usage import reports
+from tasks_app.usage.records import money_text
 
 
 class TaskTraceView(TaskApiView):
@@ -78,6 +82,26 @@ METRICS_EXAMPLE = {
 }
 
 
+TEAM_METRICS_EXAMPLE = {
+    "teamId": "crew",
+    "successRate": 0.95,
+    "avgLatency": 2410.5,
+    "p95Latency": 5020.0,
+    "costPerTask": "0.042",
+    "last24Hours": {
+        "tasks": 20,
+        "completed": 19,
+        "failed": 1,
+        "inputTokens": 96000,
+        "outputTokens": 21000,
+        "cost": "0.84",
+    },
+}
+METRICS_EXAMPLE.update(
+    {k: v for k, v in TEAM_METRICS_EXAMPLE.items() if k not in ("teamId", "successRate")}
+)
+
+
 class AgentMetricsView(APIView):
     """Success rate, latency, task counts and an hourly series of one agent (``?hours=``,
     1 to 168, default 24). Definitions in ``routing.metrics``."""
@@ -106,7 +130,60 @@ class AgentMetricsView(APIView):
         hours = _hours(request.query_params.get("hours"))
         if not registry_selectors.agent_exists(agent_id=agent_id):
             raise NotFound(f"no agent with id {agent_id!r}")
-        return Response(metrics_json(selectors.agent_metrics(agent_id=agent_id, hours=hours)))
+        body = metrics_json(selectors.agent_metrics(agent_id=agent_id, hours=hours))
+        found = reports.scores(kind="agent", subject_id=agent_id)
+        return Response({**body, **scores_json(found, success_rate=body["successRate"])})
+
+
+class TeamMetricsView(APIView):
+    """A team's last 24 hours in the design notes' shape: its calls' outcomes and latency,
+    its hops' tokens and cost."""
+
+    permission_classes = [RegistryReadPermission]
+
+    @extend_schema(
+        operation_id="team_metrics",
+        summary="A team's success rate, latency and cost",
+        description="The team's calls over the last 24 hours; tokens and cost are those of "
+        "its hops (the member calls). Amounts are decimal strings.",
+        parameters=[TEAM_ID],
+        responses={
+            200: OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                examples=[OpenApiExample("A day", value=TEAM_METRICS_EXAMPLE, response_only=True)],
+            ),
+            **errors(401, 404, 429),
+        },
+    )
+    def get(self, request: Request, team_id: str) -> Response:
+        if not Team.objects.filter(pk=team_id).exists():
+            raise NotFound(f"no team with id {team_id!r}")
+        found = reports.scores(kind="team", subject_id=team_id)
+        return Response({"teamId": team_id, **scores_json(found)})
+
+
+def _money(value) -> str | None:
+    return None if value is None else money_text(value)
+
+
+def scores_json(found: reports.Scores, *, success_rate: float | None = None) -> dict[str, Any]:
+    """The design notes' keys: success rate, average and p95 latency (ms), cost per task, and
+    the last 24 hours' counts, tokens and cost (amounts as decimal strings).
+    ``success_rate``: the rate the caller already has (an agent's, probes included)."""
+    return {
+        "successRate": success_rate if success_rate is not None else _ratio(found.success_rate),
+        "avgLatency": _ms(found.latency_avg_ms),
+        "p95Latency": _ms(found.latency_p95_ms),
+        "costPerTask": _money(found.cost_per_task),
+        "last24Hours": {
+            "tasks": found.tasks,
+            "completed": found.completed,
+            "failed": found.failed,
+            "inputTokens": found.input_tokens,
+            "outputTokens": found.output_tokens,
+            "cost": _money(found.cost),
+        },
+    }
 
 
 def _hours(raw: str | None) -> int:

@@ -89,6 +89,7 @@ from tasks_app.lifecycle import INTERRUPTED, TaskState
 from tasks_app.models import Task
 from tasks_app.protocol.errors import A2AError, TaskNotCancelable, UnsupportedOperation
 from tasks_app.services import snapshot_of, status_event
+from tasks_app.usage import quotas
 
 
 @dataclass(frozen=True)
@@ -528,6 +529,9 @@ class TeamTarget(gateway.Target):
         member = self.members.get(agent_id)
         if member is None:
             return team_answers.failed_answer(f"agent {agent_id!r} cannot be called", started)
+        refused = await quotas.hop_refused(ctx.caller, team_id=self.id, agent_id=agent_id)
+        if refused is not None:
+            return team_answers.failed_answer(refused, started)
         resume_id = conversation.parked_child_id if agent_id == conversation.parked_on else None
         if resume_id:
             message = dict(message, taskId=resume_id)

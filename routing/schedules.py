@@ -59,6 +59,13 @@ def schedules() -> list[Schedule]:
             "Computes the skill embeddings search by meaning lacks (cards stored while the "
             "model was unavailable, or made by another model).",
         ),
+        Schedule(
+            PREFIX + "usage roll-up",
+            "tasks_app.roll_up_usage",
+            3600,
+            "Sums the usage records of the last hours per caller, target, agent and team, "
+            "for fast usage reports.",
+        ),
     ]
 
 

@@ -4,7 +4,16 @@ which show health; the team pages. (Teams answer A2A calls at
 
 from django.urls import path
 
-from routing import agent_pages, api, prometheus, team_pages, template_api, views
+from routing import (
+    agent_pages,
+    api,
+    prometheus,
+    team_pages,
+    template_api,
+    usage_api,
+    usage_pages,
+    views,
+)
 from routing.workflows import api as workflow_api
 from routing.workflows import card as workflow_card
 
@@ -14,6 +23,7 @@ urlpatterns = [
     path(
         "a2a/agents/<slug:agent_id>/metrics", api.AgentMetricsView.as_view(), name="agent-metrics"
     ),
+    path("a2a/teams/<slug:team_id>/metrics", api.TeamMetricsView.as_view(), name="team-metrics"),
     # No trailing slash: /a2a/workflows/{id}/ is kept for the workflow's own A2A endpoint.
     path("a2a/workflows", workflow_api.WorkflowListView.as_view(), name="workflows"),
     path(
@@ -26,11 +36,15 @@ urlpatterns = [
         workflow_card.workflow_agent_card,
         name="workflow-agent-card",
     ),
+    path("a2a/usage", usage_api.UsageView.as_view(), name="usage"),
+    path("a2a/quotas", usage_api.QuotaListView.as_view(), name="quotas"),
+    path("a2a/quotas/<str:quota_id>", usage_api.QuotaDetailView.as_view(), name="quota"),
     path("a2a/templates", template_api.TemplateListView.as_view(), name="templates"),
     path("tasks/<str:task_id>/", views.task_page, name="task-page"),
     path("metrics", prometheus.MetricsView.as_view(), name="metrics"),
     path("", agent_pages.registry_page, name="registry-page"),
     path("agents/<str:agent_id>/", agent_pages.agent_page, name="agent-page"),
     path("teams/", team_pages.team_list_page, name="team-list-page"),
+    path("usage/", usage_pages.usage_page, name="usage-page"),
     path("teams/<str:team_id>/", team_pages.team_page, name="team-page"),
 ]

@@ -8,6 +8,7 @@ class TasksAppConfig(AppConfig):
 
     def ready(self) -> None:
         from registry.models import Agent, AgentAlternate
+        from registry.usage_models import AgentPrice, Quota
         from relay_project import ratelimit, tracing
 
         # relay_endpoint registers the "relay" target kind: the relay's own endpoint.
@@ -29,6 +30,12 @@ class TasksAppConfig(AppConfig):
         post_delete.connect(
             gateway.agent_changed, sender=Agent, dispatch_uid="gateway-agent-deleted"
         )
+        # A changed price or quota applies at once in this process.
+        from tasks_app.usage import quotas, records
+
+        for signal, uid in ((post_save, "saved"), (post_delete, "deleted")):
+            signal.connect(records.forget_prices, sender=AgentPrice, dispatch_uid=f"price-{uid}")
+            signal.connect(quotas.forget_quotas, sender=Quota, dispatch_uid=f"quota-{uid}")
         # So does one whose alternates changed.
         for signal, uid in ((post_save, "saved"), (post_delete, "deleted")):
             signal.connect(

@@ -306,3 +306,90 @@ class ClientTaskId(models.Model):
 
     def __str__(self) -> str:
         return f"{self.client_id} -> {self.task_id}"
+
+
+class UsageRecord(models.Model):
+    """One call's usage, written with the task's end (``tasks_app.usage.records``): who
+    (``caller``, a key or a bearer principal's row), what (target, agent, team, skill), how
+    it ended, how long it took, the bytes in and out, and the tokens and cost when known. A
+    team call and each of its hops (a member task, ``parent_task_id`` the team call's task)
+    are records of their own; the cost is on the agents' records only. Deleted with its task;
+    the hourly roll-ups (``UsageHour``) keep the sums."""
+
+    task = models.OneToOneField(
+        Task, primary_key=True, on_delete=models.CASCADE, related_name="usage"
+    )
+    at = models.DateTimeField(help_text="When the task ended.")
+    caller = models.ForeignKey(
+        "registry.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, db_index=False
+    )
+    target_kind = models.CharField(max_length=10)
+    target_id = models.CharField(max_length=64)
+    agent = models.ForeignKey(
+        "registry.Agent", null=True, blank=True, on_delete=models.SET_NULL, db_index=False
+    )
+    team_id = models.CharField(max_length=64, blank=True)
+    parent_task_id = models.CharField(
+        max_length=64, blank=True, help_text="For a team hop: the task of the team call."
+    )
+    skill = models.CharField(max_length=200, blank=True)
+    state = models.CharField(max_length=20)
+    error = models.CharField(max_length=500, blank=True)
+    latency_ms = models.PositiveBigIntegerField()
+    bytes_in = models.PositiveBigIntegerField(default=0)
+    bytes_out = models.PositiveBigIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    cost = models.DecimalField(max_digits=18, decimal_places=6, null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at"]
+        indexes = [
+            models.Index(fields=["caller", "-at"], name="usage_caller_at"),
+            models.Index(fields=["agent", "-at"], name="usage_agent_at"),
+            models.Index(fields=["target_kind", "target_id", "-at"], name="usage_target_at"),
+            models.Index(
+                fields=["team_id", "-at"], condition=~models.Q(team_id=""), name="usage_team_at"
+            ),
+            models.Index(fields=["at"], name="usage_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} {self.target_kind} {self.target_id} {self.state}"
+
+
+class UsageHour(models.Model):
+    """The usage records of one hour, summed per (caller, target, agent, team, hop or not):
+    what reports over days read (``tasks_app.usage.rollups`` writes them hourly)."""
+
+    hour = models.DateTimeField()
+    caller = models.ForeignKey(
+        "registry.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, db_index=False
+    )
+    target_kind = models.CharField(max_length=10)
+    target_id = models.CharField(max_length=64)
+    agent_id = models.CharField(max_length=64, blank=True)
+    team_id = models.CharField(max_length=64, blank=True)
+    hop = models.BooleanField(default=False)
+    calls = models.PositiveIntegerField(default=0)
+    completed = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    latency_sum_ms = models.PositiveBigIntegerField(default=0)
+    latency_p50_ms = models.PositiveBigIntegerField(default=0)
+    latency_p95_ms = models.PositiveBigIntegerField(default=0)
+    bytes_in = models.PositiveBigIntegerField(default=0)
+    bytes_out = models.PositiveBigIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=18, decimal_places=6, default=0)
+
+    class Meta:
+        ordering = ["-hour"]
+        indexes = [
+            models.Index(fields=["hour"], name="usage_hour"),
+            models.Index(fields=["caller", "hour"], name="usage_hour_caller"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.hour:%Y-%m-%d %H}:00 {self.target_kind} {self.target_id}"

@@ -25,10 +25,11 @@ from tasks_app.lifecycle import (
     TaskState,
     check_transition,
 )
-from tasks_app.models import PushDelivery, PushNotificationConfig, Task, TaskEvent
+from tasks_app.models import PushDelivery, PushNotificationConfig, Task, TaskEvent, UsageRecord
 from tasks_app.protocol import events as a2a_events
 from tasks_app.push_delivery import deliver_push
 from tasks_app.snapshots import iso, snapshot_of
+from tasks_app.usage import records as usage_records
 
 CAS_ATTEMPTS = 5
 _UNOWNED_STATES = frozenset(state.value for state in TERMINAL | INTERRUPTED)
@@ -196,6 +197,8 @@ def _written(task: Task, write: _Write) -> bool:
         )
         if moved:
             TaskEvent.objects.bulk_create(write.stored)
+            if write.usage is not None:
+                write.usage.save(force_insert=True)
             _queue_pushes(task, write.stored)
     return bool(moved)
 
@@ -216,6 +219,7 @@ def _written_on_postgresql(task: Task, write: _Write) -> bool:
             where=_compared(task),
             values={"last_sequence": write.last_sequence, **write.changes},
             events=write.stored,
+            also=write.usage,
             notify=(
                 streams.NOTIFY_CHANNEL,
                 streams.notify_payload(task.pk, write.last_sequence, write.state),
@@ -255,6 +259,8 @@ class _Write:
     stored: list[TaskEvent]
     taken: list[tuple[dict[str, Any], str]]
     forbidden: InvalidTransition | None
+    usage: UsageRecord | None = None
+    """The call's usage record, when the events end the task."""
 
 
 def _planned(task: Task, events: list[tuple[dict[str, Any], str, str]]) -> _Write | None:
@@ -282,16 +288,22 @@ def _planned(task: Task, events: list[tuple[dict[str, Any], str, str]]) -> _Writ
         taken.append((event, new_state))
     if not taken:
         raise forbidden
+    now = timezone.now()
     changes = _changes(
         task,
-        _fields_from_snapshot(snapshot, state, timezone.now(), status_changed=status_changed),
+        _fields_from_snapshot(snapshot, state, now, status_changed=status_changed),
         state,
         upstream_task_id=next((u for _, u, _ in events[: len(taken)] if u), ""),
         upstream_context_id=next((c for _, _, c in events[: len(taken)] if c), ""),
     )
     first = task.last_sequence + 1
     stored = [_event_row(task, event, first + i) for i, (event, _) in enumerate(taken)]
-    return _Write(changes, state, first + len(taken) - 1, stored, taken, forbidden)
+    usage = None
+    if state in _TERMINAL_VALUES and settings.RELAY_USAGE_RECORDS:
+        usage = usage_records.usage_record(
+            task, state=state, snapshot=snapshot, events=[event for event, _ in taken], now=now
+        )
+    return _Write(changes, state, first + len(taken) - 1, stored, taken, forbidden, usage)
 
 
 def _applied(task: Task, write: _Write) -> list[Recorded]:

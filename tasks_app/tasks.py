@@ -1,4 +1,4 @@
-"""Celery jobs of the gateway: the expiry of tasks that never end. Push notifications are
+"""Celery jobs of the gateway: the expiry of tasks that never end, the usage roll-ups. Push notifications are
 delivered by ``tasks_app.push_delivery`` (imported by the worker through ``CELERY_IMPORTS``)."""
 
 from __future__ import annotations
@@ -21,3 +21,12 @@ def expire_tasks() -> int:
     if ended:
         logger.info("expired %s overdue task(s)", ended)
     return ended
+
+
+@shared_task(name="tasks_app.roll_up_usage", ignore_result=True)
+def roll_up_usage() -> int:
+    """Recomputes the usage roll-ups of the last hours (beat runs it hourly: the "usage
+    roll-up" schedule); returns how many roll-up rows it wrote."""
+    from tasks_app.usage import rollups
+
+    return rollups.usage_roll_up()

@@ -171,9 +171,12 @@ def no_cached_targets():
     back or flushed, which sends none of the signals that would drop them."""
     from routing import team_loading
     from tasks_app import gateway
+    from tasks_app.usage import quotas, records
 
     gateway.forget_agent_targets()
     team_loading.forget_team_targets()
+    records.forget_prices()
+    quotas.forget_quotas()
 
 
 @pytest.fixture(autouse=True)

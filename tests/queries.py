@@ -32,6 +32,10 @@ EVENT_WRITE = "EVENT WRITE"
 """A task's events written (``services.task_record_many``): on PostgreSQL one statement, on
 SQLite the compare-and-set UPDATE of the task and the events' INSERT."""
 
+USAGE_WRITE = "USAGE WRITE"
+"""The usage record a task's end writes with its last events: on PostgreSQL inside the event
+write's one statement, on SQLite an INSERT after it, in its transaction."""
+
 
 SETTLED_POLL = 'SELECT 1 AS "a" FROM "tasks_app_task" WHERE NOT ("tasks_app_task"."state" IN'
 """The start of the test's own poll for unfinished tasks (``settled``), not the call's."""
@@ -58,8 +62,14 @@ def kinds(statements: list[str]) -> list[str]:
         if verb in {"BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"}:
             continue
         if sql.startswith("WITH moved AS (UPDATE"):
-            kind = EVENT_WRITE
-        elif kind == "INSERT tasks_app_taskevent" and named[-1:] == ["UPDATE tasks_app_task"]:
+            named.append(EVENT_WRITE)
+            if "INSERT INTO tasks_app_usagerecord" in sql.replace('"', ""):
+                named.append(USAGE_WRITE)
+            continue
+        if kind == "INSERT tasks_app_usagerecord" and named[-1:] == [EVENT_WRITE]:
+            named.append(USAGE_WRITE)
+            continue
+        if kind == "INSERT tasks_app_taskevent" and named[-1:] == ["UPDATE tasks_app_task"]:
             named[-1] = kind = EVENT_WRITE
             continue
         named.append(kind)

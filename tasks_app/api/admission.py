@@ -40,6 +40,7 @@ from tasks_app.protocol.errors import (
 from tasks_app.protocol.versions import (
     Operation,
 )
+from tasks_app.usage import quotas
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +166,8 @@ def admit(lookup: KeyLookup, kind: str, target_id: str, call: Call) -> Admitted:
     """Who calls (the key's ``lookup``), on what, and for a message the task it opens: the
     work before a call goes upstream. Counts the call against the agent's rate limit (the
     key's was counted with its lookup), and takes a stream slot of the key for a streaming
-    call (the caller gives it back). Raises Unauthenticated, RateLimited, TargetNotFound
+    call (the caller gives it back); a message over a quota of the key or the target is
+    refused (audited). Raises Unauthenticated, RateLimited, TargetNotFound
     (also for a target outside the key's scope), or the error that refuses the message, with
     no slot held and nothing stored. What it reads that the process's caches do not hold, it
     reads from the database; its effects beyond memory (the agent's count, the slot, a task
@@ -180,6 +182,10 @@ def admit_for(caller, kind: str, target_id: str, call: Call) -> Admitted:
         task_api_target_check(kind)
     target = callable_target(caller, kind, target_id)
     count_target(target)
+    if call.operation in OPENS_TASK and target.kind in ("agent", "team"):
+        exceeded = quotas.call_refusal(caller=caller, target_kind=target.kind, target_id=target.id)
+        if exceeded is not None:
+            raise exceeded.error()
     streaming = call.operation in STREAMING
     if streaming:
         ownership.process_id()  # the slot is this process's: it must hold a lease

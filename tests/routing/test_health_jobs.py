@@ -37,6 +37,8 @@ def test_migrate_creates_the_beat_schedules_from_the_settings(settings):
         "registry.reindex_skill_embeddings",
         settings.RELAY_EMBEDDING_REINDEX_SECONDS,
     )
+    usage = rows["Brass Relay: usage roll-up"]
+    assert (usage.task, usage.interval.every) == ("tasks_app.roll_up_usage", 3600)
 
 
 def test_ensuring_the_schedules_again_keeps_what_an_admin_changed():
@@ -44,7 +46,7 @@ def test_ensuring_the_schedules_again_keeps_what_an_admin_changed():
     PeriodicTask.objects.filter(name="Brass Relay: card re-sync").delete()
     assert schedules.beat_schedules_ensure() == ["Brass Relay: card re-sync"]
     assert PeriodicTask.objects.get(name="Brass Relay: health sweep").enabled is False
-    assert PeriodicTask.objects.filter(name__startswith="Brass Relay: ").count() == 5
+    assert PeriodicTask.objects.filter(name__startswith="Brass Relay: ").count() == 6
 
 
 def test_the_sweep_job_probes_the_agents_that_are_due(allow_private_urls):

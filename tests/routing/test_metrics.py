@@ -258,8 +258,9 @@ def test_the_asgi_router_leaves_agent_metrics_to_django():
     assert route("/a2a/agents/weather/metrics") is None
     assert route("/a2a/agents/weather/tasks/abc")["rest"] == "tasks/abc"
     assert route("/a2a/agents/weather/")["rest"] == ""
-    # Only agents have a metrics resource; under a team it stays an A2A path.
-    assert route("/a2a/teams/crew/metrics")["kind"] == "team"
+    # Teams have one too (usage, tests/usage); anything else under a team is A2A.
+    assert route("/a2a/teams/crew/metrics") is None
+    assert route("/a2a/teams/crew/tasks/abc")["kind"] == "team"
 
 
 @pytest.mark.django_db(transaction=True)

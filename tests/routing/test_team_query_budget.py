@@ -13,7 +13,7 @@ from registry.teams import team_create
 from relay_project.database import database_sync_to_async
 from routing.demo.agents import ECHO, app_factory
 from tasks_app.models import Task
-from tests.queries import EVENT_WRITE, ThreadQueries, kinds
+from tests.queries import EVENT_WRITE, USAGE_WRITE, ThreadQueries, kinds
 from tests.servers import running
 
 pytestmark = [
@@ -67,6 +67,8 @@ async def test_a_team_hop_costs_the_two_tasks_and_their_writes(echo_url, api_key
     assert writes.count("INSERT tasks_app_task") == 2, writes
     assert writes.count("INSERT routing_routinghop") == 1, writes
     assert writes.count(EVENT_WRITE) == 2 and "UPDATE tasks_app_task" not in writes, writes
+    # Each end with its call's usage record (the member's, the team's).
+    assert writes.count(USAGE_WRITE) == 2, writes
     # Besides: admission's reads (the key, its scope, the members' health: 4), the team
     # call's row, the member's conversation, and the wait for the tasks to settle.
-    assert len(kinds(queries.statements)) <= 14, queries.statements
+    assert len(kinds(queries.statements)) <= 16, queries.statements

@@ -229,3 +229,21 @@ async def test_with_tracing_on_a_grpc_call_continues_the_callers_traceparent(mon
     assert span.attributes["a2a.method"] == "SendMessage"
     sent = [r.headers.get("traceparent") for r in recording.requests if r.method == "POST"]
     assert sent == [f"00-{caller_trace}-{span.span_id}-01"]
+
+
+async def test_a_key_over_its_daily_quota_is_refused_over_grpc(echo):
+    from registry.models import ApiKey
+    from registry.usage_models import Quota
+
+    key = await new_key()
+    await sync_to_async(
+        lambda: Quota.objects.create(api_key=ApiKey.objects.get(name="caller"), calls_per_day=1)
+    )()
+    request = SendMessageRequest(tenant=f"agents/{echo.pk}", message=message("once"))
+    async with relay_grpc() as stub:
+        await stub.SendMessage(request, metadata=auth(key))
+        again = SendMessageRequest(tenant=f"agents/{echo.pk}", message=message("twice"))
+        error = await refused(stub.SendMessage(again, metadata=auth(key)))
+    assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert reason_of(error) == "RATE_LIMITED"
+    assert "allows 1 call per day (1 made)" in error.details()

@@ -10,7 +10,7 @@ import pytest
 
 from relay_project.database import database_sync_to_async
 from tasks_app.models import Task
-from tests.queries import EVENT_WRITE, ThreadQueries, kinds, of_the_call
+from tests.queries import EVENT_WRITE, USAGE_WRITE, ThreadQueries, kinds, of_the_call
 from tests.tasks_app.a2a_http import JSONRPC_1, call, relay_client
 
 pytestmark = [
@@ -47,12 +47,14 @@ async def test_a_send_message_to_a_cached_agent_costs_its_task_insert_and_one_ev
             await settled()
     assert "result" in response.json(), response.text
     # With the key, the agent and the rules cached, admission reads nothing: the call is the
-    # task's INSERT and, at its end, one event write. A feature that is not used (no token
+    # task's INSERT and, at its end, one event write with the call's usage record. A feature that is not used (no token
     # issuers, no access rules, no Idempotency-Key, tracing off, no alternates, no retry)
     # adds no statement.
-    assert kinds(of_the_call(queries.statements)) == ["INSERT tasks_app_task", EVENT_WRITE], (
-        queries.statements
-    )
+    assert kinds(of_the_call(queries.statements)) == [
+        "INSERT tasks_app_task",
+        EVENT_WRITE,
+        USAGE_WRITE,
+    ], queries.statements
 
 
 async def test_a_stream_writes_its_events_in_bursts_not_one_transaction_each(echo, api_key):
@@ -87,9 +89,11 @@ async def test_an_idempotency_key_costs_no_statement_and_its_repeat_one_select(e
         async with ThreadQueries() as repeat:
             response = await call(client, echo, JSONRPC_1.send(message), headers)
     assert "result" in response.json(), response.text
-    assert kinds(of_the_call(first.statements)) == ["INSERT tasks_app_task", EVENT_WRITE], (
-        first.statements
-    )
+    assert kinds(of_the_call(first.statements)) == [
+        "INSERT tasks_app_task",
+        EVENT_WRITE,
+        USAGE_WRITE,
+    ], first.statements
     assert kinds(of_the_call(repeat.statements)) == ["INSERT tasks_app_task", "SELECT"], (
         repeat.statements
     )
