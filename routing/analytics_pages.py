@@ -105,5 +105,7 @@ def analytics_tasks_page(request):
         "error": error,
         "filters": filters,
         "back": urlencode({"range": range_key}),
+        "ranges": analytics.RANGES.values(),
+        "filter_query": urlencode(filters) + "&" if filters else "",
     }
     return render(request, "relay/analytics_tasks.html", context, status=400 if error else 200)

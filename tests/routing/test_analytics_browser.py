@@ -91,6 +91,9 @@ def test_dashboard_and_a_drill_down(page, live_server, usage):
     assert page.locator("tr[data-task] >> text=failed").count() == 1
     assert overflow(page) == 0
     screenshot(page, "relay-analytics-calls")
+    page.click("nav.range-picker >> text=30 days")
+    assert page.url.endswith(f"?key={key_b.pk}&range=30d")
+    assert page.locator("tr[data-task]").count() == 3
 
     rows.first.locator("td.row-name a").first.click()
     assert "/tasks/" in page.url and "/analytics/" not in page.url
