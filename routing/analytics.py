@@ -197,7 +197,7 @@ _MATCHERS: dict[str, Callable[[dict[str, Any]], Match]] = {
 
 def dashboard(*, range_key: str = DEFAULT_RANGE, now: datetime | None = None) -> Dashboard:
     """The relay's usage over a range, from the roll-ups: one query for the rows and one for
-    the names of each kind of thing, whatever their number (five in all)."""
+    the names of each kind of thing shown, whatever their number (at most five in all)."""
     chosen = RANGES[range_key]
     until = hour_start(now or timezone.now()) + HOUR
     since = until - chosen.span

@@ -291,3 +291,25 @@ def test_weighted_percentile_counts_each_value_by_its_calls():
     assert analytics.weighted_percentile([(100, 9), (900, 1)], 0.5) == 100
     assert analytics.weighted_percentile([(100, 9), (900, 1)], 0.95) == 900
     assert analytics.weighted_percentile([(5, 0)], 0.5) is None
+
+
+def test_the_chart_layout_imports_no_django_in_a_fresh_interpreter():
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    probe = (
+        "import json, sys\n"
+        "import routing.analytics_charts\n"
+        "print(json.dumps({'django': 'django' in sys.modules}))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert json.loads(result.stdout) == {"django": False}
