@@ -150,6 +150,8 @@ class Dashboard:
     overall: Stats
     series: list[Bucket]
     tables: dict[str, list[Row]]
+    focus: tuple[str, str, str] | None = None
+    """The dimension, key and name of the line the page is narrowed to, if any."""
 
 
 # What a roll-up row adds to a table: (key, counts as calls, counts its cost) per dimension.
@@ -195,9 +197,18 @@ _MATCHERS: dict[str, Callable[[dict[str, Any]], Match]] = {
 }
 
 
-def dashboard(*, range_key: str = DEFAULT_RANGE, now: datetime | None = None) -> Dashboard:
+def dashboard(
+    *,
+    range_key: str = DEFAULT_RANGE,
+    focus: tuple[str, str] | None = None,
+    now: datetime | None = None,
+) -> Dashboard:
     """The relay's usage over a range, from the roll-ups: one query for the rows and one for
-    the names of each kind of thing shown, whatever their number (at most five in all)."""
+    the names of each kind of thing shown, whatever their number (at most five in all).
+    ``focus`` (a dimension and a key: ``("agent", "triage")``) keeps only the rows of that
+    line of its table: the totals and charts become its, the tables show who it is made of."""
+    if focus is not None and (focus[0] not in _MATCHERS or not focus[1]):
+        raise BadFilter(f"{focus[0]}: not a dimension of the dashboard")
     chosen = RANGES[range_key]
     until = hour_start(now or timezone.now()) + HOUR
     since = until - chosen.span
@@ -208,12 +219,16 @@ def dashboard(*, range_key: str = DEFAULT_RANGE, now: datetime | None = None) ->
     rows = UsageHour.objects.filter(hour__gte=since, hour__lt=until).values_list(*_FIELDS)
     for values in rows.iterator(chunk_size=5000):
         row = dict(zip(_FIELDS, values, strict=True))
+        counts = _counts(row, focus)
+        if counts is None:
+            continue
         bucket = series[_bucket_of(row["hour"], since, chosen.bucket)]
-        bucket.add_cost(row)
-        overall.add_cost(row)
-        if not row["hop"]:
+        if counts[0]:
             bucket.add_calls(row)
             overall.add_calls(row)
+        if counts[1]:
+            bucket.add_cost(row)
+            overall.add_cost(row)
         for name, matcher in _MATCHERS.items():
             for key, calls, cost in matcher(row):
                 stats = grouped[name][key]
@@ -236,10 +251,22 @@ def dashboard(*, range_key: str = DEFAULT_RANGE, now: datetime | None = None) ->
         range=chosen,
         since=since,
         until=until,
+        focus=(focus[0], focus[1], names[focus[0]].get(focus[1], focus[1])) if focus else None,
         overall=overall,
         series=[Bucket(start=start, stats=series[start]) for start in buckets],
         tables=tables,
     )
+
+
+def _counts(row: dict[str, Any], focus: tuple[str, str] | None) -> tuple[bool, bool] | None:
+    """Whether a row adds to the totals its calls and its cost; None when it is left out.
+    Without a focus, the calls of what callers called (not hops) and every cost."""
+    if focus is None:
+        return (not row["hop"], True)
+    for key, calls, cost in _MATCHERS[focus[0]](row):
+        if key == focus[1]:
+            return (calls, cost)
+    return None
 
 
 def _bucket_starts(since: datetime, until: datetime, size: timedelta) -> list[datetime]:

@@ -28,7 +28,12 @@ def _range_of(request) -> tuple[str, str]:
 @staff_member_required
 def analytics_page(request):
     range_key, error = _range_of(request)
-    board = analytics.dashboard(range_key=range_key)
+    focus = next(
+        ((name, request.GET[name]) for name in analytics.DIMENSIONS if request.GET.get(name)),
+        None,
+    )
+    board = analytics.dashboard(range_key=range_key, focus=focus)
+    focus_query = urlencode({focus[0]: focus[1]}) + "&" if focus else ""
     labels = [bucket.start.strftime(_LABEL_FORMATS[range_key]) for bucket in board.series]
     stats = [bucket.stats for bucket in board.series]
     charts = [
@@ -69,7 +74,10 @@ def analytics_page(request):
             "key": name,
             "title": title,
             "rows": [
-                {"row": row, "query": urlencode({"range": range_key, **row.filters})}
+                {
+                    "row": row,
+                    "query": urlencode({"range": range_key, **row.filters}),
+                }
                 for row in board.tables[name]
             ],
         }
@@ -80,6 +88,7 @@ def analytics_page(request):
         "charts": charts,
         "tables": tables,
         "ranges": analytics.RANGES.values(),
+        "focus_query": focus_query,
         "error": error,
     }
     return render(request, "relay/analytics.html", context, status=400 if error else 200)

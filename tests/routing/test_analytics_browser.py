@@ -83,8 +83,14 @@ def test_dashboard_and_a_drill_down(page, live_server, usage):
     assert page.url.endswith("?range=7d")
     assert page.inner_text('[data-total="calls"]') == calls  # the same day, wider range
     page.goto(live_server.url + "/analytics/?range=24h")
+    page.click(f'#by-agent tr[data-key="{first.pk}"] td.row-name a')
+    assert page.url.endswith(f"?range=24h&agent={first.pk}")
+    assert int(page.inner_text('[data-total="calls"]')) < int(calls)
+    assert overflow(page) == 0
+    screenshot(page, "relay-analytics-agent")
+    page.click("text=← The whole relay")
 
-    page.click(f'#by-key tr[data-key="{key_b.pk}"] td.row-name a')
+    page.click(f'#by-key tr[data-key="{key_b.pk}"] td.row-calls a')
     assert "/analytics/tasks/" in page.url
     rows = page.locator("tr[data-task]")
     assert rows.count() == 3  # key beta's raw calls: its rolled-up history has no tasks

@@ -181,6 +181,25 @@ def test_a_workflow_call_is_a_line_of_its_own(admin_client):
     assert 'id="by-team"' in html and "None in this range." in html
 
 
+def test_a_name_narrows_the_page_to_its_own_numbers(admin_client):
+    (first, second), key_a, _ = load()
+    agent = admin_client.get(reverse("analytics-page"), {"agent": first.pk})
+    html = agent.content.decode()
+    assert agent.context["board"].focus == ("agent", first.pk, f"Agent 0 ({first.pk})")
+    assert total(html, "calls") == "5"  # 4 direct calls and a hop, as in its line
+    assert total(html, "cost") == "$0.26"
+    assert total(html, "success") == "80%"
+    assert table_line(html, "key", str(key_a.pk))["calls"] == "3"  # the hop is no key call
+    assert f'href="?{"range=24h"}"' in html  # back to the whole relay
+    assert f"?agent={first.pk}&amp;range=7d" in html  # the range picker keeps the focus
+
+    team = admin_client.get(reverse("analytics-page"), {"team": "desk"}).content.decode()
+    assert total(team, "calls") == "1"
+    assert total(team, "cost") == "$0.50"  # its hops' cost
+    assert table_line(team, "hop", f"desk/{second.pk}")["cost"] == "$0.3000"
+    assert table_line(team, "agent", first.pk)["calls"] == "1"  # only its hop to the agent
+
+
 def test_ranges_group_buckets_and_an_unknown_range_is_refused(admin_client):
     load()
     week = admin_client.get(reverse("analytics-page"), {"range": "7d"})
@@ -219,6 +238,7 @@ def test_each_table_line_links_to_its_drill_down(admin_client):
     (first, _), key_a, _ = load()
     html = admin_client.get(reverse("analytics-page"), {"range": "7d"}).content.decode()
     assert f'href="{reverse("analytics-tasks-page")}?range=7d&amp;agent={first.pk}"' in html
+    assert f'href="{reverse("analytics-page")}?range=7d&amp;agent={first.pk}"' in html
     assert f'?range=7d&amp;hop=desk%2F{first.pk}"' in html
     assert f'?range=7d&amp;key={key_a.pk}"' in html
 
