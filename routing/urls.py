@@ -6,12 +6,12 @@ from django.urls import path
 
 from routing import (
     agent_pages,
+    analytics_pages,
     api,
     prometheus,
     team_pages,
     template_api,
     usage_api,
-    usage_pages,
     views,
 )
 from routing.workflows import api as workflow_api
@@ -44,7 +44,8 @@ urlpatterns = [
     path("metrics", prometheus.MetricsView.as_view(), name="metrics"),
     path("", agent_pages.registry_page, name="registry-page"),
     path("agents/<str:agent_id>/", agent_pages.agent_page, name="agent-page"),
+    path("analytics/", analytics_pages.analytics_page, name="analytics-page"),
+    path("analytics/tasks/", analytics_pages.analytics_tasks_page, name="analytics-tasks-page"),
     path("teams/", team_pages.team_list_page, name="team-list-page"),
-    path("usage/", usage_pages.usage_page, name="usage-page"),
     path("teams/<str:team_id>/", team_pages.team_page, name="team-page"),
 ]
