@@ -4,7 +4,15 @@ which show health; the team pages. (Teams answer A2A calls at
 
 from django.urls import path
 
-from routing import agent_pages, api, prometheus, team_pages, template_api, views
+from routing import (
+    agent_pages,
+    api,
+    prometheus,
+    team_pages,
+    template_api,
+    views,
+    workflow_pages,
+)
 from routing.workflows import api as workflow_api
 from routing.workflows import card as workflow_card
 
@@ -33,4 +41,11 @@ urlpatterns = [
     path("agents/<str:agent_id>/", agent_pages.agent_page, name="agent-page"),
     path("teams/", team_pages.team_list_page, name="team-list-page"),
     path("teams/<str:team_id>/", team_pages.team_page, name="team-page"),
+    path("workflows/", workflow_pages.workflow_list_page, name="workflow-list-page"),
+    path("workflows/<slug:workflow_id>/", workflow_pages.workflow_page, name="workflow-page"),
+    path(
+        "workflows/<slug:workflow_id>/runs/<str:task_id>/",
+        workflow_pages.workflow_run_page,
+        name="workflow-run-page",
+    ),
 ]
