@@ -163,13 +163,17 @@ def _layout(step: Step) -> _Block:
         return _fan(header, arms, join)
     if step.kind == LOOP:
         body = _steps(step.children)
-        out = _Block(body.w + 2 * LOOP_PAD + 30, body.h + 2 * LOOP_PAD + 22)
         label = f"{step.id}: loop, at most {step.max_iterations}×"
         if step.until is not None:
             label += f", until {step.until.source}"
-        out.frames.append(Frame(0, 0, out.w, out.h, _short(label, 60)))
-        body.place(out, LOOP_PAD, LOOP_PAD + 22)
-        right = LOOP_PAD + body.w + 14
+        label = _short(label, 60)
+        # Wide enough for its label (about 7 px a character at 12 px) and its back arrow.
+        width = max(body.w + 2 * LOOP_PAD + 30, len(label) * 7 + 2 * LOOP_PAD)
+        out = _Block(width, body.h + 2 * LOOP_PAD + 22)
+        out.frames.append(Frame(0, 0, out.w, out.h, label))
+        left = (width - body.w - 30) // 2
+        body.place(out, left, LOOP_PAD + 22)
+        right = left + body.w + 14
         bottom, top = LOOP_PAD + 22 + body.h, LOOP_PAD + 22
         out.lines.append(Line(right, bottom, right, top, kind="back"))
         return out
