@@ -245,3 +245,16 @@ def test_the_workflow_page_costs_the_same_queries_for_2_and_10_runs(admin_client
     for _ in range(8):
         a_run(support.pk, 1)
     assert queries(admin_client, url) == few
+
+
+def test_the_admin_links_a_workflow_to_its_page(admin_client, support):
+    response = admin_client.get(reverse("admin:routing_workflow_change", args=[support.pk]))
+    assert response.status_code == 200
+    assert "View on site" in text(response)
+    assert support.get_absolute_url() == f"/workflows/{support.pk}/"
+
+
+def test_a_workflow_tasks_trace_page_links_its_run_page(admin_client, support):
+    run = a_run(support.pk, 1)
+    response = admin_client.get(reverse("task-page", args=[run.pk]))
+    assert f'href="{reverse("workflow-run-page", args=[support.pk, run.pk])}"' in text(response)
