@@ -187,7 +187,9 @@ def test_the_run_page_shows_each_step_with_its_input_output_and_child_task(admin
     assert '<pre class="answer" id="run-answer">all done</pre>' in page
     # The sequence: the user, the workflow and the agent it called, and the answer back.
     assert '<svg class="sequence"' in page
-    assert f">{support.pk}</text>" in page and ">billing-agent</text>" in page
+    # Each lifeline is named in full in its tooltip, and shortened to fit its box.
+    assert f"<title>{support.pk}</title>" in page and ">billing-agent</text>" in page
+    assert ">customer-support-p…</text>" in page
     assert f"{support.pk} -&gt; user: reply" in response.content.decode()
 
 
