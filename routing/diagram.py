@@ -87,9 +87,12 @@ def participants(hops: Iterable[HopView]) -> list[str]:
     return names
 
 
-def sequence_diagram(hops: list[HopView], *, ending: str | None = None) -> Diagram:
+def sequence_diagram(
+    hops: list[HopView], *, ending: str | None = None, answered_by: str | None = None
+) -> Diagram:
     """The diagram of a trace. ``ending`` (a hop outcome) overrides the last hop's outcome for
-    the return arrow; without hops the diagram has the user's lifeline alone."""
+    the return arrow, and ``answered_by`` the participant it leaves from (a workflow answers
+    for its steps); without hops the diagram has the user's lifeline alone."""
     names = participants(hops)
     x_of = {name: MARGIN_X + index * COLUMN for index, name in enumerate(names)}
     arrows = []
@@ -118,7 +121,7 @@ def sequence_diagram(hops: list[HopView], *, ending: str | None = None) -> Diagr
         outcome = ending or last.outcome
         # A failed call got no answer: the failure goes back from the agent that made the call,
         # never from the agent that was down.
-        answerer = last.from_id if outcome == "failed" else last.to_id
+        answerer = answered_by or (last.from_id if outcome == "failed" else last.to_id)
         if outcome in ENDINGS and answerer != USER:
             text = ENDINGS[outcome]
             arrows.append(

@@ -6,6 +6,7 @@ teams as routing's admin shows them."""
 from __future__ import annotations
 
 from django.db import models
+from django.urls import reverse
 from django.utils import timezone
 
 from registry import models as registry_models
@@ -192,6 +193,10 @@ class Workflow(models.Model):
 
     def __str__(self) -> str:
         return self.id
+
+    def get_absolute_url(self) -> str:
+        """Its page, linked from the admin ("View on site")."""
+        return reverse("workflow-page", args=[self.pk])
 
 
 class WorkflowStep(models.Model):

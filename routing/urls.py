@@ -13,6 +13,7 @@ from routing import (
     template_api,
     usage_api,
     views,
+    workflow_pages,
 )
 from routing.workflows import api as workflow_api
 from routing.workflows import card as workflow_card
@@ -48,4 +49,11 @@ urlpatterns = [
     path("analytics/tasks/", analytics_pages.analytics_tasks_page, name="analytics-tasks-page"),
     path("teams/", team_pages.team_list_page, name="team-list-page"),
     path("teams/<str:team_id>/", team_pages.team_page, name="team-page"),
+    path("workflows/", workflow_pages.workflow_list_page, name="workflow-list-page"),
+    path("workflows/<slug:workflow_id>/", workflow_pages.workflow_page, name="workflow-page"),
+    path(
+        "workflows/<slug:workflow_id>/runs/<str:task_id>/",
+        workflow_pages.workflow_run_page,
+        name="workflow-run-page",
+    ),
 ]
