@@ -41,6 +41,8 @@ steps:
     input: "{{.drafter}}"
 """
 FRONT_RECEIVED: list[tuple[str, dict[str, Any] | None]] = []
+FRONT_TO = ["draft-and-check"]
+"""The workflow member the front desk hands the caller's messages to."""
 
 
 def front_answer(text: str, routing: dict[str, Any] | None) -> Answer:
@@ -48,7 +50,7 @@ def front_answer(text: str, routing: dict[str, Any] | None) -> Answer:
     it is."""
     FRONT_RECEIVED.append((text, routing))
     if len(FRONT_RECEIVED) % 2:
-        return Answer(f"front: {text}", {"recipient": "draft-and-check", "reason": "a draft"})
+        return Answer(f"front: {text}", {"recipient": FRONT_TO[0], "reason": "a draft"})
     return Answer(text, {"recipient": "user"})
 
 
@@ -68,6 +70,7 @@ AGENTS = {
     "front": front,
     "drafter": wa.answering("drafter"),
     "checker": wa.answering("checker"),
+    "asks": wa.asks("asks"),
 }
 
 
@@ -81,6 +84,7 @@ def agent_urls():
 def registered(agent_urls, allow_private_urls):
     wa.CALLS.clear()
     FRONT_RECEIVED.clear()
+    FRONT_TO[:] = ["draft-and-check"]
     for agent_id, url in agent_urls.items():
         agent_register(url=url, agent_id=agent_id)
 
@@ -173,3 +177,56 @@ def test_a_workflow_with_the_id_of_an_agent_member_is_refused(agent_urls):
     with pytest.raises(services.WorkflowMemberClash, match="'front'"):
         services.team_workflows_set(team_id="desk", workflows=[("front", 1, True)])
     assert not TeamWorkflowMember.objects.exists()
+
+
+ASKING = """
+name: Ask then check
+slug: ask-then-check
+steps:
+  - agent: asks
+  - agent: checker
+    input: "{{.asks}}"
+"""
+
+
+async def test_a_workflow_member_that_asks_parks_the_team_and_the_answer_resumes_it(api_key):
+    from relay_project.asgi import application
+
+    def desk() -> None:
+        workflow_import(text=ASKING)
+        team_create(team_id="desk", name="Desk", members=["front"], default_agent="front")
+        services.team_workflows_set(team_id="desk", workflows=[("ask-then-check", 1, True)])
+
+    await sync_to_async(desk)()
+    FRONT_TO[:] = ["ask-then-check"]
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=application),
+        base_url="http://testserver",
+        headers={"Authorization": f"Bearer {api_key[1]}", "A2A-Version": "1.0"},
+        timeout=WAIT_SECONDS,
+    ) as http:
+
+        async def send(message: dict[str, Any]) -> dict[str, Any]:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage"}
+            response = await http.post(
+                "/a2a/teams/desk/", json={**body, "params": {"message": message}}
+            )
+            return response.json()["result"]["task"]
+
+        first = await send({"messageId": "m-a", "role": "ROLE_USER", "parts": [{"text": "close"}]})
+        assert first["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", first
+        assert first["status"]["message"]["parts"][0]["text"] == "Which account?"
+        answer = {
+            "messageId": "m-b",
+            "role": "ROLE_USER",
+            "parts": [{"text": "42"}],
+            "taskId": first["id"],
+        }
+        second = await send(answer)
+
+    assert second["status"]["state"] == "TASK_STATE_COMPLETED", second
+    assert second["status"]["message"]["parts"][0]["text"] == "checker: asks: account 42"
+    assert wa.CALLS.received == {
+        "asks": ["front: close", "42"],
+        "checker": ["asks: account 42"],
+    }
