@@ -34,8 +34,9 @@ from registry.admin_display import RELAY_CSS
 from registry.models import Agent, TeamMembership
 from registry.services import RegistryError
 from routing import selectors as routing_selectors
+from routing import services as routing_services
 from routing import team_checks
-from routing.models import Team
+from routing.models import Team, TeamWorkflowMember
 
 RECENT_CONVERSATIONS = 10
 
@@ -179,10 +180,71 @@ class TeamMembershipInline(admin.TabularInline):
         return membership.agent.supports_client_routing if membership.agent_id else None
 
 
+class TeamWorkflowMemberFormSet(BaseInlineFormSet):
+    """The team's workflow members as submitted; a workflow whose id is one of the agent
+    members' (the members inline's rows in the same form) is refused: members are named by id."""
+
+    def workflows(self) -> list[tuple[str, int, bool]]:
+        rows = [
+            form.cleaned_data
+            for form in self.forms
+            if form.cleaned_data
+            and form.cleaned_data.get("workflow")
+            and not form.cleaned_data.get("DELETE")
+        ]
+        return [
+            (data["workflow"].pk, data.get("order") or 0, bool(data.get("enabled")))
+            for data in rows
+        ]
+
+    def clean(self):
+        super().clean()
+        agents = {
+            value
+            for name, value in self.data.items()
+            if name.startswith("memberships-")
+            and name.endswith("-agent")
+            and not self.data.get(name.removesuffix("agent") + "DELETE")
+        }
+        for workflow_id, _, _ in self.workflows():
+            if workflow_id in agents:
+                raise ValidationError(
+                    f"Workflow “{workflow_id}” has the id of an agent member of this team: "
+                    "members are named by their ids, so one of them could never be called."
+                )
+
+
+class TeamWorkflowMemberInline(admin.TabularInline):
+    """Workflows as members: routed to by their id as agent members are (a workflow member
+    takes no part in client routing; it answers with the workflow's output)."""
+
+    model = TeamWorkflowMember
+    formset = TeamWorkflowMemberFormSet
+    fields = ("workflow", "order", "enabled")
+    autocomplete_fields = ("workflow",)
+    ordering = ("order", "workflow_id")
+    extra = 1
+    verbose_name = "workflow member"
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return request.user.has_perm("registry.change_team") or request.user.has_perm(
+            "registry.add_team"
+        )
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return request.user.has_perm("registry.change_team")
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return request.user.has_perm("registry.change_team")
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return request.user.has_perm("registry.view_team") or self.has_change_permission(request)
+
+
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
     form = TeamForm
-    inlines = (TeamMembershipInline,)
+    inlines = (TeamMembershipInline, TeamWorkflowMemberInline)
     list_display = (
         "id",
         "name",
@@ -380,12 +442,16 @@ class TeamAdmin(admin.ModelAdmin):
             for name in ("name", "description", "max_routing_hops", "enabled", "no_recipient")
         }
         default_agent = form.cleaned_data["default_agent"].pk
+        workflows = next(
+            formset for formset in formsets if isinstance(formset, TeamWorkflowMemberFormSet)
+        ).workflows()
         if change:
             teams.team_update(
                 team=form.instance,
                 fields={**values, "default_agent": default_agent, "members": members},
                 actor=services.actor_of(user=request.user),
             )
+            routing_services.team_workflows_set(team_id=form.instance.pk, workflows=workflows)
             return
         created = teams.team_create(
             team_id=form.cleaned_data["id"],
@@ -398,6 +464,7 @@ class TeamAdmin(admin.ModelAdmin):
         for field in Team._meta.concrete_fields:
             setattr(form.instance, field.attname, getattr(created, field.attname))
         form.instance._state = created._state
+        routing_services.team_workflows_set(team_id=created.pk, workflows=workflows)
 
     def construct_change_message(self, request, form, formsets, add):
         # The formsets were not saved by the admin (the service wrote the members), so they

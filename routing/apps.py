@@ -29,7 +29,9 @@ class RoutingConfig(AppConfig):
         post_delete.connect(
             workflow_changed, sender=Workflow, dispatch_uid="workflow-cache-deleted"
         )
-        for model in (Team, TeamMembership, Agent):
+        from routing.models import TeamWorkflowMember
+
+        for model in (Team, TeamMembership, Agent, TeamWorkflowMember, Workflow):
             name = model.__name__
             post_save.connect(team_changed, sender=model, dispatch_uid=f"team-cache-{name}-saved")
             post_delete.connect(

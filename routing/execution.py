@@ -60,9 +60,8 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from registry import access, policy, selection
+from registry import access, policy
 from registry.extensions import CLIENT_ROUTING_URI
-from registry.filters import InvalidQueryError
 from registry.models import Agent, Team
 from relay_project import tracing
 from routing import breaker, selectors, services, team_answers, team_events
@@ -103,8 +102,9 @@ class RecordedHop:
 @dataclass(frozen=True)
 class LoadedTeam:
     """What a call to a team needs that changes only when the team, its memberships or its
-    members' cards do: kept per process (``team_target``). ``agents`` are the members that can
-    be called; ``members`` is every member as the router sees it, its health not yet known."""
+    members' cards do: kept per process (``team_target``). ``agents`` are the agent members
+    that can be called; ``members`` is every member as the router sees it, its health not yet
+    known; ``workflows`` the ids of the workflow members."""
 
     id: str
     name: str
@@ -113,14 +113,24 @@ class LoadedTeam:
     agents: dict[str, gateway.AgentTarget]
     members: tuple[Member, ...]
     no_recipient: str = Team.NoRecipient.DEFAULT_AGENT
+    workflows: tuple[str, ...] = ()
 
 
 class TeamTarget(gateway.Target):
     """A team, answering as one A2A agent (kind "team"): the loaded team, with its members'
     health and circuit breakers as stored at the time of the call (``states``, from
-    ``selectors.member_states``; a member missing there was disabled meanwhile)."""
+    ``selectors.member_states``; a member missing there was disabled meanwhile) and its
+    workflow members as gateway targets (``workflows``; one missing there was disabled or
+    deleted meanwhile). A workflow member is routed to as an agent member is, by its id: it
+    takes no part in client routing, and has no health or breaker of its own (its steps'
+    agents have theirs)."""
 
-    def __init__(self, team: LoadedTeam, states: dict[str, selectors.MemberState]) -> None:
+    def __init__(
+        self,
+        team: LoadedTeam,
+        states: dict[str, selectors.MemberState],
+        workflows: dict[str, gateway.Target] | None = None,
+    ) -> None:
         super().__init__(
             kind="team",
             id=team.id,
@@ -129,9 +139,15 @@ class TeamTarget(gateway.Target):
             declared_extensions=(CLIENT_ROUTING_URI,),
             announces_task=True,
         )
-        self.members: dict[str, gateway.AgentTarget] = {}
+        self.members: dict[str, gateway.Target] = {}
         view_members = []
         for member in team.members:
+            if member.id in team.workflows:
+                workflow = (workflows or {}).get(member.id)
+                if workflow is not None:
+                    self.members[member.id] = workflow
+                    view_members.append(dataclasses.replace(member, healthy=True))
+                continue
             state = states.get(member.id)
             if state is None:
                 continue
@@ -152,6 +168,7 @@ class TeamTarget(gateway.Target):
             max_hops=team.max_hops,
         )
         self.no_recipient = team.no_recipient
+        self.workflows = frozenset(team.workflows)
 
     async def run(self, task, request, ctx, *, stream):
         """The conversation, hop by hop. Every event is recorded here (``recorded`` steps):
@@ -172,7 +189,7 @@ class TeamTarget(gateway.Target):
             and not conversation.parked_on
             and parse_recipient(message.get("metadata")).recipient is None
         ):
-            selected = await sync_to_async(_select_member)(self.view, message)
+            selected = await sync_to_async(team_answers.select_member)(self.view, message)
         hop = first_hop(self.view, message, parked_on=conversation.parked_on, selected=selected)
         # Kept for a process that may take the task over: the members it calls get the same.
         await sync_to_async(services.team_call_save)(
@@ -315,6 +332,8 @@ class TeamTarget(gateway.Target):
                         if resumed:
                             resumed = False
                             yield await _recorded(task, status_event(task, TaskState.WORKING))
+                        if hop.target in self.workflows and team_events.ends_member(step.event):
+                            continue  # a workflow records its end itself: member_end says it
                         events = team_events.forwarded(
                             step.event, task, origin=origin, whole=not stream
                         )
@@ -410,7 +429,10 @@ class TeamTarget(gateway.Target):
                 if each.task_id == task.id:
                     yield gateway.Step(each.event, recorded=True)
             message = team_answers.as_next_message(
-                answer.answer, answerer=hop.target, message_id=f"{task.id}-hop-{order}"
+                answer.answer,
+                answerer=hop.target,
+                message_id=f"{task.id}-hop-{order}",
+                artifacts=hop.target not in self.workflows,
             )
             hop = decision
         if hops_done == 0:  # nobody could be called: the default agent is unavailable
@@ -441,7 +463,9 @@ class TeamTarget(gateway.Target):
         message = team_answers.as_next_message(
             answer.answer, answerer=hop.target, message_id="selection"
         )
-        return await sync_to_async(_select_member)(self.view, message, skip=frozenset(called))
+        return await sync_to_async(team_answers.select_member)(
+            self.view, message, skip=frozenset(called)
+        )
 
     def _decide(
         self,
@@ -562,30 +586,6 @@ class TeamTarget(gateway.Target):
 
     def owns(self, task) -> bool:
         return task.target_kind == "team" and task.target_id == self.id
-
-
-def _select_member(
-    view: TeamView, message: dict[str, Any], *, skip: frozenset[str] = frozenset()
-) -> tuple[str, str] | None:
-    """The healthy member (not in ``skip``) the agent selector (``registry.selection``) ranks
-    first for the message's text, and why; None when none matches or the message has no
-    text."""
-    try:
-        text = selection.message_text(message)
-    except InvalidQueryError:
-        return None
-    healthy = frozenset(m.id for m in view.members if m.healthy and m.id not in skip)
-    if not healthy:
-        return None
-    chosen = selection.select(
-        request=selection.SelectRequest(
-            text=text, team_id=view.id, limit=3, healthy_only=True, agent_ids=healthy
-        )
-    )
-    for candidate in chosen.selections:
-        if candidate.agent_id in healthy:
-            return candidate.agent_id, f"chosen by the agent selector: {candidate.why}"
-    return None
 
 
 async def _recorded(task: Task, event: dict[str, Any], *, answered: bool = False) -> gateway.Step:

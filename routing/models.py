@@ -199,6 +199,31 @@ class Workflow(models.Model):
         return reverse("workflow-page", args=[self.pk])
 
 
+class TeamWorkflowMember(models.Model):
+    """A workflow that is a member of a team, beside its agents (``registry.TeamMembership``):
+    the team routes to it by its id as to an agent member, and its answer is the workflow's
+    output. Kept here, not in the registry, because workflows live in routing. Its id must
+    not be an agent member's of the same team (``routing.team_checks``)."""
+
+    team = models.ForeignKey(
+        "registry.Team", on_delete=models.CASCADE, related_name="workflow_memberships"
+    )
+    workflow = models.ForeignKey(
+        Workflow, on_delete=models.CASCADE, related_name="team_memberships"
+    )
+    order = models.PositiveIntegerField(default=0)
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["team", "order", "workflow_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "workflow"], name="team_workflow_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team_id}: workflow {self.workflow_id}"
+
+
 class WorkflowStep(models.Model):
     """One top-level step of a workflow, in order, as the admin edits it: its YAML mapping
     (with any steps nested inside), and its id, kind and target for lists and search."""

@@ -22,6 +22,7 @@ from routing.models import (
     RoutingHop,
     TaskTemplate,
     TeamCall,
+    TeamWorkflowMember,
 )
 from routing.router import USER
 from routing.task_templates import VariableError, variables
@@ -48,6 +49,16 @@ def team_with_members(team_id: str) -> tuple[Team, list[Agent]] | None:
         .order_by("order", "agent_id")
     )
     return team, [membership.agent for membership in memberships]
+
+
+def team_workflow_members(team_id: str) -> list[tuple[str, str, str]]:
+    """The team's enabled workflow members whose workflows are enabled, in team order, as
+    (id, name, description) (one query)."""
+    return list(
+        TeamWorkflowMember.objects.filter(team_id=team_id, enabled=True, workflow__enabled=True)
+        .order_by("order", "workflow_id")
+        .values_list("workflow_id", "workflow__name", "workflow__description")
+    )
 
 
 @dataclass(frozen=True)
@@ -134,7 +145,8 @@ def conversation_of(*, team_id: str, task: Task) -> Conversation:
     if last.outcome == RoutingHop.Outcome.PARKED:
         parked_on = last.to_id
         parked_child_id = (
-            Task.objects.filter(parent=task, agent_id=parked_on)
+            Task.objects.filter(parent=task)
+            .filter(Q(agent_id=parked_on) | Q(target_id=parked_on))
             .filter(state__in=[state.value for state in INTERRUPTED])
             .order_by("-created_at")
             .values_list("pk", flat=True)

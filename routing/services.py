@@ -7,13 +7,45 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from routing.models import MemberContext, RoutingHop, TeamCall
+from routing.models import MemberContext, RoutingHop, TeamCall, TeamWorkflowMember
 from tasks_app import gateway
 from tasks_app import services as task_services
 from tasks_app.models import Task
 
 TEXT_EXCERPT = 500
 """Characters of the message passed on that a hop keeps."""
+
+
+class WorkflowMemberClash(ValueError):
+    """A workflow member whose id is an agent member's of the same team: the router names
+    members by id, so one of them could never be called."""
+
+
+def team_workflows_set(*, team_id: str, workflows: list[tuple[str, int, bool]]) -> None:
+    """Makes the team's workflow members exactly ``workflows`` (workflow id, order, enabled),
+    in one transaction. Raises WorkflowMemberClash naming a workflow whose id is an agent
+    member's of the team."""
+    from registry.models import TeamMembership
+
+    ids = [workflow_id for workflow_id, _, _ in workflows]
+    with transaction.atomic():
+        clash = sorted(
+            TeamMembership.objects.filter(team_id=team_id, agent_id__in=ids).values_list(
+                "agent_id", flat=True
+            )
+        )
+        if clash:
+            raise WorkflowMemberClash(
+                f"workflow {clash[0]!r} has the id of an agent member of this team; members "
+                "are named by their ids, so one of them could never be called"
+            )
+        TeamWorkflowMember.objects.filter(team_id=team_id).exclude(workflow_id__in=ids).delete()
+        for workflow_id, order, enabled in workflows:
+            TeamWorkflowMember.objects.update_or_create(
+                team_id=team_id,
+                workflow_id=workflow_id,
+                defaults={"order": order, "enabled": enabled},
+            )
 
 
 def hop_new(

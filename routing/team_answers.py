@@ -10,7 +10,9 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
+from registry import selection
 from registry.extensions import CLIENT_ROUTING_URI
+from registry.filters import InvalidQueryError
 from routing.models import RoutingHop
 from routing.router import (
     USER,
@@ -18,6 +20,7 @@ from routing.router import (
     Fail,
     Park,
     Reply,
+    TeamView,
 )
 from tasks_app import gateway, streams
 from tasks_app.gateway import ownership
@@ -149,12 +152,16 @@ def text_of(message: dict[str, Any] | None) -> str:
     return "\n".join(part["text"] for part in parts if isinstance(part.get("text"), str))
 
 
-def as_next_message(answer: dict[str, Any], *, answerer: str, message_id: str) -> dict[str, Any]:
+def as_next_message(
+    answer: dict[str, Any], *, answerer: str, message_id: str, artifacts: bool = True
+) -> dict[str, Any]:
     """A member's answer as the message the next member gets: its parts (and, for a task, the
-    parts of its artifacts), metadata and extensions, from the user's side."""
+    parts of its artifacts unless ``artifacts`` is false: a workflow member's repeat its
+    steps' and its output, which its message holds), metadata and extensions, from the
+    user's side."""
     source = answer_message(answer) or {}
     parts = [*source.get("parts", [])]
-    for artifact in answer.get("task", {}).get("artifacts", []):
+    for artifact in answer.get("task", {}).get("artifacts", []) if artifacts else ():
         parts += artifact.get("parts", [])
     return a2a_events.message(
         message_id=message_id,
@@ -212,3 +219,27 @@ def routing_errors(hop: Deliver, decision) -> str:
 def peer_ids(message: dict[str, Any]) -> list[str]:
     routing = (message.get("metadata") or {}).get(CLIENT_ROUTING_URI) or {}
     return [card["id"] for card in routing.get("agentCards", [])]
+
+
+def select_member(
+    view: TeamView, message: dict[str, Any], *, skip: frozenset[str] = frozenset()
+) -> tuple[str, str] | None:
+    """The healthy member (not in ``skip``) the agent selector (``registry.selection``) ranks
+    first for the message's text, and why; None when none matches or the message has no
+    text."""
+    try:
+        text = selection.message_text(message)
+    except InvalidQueryError:
+        return None
+    healthy = frozenset(m.id for m in view.members if m.healthy and m.id not in skip)
+    if not healthy:
+        return None
+    chosen = selection.select(
+        request=selection.SelectRequest(
+            text=text, team_id=view.id, limit=3, healthy_only=True, agent_ids=healthy
+        )
+    )
+    for candidate in chosen.selections:
+        if candidate.agent_id in healthy:
+            return candidate.agent_id, f"chosen by the agent selector: {candidate.why}"
+    return None

@@ -16,7 +16,7 @@ from routing.router import (
 )
 from routing.team_answers import STATE_OF_WIRE, WIRE_STATE, MemberAnswer
 from tasks_app import snapshots
-from tasks_app.lifecycle import TaskState
+from tasks_app.lifecycle import INTERRUPTED, TERMINAL, TaskState
 from tasks_app.models import Task
 from tasks_app.protocol import events as a2a_events
 from tasks_app.services import snapshot_of
@@ -73,6 +73,17 @@ def forwarded(
     if same_status(before["status"], merged["status"]):
         merged["status"] = before["status"]
     return [tag(change, origin) for change in snapshots.changes_between(before, merged)]
+
+
+_MEMBER_ENDS = frozenset(state.value for state in (*TERMINAL, *INTERRUPTED))
+
+
+def ends_member(event: dict[str, Any]) -> bool:
+    """Whether the event is a status update that ends a member's task or makes it wait on
+    its caller. A workflow member records its end itself, so its exchange cannot hold that
+    event back as it does an agent's: the team leaves it to the hop's end (``member_end``)."""
+    update = event.get("statusUpdate")
+    return isinstance(update, dict) and snapshots.state_of(update) in _MEMBER_ENDS
 
 
 def member_end(

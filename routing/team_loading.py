@@ -1,5 +1,7 @@
-"""Loading a team as a gateway target: its enabled members as the router sees them, kept
-per process (``team_target``) and dropped when a team, membership or agent changes."""
+"""Loading a team as a gateway target: its enabled members as the router sees them (its
+agents, then its workflows), kept per process (``team_target``) and dropped when a team,
+membership, workflow membership or agent changes. A workflow member is resolved at each call
+(the workflows' own cache), so a workflow saved since is called as saved."""
 
 from __future__ import annotations
 
@@ -21,14 +23,24 @@ def _load_team(team_id: str) -> LoadedTeam | None:
     for agent in agents:
         with contextlib.suppress(upstream.NoUsableInterfaceError):
             targets[agent.pk] = gateway.AgentTarget(agent)
+    agent_ids = {agent.pk for agent in agents}
+    workflows = [
+        Member(id=workflow_id, name=name, description=description, capabilities=("workflow",))
+        for workflow_id, name, description in selectors.team_workflow_members(team.pk)
+        if workflow_id not in agent_ids
+    ]
     return LoadedTeam(
         id=team.pk,
         name=team.name,
         default_agent=team.default_agent_id,
         max_hops=team.max_routing_hops,
         agents=targets,
-        members=tuple(_member(agent, targets.get(agent.pk)) for agent in agents),
+        members=(
+            *(_member(agent, targets.get(agent.pk)) for agent in agents),
+            *workflows,
+        ),
         no_recipient=team.no_recipient,
+        workflows=tuple(member.id for member in workflows),
     )
 
 
@@ -59,7 +71,15 @@ def team_target(team_id: str) -> TeamTarget | None:
     team = _teams.get(team_id)
     if team is None:
         return None
-    return TeamTarget(team, selectors.member_states([member.id for member in team.members]))
+    workflows = {
+        workflow_id: gateway.resolve_target("workflow", workflow_id)
+        for workflow_id in team.workflows
+    }
+    return TeamTarget(
+        team,
+        selectors.member_states([member.id for member in team.members]),
+        workflows={key: value for key, value in workflows.items() if value is not None},
+    )
 
 
 def team_changed(sender, **kwargs) -> None:

@@ -20,9 +20,10 @@ from tasks_app.lifecycle import INTERRUPTED, TERMINAL, TaskState
 from tasks_app.models import Task
 from tasks_app.protocol import events as a2a_events
 
-STEP_KEY = "workflowStep"
+STEP_KEY = a2a_events.WORKFLOW_STEP_KEY
 """The metadata key of every event a workflow task forwards from a step:
-``{"step": id, "key": key, "state": the step task's state}``."""
+``{"step": id, "key": key, "state": the step task's state, "kind": its target's kind,
+"target": its target's id}``."""
 
 _INTERRUPTED = frozenset(state.value for state in INTERRUPTED)
 _TERMINAL = [state.value for state in TERMINAL]
@@ -140,15 +141,30 @@ def step_message(*, run: Task, key: str, text: str) -> dict[str, Any]:
     )
 
 
+def step_tag(*, step: str, key: str, state: str, child: Task) -> dict[str, Any]:
+    """The metadata naming a step (``STEP_KEY``): its id, key, task state and target."""
+    return {
+        STEP_KEY: {
+            "step": step,
+            "key": key,
+            "state": state,
+            "kind": child.target_kind,
+            "target": child.target_id,
+        }
+    }
+
+
 def forwarded(
-    event: dict[str, Any], run: Task, *, step: str, key: str, state: str
+    event: dict[str, Any], run: Task, *, step: str, key: str, state: str, child: Task
 ) -> list[dict[str, Any]]:
     """A step task's event as the run task's events, in its ids: its artifacts (their ids
     prefixed by the step's key) and a ``working`` update with its message; each names the
-    step. The step's own interruptions are not forwarded: the run decides what to ask."""
+    step and what it calls (``step_tag``). The step's own interruptions are not forwarded:
+    the run decides what to ask."""
     ids = snapshots.IdMap(run.id, run.context_id)
     mapped = ids.to_relay(event)
-    tag = {STEP_KEY: {"step": step, "key": key, "state": state}}
+    tag = step_tag(step=step, key=key, state=state, child=child)
+    last_chunk = True
     out: list[dict[str, Any]] = []
     message = None
     artifacts: list[dict[str, Any]] = []
@@ -159,6 +175,7 @@ def forwarded(
     elif "artifactUpdate" in mapped:
         update = mapped["artifactUpdate"]
         artifacts.append(update.get("artifact") or {})
+        last_chunk = bool(update.get("lastChunk"))
     elif isinstance(mapped.get("task"), dict):
         message = (mapped["task"].get("status") or {}).get("message")
         artifacts += mapped["task"].get("artifacts") or []
@@ -169,7 +186,13 @@ def forwarded(
             "metadata": {**(artifact.get("metadata") or {}), **tag},
         }
         out.append(
-            a2a_events.artifact_event(task_id=run.id, context_id=run.context_id, artifact=named)
+            a2a_events.artifact_event(
+                task_id=run.id,
+                context_id=run.context_id,
+                artifact=named,
+                last_chunk=last_chunk,
+                metadata=tag,
+            )
         )
     if state in _INTERRUPTED:
         return out

@@ -174,8 +174,11 @@ class WorkflowTarget(gateway.Target):
                     raise payload
                 await sync_to_async(run_steps.step_finished)(run=task, key=key)
                 return
-            event, state = payload
-            for each in run_steps.forwarded(event, task, step=_step_id(key), key=key, state=state):
+            event, state, child = payload
+            forwarded = run_steps.forwarded(
+                event, task, step=_step_id(key), key=key, state=state, child=child
+            )
+            for each in forwarded:
                 yield await _recorded(task, each)
 
     async def _start(
@@ -271,9 +274,9 @@ class WorkflowTarget(gateway.Target):
             return await _recorded(task, event)
         row = waiting[0]
         child = row.child
-        metadata = {
-            run_steps.STEP_KEY: {"step": _step_id(row.key), "key": row.key, "state": child.state}
-        }
+        metadata = run_steps.step_tag(
+            step=_step_id(row.key), key=row.key, state=child.state, child=child
+        )
         # Tagged on the update and on its message: a blocking caller sees only the task.
         question = dict(child.status_message or {})
         question["metadata"] = {**(question.get("metadata") or {}), **metadata}
@@ -353,7 +356,7 @@ async def _forwarded(key: str, child: Task, followed, after: int, queue: asyncio
                 continue
             return
         event, final = item
-        await queue.put(("event", key, (event, run_steps.state_of(event))))
+        await queue.put(("event", key, (event, run_steps.state_of(event), child)))
         if final:
             return
 

@@ -18,19 +18,17 @@ from ag_ui.core import BaseEvent
 from ag_ui.encoder import EventEncoder
 
 from relay_project.routing import security_headers
-from tasks_app import gateway
 from tasks_app.agui import inputs
 from tasks_app.agui.events import RunEvents
 from tasks_app.api import calls, replies
 from tasks_app.api.admission import Parsed
-from tasks_app.api.parsing import HttpCall, TargetNotFound, current_limits, parse_http_call
+from tasks_app.api.parsing import HttpCall, current_limits, parse_http_call
 from tasks_app.consumers import SSE_HEADERS, A2AConsumer
 from tasks_app.protocol.errors import A2AError, MethodNotFound
 from tasks_app.protocol.limits import body_too_large
 
 A2A_STREAM = "message:stream"
 """The A2A HTTP+JSON path a run is sent as (SendStreamingMessage)."""
-KIND_NAMES = {"agent": "agents", "team": "teams", "workflow": "workflows"}
 
 
 class RunReader:
@@ -45,10 +43,6 @@ class RunReader:
             raise body_too_large(current_limits())
         if request.http_method != "POST":
             raise MethodNotFound(f"an AG-UI run is a POST, not a {request.http_method}")
-        if not gateway.target_kind_registered(request.kind):
-            raise TargetNotFound(
-                f"{KIND_NAMES.get(request.kind, request.kind)} are not callable at this relay"
-            )
         self.run = inputs.parse_run(request.body)
         headers = [
             (name, value)

@@ -4,9 +4,12 @@
 One ``RunEvents`` per run. It opens the run, then turns each A2A event into AG-UI events:
 
 - a team hop (``metadata[CLIENT_ROUTING_URI] = {member, hop}`` on the member's events, as
-  ``routing.team_events`` tags them; a workflow step the same way, ``step`` naming it) opens
-  a ``STEP_STARTED`` named after the member, closed by ``STEP_FINISHED`` when the next hop
-  begins or the run ends;
+  ``routing.team_events`` tags them) opens a ``STEP_STARTED`` named after the member, closed
+  by ``STEP_FINISHED`` when the next hop begins or the run ends;
+- a workflow step (``metadata[WORKFLOW_STEP_KEY] = {step, key, state, kind, target}``, as
+  ``routing.workflows.run_steps`` tags its events) opens a ``STEP_STARTED`` named after the
+  step's id at its first event, closed by ``STEP_FINISHED`` when its task ends (or the run
+  does): steps of a ``parallel`` are open together, each under its own name;
 - an agent's message (a status update's, a task's, or the answer itself) is a text message,
   once per A2A message id; a text artifact is a text message whose chunks are
   ``TEXT_MESSAGE_CONTENT`` deltas, ended by the artifact's last chunk;
@@ -43,12 +46,15 @@ from ag_ui.core.version import PROTOCOL_VERSION
 
 from registry.extensions import CLIENT_ROUTING_URI
 from tasks_app.agui.inputs import STATE_KEY, WAITING_STATES
+from tasks_app.protocol.events import WORKFLOW_STEP_KEY
 
 COMPLETED = "TASK_STATE_COMPLETED"
 CANCELED = "TASK_STATE_CANCELED"
 FAILED_STATES = ("TASK_STATE_FAILED", "TASK_STATE_REJECTED")
 DATA_EVENT = "a2a.data"
 FILE_EVENT = "a2a.file"
+STEP_ENDED = ("completed", "failed", "canceled", "rejected")
+"""The states (storage spelling, as a workflow step's tag names them) of a step that ended."""
 INTERRUPT_REASONS = {
     "TASK_STATE_INPUT_REQUIRED": "input_required",
     "TASK_STATE_AUTH_REQUIRED": "auth_required",
@@ -67,6 +73,8 @@ class RunEvents:
         self.question = ""
         self._step: str | None = None
         self._hop: Any = None
+        self._speaker: str | None = None  # who the text of the event at hand comes from
+        self._workflow_steps: dict[str, str] = {}  # open workflow steps: key -> step id
         self._open: dict[str, str] = {}  # artifact id -> its open text message id
         self._said: set[str] = set()  # the A2A message ids already sent as text
         self._artifacts: set[str] = set()  # the artifacts already sent (a task repeats them)
@@ -85,13 +93,22 @@ class RunEvents:
             return []
         if kind == "message":
             return self._said_message(body, name=None)
-        out = self._hop_of(body.get("metadata"))
+        metadata = body.get("metadata")
+        tag = _workflow_tag(metadata)
+        if isinstance(tag, dict):
+            out = self._workflow_step_started(tag)
+            self._speaker = tag.get("step") if isinstance(tag.get("step"), str) else None
+        else:
+            out = self._hop_of(metadata)
+            self._speaker = self._step
         if kind == "task":
             out += self._task(body)
         elif kind == "statusUpdate":
             out += self._status(body)
         elif kind == "artifactUpdate":
             out += self._artifact(body)
+        if isinstance(tag, dict) and tag.get("state") in STEP_ENDED:
+            out += self._workflow_step_finished(tag.get("key"))
         return out
 
     def finished(self) -> list[BaseEvent]:
@@ -152,7 +169,7 @@ class RunEvents:
             return []
         if self.state in INTERRUPT_REASONS or self.state in FAILED_STATES:
             self.question = text_of(message.get("parts")) or self.question
-        return self._said_message(message, name=self._step)
+        return self._said_message(message, name=self._speaker)
 
     def _artifact(self, body: dict[str, Any]) -> list[BaseEvent]:
         artifact = body.get("artifact") or {}
@@ -168,7 +185,7 @@ class RunEvents:
                     self._open[artifact_id] = message_id
                     out.append(
                         TextMessageStartEvent(
-                            message_id=message_id, role="assistant", name=self._step
+                            message_id=message_id, role="assistant", name=self._speaker
                         )
                     )
                 if part["text"]:
@@ -212,6 +229,20 @@ class RunEvents:
         out.append(StepStartedEvent(step_name=name, metadata={"hop": hop}))
         return out
 
+    def _workflow_step_started(self, tag: dict[str, Any]) -> list[BaseEvent]:
+        """STEP_STARTED for a workflow step's first event, naming the step and its target."""
+        key, name = tag.get("key"), tag.get("step")
+        if not isinstance(key, str) or not isinstance(name, str) or key in self._workflow_steps:
+            return []
+        self._workflow_steps[key] = name
+        return [StepStartedEvent(step_name=name, metadata=_step_metadata(tag))]
+
+    def _workflow_step_finished(self, key: Any) -> list[BaseEvent]:
+        name = self._workflow_steps.pop(key, None) if isinstance(key, str) else None
+        if name is None:
+            return []
+        return [StepFinishedEvent(step_name=name, metadata={"key": key})]
+
     # --- the end ------------------------------------------------------------------------
 
     def _final(self) -> bool:
@@ -222,11 +253,14 @@ class RunEvents:
         return StateSnapshotEvent(snapshot={STATE_KEY: snapshot})
 
     def _step_closed(self) -> list[BaseEvent]:
+        out: list[BaseEvent] = []
+        for key in list(self._workflow_steps):
+            out += self._workflow_step_finished(key)
         if self._step is None:
-            return []
+            return out
         name, hop = self._step, self._hop
         self._step = self._hop = None
-        return [StepFinishedEvent(step_name=name, metadata={"hop": hop})]
+        return [*out, StepFinishedEvent(step_name=name, metadata={"hop": hop})]
 
     def _closed(self) -> list[BaseEvent]:
         """Ends what is open: the artifacts' text messages, then the step."""
@@ -238,6 +272,25 @@ class RunEvents:
 def text_of(parts: Any) -> str:
     """The text of a message's parts, joined."""
     return "".join(part["text"] for part in parts or () if isinstance(part.get("text"), str))
+
+
+def _workflow_tag(metadata: Any) -> dict[str, Any] | None:
+    """The workflow step an event names, unless it names a team hop (the team's own call of
+    a workflow member is a hop of the team's run)."""
+    if not isinstance(metadata, dict) or isinstance(metadata.get(CLIENT_ROUTING_URI), dict):
+        return None
+    tag = metadata.get(WORKFLOW_STEP_KEY)
+    return tag if isinstance(tag, dict) else None
+
+
+def _step_metadata(tag: dict[str, Any]) -> dict[str, Any]:
+    """A workflow step's STEP_STARTED metadata: its key, and the agent (team, workflow) it
+    calls (``{"agent": id}``)."""
+    out: dict[str, Any] = {"key": tag.get("key")}
+    kind, target = tag.get("kind"), tag.get("target")
+    if isinstance(kind, str) and isinstance(target, str):
+        out[kind] = target
+    return out
 
 
 def _custom(part: dict[str, Any], where: dict[str, str]) -> list[BaseEvent]:

@@ -18,6 +18,10 @@ JsonDict = dict[str, Any]
 
 ROLE_USER = "ROLE_USER"
 ROLE_AGENT = "ROLE_AGENT"
+WORKFLOW_STEP_KEY = "workflowStep"
+"""The metadata key naming the workflow step an event of a workflow task comes from:
+``{"step": id, "key": key, "state": its task's state, "kind": "agent" | "team" | "workflow",
+"target": the id called}`` (``routing.workflows.run_steps``; read by the AG-UI events)."""
 
 # Storage spelling -> 1.0 name; a TaskState member finds its value's entry (it is a str).
 _V1_STATE = {state.value: to_wire_v1(state) for state in TaskState}

@@ -124,3 +124,57 @@ def test_the_thread_id_is_the_a2a_context_of_the_run(relay, crew):
     assert run.end["kind"] == "done", run.end
     assert run.events[0]["threadId"] == thread
     assert run.end["state"]["a2a"]["contextId"] == thread
+
+
+FAN = """
+name: AG-UI fan
+slug: agui-js-fan
+steps:
+  - id: both
+    parallel:
+      - agent: js-fast
+      - agent: js-medium
+  - id: summarize
+    agent: js-summary
+    input: "{{.both}}"
+"""
+
+
+@pytest.fixture(scope="module")
+def fan(relay):
+    from tests.routing.workflows import workflow_agents as wa
+
+    relay.serve_agent("js-fast", wa.slow("js-fast", 0.05))
+    relay.serve_agent("js-medium", wa.slow("js-medium", 0.5))
+    relay.serve_agent("js-summary", wa.answering("js-summary"))
+    manage(
+        relay.env,
+        "shell",
+        "-c",
+        f"from routing.workflows.services import workflow_import; workflow_import(text={FAN!r})",
+    )
+    return f"{relay.url}/agui/workflows/agui-js-fan"
+
+
+def test_a_workflow_run_with_parallel_steps_passes_the_clients_checks(relay, fan):
+    run = run_agui_client(fan, "go", headers=relay.auth())
+
+    # HttpAgent verified the order (two steps open together, each closed once).
+    assert run.end["kind"] == "done", run.end
+    types = [event["type"] for event in run.events]
+    assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
+    steps = [
+        (event["type"], event["stepName"])
+        for event in run.events
+        if event["type"] in ("STEP_STARTED", "STEP_FINISHED")
+    ]
+    assert sorted(steps[:4]) == [
+        ("STEP_FINISHED", "js-fast"),
+        ("STEP_FINISHED", "js-medium"),
+        ("STEP_STARTED", "js-fast"),
+        ("STEP_STARTED", "js-medium"),
+    ]
+    assert steps[4:] == [("STEP_STARTED", "summarize"), ("STEP_FINISHED", "summarize")]
+    said = [m for m in run.end["messages"] if m["role"] == "assistant"]
+    assert said[-1]["content"] == "js-summary: js-fast: go\n\njs-medium: go"
+    assert run.end["state"]["a2a"]["state"] == "TASK_STATE_COMPLETED"

@@ -57,6 +57,10 @@ def add_data(*, members=(("researcher", "0", True), ("writer", "1", True)), **fi
         "memberships-INITIAL_FORMS": "0",
         "memberships-MIN_NUM_FORMS": "0",
         "memberships-MAX_NUM_FORMS": "1000",
+        "workflow_memberships-TOTAL_FORMS": "0",
+        "workflow_memberships-INITIAL_FORMS": "0",
+        "workflow_memberships-MIN_NUM_FORMS": "0",
+        "workflow_memberships-MAX_NUM_FORMS": "1000",
         **fields,
     }
     for index, (agent_id, order, enabled) in enumerate(members):
@@ -438,3 +442,62 @@ def test_members_and_the_default_agent_are_picked_by_searching_agents(
 
     assert response.status_code == 200
     assert [result["id"] for result in response.json()["results"]] == ["writer"]
+
+
+# --- Workflow members -------------------------------------------------------------------------
+
+PAIR = """
+name: Pair
+slug: {slug}
+description: Two steps.
+steps:
+  - agent: writer
+  - agent: critic
+    input: "{{{{.writer}}}}"
+"""
+
+
+def test_a_workflow_is_picked_as_a_member_in_its_inline(admin_client, agents):
+    from routing.models import TeamWorkflowMember
+    from routing.workflows.services import workflow_import
+
+    workflow_import(text=PAIR.format(slug="pair"))
+    data = add_data(
+        **{
+            "workflow_memberships-TOTAL_FORMS": "1",
+            "workflow_memberships-0-workflow": "pair",
+            "workflow_memberships-0-order": "3",
+            "workflow_memberships-0-enabled": "on",
+        }
+    )
+
+    response = admin_client.post(ADD, data)
+
+    assert response.status_code == 302, page_text(response)
+    assert list(
+        TeamWorkflowMember.objects.values_list("team_id", "workflow_id", "order", "enabled")
+    ) == [("crew", "pair", 3, True)]
+    page = page_text(admin_client.get(change_url()))
+    assert "workflow members" in page.lower()
+    assert re.search(r'<option value="pair" selected>', page), page
+
+
+def test_a_workflow_with_the_id_of_an_agent_member_is_refused_by_the_inline(admin_client, agents):
+    from routing.models import TeamWorkflowMember
+    from routing.workflows.services import workflow_import
+
+    workflow_import(text=PAIR.format(slug="writer"))
+    data = add_data(
+        **{
+            "workflow_memberships-TOTAL_FORMS": "1",
+            "workflow_memberships-0-workflow": "writer",
+            "workflow_memberships-0-enabled": "on",
+        }
+    )
+
+    response = admin_client.post(ADD, data)
+
+    assert response.status_code == 200
+    assert "has the id of an agent member of this team" in page_text(response)
+    assert not Team.objects.filter(pk="crew").exists()
+    assert not TeamWorkflowMember.objects.exists()

@@ -192,7 +192,7 @@ def test_a_get_is_not_a_run(relay):
     assert "POST" in json.dumps(response.json())
 
 
-def test_a_workflow_that_cannot_be_called_is_a_404_saying_so(relay):
+def test_an_unknown_workflow_is_a_404_naming_it(relay):
     response = httpx.post(
         f"{relay.url}/agui/workflows/nightly",
         json=run_input("Hello"),
@@ -201,4 +201,4 @@ def test_a_workflow_that_cannot_be_called_is_a_404_saying_so(relay):
     )
 
     assert response.status_code == 404
-    assert "workflow" in response.json()["error"]["message"]
+    assert "nightly" in response.json()["error"]["message"]
