@@ -558,13 +558,18 @@ def _step(event: dict[str, Any], ids: snapshots.IdMap) -> Step:
     return Step(ids.to_relay(event), upstream_task or "", upstream_context or "")
 
 
-def _load_agent_target(agent_id: str) -> AgentTarget | None:
+def _load_agent_target(agent_id: str) -> Target | None:
     from registry.models import Agent
 
     try:
         agent = Agent.objects.callable().get(pk=agent_id)
     except Agent.DoesNotExist:
         return None
+    if agent.mcp_server:
+        from registry.services import upstream_auth_headers
+        from tasks_app.gateway.mcp_targets import McpTarget
+
+        return McpTarget(agent, upstream_auth_headers(agent))
     return AgentTarget(agent)
 
 
