@@ -565,12 +565,9 @@ def _load_agent_target(agent_id: str) -> Target | None:
         agent = Agent.objects.callable().get(pk=agent_id)
     except Agent.DoesNotExist:
         return None
-    if agent.mcp_server:
-        from registry.services import upstream_auth_headers
-        from tasks_app.gateway.mcp_targets import McpTarget
+    from tasks_app.gateway.mcp_targets import target_for_agent
 
-        return McpTarget(agent, upstream_auth_headers(agent))
-    return AgentTarget(agent)
+    return target_for_agent(agent)
 
 
 _agent_targets = TargetCache(_load_agent_target, target_cache_seconds)

@@ -17,6 +17,7 @@ from mcp.shared.exceptions import MCPError
 
 from registry.mcp_servers import mcp_session, tool_schemas
 from relay_project.database import database_sync_to_async
+from tasks_app.gateway.agent_targets import AgentTarget
 from tasks_app.gateway.targets import Step, Target
 from tasks_app.lifecycle import TaskState
 from tasks_app.protocol import events as a2a_events
@@ -34,6 +35,8 @@ class McpTarget(Target):
         self.url = agent.card_url
         self.headers = headers
         self.schemas = tool_schemas(agent.extensions.all())
+        self.health = agent.health
+        self.breaker_row = (agent.breaker_state, agent.breaker_failures, agent.breaker_opened_at)
 
     async def run(self, task, request, ctx, *, stream):
         message = request.get("message") or {}
@@ -104,6 +107,15 @@ class McpTarget(Target):
             f"no tool of the MCP server {self.id!r} matches the text: name one in a data part "
             '({"tool": name, "arguments": {...}})'
         )
+
+
+def target_for_agent(agent) -> Target:
+    """The target of a registered agent: an MCP server's (``McpTarget``), else an A2A one."""
+    if agent.mcp_server:
+        from registry.services import upstream_auth_headers
+
+        return McpTarget(agent, upstream_auth_headers(agent))
+    return AgentTarget(agent)
 
 
 def _string_argument(schema: dict[str, Any]) -> str | None:

@@ -179,6 +179,7 @@ def test_a_team_routes_to_it_as_to_any_member(relay):
         timeout=CALL_SECONDS,
     )
     assert answer.status_code == 200, answer.text
+    assert "result" in answer.json(), answer.text
     task = answer.json()["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert "HELLO TEAM!" in str(task["artifacts"])
