@@ -201,3 +201,19 @@ def test_a_url_that_is_no_mcp_server_is_a_clear_422(relay, url, code):
     )
     assert answer.status_code == 422, answer.text
     assert answer.json()["error"]["code"] == code or code in answer.text
+
+
+def test_its_health_probe_initializes_and_lists_its_tools(relay):
+    said = manage(
+        relay.env,
+        "shell",
+        "-c",
+        "from routing.health_services import sweep_now; "
+        f"check = sweep_now(agent_ids=['{SERVER}'])[0]; "
+        "print('STATE', check.state_after, check.card_changed)",
+    )
+    assert "STATE healthy False" in said
+    agent = httpx.get(
+        f"{relay.url}/a2a/registry/{SERVER}", headers=relay.auth(), timeout=CALL_SECONDS
+    ).json()
+    assert agent["health"]["state"] == "healthy"
