@@ -48,3 +48,16 @@ def test_a_url_that_is_no_mcp_server_is_a_form_error(admin_client, allow_private
     assert response.status_code == 200
     assert "did not answer as an MCP server" in response.content.decode()
     assert not Agent.objects.filter(pk="nope").exists()
+
+
+@pytest.mark.django_db
+def test_an_mcp_server_on_a_private_address_is_refused_as_unsafe(settings, mcp_url):
+    from registry import services
+
+    settings.RELAY_ALLOW_PRIVATE_URLS = False
+    with pytest.raises(services.RegistryError) as refused:
+        services.agent_register(url=mcp_url, agent_id="private", mcp_server=True)
+
+    assert refused.value.code == "unsafe_url"
+    assert "127.0.0.1" in refused.value.message
+    assert not Agent.objects.filter(pk="private").exists()
