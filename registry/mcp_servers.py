@@ -103,7 +103,9 @@ def card_document(url: str, server_info: Any, tools: list[Any]) -> dict[str, Any
     ]
     return {
         "name": name,
-        "description": f"The MCP server at {url}: its tools are its skills.",
+        # The server's address stays out of the card: callers reach it through the relay.
+        "description": (getattr(server_info, "description", None) or "")
+        or f"The MCP server {name}: its tools are its skills.",
         "version": getattr(server_info, "version", None) or "0",
         "supportedInterfaces": [
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
@@ -115,10 +117,7 @@ def card_document(url: str, server_info: Any, tools: list[Any]) -> dict[str, Any
                     "uri": MCP_SERVER_URI,
                     "description": "An MCP server the relay calls; params.tools holds each "
                     "tool's input schema.",
-                    "params": {
-                        "url": url,
-                        "tools": {tool.name: tool.input_schema for tool in tools},
-                    },
+                    "params": {"tools": {tool.name: tool.input_schema for tool in tools}},
                 }
             ],
         },

@@ -93,6 +93,7 @@ def test_its_tools_are_the_skills_of_its_card(relay):
     card = relay.card(SERVER)
     assert relay.agent_url(SERVER) in {i["url"] for i in card["supportedInterfaces"]}
     assert "application/json" in card["defaultInputModes"]
+    assert relay.mcp_url not in str(card)  # the server is reached through the relay only
     schemas = next(
         ext["params"]["tools"]
         for ext in card["capabilities"]["extensions"]
