@@ -218,3 +218,11 @@ def test_its_health_probe_initializes_and_lists_its_tools(relay):
         f"{relay.url}/a2a/registry/{SERVER}", headers=relay.auth(), timeout=CALL_SECONDS
     ).json()
     assert agent["health"]["state"] == "healthy"
+
+
+def test_its_page_lists_its_tools_as_skills(relay):
+    page = httpx.get(f"{relay.url}/agents/{SERVER}/", timeout=CALL_SECONDS)
+
+    assert page.status_code == 200
+    assert "celsius_to_fahrenheit" in page.text
+    assert "Shouts the sentence back" in page.text
