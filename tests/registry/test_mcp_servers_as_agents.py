@@ -1,7 +1,7 @@
 """MCP servers as agents, against a relay of real processes: a small MCP server written with
 the official SDK (``MCPServer`` over streamable HTTP on 127.0.0.1) is registered by URL, its
 tools become the skills of the card the relay writes, an a2a-sdk client calls its tools
-through the relay (by a data part naming the tool, or by text the relay matches to a tool),
+through the relay on every binding (by a data part naming the tool, or by text the relay matches to a tool),
 a tool error fails the task, it is found by meaning and answers as a team's member; a URL that
 is not an MCP server is a clear 422."""
 
@@ -19,7 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
 from routing.demo.agents import ECHO, build_agent_app
-from tests.live import CALL_SECONDS, live_relay, manage
+from tests.live import CALL_SECONDS, free_port, live_relay, manage
 from tests.servers import closed_port_url, running
 
 SERVER = "unit-tools"
@@ -51,7 +51,11 @@ def unit_tools_app():
 
 @pytest.fixture(scope="module")
 def relay(tmp_path_factory, relay_template):
-    with live_relay(tmp_path_factory.mktemp("mcp-agents"), template=relay_template) as live:
+    with live_relay(
+        tmp_path_factory.mktemp("mcp-agents"),
+        template=relay_template,
+        RELAY_GRPC_PORT=str(free_port()),
+    ) as live:
         url = live._stack.enter_context(running(unit_tools_app()))
         live.mcp_url = f"{url}/mcp"
         live.registered = live.register(live.mcp_url, SERVER, mcpServer=True)
@@ -64,7 +68,8 @@ def relay(tmp_path_factory, relay_template):
             f"team_create(team_id='{TEAM}', name='MCP crew', members=['{SERVER}'], "
             f"default_agent='{SERVER}')",
         )
-        yield live
+        with live.grpc_server():
+            yield live
 
 
 def data_message(data: dict) -> Message:
@@ -102,7 +107,7 @@ def test_its_tools_are_the_skills_of_its_card(relay):
     assert schemas["celsius_to_fahrenheit"]["properties"]["celsius"]["type"] == "number"
 
 
-@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON", "GRPC"])
 async def test_a_data_part_calls_the_named_tool_and_its_result_is_the_artifact(relay, binding):
     async with relay.client(SERVER, binding, "1.0", streaming=False) as client:
         message = data_message({"tool": "celsius_to_fahrenheit", "arguments": {"celsius": 100}})
