@@ -1,9 +1,9 @@
 """MCP servers as agents, against a relay of real processes: a small MCP server written with
 the official SDK (``MCPServer`` over streamable HTTP on 127.0.0.1) is registered by URL, its
 tools become the skills of the card the relay writes, an a2a-sdk client calls its tools
-through the relay on every binding (by a data part naming the tool, or by text the relay matches to a tool),
-a tool error fails the task, it is found by meaning and answers as a team's member; a URL that
-is not an MCP server is a clear 422."""
+through the relay on every binding (by a data part naming the tool, or by text the relay
+matches to a tool), a tool error fails the task, it is probed, found by meaning and answers
+as a team's member; a URL that is not an MCP server is a clear 422."""
 
 from __future__ import annotations
 
