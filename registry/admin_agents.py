@@ -87,6 +87,7 @@ class AgentAdmin(admin.ModelAdmin):
             {
                 "fields": (
                     "card_url",
+                    "mcp_server",
                     "version",
                     "card_protocol_version",
                     "versions",
@@ -132,6 +133,7 @@ class AgentAdmin(admin.ModelAdmin):
         "id",
         "credential_status",
         "card_url",
+        "mcp_server",
         "version",
         "card_protocol_version",
         "versions",
@@ -345,6 +347,7 @@ class AgentAdmin(admin.ModelAdmin):
                     invocation_url=form.cleaned_data["invocation_url"],
                     credentials=form.credentials(),
                     actor=services.actor_of(user=request.user),
+                    mcp_server=form.cleaned_data["mcp_server"],
                 )
             except services.RegistryError as error:
                 form.add_error(None, f"The agent could not be registered: {error.message}")

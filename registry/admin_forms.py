@@ -92,6 +92,12 @@ class AgentRegisterForm(forms.Form):
         label="Invocation URL",
         help_text="Call the agent here instead of where its card says.",
     )
+    mcp_server = forms.BooleanField(
+        required=False,
+        label="MCP server",
+        help_text="The URL is an MCP server's endpoint (streamable HTTP): the relay lists its "
+        "tools and writes its card, one skill per tool.",
+    )
 
     credential_kind = _credential_kind_field()
     credential_header_name = _credential_header_field()

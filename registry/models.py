@@ -41,10 +41,9 @@ class Agent(models.Model):
     description = models.TextField(blank=True)
     card_url = models.URLField(max_length=2048, help_text="Where the card was found.")
     invocation_url = models.URLField(
-        max_length=2048,
-        blank=True,
-        help_text="Overrides the endpoint the card reports for itself.",
+        max_length=2048, blank=True, help_text="Overrides the endpoint the card reports for itself."
     )
+    mcp_server = models.BooleanField(default=False, help_text="An MCP server, not an A2A agent.")
     version = models.CharField(max_length=100, blank=True, help_text="The agent's own version.")
     card_protocol_version = models.CharField(max_length=10, blank=True)
     protocol_versions = models.JSONField(default=list, blank=True)

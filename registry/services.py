@@ -171,8 +171,10 @@ def agent_register(
     require_signature: bool = False,
     origin_peer: PeerRelay | None = None,
     origin_id: str = "",
+    mcp_server: bool = False,
 ) -> Agent:
-    """Fetches the card behind ``url`` and registers the agent. ``actor`` (for the audit log)
+    """Fetches the card behind ``url`` and registers the agent (with ``mcp_server``: connects
+    to the MCP server at ``url`` and registers it with the card the relay writes for it). ``actor`` (for the audit log)
     defaults to ``created_by``'s name, else system.
 
     Raises RegistryError (and stores nothing) when the card cannot be had, is not a valid card,
@@ -189,7 +191,7 @@ def agent_register(
         )
     headers = credentials.as_headers() if credentials else {}
     try:
-        fetched = fetch_card(url, client=client, headers=headers)
+        fetched = _fetched(url, mcp_server=mcp_server, client=client, headers=headers)
     except CardFetchError as error:
         raise RegistryError.from_fetch(error) from error
     refuse_own_address(fetched.url, own, field="the card's address")
@@ -219,12 +221,15 @@ def agent_register(
                 require_signature=require_signature,
                 origin_peer=origin_peer,
                 origin_id=origin_id,
+                mcp_server=mcp_server,
             )
             _store_signature(agent, signature)
             if credentials:
                 _store_credentials(agent, credentials)
             card_apply(agent, fetched, created=True)
             changes = {"cardUrl": fetched.url, "name": agent.name}
+            if mcp_server:
+                changes["mcpServer"] = True
             if invocation_url:
                 changes["invocationUrl"] = invocation_url
             if credentials:
@@ -250,7 +255,12 @@ def agent_card_refresh(*, agent: Agent, client: httpx.Client | None = None) -> b
     Raises RegistryError when the card cannot be had; the stored card is then left as it was.
     """
     try:
-        fetched = fetch_card(agent.card_url, client=client, headers=upstream_auth_headers(agent))
+        fetched = _fetched(
+            agent.card_url,
+            mcp_server=agent.mcp_server,
+            client=client,
+            headers=upstream_auth_headers(agent),
+        )
     except CardFetchError as error:
         raise RegistryError.from_fetch(error) from error
     signature = card_signature_check(fetched, client=client)
@@ -262,6 +272,17 @@ def agent_card_refresh(*, agent: Agent, client: httpx.Client | None = None) -> b
             status=422,
         )
     return agent_card_store(agent=agent, fetched=fetched, signature=signature)
+
+
+def _fetched(
+    url: str, *, mcp_server: bool, client: httpx.Client | None, headers: dict[str, str]
+) -> FetchedCard:
+    """The card of the agent at ``url``: fetched, or written from the MCP server's tools."""
+    if mcp_server:
+        from registry.mcp_servers import fetch_mcp_card
+
+        return fetch_mcp_card(url, headers=headers)
+    return fetch_card(url, client=client, headers=headers)
 
 
 def card_signature_check(fetched: FetchedCard, *, client: httpx.Client | None = None):

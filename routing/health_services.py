@@ -79,6 +79,7 @@ def probe_target_of(agent: Agent) -> probes.ProbeTarget:
         timeout=agent.probe_timeout_seconds or settings.RELAY_HEALTH_TIMEOUT_SECONDS,
         readiness_text=agent.readiness_message or settings.RELAY_HEALTH_READINESS_TEXT,
         max_card_bytes=settings.RELAY_CARD_MAX_BYTES,
+        mcp_server=agent.mcp_server,
     )
 
 

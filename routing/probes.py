@@ -5,6 +5,9 @@
 - ``transport``: the interface the gateway would use (its version and binding, through
   ``tasks_app.upstream``) answers GetTask for an id nobody has with TaskNotFound. Any other
   answer is a protocol error.
+- For an MCP server registered as an agent, every level is an MCP ``initialize`` and
+  ``tools/list`` (``registry.mcp_servers``): the server answers as an MCP server, and the card
+  written from its tools comes back with the round when the tools changed.
 - ``readiness``: a real message (SendMessage) is answered with a message, or a task that did
   not fail. Opt-in per agent.
 
@@ -57,6 +60,7 @@ class ProbeTarget:
     timeout: float = 5.0
     readiness_text: str = "ping"
     max_card_bytes: int = 1024 * 1024
+    mcp_server: bool = False
 
     @property
     def deepest(self) -> str:
@@ -100,6 +104,12 @@ async def probe_agent(target: ProbeTarget, *, client: httpx.AsyncClient) -> Agen
         TRANSPORT: lambda: _transport(target, client),
         READINESS: lambda: _readiness(target, client),
     }
+    if target.mcp_server:
+        runners = {
+            CARD: lambda: _mcp_tools(target, changed),
+            TRANSPORT: lambda: _mcp_tools(target, []),
+            READINESS: lambda: _mcp_tools(target, []),
+        }
     results = await asyncio.gather(
         *(_timed(level, target, runners[level]) for level in target.levels)
     )
@@ -170,6 +180,27 @@ async def _card(target: ProbeTarget, client: httpx.AsyncClient, changed: list[Fe
     except InvalidCardError as error:
         raise ProbeFailedError("invalid_card", f"{name}: {error}") from error
     changed.append(FetchedCard(url=final_url, document=document, card=card))
+
+
+async def _mcp_tools(target: ProbeTarget, changed: list[FetchedCard]) -> None:
+    """An MCP server's probe: initialize and list its tools; the card written from them is
+    kept in ``changed`` when it differs from the registry's."""
+    from registry import mcp_servers
+    from registry.fetching import CardFetchError
+
+    try:
+        server_info, tools = await mcp_servers.list_tools(target.card_url, dict(target.headers))
+    except CardFetchError as error:
+        category = {"not_mcp": "protocol", "unreachable": "refused"}.get(error.code, error.code)
+        raise ProbeFailedError(category, f"agent {target.agent_id!r}: {error.message}") from error
+    document = mcp_servers.card_document(target.card_url, server_info, tools)
+    if content_hash(document) == target.card_hash:
+        return
+    try:
+        card = parse_card(document)
+    except InvalidCardError as error:
+        raise ProbeFailedError("invalid_card", f"agent {target.agent_id!r}: {error}") from error
+    changed.append(FetchedCard(url=target.card_url, document=document, card=card))
 
 
 def _endpoint(target: ProbeTarget) -> upstream.Endpoint:

@@ -19,10 +19,10 @@ def _load_team(team_id: str) -> LoadedTeam | None:
     if loaded is None:
         return None
     team, agents = loaded
-    targets: dict[str, gateway.AgentTarget] = {}
+    targets: dict[str, gateway.Target] = {}
     for agent in agents:
         with contextlib.suppress(upstream.NoUsableInterfaceError):
-            targets[agent.pk] = gateway.AgentTarget(agent)
+            targets[agent.pk] = gateway.target_for_agent(agent)
     agent_ids = {agent.pk for agent in agents}
     workflows = [
         Member(id=workflow_id, name=name, description=description, capabilities=("workflow",))
@@ -44,7 +44,7 @@ def _load_team(team_id: str) -> LoadedTeam | None:
     )
 
 
-def _member(agent, target: gateway.AgentTarget | None) -> Member:
+def _member(agent, target: gateway.Target | None) -> Member:
     """The router's view of an agent: skill tags (or ids) as capabilities. Whether it is
     healthy is decided at each call (``TeamTarget``); one that cannot be called never is."""
     skills = list(agent.skills.all())
@@ -55,7 +55,10 @@ def _member(agent, target: gateway.AgentTarget | None) -> Member:
         description=agent.description,
         capabilities=tuple(tags or [skill.skill_id for skill in skills]),
         supports_routing=any(e.uri == CLIENT_ROUTING_URI for e in agent.extensions.all()),
-        protocol_version=target.endpoint.version if target else "1.0",
+        # An MCP server (``McpTarget``) answers as a 1.0 agent, the relay writing its events.
+        protocol_version=target.endpoint.version
+        if isinstance(target, gateway.AgentTarget)
+        else "1.0",
     )
 
 

@@ -192,6 +192,7 @@ AGENT = {
     "status": "active",
     "version": "1.0.0",
     "cardUrl": "https://weather.example.com/.well-known/agent-card.json",
+    "mcpServer": False,
     "invocationUrl": "",
     "cardProtocolVersion": "1.0",
     "protocolVersions": ["1.0"],

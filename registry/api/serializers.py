@@ -105,6 +105,9 @@ class AgentSerializer(serializers.ModelSerializer):
     """An agent as the registry shows it. Credentials are never returned, only whether set."""
 
     cardUrl = serializers.CharField(source="card_url")
+    mcpServer = serializers.BooleanField(
+        source="mcp_server", help_text="An MCP server whose tools are its skills."
+    )
     invocationUrl = serializers.CharField(source="invocation_url")
     protocolVersions = serializers.JSONField(source="protocol_versions")
     cardProtocolVersion = serializers.CharField(source="card_protocol_version")
@@ -144,6 +147,7 @@ class AgentSerializer(serializers.ModelSerializer):
             "status",
             "version",
             "cardUrl",
+            "mcpServer",
             "invocationUrl",
             "cardProtocolVersion",
             "protocolVersions",
@@ -326,6 +330,12 @@ class AgentRegisterSerializer(WriteSerializer):
         required=False,
         default=False,
         help_text="Refuse the card unless one of its signatures verifies.",
+    )
+    mcpServer = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="`url` is an MCP server (streamable HTTP): the relay lists its tools and "
+        "writes its card, one skill per tool.",
     )
 
 

@@ -149,6 +149,7 @@ class RegistryView(ListAPIView):
             invocation_url=body.validated_data["invocationUrl"],
             credentials=body.validated_data.get("credentials"),
             require_signature=body.validated_data["requireSignature"],
+            mcp_server=body.validated_data["mcpServer"],
             created_by=caller_key(request),
             actor=_actor(request),
             own=own_addresses(request),

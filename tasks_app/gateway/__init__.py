@@ -32,6 +32,7 @@ from tasks_app.gateway.driving import (
 )
 from tasks_app.gateway.driving import _record as record
 from tasks_app.gateway.expiry import expire_overdue
+from tasks_app.gateway.mcp_targets import McpTarget, target_for_agent
 from tasks_app.gateway.opening import Opened, open_task
 from tasks_app.gateway.operations import (
     KEEPALIVE_SECONDS,
@@ -62,6 +63,8 @@ from tasks_app.gateway.targets import (
 )
 
 __all__ = [
+    "McpTarget",
+    "target_for_agent",
     "FINAL_STATES",
     "FINAL_V1_STATES",
     "KEEPALIVE_SECONDS",

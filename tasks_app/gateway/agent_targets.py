@@ -565,14 +565,16 @@ def _step(event: dict[str, Any], ids: snapshots.IdMap) -> Step:
     return Step(ids.to_relay(event), upstream_task or "", upstream_context or "")
 
 
-def _load_agent_target(agent_id: str) -> AgentTarget | None:
+def _load_agent_target(agent_id: str) -> Target | None:
     from registry.models import Agent
 
     try:
         agent = Agent.objects.callable().get(pk=agent_id)
     except Agent.DoesNotExist:
         return None
-    return AgentTarget(agent)
+    from tasks_app.gateway.mcp_targets import target_for_agent
+
+    return target_for_agent(agent)
 
 
 _agent_targets = TargetCache(_load_agent_target, target_cache_seconds)
