@@ -567,13 +567,12 @@ def _step(event: dict[str, Any], ids: snapshots.IdMap) -> Step:
 
 def _load_agent_target(agent_id: str) -> Target | None:
     from registry.models import Agent
+    from tasks_app.gateway.mcp_targets import target_for_agent
 
     try:
         agent = Agent.objects.callable().get(pk=agent_id)
     except Agent.DoesNotExist:
         return None
-    from tasks_app.gateway.mcp_targets import target_for_agent
-
     return target_for_agent(agent)
 
 
