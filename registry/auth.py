@@ -1,10 +1,9 @@
 """Who is calling: API keys for machines, bearer tokens of trusted issuers, Django sessions for
-people, and the permissions every endpoint names explicitly. ``caller_from_headers`` is the one
-way an endpoint outside DRF and the A2A gateway (MCP, AG-UI) learns its caller."""
+people, and the permissions every endpoint names explicitly. The MCP and AG-UI endpoints learn
+their caller through the gateway's own lookup (``api_key_lookup``), as A2A calls do."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -51,59 +50,6 @@ def api_key_from_header(header: str | None) -> ApiKey | None:
         return _usable(key_hash, cached, None, count=False, verified=verified, token=key)[0]
     key_hash = hash_api_key(key)
     return _usable(key_hash, cache.get(_cache_key(key_hash)), None, count=False)[0]
-
-
-NO_CREDENTIAL = "an API key is required: send Authorization: Bearer <key>"
-
-
-class CallerRefused(exceptions.AuthenticationFailed):
-    """The protocol-neutral refusal of a caller, with a message for it: ``missing`` when the
-    call sent no credential at all. An endpoint turns it into its own error: HTTP 401 with
-    ``www_authenticate`` in ``WWW-Authenticate``, JSON-RPC -31401, gRPC UNAUTHENTICATED. A
-    DRF view may let it through (it is an AuthenticationFailed)."""
-
-    def __init__(self, detail: str, *, missing: bool = False) -> None:
-        super().__init__(detail)
-        self.missing = missing
-
-    @property
-    def www_authenticate(self) -> str:
-        return REALM if self.missing else REALM_INVALID_TOKEN
-
-
-Headers = Mapping[str, str] | Iterable[tuple[bytes, bytes]]
-"""A request's headers: a mapping (any case), or an ASGI scope's ``headers`` pairs."""
-
-
-def caller_from_headers(headers: Headers) -> ApiKey:
-    """Who calls, from a request's headers: the one entry point for endpoints that are neither
-    DRF views nor the A2A gateway (MCP, AG-UI). Takes ``Authorization: Bearer`` with an API
-    key, a trusted issuer's JWT, or an opaque token an issuer introspects, and answers the
-    caller as every endpoint sees it: the ApiKey, or the token's principal with the rights
-    its scopes grant (``principals.granted``). Raises CallerRefused: ``missing`` for no
-    bearer credential, otherwise saying what is wrong (unknown, revoked or expired key; the
-    token check that failed).
-
-    Synchronous (it may read the database and fetch an issuer's keys): call it from an ASGI
-    endpoint through ``database_sync_to_async``. It does not count the call against the
-    caller's rate limit; an endpoint that should does so with ``ratelimit.hit_key(caller)``."""
-    try:
-        caller = api_key_from_header(authorization_of(headers))
-    except exceptions.AuthenticationFailed as error:
-        raise CallerRefused(str(error.detail)) from None
-    if caller is None:
-        raise CallerRefused(NO_CREDENTIAL, missing=True)
-    return caller
-
-
-def authorization_of(headers: Headers) -> str | None:
-    """The ``Authorization`` header's value (the first one), whatever the case of its name."""
-    pairs = headers.items() if isinstance(headers, Mapping) else headers
-    for name, value in pairs:
-        text = name.decode("latin-1") if isinstance(name, bytes) else name
-        if text.lower() == "authorization":
-            return value.decode("latin-1") if isinstance(value, bytes) else value
-    return None
 
 
 def _verified(token: str) -> tokens.Verified:
