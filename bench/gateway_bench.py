@@ -25,7 +25,8 @@ during the timed rounds (`INFO stats` total_connections_received before and afte
 turns) and, from `CLIENT LIST`, the connections each process holds after the level.
 For information, the time production's calls spend on its services alone, which a bare proxy
 does not: after each level, the median round trip from this process to that Redis (`PING`) and
-to PostgreSQL (`SELECT 1`), times the round trips a SendMessage makes (one to Redis: its key's
+a committed write to PostgreSQL (an `INSERT` in autocommit: a commit waits for the WAL to reach
+the disk, as each of the call's statements does), times the round trips a SendMessage makes (one to Redis: its key's
 lookup and count, one script; two to PostgreSQL: its task's INSERT before the agent is called,
 and its end recorded before the answer), plus the services' CPU per call. At c=1 a call waits
 for all of it.

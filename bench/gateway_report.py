@@ -90,7 +90,7 @@ def print_level(level: int, figures: dict[str, LoadFigures]) -> None:
         print(
             f"  production's time on its services, for information, no verdict: round trips "
             f"from the bench after the level, Redis {production.redis_round_trip_ms:.2f} ms and "
-            f"PostgreSQL {production.postgres_round_trip_ms:.2f} ms (a call makes "
+            f"a PostgreSQL commit {production.postgres_round_trip_ms:.2f} ms (a call makes "
             f"{REDIS_ROUND_TRIPS_PER_CALL} and {POSTGRES_ROUND_TRIPS_PER_CALL}), with their CPU "
             f"per call: {waiting:.2f} ms a call, {times(ratio(waiting, proxy.added_p50_ms))} the "
             f"proxy's added p50"
