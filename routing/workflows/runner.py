@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.db import transaction
 
 from relay_project import tracing
 from routing import selectors, services
@@ -123,12 +124,10 @@ class WorkflowTarget(gateway.Target):
         message = await sync_to_async(run_steps.caller_message)(task)
         queue: asyncio.Queue[tuple[str, str, Any]] = asyncio.Queue()
         followers: dict[str, asyncio.Task] = {}
+        settled: set[str] = set()  # the steps whose end is recorded
         try:
+            rows = await sync_to_async(_stored_rows)(task)
             while True:
-                rows = await sync_to_async(run_steps.step_rows)(run=task)
-                if any(row.ended and not row.seq for row in rows.values()):
-                    # Ended while nobody followed them (a takeover): numbered now.
-                    rows = await sync_to_async(run_steps.steps_numbered)(run=task, rows=rows)
                 results = {key: run_steps.result_of(row) for key, row in rows.items() if row.ended}
                 running = [key for key, row in rows.items() if not row.ended]
                 plan = planner.plan(
@@ -136,13 +135,17 @@ class WorkflowTarget(gateway.Target):
                 )
                 for key in plan.cancel:
                     await self._cancel_step(rows.get(key), followers.pop(key, None), ctx)
+                if plan.cancel:  # the canceled steps' tasks as they now stand
+                    rows = await sync_to_async(_stored_rows)(task)
                 if plan.finished:
                     yield await self._finish(task, plan)
                     return
                 for start in plan.start:
                     child = await self._start(task, ctx, start, drives)
                     if child is None:  # started elsewhere meanwhile: plan again
+                        rows = await sync_to_async(_stored_rows)(task)
                         break
+                    rows[start.key] = run_steps.StepRow(start.key, child, 0)
                     follow = self._follow(start.key, child, queue, drives.pop(child.id, None))
                     followers[start.key] = _spawn(follow)
                 else:
@@ -158,25 +161,42 @@ class WorkflowTarget(gateway.Target):
                         waiting = [rows[key] for key in running if rows[key].waiting]
                         yield await self._ask(task, waiting)
                         return
-                    async for step in self._until_one_ends(task, queue, followers):
+                    ended = self._until_one_ends(task, queue, followers, rows, settled)
+                    async for step in ended:
                         yield step
         finally:
             for follower in followers.values():
                 follower.cancel()
 
-    async def _until_one_ends(self, task, queue, followers):
-        """Forwards the steps' events until one step's task ends (or waits on its caller)."""
+    async def _until_one_ends(self, task, queue, followers, rows, settled):
+        """Forwards the steps' events until one step's task ends (or waits on its caller),
+        keeping ``rows`` as stored: a step's last event is recorded on the run with the
+        step's number, together (one trip to the database)."""
         while True:
             kind, key, payload = await queue.get()
             if kind == "done":
                 followers.pop(key, None)
                 if payload is not None:
                     raise payload
-                await sync_to_async(run_steps.step_finished)(run=task, key=key)
+                if key not in settled:  # it went quiet, or was followed from elsewhere
+                    rows[key] = await sync_to_async(_settled)(task, rows, key, [])
                 return
-            event, state = payload
-            for each in run_steps.forwarded(event, task, step=_step_id(key), key=key, state=state):
-                yield await _recorded(task, each)
+            event, state, final = payload
+            events = run_steps.forwarded(event, task, step=_step_id(key), key=key, state=state)
+            if not final:
+                if events:
+                    await gateway.record(task, *(gateway.Step(each) for each in events))
+                for each in events:
+                    yield gateway.Step(each, recorded=True)
+                continue
+            published: list[gateway.Published] = []
+            rows[key] = await sync_to_async(_settled)(task, rows, key, events, published, state)
+            if rows[key].ended:
+                settled.add(key)
+            for each in published:
+                await each.send()
+            for each in events:
+                yield gateway.Step(each, recorded=True)
 
     async def _start(
         self, task: Task, ctx: gateway.CallContext, start: planner.Start, drives: dict
@@ -353,7 +373,7 @@ async def _forwarded(key: str, child: Task, followed, after: int, queue: asyncio
                 continue
             return
         event, final = item
-        await queue.put(("event", key, (event, run_steps.state_of(event))))
+        await queue.put(("event", key, (event, run_steps.state_of(event), final)))
         if final:
             return
 
@@ -376,6 +396,36 @@ def _step_id(key: str) -> str:
 
 def _spawn(coroutine) -> asyncio.Task:
     return asyncio.get_running_loop().create_task(coroutine)
+
+
+def _stored_rows(run: Task) -> dict[str, run_steps.StepRow]:
+    """The run's steps as stored, those that ended while nobody followed them (a takeover)
+    numbered first."""
+    rows = run_steps.step_rows(run=run)
+    if any(row.ended and not row.seq for row in rows.values()):
+        rows = run_steps.steps_numbered(run=run, rows=rows)
+    return rows
+
+
+def _settled(run, rows, key, events, published=None, state=""):
+    """A step whose task ended or waits: ``events`` (its last, forwarded) recorded on the run
+    and the step numbered, in one transaction; its row as it now stands. The step's task is
+    read again only when the one in hand is not in the state its last event said (driven
+    here, it is kept up to date)."""
+    row = rows[key]
+    child = row.child
+    if not state or child.state != state:
+        child.refresh_from_db()
+    with transaction.atomic():
+        if events:
+            recorded = services.task_events_record(task=run, events=events)
+            if published is not None:
+                published.extend(recorded)
+        if not child.is_terminal or row.seq:
+            return row
+        run_steps.step_finished(run=run, key=key)
+    seq = 1 + max((each.seq for each in rows.values()), default=0)
+    return run_steps.StepRow(key, child, seq)
 
 
 def _record_many(task: Task, events: list[dict[str, Any]], *, error: str = ""):
