@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
 
 from relay_project import tracing
 from routing import selectors, services
@@ -126,7 +125,7 @@ class WorkflowTarget(gateway.Target):
         followers: dict[str, asyncio.Task] = {}
         settled: set[str] = set()  # the steps whose end is recorded
         try:
-            rows = await sync_to_async(_stored_rows)(task)
+            rows = await sync_to_async(run_steps.step_rows)(run=task)
             while True:
                 results = {key: run_steps.result_of(row) for key, row in rows.items() if row.ended}
                 running = [key for key, row in rows.items() if not row.ended]
@@ -136,14 +135,14 @@ class WorkflowTarget(gateway.Target):
                 for key in plan.cancel:
                     await self._cancel_step(rows.get(key), followers.pop(key, None), ctx)
                 if plan.cancel:  # the canceled steps' tasks as they now stand
-                    rows = await sync_to_async(_stored_rows)(task)
+                    rows = await sync_to_async(run_steps.step_rows)(run=task)
                 if plan.finished:
                     yield await self._finish(task, plan)
                     return
                 for start in plan.start:
                     child = await self._start(task, ctx, start, drives)
                     if child is None:  # started elsewhere meanwhile: plan again
-                        rows = await sync_to_async(_stored_rows)(task)
+                        rows = await sync_to_async(run_steps.step_rows)(run=task)
                         break
                     rows[start.key] = run_steps.StepRow(start.key, child, 0)
                     follow = self._follow(start.key, child, queue, drives.pop(child.id, None))
@@ -179,7 +178,7 @@ class WorkflowTarget(gateway.Target):
                 if payload is not None:
                     raise payload
                 if key not in settled:  # it went quiet, or was followed from elsewhere
-                    rows[key] = await sync_to_async(_settled)(task, rows, key, [])
+                    rows.update(await sync_to_async(run_steps.step_rows)(run=task))
                 return
             event, state, final = payload
             events = run_steps.forwarded(event, task, step=_step_id(key), key=key, state=state)
@@ -204,7 +203,6 @@ class WorkflowTarget(gateway.Target):
         """Opens the step's child task and starts driving it; None when already started."""
         kind = start.step.kind
         target_id = self.loaded.targets.get(kind, {}).get(start.step.target, start.step.target)
-        target = await sync_to_async(gateway.resolve_target)(kind, target_id)
         child_ctx = gateway.CallContext(
             caller=ctx.caller,
             version=ctx.version,
@@ -214,6 +212,7 @@ class WorkflowTarget(gateway.Target):
             trace=ctx.trace,
         )
         request = {"message": run_steps.step_message(run=task, key=start.key, text=start.input)}
+        target = await sync_to_async(gateway.resolve_target)(kind, target_id)
         if target is None:
             target = _Missing(kind, target_id)
         try:
@@ -398,32 +397,21 @@ def _spawn(coroutine) -> asyncio.Task:
     return asyncio.get_running_loop().create_task(coroutine)
 
 
-def _stored_rows(run: Task) -> dict[str, run_steps.StepRow]:
-    """The run's steps as stored, those that ended while nobody followed them (a takeover)
-    numbered first."""
-    rows = run_steps.step_rows(run=run)
-    if any(row.ended and not row.seq for row in rows.values()):
-        rows = run_steps.steps_numbered(run=run, rows=rows)
-    return rows
-
-
 def _settled(run, rows, key, events, published=None, state=""):
     """A step whose task ended or waits: ``events`` (its last, forwarded) recorded on the run
-    and the step numbered, in one transaction; its row as it now stands. The step's task is
-    read again only when the one in hand is not in the state its last event said (driven
-    here, it is kept up to date)."""
+    (the step's end in the order steps ended: ``run_steps.ended_order``); its row as it now
+    stands. The step's task is read again only when the one in hand is not in the state its
+    last event said (driven here, it is kept up to date)."""
     row = rows[key]
     child = row.child
     if not state or child.state != state:
         child.refresh_from_db()
-    with transaction.atomic():
-        if events:
-            recorded = services.task_events_record(task=run, events=events)
-            if published is not None:
-                published.extend(recorded)
-        if not child.is_terminal or row.seq:
-            return row
-        run_steps.step_finished(run=run, key=key)
+    if events:
+        recorded = services.task_events_record(task=run, events=events)
+        if published is not None:
+            published.extend(recorded)
+    if not child.is_terminal or row.seq:
+        return row
     seq = 1 + max((each.seq for each in rows.values()), default=0)
     return run_steps.StepRow(key, child, seq)
 
