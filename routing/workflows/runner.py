@@ -212,19 +212,11 @@ class WorkflowTarget(gateway.Target):
             trace=ctx.trace,
         )
         request = {"message": run_steps.step_message(run=task, key=start.key, text=start.input)}
-        target = await sync_to_async(gateway.resolve_target)(kind, target_id)
-        if target is None:
-            target = _Missing(kind, target_id)
-        try:
-            child = await sync_to_async(run_steps.step_open)(
-                run=task, key=start.key, target=target, ctx=child_ctx, request=request
-            )
-        except A2AError as error:
-            return await sync_to_async(_failed_step)(
-                task, start.key, target, child_ctx, request, error.message
-            )
-        if child is None:
-            return None
+        target, child, refused = await sync_to_async(_opened)(
+            task, start.key, kind, target_id, child_ctx, request
+        )
+        if child is None or refused:  # started elsewhere, or stored failed
+            return child
         if isinstance(target, _Missing):
             await driving._fail(child, f"{kind} {target_id!r} cannot be called")
             return child
@@ -347,6 +339,18 @@ class _Missing(gateway.Target):
         self.stream = stream
         raise UnsupportedOperation(f"{self.kind} {self.id!r} cannot be called")
         yield  # an async generator
+
+
+def _opened(run, key, kind, target_id, ctx, request):
+    """The step's target and its child task, opened (``run_steps.step_open``) in the same trip
+    to the database as the target is resolved; a missing target's task, and one its target
+    refused, are opened failed (the latter, stored failed, is said by the third value)."""
+    target = gateway.resolve_target(kind, target_id) or _Missing(kind, target_id)
+    try:
+        child = run_steps.step_open(run=run, key=key, target=target, ctx=ctx, request=request)
+    except A2AError as error:
+        return target, _failed_step(run, key, target, ctx, request, error.message), True
+    return target, child, False
 
 
 def _failed_step(run, key, target, ctx, request, reason):
