@@ -411,7 +411,7 @@ def _settled(run, rows, key, events, published=None, state=""):
     if not state or child.state != state:
         child.refresh_from_db()
     if events:
-        recorded = services.task_events_record(task=run, events=events)
+        recorded = _record_many(run, events)
         if published is not None:
             published.extend(recorded)
     if not child.is_terminal or row.seq:
@@ -421,7 +421,15 @@ def _settled(run, rows, key, events, published=None, state=""):
 
 
 def _record_many(task: Task, events: list[dict[str, Any]], *, error: str = ""):
-    return services.task_events_record(task=task, events=events, error=error)
+    """The run's events recorded together: one write for all of them (a step's artifacts and
+    its update, the run's output and its end), with ``error`` as the reason it fails."""
+    if error:
+        return services.task_events_record(task=task, events=events, error=error)
+    recorded = task_services.task_record_many(task=task, events=[(e, "", "") for e in events])
+    return [
+        gateway.Published(task.id, done.sequence, done.event, done.state in gateway.FINAL_STATES)
+        for done in recorded
+    ]
 
 
 async def _recorded(task: Task, event: dict[str, Any]) -> gateway.Step:
