@@ -120,7 +120,7 @@ class WorkflowTarget(gateway.Target):
         ``drives``: the step tasks to drive here, by id (a target and its steps), started
         once their events are followed."""
         drives = {} if drives is None else drives
-        message = await sync_to_async(run_steps.caller_message)(task)
+        message = run_steps.caller_message(task)  # the task in hand: nothing to read
         queue: asyncio.Queue[tuple[str, str, Any]] = asyncio.Queue()
         followers: dict[str, asyncio.Task] = {}
         settled: set[str] = set()  # the steps whose end is recorded
