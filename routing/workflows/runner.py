@@ -124,6 +124,7 @@ class WorkflowTarget(gateway.Target):
         queue: asyncio.Queue[tuple[str, str, Any]] = asyncio.Queue()
         followers: dict[str, asyncio.Task] = {}
         settled: set[str] = set()  # the steps whose end is recorded
+        pending: list[dict[str, Any]] = []  # steps' last events, recorded with the next write
         try:
             rows = await sync_to_async(run_steps.step_rows)(run=task)
             while True:
@@ -135,12 +136,21 @@ class WorkflowTarget(gateway.Target):
                 for key in plan.cancel:
                     await self._cancel_step(rows.get(key), followers.pop(key, None), ctx)
                 if plan.cancel:  # the canceled steps' tasks as they now stand
+                    async for step in _flushed(task, pending):
+                        yield step
                     rows = await sync_to_async(run_steps.step_rows)(run=task)
                 if plan.finished:
-                    yield await self._finish(task, plan)
+                    if plan.error:
+                        async for step in _flushed(task, pending):
+                            yield step
+                    for step in await self._finish(task, plan, pending):
+                        yield step
                     return
                 for start in plan.start:
-                    child = await self._start(task, ctx, start, drives)
+                    ended, pending[:] = list(pending), []
+                    child = await self._start(task, ctx, start, drives, ended)
+                    for each in ended:
+                        yield gateway.Step(each, recorded=True)
                     if child is None:  # started elsewhere meanwhile: plan again
                         rows = await sync_to_async(run_steps.step_rows)(run=task)
                         break
@@ -148,6 +158,8 @@ class WorkflowTarget(gateway.Target):
                     follow = self._follow(start.key, child, queue, drives.pop(child.id, None))
                     followers[start.key] = _spawn(follow)
                 else:
+                    async for step in _flushed(task, pending):
+                        yield step
                     for key in running:
                         child = rows[key].child
                         if key in followers or key in plan.cancel:
@@ -160,17 +172,18 @@ class WorkflowTarget(gateway.Target):
                         waiting = [rows[key] for key in running if rows[key].waiting]
                         yield await self._ask(task, waiting)
                         return
-                    ended = self._until_one_ends(task, queue, followers, rows, settled)
+                    ended = self._until_one_ends(task, queue, followers, rows, settled, pending)
                     async for step in ended:
                         yield step
         finally:
             for follower in followers.values():
                 follower.cancel()
 
-    async def _until_one_ends(self, task, queue, followers, rows, settled):
+    async def _until_one_ends(self, task, queue, followers, rows, settled, pending):
         """Forwards the steps' events until one step's task ends (or waits on its caller),
-        keeping ``rows`` as stored: a step's last event is recorded on the run with the
-        step's number, together (one trip to the database)."""
+        keeping ``rows`` as stored: a step's last events are left in ``pending``, recorded on
+        the run with the run's next write (the next step's opening, or the run's end), in
+        the same trip to the database."""
         while True:
             kind, key, payload = await queue.get()
             if kind == "done":
@@ -178,6 +191,8 @@ class WorkflowTarget(gateway.Target):
                 if payload is not None:
                     raise payload
                 if key not in settled:  # it went quiet, or was followed from elsewhere
+                    async for step in _flushed(task, pending):
+                        yield step
                     rows.update(await sync_to_async(run_steps.step_rows)(run=task))
                 return
             event, state, final = payload
@@ -188,19 +203,26 @@ class WorkflowTarget(gateway.Target):
                 for each in events:
                     yield gateway.Step(each, recorded=True)
                 continue
-            published: list[gateway.Published] = []
-            rows[key] = await sync_to_async(_settled)(task, rows, key, events, published, state)
+            if rows[key].child.state != state:  # not driven here: read as it stands
+                await sync_to_async(rows[key].child.refresh_from_db)()
+            rows[key] = _settled(rows, key)
             if rows[key].ended:
                 settled.add(key)
-            for each in published:
-                await each.send()
-            for each in events:
-                yield gateway.Step(each, recorded=True)
+                pending.extend(events)
+            else:
+                async for step in _flushed(task, events):
+                    yield step
 
     async def _start(
-        self, task: Task, ctx: gateway.CallContext, start: planner.Start, drives: dict
+        self,
+        task: Task,
+        ctx: gateway.CallContext,
+        start: planner.Start,
+        drives: dict,
+        ended: list[dict[str, Any]],
     ) -> Task | None:
-        """Opens the step's child task and starts driving it; None when already started."""
+        """Opens the step's child task and starts driving it; None when already started.
+        ``ended``: the run's events of steps that ended, recorded first in the same trip."""
         kind = start.step.kind
         target_id = self.loaded.targets.get(kind, {}).get(start.step.target, start.step.target)
         child_ctx = gateway.CallContext(
@@ -212,9 +234,11 @@ class WorkflowTarget(gateway.Target):
             trace=ctx.trace,
         )
         request = {"message": run_steps.step_message(run=task, key=start.key, text=start.input)}
-        target, child, refused = await sync_to_async(_opened)(
-            task, start.key, kind, target_id, child_ctx, request
+        published, target, child, refused = await sync_to_async(_opened)(
+            task, ended, start.key, kind, target_id, child_ctx, request
         )
+        for each in published:
+            await each.send()
         if child is None or refused:  # started elsewhere, or stored failed
             return child
         if isinstance(target, _Missing):
@@ -259,7 +283,8 @@ class WorkflowTarget(gateway.Target):
                 gateway.target_of(row.child), gateway.CallContext(caller=ctx.caller), row.child.id
             )
 
-    async def _finish(self, task: Task, plan: planner.Plan) -> gateway.Step:
+    async def _finish(self, task: Task, plan: planner.Plan, ended: list) -> list[gateway.Step]:
+        """The run's end, after ``ended`` (steps' last events not recorded yet), in one write."""
         if plan.error:
             event = run_steps.run_event(task, TaskState.FAILED, text=plan.error)
             published = await sync_to_async(_record_many)(task, [event], error=plan.error)
@@ -268,10 +293,12 @@ class WorkflowTarget(gateway.Target):
             events = run_steps.output_events(
                 task, plan.output, name=output_step.output or output_step.id
             )
-            published = await sync_to_async(_record_many)(task, events)
+            published = await sync_to_async(_record_many)(task, [*ended, *events])
         for each in published:
             await each.send()
-        return gateway.Step(published[-1].event if published else {}, recorded=True)
+        if not published:
+            return [gateway.Step({}, recorded=True)]
+        return [gateway.Step(each.event, recorded=True) for each in published]
 
     async def _ask(self, task: Task, waiting: list[run_steps.StepRow]) -> gateway.Step:
         """The run waits on its caller with the first waiting step's question."""
@@ -341,16 +368,18 @@ class _Missing(gateway.Target):
         yield  # an async generator
 
 
-def _opened(run, key, kind, target_id, ctx, request):
+def _opened(run, ended, key, kind, target_id, ctx, request):
     """The step's target and its child task, opened (``run_steps.step_open``) in the same trip
     to the database as the target is resolved; a missing target's task, and one its target
     refused, are opened failed (the latter, stored failed, is said by the third value)."""
+    published = _record_many(run, ended) if ended else []
     target = gateway.resolve_target(kind, target_id) or _Missing(kind, target_id)
     try:
         child = run_steps.step_open(run=run, key=key, target=target, ctx=ctx, request=request)
     except A2AError as error:
-        return target, _failed_step(run, key, target, ctx, request, error.message), True
-    return target, child, False
+        failed = _failed_step(run, key, target, ctx, request, error.message)
+        return published, target, failed, True
+    return published, target, child, False
 
 
 def _failed_step(run, key, target, ctx, request, reason):
@@ -401,23 +430,25 @@ def _spawn(coroutine) -> asyncio.Task:
     return asyncio.get_running_loop().create_task(coroutine)
 
 
-def _settled(run, rows, key, events, published=None, state=""):
-    """A step whose task ended or waits: ``events`` (its last, forwarded) recorded on the run
-    (the step's end in the order steps ended: ``run_steps.ended_order``); its row as it now
-    stands. The step's task is read again only when the one in hand is not in the state its
-    last event said (driven here, it is kept up to date)."""
+def _settled(rows, key):
+    """A step whose task ended or waits, its row as it now stands: an ended one numbered
+    next in the order steps ended (as ``run_steps.ended_order`` reads it back)."""
     row = rows[key]
-    child = row.child
-    if not state or child.state != state:
-        child.refresh_from_db()
-    if events:
-        recorded = _record_many(run, events)
-        if published is not None:
-            published.extend(recorded)
-    if not child.is_terminal or row.seq:
+    if not row.child.is_terminal or row.seq:
         return row
     seq = 1 + max((each.seq for each in rows.values()), default=0)
-    return run_steps.StepRow(key, child, seq)
+    return run_steps.StepRow(key, row.child, seq)
+
+
+async def _flushed(task: Task, events: list[dict[str, Any]]):
+    """``events`` recorded on the run now (and emptied), as steps recorded."""
+    if not events:
+        return
+    together, events[:] = list(events), []
+    for each in await sync_to_async(_record_many)(task, together):
+        await each.send()
+    for each in together:
+        yield gateway.Step(each, recorded=True)
 
 
 def _record_many(task: Task, events: list[dict[str, Any]], *, error: str = ""):
