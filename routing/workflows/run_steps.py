@@ -1,7 +1,8 @@
 """A workflow run's steps as stored: each call step is a child task of the run's task, named by
 its key in a ``WorkflowStepRun`` row (unique per run and key, so a step starts once). Reads
 and writes of those rows, what a finished child gave (``output_of``), and a child's events
-as the run task's own (``forwarded``), each naming its step in ``metadata[STEP_KEY]``."""
+as the run task's own (``forwarded``), each naming its step in ``metadata[STEP_KEY]``. The
+order steps ended in is read from those events (``ended_order``), not written apart."""
 
 from __future__ import annotations
 
@@ -9,15 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max, Subquery
-from django.db.models.functions import Coalesce
 
 from routing.models import WorkflowStepRun
 from routing.workflows.expressions import Message, StepOutput
 from routing.workflows.planner import Failed
 from tasks_app import gateway, snapshots
 from tasks_app.lifecycle import INTERRUPTED, TERMINAL, TaskState
-from tasks_app.models import Task
+from tasks_app.models import Task, TaskEvent
 from tasks_app.protocol import events as a2a_events
 
 STEP_KEY = a2a_events.WORKFLOW_STEP_KEY
@@ -46,9 +45,39 @@ class StepRow:
 
 
 def step_rows(*, run: Task) -> dict[str, StepRow]:
-    """The run's steps started so far, by key, with their child tasks (one query)."""
-    rows = WorkflowStepRun.objects.filter(run=run).select_related("child").order_by("id")
-    return {row.key: StepRow(row.key, row.child, row.seq) for row in rows}
+    """The run's steps started so far, by key, with their child tasks, each ended one
+    numbered in the order steps ended (``ended_order``); one query, and one more for the
+    order when a step has ended."""
+    rows = list(WorkflowStepRun.objects.filter(run=run).select_related("child").order_by("id"))
+    ended = [row for row in rows if row.child.is_terminal]
+    order = ended_order(run) if ended else {}
+    last = len(order)
+    ranked = sorted(ended, key=lambda row: (order.get(row.key, last), row.child.updated_at))
+    seqs = {row.key: number for number, row in enumerate(ranked, 1)}
+    return {row.key: StepRow(row.key, row.child, seqs.get(row.key, 0)) for row in rows}
+
+
+def ended_order(run: Task) -> dict[str, int]:
+    """The order in which the run recorded its steps' ends, by key: the run records a step's
+    last event, tagged with the step and its end state, once that step's task ended
+    (``forwarded``), so the run's own events number the steps with no write of their own.
+    A step that ended while nobody followed it (a takeover) is not among them."""
+    order: dict[str, int] = {}
+    events = TaskEvent.objects.filter(task=run).order_by("sequence").values_list("payload")
+    for (payload,) in events:
+        tag = _tag_of(payload)
+        if tag and tag.get("state") in _TERMINAL and tag.get("key") not in order:
+            order[tag["key"]] = len(order)
+    return order
+
+
+def _tag_of(event: dict[str, Any]) -> dict[str, Any] | None:
+    if "statusUpdate" in event:
+        metadata = event["statusUpdate"].get("metadata") or {}
+    else:
+        metadata = ((event.get("artifactUpdate") or {}).get("artifact") or {}).get("metadata")
+    tag = (metadata or {}).get(STEP_KEY)
+    return tag if isinstance(tag, dict) else None
 
 
 def step_open(
@@ -63,31 +92,6 @@ def step_open(
     except IntegrityError:
         return None
     return opened.task
-
-
-def step_finished(*, run: Task, key: str) -> None:
-    """Numbers the step in the order steps finished, once its task ended (once: a step
-    already numbered keeps it; one that only waits on its caller is not numbered yet)."""
-    # One statement: the number is read and written together.
-    top = (
-        WorkflowStepRun.objects.filter(run=run)
-        .order_by()
-        .values("run")
-        .annotate(top=Max("seq"))
-        .values("top")
-    )
-    WorkflowStepRun.objects.filter(run=run, key=key, seq=0, child__state__in=_TERMINAL).update(
-        seq=Coalesce(Subquery(top), 0) + 1
-    )
-
-
-def steps_numbered(*, run: Task, rows: dict[str, StepRow]) -> dict[str, StepRow]:
-    """Numbers the ended steps not numbered yet, in the order their tasks ended; the rows
-    again."""
-    unnumbered = [row for row in rows.values() if row.ended and not row.seq]
-    for row in sorted(unnumbered, key=lambda row: (row.child.updated_at, row.key)):
-        step_finished(run=run, key=row.key)
-    return step_rows(run=run)
 
 
 def result_of(row: StepRow) -> StepOutput | Failed:

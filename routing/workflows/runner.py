@@ -120,15 +120,14 @@ class WorkflowTarget(gateway.Target):
         ``drives``: the step tasks to drive here, by id (a target and its steps), started
         once their events are followed."""
         drives = {} if drives is None else drives
-        message = await sync_to_async(run_steps.caller_message)(task)
+        message = run_steps.caller_message(task)  # the task in hand: nothing to read
         queue: asyncio.Queue[tuple[str, str, Any]] = asyncio.Queue()
         followers: dict[str, asyncio.Task] = {}
+        settled: set[str] = set()  # the steps whose end is recorded
+        pending: list[dict[str, Any]] = []  # steps' last events, recorded with the next write
         try:
+            rows = await sync_to_async(run_steps.step_rows)(run=task)
             while True:
-                rows = await sync_to_async(run_steps.step_rows)(run=task)
-                if any(row.ended and not row.seq for row in rows.values()):
-                    # Ended while nobody followed them (a takeover): numbered now.
-                    rows = await sync_to_async(run_steps.steps_numbered)(run=task, rows=rows)
                 results = {key: run_steps.result_of(row) for key, row in rows.items() if row.ended}
                 running = [key for key, row in rows.items() if not row.ended]
                 plan = planner.plan(
@@ -136,16 +135,31 @@ class WorkflowTarget(gateway.Target):
                 )
                 for key in plan.cancel:
                     await self._cancel_step(rows.get(key), followers.pop(key, None), ctx)
+                if plan.cancel:  # the canceled steps' tasks as they now stand
+                    async for step in _flushed(task, pending):
+                        yield step
+                    rows = await sync_to_async(run_steps.step_rows)(run=task)
                 if plan.finished:
-                    yield await self._finish(task, plan)
+                    if plan.error:
+                        async for step in _flushed(task, pending):
+                            yield step
+                    for step in await self._finish(task, plan, pending):
+                        yield step
                     return
                 for start in plan.start:
-                    child = await self._start(task, ctx, start, drives)
+                    ended, pending[:] = list(pending), []
+                    child = await self._start(task, ctx, start, drives, ended)
+                    for each in ended:
+                        yield gateway.Step(each, recorded=True)
                     if child is None:  # started elsewhere meanwhile: plan again
+                        rows = await sync_to_async(run_steps.step_rows)(run=task)
                         break
+                    rows[start.key] = run_steps.StepRow(start.key, child, 0)
                     follow = self._follow(start.key, child, queue, drives.pop(child.id, None))
                     followers[start.key] = _spawn(follow)
                 else:
+                    async for step in _flushed(task, pending):
+                        yield step
                     for key in running:
                         child = rows[key].child
                         if key in followers or key in plan.cancel:
@@ -158,36 +172,61 @@ class WorkflowTarget(gateway.Target):
                         waiting = [rows[key] for key in running if rows[key].waiting]
                         yield await self._ask(task, waiting)
                         return
-                    async for step in self._until_one_ends(task, queue, followers):
+                    ended = self._until_one_ends(task, queue, followers, rows, settled, pending)
+                    async for step in ended:
                         yield step
         finally:
             for follower in followers.values():
                 follower.cancel()
 
-    async def _until_one_ends(self, task, queue, followers):
-        """Forwards the steps' events until one step's task ends (or waits on its caller)."""
+    async def _until_one_ends(self, task, queue, followers, rows, settled, pending):
+        """Forwards the steps' events until one step's task ends (or waits on its caller),
+        keeping ``rows`` as stored: a step's last events are left in ``pending``, recorded on
+        the run with the run's next write (the next step's opening, or the run's end), in
+        the same trip to the database."""
         while True:
             kind, key, payload = await queue.get()
             if kind == "done":
                 followers.pop(key, None)
                 if payload is not None:
                     raise payload
-                await sync_to_async(run_steps.step_finished)(run=task, key=key)
+                if key not in settled:  # it went quiet, or was followed from elsewhere
+                    async for step in _flushed(task, pending):
+                        yield step
+                    rows.update(await sync_to_async(run_steps.step_rows)(run=task))
                 return
-            event, state, child = payload
-            forwarded = run_steps.forwarded(
-                event, task, step=_step_id(key), key=key, state=state, child=child
+            event, state, final = payload
+            events = run_steps.forwarded(
+                event, task, step=_step_id(key), key=key, state=state, child=rows[key].child
             )
-            for each in forwarded:
-                yield await _recorded(task, each)
+            if not final:
+                if events:
+                    await gateway.record(task, *(gateway.Step(each) for each in events))
+                for each in events:
+                    yield gateway.Step(each, recorded=True)
+                continue
+            if rows[key].child.state != state:  # not driven here: read as it stands
+                await sync_to_async(rows[key].child.refresh_from_db)()
+            rows[key] = _settled(rows, key)
+            if rows[key].ended:
+                settled.add(key)
+                pending.extend(events)
+            else:
+                async for step in _flushed(task, events):
+                    yield step
 
     async def _start(
-        self, task: Task, ctx: gateway.CallContext, start: planner.Start, drives: dict
+        self,
+        task: Task,
+        ctx: gateway.CallContext,
+        start: planner.Start,
+        drives: dict,
+        ended: list[dict[str, Any]],
     ) -> Task | None:
-        """Opens the step's child task and starts driving it; None when already started."""
+        """Opens the step's child task and starts driving it; None when already started.
+        ``ended``: the run's events of steps that ended, recorded first in the same trip."""
         kind = start.step.kind
         target_id = self.loaded.targets.get(kind, {}).get(start.step.target, start.step.target)
-        target = await sync_to_async(gateway.resolve_target)(kind, target_id)
         child_ctx = gateway.CallContext(
             caller=ctx.caller,
             version=ctx.version,
@@ -197,18 +236,13 @@ class WorkflowTarget(gateway.Target):
             trace=ctx.trace,
         )
         request = {"message": run_steps.step_message(run=task, key=start.key, text=start.input)}
-        if target is None:
-            target = _Missing(kind, target_id)
-        try:
-            child = await sync_to_async(run_steps.step_open)(
-                run=task, key=start.key, target=target, ctx=child_ctx, request=request
-            )
-        except A2AError as error:
-            return await sync_to_async(_failed_step)(
-                task, start.key, target, child_ctx, request, error.message
-            )
-        if child is None:
-            return None
+        published, target, child, refused = await sync_to_async(_opened)(
+            task, ended, start.key, kind, target_id, child_ctx, request
+        )
+        for each in published:
+            await each.send()
+        if child is None or refused:  # started elsewhere, or stored failed
+            return child
         if isinstance(target, _Missing):
             await driving._fail(child, f"{kind} {target_id!r} cannot be called")
             return child
@@ -251,7 +285,8 @@ class WorkflowTarget(gateway.Target):
                 gateway.target_of(row.child), gateway.CallContext(caller=ctx.caller), row.child.id
             )
 
-    async def _finish(self, task: Task, plan: planner.Plan) -> gateway.Step:
+    async def _finish(self, task: Task, plan: planner.Plan, ended: list) -> list[gateway.Step]:
+        """The run's end, after ``ended`` (steps' last events not recorded yet), in one write."""
         if plan.error:
             event = run_steps.run_event(task, TaskState.FAILED, text=plan.error)
             published = await sync_to_async(_record_many)(task, [event], error=plan.error)
@@ -260,10 +295,12 @@ class WorkflowTarget(gateway.Target):
             events = run_steps.output_events(
                 task, plan.output, name=output_step.output or output_step.id
             )
-            published = await sync_to_async(_record_many)(task, events)
+            published = await sync_to_async(_record_many)(task, [*ended, *events])
         for each in published:
             await each.send()
-        return gateway.Step(published[-1].event if published else {}, recorded=True)
+        if not published:
+            return [gateway.Step({}, recorded=True)]
+        return [gateway.Step(each.event, recorded=True) for each in published]
 
     async def _ask(self, task: Task, waiting: list[run_steps.StepRow]) -> gateway.Step:
         """The run waits on its caller with the first waiting step's question."""
@@ -333,6 +370,20 @@ class _Missing(gateway.Target):
         yield  # an async generator
 
 
+def _opened(run, ended, key, kind, target_id, ctx, request):
+    """The step's target and its child task, opened (``run_steps.step_open``) in the same trip
+    to the database as the target is resolved; a missing target's task, and one its target
+    refused, are opened failed (the latter, stored failed, is said by the third value)."""
+    published = _record_many(run, ended) if ended else []
+    target = gateway.resolve_target(kind, target_id) or _Missing(kind, target_id)
+    try:
+        child = run_steps.step_open(run=run, key=key, target=target, ctx=ctx, request=request)
+    except A2AError as error:
+        failed = _failed_step(run, key, target, ctx, request, error.message)
+        return published, target, failed, True
+    return published, target, child, False
+
+
 def _failed_step(run, key, target, ctx, request, reason):
     """A step whose target refused the message before any task: stored failed, so the run
     fails naming it (and never sends it again)."""
@@ -356,7 +407,7 @@ async def _forwarded(key: str, child: Task, followed, after: int, queue: asyncio
                 continue
             return
         event, final = item
-        await queue.put(("event", key, (event, run_steps.state_of(event), child)))
+        await queue.put(("event", key, (event, run_steps.state_of(event), final)))
         if final:
             return
 
@@ -381,8 +432,37 @@ def _spawn(coroutine) -> asyncio.Task:
     return asyncio.get_running_loop().create_task(coroutine)
 
 
+def _settled(rows, key):
+    """A step whose task ended or waits, its row as it now stands: an ended one numbered
+    next in the order steps ended (as ``run_steps.ended_order`` reads it back)."""
+    row = rows[key]
+    if not row.child.is_terminal or row.seq:
+        return row
+    seq = 1 + max((each.seq for each in rows.values()), default=0)
+    return run_steps.StepRow(key, row.child, seq)
+
+
+async def _flushed(task: Task, events: list[dict[str, Any]]):
+    """``events`` recorded on the run now (and emptied), as steps recorded."""
+    if not events:
+        return
+    together, events[:] = list(events), []
+    for each in await sync_to_async(_record_many)(task, together):
+        await each.send()
+    for each in together:
+        yield gateway.Step(each, recorded=True)
+
+
 def _record_many(task: Task, events: list[dict[str, Any]], *, error: str = ""):
-    return services.task_events_record(task=task, events=events, error=error)
+    """The run's events recorded together: one write for all of them (a step's artifacts and
+    its update, the run's output and its end), with ``error`` as the reason it fails."""
+    if error:
+        return services.task_events_record(task=task, events=events, error=error)
+    recorded = task_services.task_record_many(task=task, events=[(e, "", "") for e in events])
+    return [
+        gateway.Published(task.id, done.sequence, done.event, done.state in gateway.FINAL_STATES)
+        for done in recorded
+    ]
 
 
 async def _recorded(task: Task, event: dict[str, Any]) -> gateway.Step:

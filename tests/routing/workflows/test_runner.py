@@ -14,6 +14,7 @@ from asgiref.sync import sync_to_async
 
 from registry.services import agent_register
 from routing.models import WorkflowStepRun
+from routing.workflows import run_steps
 from routing.workflows.run_steps import STEP_KEY
 from routing.workflows.services import workflow_import
 from tasks_app.models import Task
@@ -121,9 +122,9 @@ async def test_the_seed_runs_the_technical_branch_in_order(relay):
         "resolution-validator": ["troubleshooting-agent: The app crashes"],
         "summary-agent": ["resolution-validator: troubleshooting-agent: The app crashes"],
     }
-    keys = await sync_to_async(
-        lambda: list(WorkflowStepRun.objects.filter(run_id=task["id"]).values_list("key", "seq"))
-    )()
+    run = await sync_to_async(Task.objects.get)(pk=task["id"])
+    rows = await sync_to_async(run_steps.step_rows)(run=run)
+    keys = [(key, row.seq) for key, row in rows.items()]
     assert keys == [
         ("classify", 1),
         ("troubleshooting", 2),
