@@ -3,7 +3,7 @@
 - ``GET /a2a/templates``: every template with its target and typed variables (a registry
   read).
 - ``POST /a2a/tasks/template`` ``{"templateId", "variables"}``: renders the template's message
-  and sends it to its agent or team through the task API's own send (``answer_send``): the
+  and sends it to its agent, team or workflow through the task API's own send (``answer_send``): the
   same answer, errors and ownership as ``POST /a2a/tasks/send``. A missing, unknown or
   mistyped variable is InvalidParams naming it (400 here; -32602 in JSON-RPC terms); an
   unknown ``templateId`` is a 404 saying so.
@@ -55,7 +55,7 @@ class TemplateSerializer(serializers.Serializer):
         child=serializers.DictField(),
         help_text="Each {name, type, default?, description?}; no default: the caller gives it.",
     )
-    target = serializers.DictField(help_text='{"kind": "agent" or "team", "id": ...}')
+    target = serializers.DictField(help_text='{"kind": "agent", "team" or "workflow", "id": ...}')
     configuration = serializers.DictField(help_text="Sent with every call.")
 
     def to_representation(self, instance: TaskTemplate) -> dict[str, Any]:
@@ -142,7 +142,7 @@ class TemplateSendView(TaskApiView):
         operation_id="tasks_send_template",
         summary="Send a task template's message with its variables filled in",
         description="Renders the template's message with `variables` (defaults fill the "
-        "rest) and sends it to the template's agent or team with its configuration, as "
+        "rest) and sends it to the template's agent, team or workflow with its configuration, as "
         "POST /a2a/tasks/send would: the same answer (a task, or the agent's message). A "
         "missing, unknown or mistyped variable is a 400 naming it; an unknown templateId "
         "is a 404.",

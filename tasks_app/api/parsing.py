@@ -53,7 +53,12 @@ STREAMING = {Operation.STREAM, Operation.SUBSCRIBE}
 OPENS_TASK = {Operation.SEND, Operation.STREAM}
 TASK_API = "task-api"
 """The kind of ``POST /a2a/tasks/sendSubscribe``, whose body names the target."""
-TARGET_KEYS = {"agentId": "agent", "teamId": "team", "skill": skill_targets.SKILL}
+TARGET_KEYS = {
+    "agentId": "agent",
+    "teamId": "team",
+    "workflowId": "workflow",
+    "skill": skill_targets.SKILL,
+}
 DEFAULT_TARGET = ("relay", "default")
 """The task API's target when the body names none: the relay's default target."""
 REST_VERBS = {"GET", "POST", "DELETE", "HEAD"}
@@ -226,7 +231,9 @@ def task_api_send(
         if len(named) > 1:
             raise InvalidParams(
                 field_violations=[
-                    FieldViolation(named[1], "name one target: agentId, teamId or skill, not two")
+                    FieldViolation(
+                        named[1], "name one target: agentId, teamId, workflowId or skill, not two"
+                    )
                 ]
             )
         if named and not isinstance(payload[named[0]], str):
