@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -53,6 +53,17 @@ STREAMING = {Operation.STREAM, Operation.SUBSCRIBE}
 OPENS_TASK = {Operation.SEND, Operation.STREAM}
 TASK_API = "task-api"
 """The kind of ``POST /a2a/tasks/sendSubscribe``, whose body names the target."""
+TASK_API_BODIES: dict[str, Callable[[bytes], bytes]] = {}
+"""Other task API streams (``kind`` -> how their body becomes a task API send body, in the
+database thread), registered by higher apps: task templates' ``sendSubscribe``."""
+
+
+def register_task_api_body(kind: str, make: Callable[[bytes], bytes]) -> None:
+    """Makes ``kind`` a task API stream whose body ``make`` turns into a task API send body
+    (raising A2AError for a bad one); ``tasks_app.consumers`` streams it as sendSubscribe."""
+    TASK_API_BODIES[kind] = make
+
+
 TARGET_KEYS = {
     "agentId": "agent",
     "teamId": "team",

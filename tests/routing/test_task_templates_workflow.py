@@ -5,6 +5,7 @@ listed in the API and on the workflow's page."""
 from __future__ import annotations
 
 import html
+import json
 
 import pytest
 from django.db import IntegrityError, transaction
@@ -138,3 +139,47 @@ def test_the_admin_saves_a_workflow_template(workflow_template, admin_client):
     )
     assert "Choose one target" in both.content.decode()
     assert not TaskTemplate.objects.filter(pk="w2").exists()
+
+
+def data_frames(text: str) -> list[dict]:
+    return [
+        json.loads(line[len("data: ") :]) for line in text.splitlines() if line.startswith("data: ")
+    ]
+
+
+async def test_a_workflow_template_streams_its_events_to_completion(workflow_template, asgi_relay):
+    body = {"templateId": "refund", "variables": {"order": "B-2", "amount": 4.5}}
+    response = await asgi_relay.post("/a2a/tasks/template/sendSubscribe", json=body)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/event-stream")
+    events = data_frames(response.text)
+    assert list(events[0]) == ["task"]
+    assert len(events) > 2
+    assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert wa.CALLS.received["billing-agent"] == ["Refund order B-2 for 4.5 EUR"]
+    assert wa.CALLS.received["summary-agent"] == ["billing-agent: Refund order B-2 for 4.5 EUR"]
+
+
+async def test_a_streamed_template_missing_a_variable_is_the_same_400(
+    workflow_template, asgi_relay
+):
+    body = {"templateId": "refund", "variables": {"amount": 3}}
+    streamed = await asgi_relay.post("/a2a/tasks/template/sendSubscribe", json=body)
+    sent = await asgi_relay.post("/a2a/tasks/template", json=body)
+    assert streamed.status_code == sent.status_code == 400, streamed.text
+    assert "variables.order" in streamed.text
+    assert streamed.json() == sent.json()
+    unknown = await asgi_relay.post(
+        "/a2a/tasks/template/sendSubscribe", json={"templateId": "nope"}
+    )
+    assert unknown.status_code == 404, unknown.text
+    assert wa.CALLS.received == {}
+
+
+async def test_a_streamed_template_needs_a_key_before_anything_else(workflow_template, asgi_relay):
+    response = await asgi_relay.post(
+        "/a2a/tasks/template/sendSubscribe",
+        json={"templateId": "nope"},
+        headers={"Authorization": ""},
+    )
+    assert response.status_code == 401, response.text
