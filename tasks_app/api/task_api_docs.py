@@ -21,8 +21,9 @@ SHAPES = (
     "`skill` (a skill id or words saying what is wanted: the relay sends to the best "
     "healthy match the agent selector finds, skipping unhealthy agents and open circuit "
     "breakers, and the task's `metadata.relaySelection` says which agent it chose and "
-    "why); with none, the relay's default target. Errors are the HTTP+JSON binding's `google.rpc.Status` "
-    "envelope in both shapes; a bad field is a 400 naming it, and nothing is stored."
+    "why); with none, the relay's default target. Errors are the HTTP+JSON binding's "
+    "`google.rpc.Status` envelope in both shapes; a bad field is a 400 naming it, and "
+    "nothing is stored."
 )
 
 EARLY_SEND = {
