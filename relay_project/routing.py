@@ -3,7 +3,7 @@ everything else to Django.
 
 A2A calls are JSON-RPC at a target's base URL (``/a2a/agents/{id}/``, ``/a2a/teams/{id}/``,
 ``/a2a/relay/``) and HTTP+JSON under it, plus the task API's ``POST /a2a/tasks/sendSubscribe``
-stream; the consumer answers them, unary and streaming alike, without Django's per-request
+stream (and task templates' ``POST /a2a/tasks/template/sendSubscribe``); the consumer answers them, unary and streaming alike, without Django's per-request
 thread and middleware. The cards under those URLs (``.well-known/agent-card.json``), the
 registry, team and task APIs, the pages and the admin stay with Django, and so does any
 request whose Host Django would refuse, so it is refused the same way. Django's URL conf no
@@ -27,6 +27,8 @@ A2A_BASE = re.compile(
 # /a2a/teams/{id} and /a2a/workflows/{id} (no slash) are REST resources, not redirects.
 A2A_BASE_WITHOUT_SLASH = re.compile(r"^/a2a/(?:agents/[-a-zA-Z0-9_]+|relay)$")
 TASK_API_STREAM = "/a2a/tasks/sendSubscribe"
+TEMPLATE_STREAM = "/a2a/tasks/template/sendSubscribe"
+"""A task template sent as a stream: kind "task-api-template" (``routing.template_api``)."""
 CARD = ".well-known/agent-card.json"
 # An agent's or a team's metrics (GET /a2a/{agents,teams}/{id}/metrics) are registry reads,
 # not A2A paths.
@@ -78,6 +80,8 @@ def a2a_route(scope) -> dict[str, str] | None:
     path = scope["path"]
     if path == TASK_API_STREAM and scope["method"] == "POST":
         return {"kind": "task-api", "target_id": "", "rest": ""}
+    if path == TEMPLATE_STREAM and scope["method"] == "POST":
+        return {"kind": "task-api-template", "target_id": "", "rest": ""}
     match = A2A_BASE.match(path)
     if match is None or match["rest"] == CARD:
         return None

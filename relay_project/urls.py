@@ -19,6 +19,11 @@ urlpatterns = [
     path("a2a/", include("registry.api.urls")),
     # Before tasks_app's a2a/tasks/<id>: "template" is not a task id.
     path("a2a/tasks/template", template_api.TemplateSendView.as_view(), name="task-template"),
+    path(
+        "a2a/tasks/template/sendSubscribe",
+        template_api.TemplateSendSubscribeView.as_view(),
+        name="task-template-subscribe",
+    ),
     path("", include("tasks_app.api.urls")),
     path("", include("routing.urls")),
     path("api/schema", SpectacularAPIView.as_view(), name="api-schema"),

@@ -22,6 +22,7 @@ class TaskTemplateForm(forms.ModelForm):
             "variables",
             "agent",
             "team",
+            "workflow",
             "configuration",
         ]
 
@@ -33,8 +34,11 @@ class TaskTemplateForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        if bool(cleaned.get("agent")) == bool(cleaned.get("team")):
-            raise forms.ValidationError("Choose the agent or the team the template is sent to.")
+        chosen = [name for name in ("agent", "team", "workflow") if cleaned.get(name)]
+        if len(chosen) != 1:
+            raise forms.ValidationError(
+                "Choose one target the template is sent to: an agent, a team or a workflow."
+            )
         text, declared = cleaned.get("text"), cleaned.get("variables")
         if text is not None and declared is not None:
             try:
@@ -48,8 +52,8 @@ class TaskTemplateForm(forms.ModelForm):
 @admin.register(TaskTemplate)
 class TaskTemplateAdmin(admin.ModelAdmin):
     form = TaskTemplateForm
-    list_display = ("id", "name", "agent", "team", "updated_at")
+    list_display = ("id", "name", "agent", "team", "workflow", "updated_at")
     search_fields = ("id", "name", "text")
-    list_select_related = ("agent", "team")
+    list_select_related = ("agent", "team", "workflow")
     autocomplete_fields = ("agent",)
     readonly_fields = ("created_at", "updated_at")

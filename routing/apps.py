@@ -38,6 +38,12 @@ class RoutingConfig(AppConfig):
                 team_changed, sender=model, dispatch_uid=f"team-cache-{name}-deleted"
             )
 
+        # Task templates stream as the task API's sendSubscribe does.
+        from routing.template_api import stream_body
+        from tasks_app.api import parsing
+
+        parsing.register_task_api_body("task-api-template", stream_body)
+
         # Passive health: real calls to agents drive their circuit breakers.
         gateway.register_call_guard(BreakerGuard())
 

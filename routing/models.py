@@ -256,8 +256,8 @@ class WorkflowStep(models.Model):
 
 class TaskTemplate(models.Model):
     """A saved first message with typed ``{{variables}}`` (``routing.task_templates``), sent
-    to an agent or a team with fixed configuration by ``POST /a2a/tasks/template``. Deleting
-    the agent or team deletes its templates."""
+    to an agent, a team or a workflow with fixed configuration by ``POST /a2a/tasks/template``.
+    Deleting the target deletes its templates."""
 
     id = models.SlugField(primary_key=True, max_length=64)
     name = models.CharField(max_length=200)
@@ -275,6 +275,9 @@ class TaskTemplate(models.Model):
     team = models.ForeignKey(
         "registry.Team", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
+    workflow = models.ForeignKey(
+        "routing.Workflow", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     configuration = models.JSONField(
         default=dict,
         blank=True,
@@ -289,8 +292,9 @@ class TaskTemplate(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=(
-                    models.Q(agent__isnull=False, team__isnull=True)
-                    | models.Q(agent__isnull=True, team__isnull=False)
+                    models.Q(agent__isnull=False, team__isnull=True, workflow__isnull=True)
+                    | models.Q(agent__isnull=True, team__isnull=False, workflow__isnull=True)
+                    | models.Q(agent__isnull=True, team__isnull=True, workflow__isnull=False)
                 ),
                 name="task_template_one_target",
             ),
@@ -301,8 +305,12 @@ class TaskTemplate(models.Model):
 
     @property
     def target(self) -> tuple[str, str]:
-        """("agent" or "team", its id)."""
-        return ("agent", self.agent_id) if self.agent_id else ("team", self.team_id)
+        """("agent", "team" or "workflow", its id)."""
+        if self.agent_id:
+            return ("agent", self.agent_id)
+        if self.team_id:
+            return ("team", self.team_id)
+        return ("workflow", self.workflow_id)
 
 
 class WorkflowStepRun(models.Model):

@@ -447,7 +447,7 @@ class TemplateListing:
 
 
 def task_templates_for(*, kind: str, target_id: str) -> list[TemplateListing]:
-    """The task templates sent to one agent (``kind`` "agent") or team, by id (one query)."""
+    """The task templates sent to one agent, team or workflow (``kind``), by id (one query)."""
     rows = TaskTemplate.objects.filter(**{f"{kind}_id": target_id}).order_by("id")
     listed = []
     for row in rows:

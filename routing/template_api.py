@@ -2,8 +2,10 @@
 
 - ``GET /a2a/templates``: every template with its target and typed variables (a registry
   read).
+- ``POST /a2a/tasks/template/sendSubscribe``: the same rendered send, streamed as
+  ``POST /a2a/tasks/sendSubscribe`` streams (the A2A consumer answers it).
 - ``POST /a2a/tasks/template`` ``{"templateId", "variables"}``: renders the template's message
-  and sends it to its agent or team through the task API's own send (``answer_send``): the
+  and sends it to its agent, team or workflow through the task API's own send (``answer_send``): the
   same answer, errors and ownership as ``POST /a2a/tasks/send``. A missing, unknown or
   mistyped variable is InvalidParams naming it (400 here; -32602 in JSON-RPC terms); an
   unknown ``templateId`` is a 404 saying so.
@@ -11,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -29,7 +32,12 @@ from tasks_app.api import parsing
 from tasks_app.api.task_api import TaskApiView, answer_send
 from tasks_app.api.task_api_docs import CURRENT_TASK
 from tasks_app.protocol import events as a2a_events
-from tasks_app.protocol.errors import FieldViolation, InvalidParams, InvalidRequest
+from tasks_app.protocol.errors import (
+    FieldViolation,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+)
 
 TEMPLATE = {
     "id": "weekly-report",
@@ -55,7 +63,7 @@ class TemplateSerializer(serializers.Serializer):
         child=serializers.DictField(),
         help_text="Each {name, type, default?, description?}; no default: the caller gives it.",
     )
-    target = serializers.DictField(help_text='{"kind": "agent" or "team", "id": ...}')
+    target = serializers.DictField(help_text='{"kind": "agent", "team" or "workflow", "id": ...}')
     configuration = serializers.DictField(help_text="Sent with every call.")
 
     def to_representation(self, instance: TaskTemplate) -> dict[str, Any]:
@@ -142,7 +150,7 @@ class TemplateSendView(TaskApiView):
         operation_id="tasks_send_template",
         summary="Send a task template's message with its variables filled in",
         description="Renders the template's message with `variables` (defaults fill the "
-        "rest) and sends it to the template's agent or team with its configuration, as "
+        "rest) and sends it to the template's agent, team or workflow with its configuration, as "
         "POST /a2a/tasks/send would: the same answer (a task, or the agent's message). A "
         "missing, unknown or mistyped variable is a 400 naming it; an unknown templateId "
         "is a 404.",
@@ -157,15 +165,52 @@ class TemplateSendView(TaskApiView):
         ],
     )
     async def post(self, request):
-        body = parsing.parse_task_api_body(request.body)
-        if not isinstance(body, dict):
-            raise InvalidRequest("the body must be a JSON object {templateId, variables}")
-        unknown = sorted(set(body) - {"templateId", "variables"})
-        if unknown:
-            raise InvalidParams(
-                field_violations=[
-                    FieldViolation(unknown[0], "unknown field: send templateId and variables")
-                ]
-            )
-        template = await database_sync_to_async(_template)(body.get("templateId"))
-        return await answer_send(request, template_payload(template, body.get("variables")))
+        payload = await database_sync_to_async(send_body)(request.body)
+        return await answer_send(request, payload)
+
+
+class TemplateSendSubscribeView(TaskApiView):
+    """Describes ``POST /a2a/tasks/template/sendSubscribe`` in the API docs. The relay's ASGI
+    router hands that call to the A2A consumer, which makes its body a sendSubscribe body with
+    ``stream_body`` and streams it as ``POST /a2a/tasks/sendSubscribe`` does; this view
+    answers only what reaches Django: a call without a key, or another verb."""
+
+    @extend_schema(
+        operation_id="tasks_send_template_subscribe",
+        summary="Send a task template's message and stream the task's updates (SSE)",
+        description="The template rendered as POST /a2a/tasks/template renders it, sent "
+        "and streamed as POST /a2a/tasks/sendSubscribe streams: `data:` frames of A2A 1.0 "
+        "StreamResponse. A missing, unknown or mistyped variable is a 400 naming it, before "
+        "any event; an unknown templateId is a 404.",
+        request={"application/json": OpenApiTypes.OBJECT},
+        responses={
+            200: OpenApiResponse(OpenApiTypes.STR, description="text/event-stream"),
+            **task_errors(400, 401, 404, 413, 429),
+        },
+        examples=[OpenApiExample("Variables", value=SEND, request_only=True)],
+    )
+    async def post(self, request):
+        raise MethodNotFound(
+            "POST /a2a/tasks/template/sendSubscribe is answered by the A2A consumer"
+        )
+
+
+def send_body(raw: bytes) -> dict[str, Any]:
+    """The task API send body of a ``{templateId, variables}`` request body (database
+    thread). Raises InvalidRequest, InvalidParams naming the field, or TemplateNotFound."""
+    body = parsing.parse_task_api_body(raw)
+    if not isinstance(body, dict):
+        raise InvalidRequest("the body must be a JSON object {templateId, variables}")
+    unknown = sorted(set(body) - {"templateId", "variables"})
+    if unknown:
+        raise InvalidParams(
+            field_violations=[
+                FieldViolation(unknown[0], "unknown field: send templateId and variables")
+            ]
+        )
+    return template_payload(_template(body.get("templateId")), body.get("variables"))
+
+
+def stream_body(raw: bytes) -> bytes:
+    """``send_body`` encoded: the body the consumer streams as a sendSubscribe."""
+    return json.dumps(send_body(raw)).encode()

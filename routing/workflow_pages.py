@@ -17,6 +17,7 @@ from django.shortcuts import render
 
 from registry.views import registry_read
 from relay_project.public_url import relay_base_url
+from routing import selectors as routing_selectors
 from routing.call_snippets import call_snippets
 from routing.diagram import USER, HopView, sequence_diagram
 from routing.models import WorkflowStepRun
@@ -68,6 +69,9 @@ def workflow_page(request, workflow_id: str):
         "call": call_snippets(
             relay_base_url(request, f"/a2a/workflows/{workflow.pk}/"),
             agui_url=relay_base_url(request, f"/agui/workflows/{workflow.pk}"),
+        ),
+        "task_templates": routing_selectors.task_templates_for(
+            kind="workflow", target_id=workflow.pk
         ),
         "show_runs": staff,
         "runs": selectors.workflow_runs(workflow_id=workflow.pk, limit=RECENT_RUNS)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 from urllib.parse import parse_qs
 
@@ -26,6 +27,7 @@ from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from django.conf import settings
 
+from relay_project.database import database_sync_to_async
 from relay_project.routing import security_headers
 from tasks_app import streams
 from tasks_app.api import calls, parsing, replies
@@ -38,6 +40,11 @@ SSE_HEADERS = [
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 ]
+
+
+def _refuse(error: A2AError, request: parsing.HttpCall):
+    """The parse of a call whose body was refused before it could be read."""
+    raise error
 
 
 class A2AConsumer(AsyncHttpConsumer):
@@ -79,9 +86,21 @@ class A2AConsumer(AsyncHttpConsumer):
         query = parse_qs(
             self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True
         )
+        kind, parse = route["kind"], parsing.parse_http_call
+        make = parsing.TASK_API_BODIES.get(kind)
+        if make is not None:
+            # Another task API stream (a task template's): its body becomes a sendSubscribe
+            # body, and the call is streamed as one. A bad body is refused after the key is
+            # checked, as any call's is.
+            kind = parsing.TASK_API
+            if not self._oversized:
+                try:
+                    body = await database_sync_to_async(make)(body)
+                except A2AError as error:
+                    parse = partial(_refuse, error)
         outcome = await calls.answer(
             parsing.HttpCall(
-                kind=route["kind"],
+                kind=kind,
                 target_id=route["target_id"],
                 rest=route["rest"],
                 http_method=self.scope["method"],
@@ -90,7 +109,8 @@ class A2AConsumer(AsyncHttpConsumer):
                 body=body,
                 oversized=self._oversized,
                 scope=self.scope,
-            )
+            ),
+            parse=parse,
         )
         if isinstance(outcome, replies.Reply):
             await self._reply(outcome)

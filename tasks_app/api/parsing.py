@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -53,7 +53,23 @@ STREAMING = {Operation.STREAM, Operation.SUBSCRIBE}
 OPENS_TASK = {Operation.SEND, Operation.STREAM}
 TASK_API = "task-api"
 """The kind of ``POST /a2a/tasks/sendSubscribe``, whose body names the target."""
-TARGET_KEYS = {"agentId": "agent", "teamId": "team", "skill": skill_targets.SKILL}
+TASK_API_BODIES: dict[str, Callable[[bytes], bytes]] = {}
+"""Other task API streams (``kind`` -> how their body becomes a task API send body, in the
+database thread), registered by higher apps: task templates' ``sendSubscribe``."""
+
+
+def register_task_api_body(kind: str, make: Callable[[bytes], bytes]) -> None:
+    """Makes ``kind`` a task API stream whose body ``make`` turns into a task API send body
+    (raising A2AError for a bad one); ``tasks_app.consumers`` streams it as sendSubscribe."""
+    TASK_API_BODIES[kind] = make
+
+
+TARGET_KEYS = {
+    "agentId": "agent",
+    "teamId": "team",
+    "workflowId": "workflow",
+    "skill": skill_targets.SKILL,
+}
 DEFAULT_TARGET = ("relay", "default")
 """The task API's target when the body names none: the relay's default target."""
 REST_VERBS = {"GET", "POST", "DELETE", "HEAD"}
@@ -226,7 +242,9 @@ def task_api_send(
         if len(named) > 1:
             raise InvalidParams(
                 field_violations=[
-                    FieldViolation(named[1], "name one target: agentId, teamId or skill, not two")
+                    FieldViolation(
+                        named[1], "name one target: agentId, teamId, workflowId or skill, not two"
+                    )
                 ]
             )
         if named and not isinstance(payload[named[0]], str):

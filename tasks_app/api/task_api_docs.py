@@ -17,12 +17,13 @@ SHAPES = (
     "early A2A task shape of our design notes: `id` is the client's own task id, parts are "
     "tagged with `type` (`text`; `file` with `file: {bytes|uri, mimeType, name}`; `data` "
     "with `data`). A body is early when it has a top-level `id`, a message role spelled "
-    "`user`, or a part with `type`. The target is `agentId` or `teamId`, or `skill` (a skill "
-    "id or words saying what is wanted: the relay sends to the best healthy match the agent "
-    "selector finds, skipping unhealthy agents and open circuit breakers, and the task's "
-    "`metadata.relaySelection` says which agent it chose and why); with none, the "
-    "relay's default target. Errors are the HTTP+JSON binding's `google.rpc.Status` "
-    "envelope in both shapes; a bad field is a 400 naming it, and nothing is stored."
+    "`user`, or a part with `type`. The target is `agentId`, `teamId` or `workflowId`, or "
+    "`skill` (a skill id or words saying what is wanted: the relay sends to the best "
+    "healthy match the agent selector finds, skipping unhealthy agents and open circuit "
+    "breakers, and the task's `metadata.relaySelection` says which agent it chose and "
+    "why); with none, the relay's default target. Errors are the HTTP+JSON binding's "
+    "`google.rpc.Status` envelope in both shapes; a bad field is a 400 naming it, and "
+    "nothing is stored."
 )
 
 EARLY_SEND = {

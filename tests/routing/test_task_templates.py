@@ -152,9 +152,7 @@ def test_the_admin_refuses_an_undeclared_variable_and_a_missing_target(agents, a
     response = admin_client.post(add, data)
     assert "text: {{who}} is not declared in variables" in html.unescape(response.content.decode())
     response = admin_client.post(add, {**data, "text": "Hi", "agent": ""})
-    assert "Choose the agent or the team the template is sent to." in html.unescape(
-        response.content.decode()
-    )
+    assert "Choose one target the template is sent to" in html.unescape(response.content.decode())
     response = admin_client.post(add, {**data, "variables": '[{"name": "who"}]'})
     assert response.status_code == 302
     assert TaskTemplate.objects.get(pk="t").target == ("agent", "echo")
