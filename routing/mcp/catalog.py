@@ -140,13 +140,13 @@ def _workflow_tools(caller, subset: Subset | None) -> list[ToolSpec]:
     ]
 
 
-NARROW = re.compile(r"^(?P<kind>agent|team)_(?P<id>[-a-zA-Z0-9_]+)$")
+NARROW = re.compile(r"^(?P<kind>agent|team|workflow)_(?P<id>[-a-zA-Z0-9_]+)$")
 
 
 def tool_named(caller, subset: Subset | None, name: str) -> ToolSpec | None:
     """The caller's tool of that name in the subset, None when it has none (the call is then
     refused as an unknown tool: a key learns nothing of targets outside its scope). An
-    agent's or team's own tool is looked up alone, not among every tool."""
+    agent's, team's or workflow's own tool is looked up alone, not among every tool."""
     matched = NARROW.match(name)
     if matched is not None:
         own = Subset(matched["kind"], matched["id"])

@@ -15,6 +15,7 @@ import json
 import logging
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -119,23 +120,94 @@ def _authenticate(authorization: str | None):
 
 
 class _Running:
-    """The SDK's session manager of one event loop, running in a task of that loop from the
-    loop's first MCP request on (daphne sends no lifespan events to start it at)."""
+    """The SDK's session managers of one event loop, running in a task of that loop from the
+    loop's first MCP request on (daphne sends no lifespan events to start them at): one that
+    answers with an event stream, one with a plain JSON response (``json_response``), for
+    requests that can get nothing but their result (``wants_stream``). Both serve the one
+    ``Server``, built once."""
 
     def __init__(self) -> None:
-        self.manager = StreamableHTTPSessionManager(
-            app=build_server(), stateless=True, security_settings=NO_SDK_HOST_CHECK
+        server = build_server()
+        self.streaming = StreamableHTTPSessionManager(
+            app=server, stateless=True, security_settings=NO_SDK_HOST_CHECK
+        )
+        self.plain = StreamableHTTPSessionManager(
+            app=server, stateless=True, json_response=True, security_settings=NO_SDK_HOST_CHECK
         )
         self.ready = asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
-        async with self.manager.run():
+        async with self.streaming.run(), self.plain.run():
             self.ready.set()
             await asyncio.Event().wait()
 
 
+def wants_stream(body: bytes) -> bool:
+    """Whether a POST body may get messages before its result: anything but one
+    ``tools/call`` without a progress token (a call with one gets progress notifications,
+    which only an event stream carries)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return True
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return True
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and meta.get("progressToken") is not None
+
+
+async def _read_body(receive) -> tuple[bytes, Any]:
+    """The request's body, and a ``receive`` that replays it before passing on."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"", receive
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    body = b"".join(chunks)
+    replayed = False
+
+    async def replay():
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return body, replay
+
+
 _running: PerLoop[_Running] = PerLoop(_Running)
+
+
+async def _until_disconnect(manager, scope, body: bytes, receive, send) -> None:
+    """Hands a request (its body read already) to the JSON-response manager, and cancels
+    the call when the client disconnects first, as the event-stream manager does: the A2A
+    task of a call the client gave up on is then canceled."""
+    given = False
+
+    async def body_once():
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await anyio.sleep_forever()
+        return {"type": "http.disconnect"}
+
+    async with anyio.create_task_group() as group:
+
+        async def handle() -> None:
+            await manager.handle_request(scope, body_once, send)
+            group.cancel_scope.cancel()
+
+        group.start_soon(handle)
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        group.cancel_scope.cancel()
 
 
 class MCPApp:
@@ -164,7 +236,16 @@ class MCPApp:
             return
         running = _running.get()
         await running.ready.wait()
-        await running.manager.handle_request({**scope, CALLER: caller}, receive, send)
+        manager = running.streaming
+        if scope["method"] == "POST":
+            body, replayed = await _read_body(receive)
+            if not wants_stream(body):
+                await _until_disconnect(
+                    running.plain, {**scope, CALLER: caller}, body, receive, send
+                )
+                return
+            receive = replayed
+        await manager.handle_request({**scope, CALLER: caller}, receive, send)
 
 
 application = MCPApp()
