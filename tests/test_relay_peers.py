@@ -18,10 +18,10 @@ from google.protobuf.json_format import MessageToDict
 from jwcrypto import jwk
 
 from tests.agents import v1_only_agent
-from tests.live import free_port, manage, relay_env, sdk_client
+from tests.live import free_port, manage, python_process, relay_env, sdk_client
 from tests.registry.test_cards import card_v1
 from tests.servers import running
-from tests.test_profiles import agent_site, process, wait_until
+from tests.test_profiles import agent_site, wait_until
 
 
 class Relay:
@@ -45,7 +45,7 @@ class Relay:
         shutil.copyfile(template.database, var / "relay.sqlite3")
         self.key = manage(self.env, "create_api_key", f"{name}-admin", "--admin").split()[-1]
         self.process = stack.enter_context(
-            process(
+            python_process(
                 self.env,
                 "-m",
                 "daphne",

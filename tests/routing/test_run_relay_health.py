@@ -16,8 +16,7 @@ import time
 import httpx
 import pytest
 
-from tests.live import relay_env
-from tests.test_profiles import ROOT, free_port
+from tests.live import ROOT, free_port, relay_env
 
 WAIT_SECONDS = 60
 
