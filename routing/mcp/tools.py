@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tasks_app.protocol import events
+
 KINDS = ("agent", "team", "workflow", "skill")
 NAME_LIMIT = 64
 """Tool names stay within 64 characters: what the strictest MCP hosts accept."""
@@ -151,19 +153,16 @@ def message_of(arguments: dict[str, Any] | None, *, skill: str = "") -> dict[str
         parts.append(part)
     if not parts:
         raise BadArguments("send some text, data or files")
-    message: dict[str, Any] = {
-        "messageId": str(uuid.uuid4()),
-        "role": "ROLE_USER",
-        "parts": parts,
-    }
     task_id = arguments.get("taskId")
-    if task_id is not None:
-        if not isinstance(task_id, str) or not task_id:
-            raise BadArguments("taskId must be a task id")
-        message["taskId"] = task_id
-    if skill:
-        message["metadata"] = {"skillId": skill}
-    return message
+    if task_id is not None and (not isinstance(task_id, str) or not task_id):
+        raise BadArguments("taskId must be a task id")
+    return events.message(
+        message_id=str(uuid.uuid4()),
+        role=events.ROLE_USER,
+        parts=parts,
+        task_id=task_id,
+        metadata={"skillId": skill} if skill else None,
+    )
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from typing import Any
 from ag_ui.core import RunAgentInput, UserMessage
 from pydantic import ValidationError
 
+from tasks_app.protocol import events
 from tasks_app.protocol.errors import FieldViolation, InvalidParams
 
 STATE_KEY = "a2a"
@@ -87,15 +88,13 @@ def _message(run: RunAgentInput) -> dict[str, Any]:
         raise InvalidParams(
             field_violations=[FieldViolation("messages", "the last user message is empty")]
         )
-    message: dict[str, Any] = {
-        "messageId": user.id if user is not None and answer is None else _new_id(),
-        "role": "ROLE_USER",
-        "contextId": run.thread_id,
-        "parts": parts,
-    }
-    if task_id:
-        message["taskId"] = task_id
-    return message
+    return events.message(
+        message_id=user.id if user is not None and answer is None else _new_id(),
+        role=events.ROLE_USER,
+        parts=parts,
+        task_id=task_id or None,
+        context_id=run.thread_id,
+    )
 
 
 def _continued(run: RunAgentInput) -> tuple[str, list[dict[str, Any]] | None]:
