@@ -86,7 +86,7 @@ class A2AConsumer(AsyncHttpConsumer):
         query = parse_qs(
             self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True
         )
-        kind, parse = route["kind"], parsing.parse_http_call
+        kind, refused = route["kind"], None
         make = parsing.TASK_API_BODIES.get(kind)
         if make is not None:
             # Another task API stream (a task template's): its body becomes a sendSubscribe
@@ -97,8 +97,15 @@ class A2AConsumer(AsyncHttpConsumer):
                 try:
                     body = await database_sync_to_async(make)(body)
                 except A2AError as error:
-                    parse = partial(_refuse, error)
-        outcome = await calls.answer(
+                    refused = error
+        # calls.answer's own parse unless the body was refused above: every other call goes
+        # through calls.answer(request) exactly as before.
+        answer = (
+            calls.answer
+            if refused is None
+            else partial(calls.answer, parse=partial(_refuse, refused))
+        )
+        outcome = await answer(
             parsing.HttpCall(
                 kind=kind,
                 target_id=route["target_id"],
@@ -109,8 +116,7 @@ class A2AConsumer(AsyncHttpConsumer):
                 body=body,
                 oversized=self._oversized,
                 scope=self.scope,
-            ),
-            parse=parse,
+            )
         )
         if isinstance(outcome, replies.Reply):
             await self._reply(outcome)
