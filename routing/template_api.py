@@ -52,6 +52,14 @@ TEMPLATE = {
     "configuration": {"acceptedOutputModes": ["text/plain"]},
 }
 SEND = {"templateId": "weekly-report", "variables": {"team": "billing", "length": 3}}
+# What the stream answers: A2A 1.0 StreamResponse frames, as POST /a2a/tasks/sendSubscribe's.
+STREAM_EXAMPLE = (
+    'data: {"task":{"id":"0b7c...","status":{"state":"TASK_STATE_SUBMITTED"}}}\n\n'
+    'data: {"artifactUpdate":{"taskId":"0b7c...","artifact":{"artifactId":"a-1",'
+    '"name":"report","parts":[{"text":"Billing, week 1: ..."}]}}}\n\n'
+    'data: {"statusUpdate":{"taskId":"0b7c...","status":{"state":'
+    '"TASK_STATE_COMPLETED"}}}\n\n'
+)
 
 
 class TemplateSerializer(serializers.Serializer):
@@ -187,7 +195,10 @@ class TemplateSendSubscribeView(TaskApiView):
             200: OpenApiResponse(OpenApiTypes.STR, description="text/event-stream"),
             **task_errors(400, 401, 404, 413, 429),
         },
-        examples=[OpenApiExample("Variables", value=SEND, request_only=True)],
+        examples=[
+            OpenApiExample("Variables", value=SEND, request_only=True),
+            OpenApiExample("Events", value=STREAM_EXAMPLE, response_only=True),
+        ],
     )
     async def post(self, request):
         raise MethodNotFound(

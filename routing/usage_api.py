@@ -57,7 +57,7 @@ USAGE_EXAMPLE = {
         }
     ],
 }
-QUOTA_EXAMPLE = {"id": 3, "team": "crew", "callsPerDay": None, "costPerDay": "1.00"}
+QUOTA_EXAMPLE = {"id": 1, "team": "crew", "callsPerDay": None, "costPerDay": "1.00"}
 QUOTA = OpenApiResponse(
     OpenApiTypes.OBJECT,
     examples=[
@@ -71,7 +71,7 @@ QUOTA_ID = OpenApiParameter(
     int,
     OpenApiParameter.PATH,
     description="A quota's id.",
-    examples=[OpenApiExample("3", value=3)],
+    examples=[OpenApiExample("1", value=1)],
 )
 QUOTA_REQUEST = [
     OpenApiExample(

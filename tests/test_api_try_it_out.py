@@ -36,6 +36,10 @@ ORDER = [
     "teams_list",
     "team_get",
     "team_update",
+    "quota_create",
+    "quota_list",
+    "quota_read",
+    "quota_update",
     "workflows_create",
     "workflows_list",
     "workflow_get",
@@ -45,10 +49,14 @@ ORDER = [
     "tasks_send_subscribe",
     "tasks_send_batch",
     "tasks_send_template",
+    "tasks_send_template_subscribe",
     "tasks_get",
     "tasks_trace",
     "tasks_cancel",
     "metrics",
+    "team_metrics",
+    "usage",
+    "quota_delete",
     "team_delete",
     "workflow_delete",
     "agent_delete",
@@ -63,6 +71,7 @@ EXPECTED_REFUSALS = {
     "tasks_trace": (404, "NOT_FOUND"),  # note-1 went to one agent, not a team: no trace
     # The example's template, weekly-report, is made in the admin; this relay has none.
     "tasks_send_template": (404, "no template 'weekly-report'"),
+    "tasks_send_template_subscribe": (404, "no template 'weekly-report'"),
     # The example imports another host's catalog, which a test reaching only 127.0.0.1 cannot.
     "registry_import": (422, "cannot reach"),
 }
@@ -161,6 +170,7 @@ def test_try_it_out_works_for_every_operation(relay, admin_key):
         "tasks_cancel",
         "tasks_trace",
         "tasks_send_template",
+        "tasks_send_template_subscribe",
         "registry_import",
     }
 
