@@ -237,42 +237,52 @@ def judge_level(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
             )
         if level in ERROR_FREE_LEVELS:
             add(name, "zero errors", f"{mine.errors} errors", mine.errors == 0)
-    if KEYED in figures and PRODUCTION in figures and level == KEYED_LEVEL:
-        keyed, production = figures[KEYED], figures[PRODUCTION]
-        cpu = ratio(keyed.cpu_ms, production.cpu_ms)
-        add(
+    # Production's twins, each judged at one level on CPU per request against its pair:
+    # (row judged, measured, baseline, level, ratio limit, the verdict's label).
+    twins = (
+        (
             KEYED,
-            f"CPU per request <= {KEYED_CPU_RATIO_MAX}x production's (a key per call)",
-            f"{cpu:.3f}x ({keyed.cpu_ms:.2f} vs {production.cpu_ms:.2f} ms)",
-            at_most(cpu, KEYED_CPU_RATIO_MAX),
-        )
-    if TRACED in figures and PRODUCTION in figures and level == TRACED_LEVEL:
-        traced, production = figures[TRACED], figures[PRODUCTION]
-        cpu = ratio(traced.cpu_ms, production.cpu_ms)
-        add(
-            TRACED,
-            f"CPU per request <= {TRACED_CPU_RATIO_MAX}x production's (tracing on)",
-            f"{cpu:.3f}x ({traced.cpu_ms:.2f} vs {production.cpu_ms:.2f} ms)",
-            at_most(cpu, TRACED_CPU_RATIO_MAX),
-        )
-    if BEARER in figures and PRODUCTION in figures and level == BEARER_LEVEL:
-        bearer, production = figures[BEARER], figures[PRODUCTION]
-        cpu = ratio(bearer.cpu_ms, production.cpu_ms)
-        add(
-            BEARER,
-            f"CPU per request <= {BEARER_CPU_RATIO_MAX}x production's (a JWT, not an API key)",
-            f"{cpu:.3f}x ({bearer.cpu_ms:.2f} vs {production.cpu_ms:.2f} ms)",
-            at_most(cpu, BEARER_CPU_RATIO_MAX),
-        )
-    if USAGE_OFF in figures and PRODUCTION in figures and level == USAGE_LEVEL:
-        production, off = figures[PRODUCTION], figures[USAGE_OFF]
-        cpu = ratio(production.cpu_ms, off.cpu_ms)
-        add(
+            KEYED,
             PRODUCTION,
-            f"usage: CPU per request <= {USAGE_CPU_RATIO_MAX}x usage-off's (records on vs off)",
-            f"{cpu:.3f}x ({production.cpu_ms:.2f} vs {off.cpu_ms:.2f} ms)",
-            at_most(cpu, USAGE_CPU_RATIO_MAX),
-        )
+            KEYED_LEVEL,
+            KEYED_CPU_RATIO_MAX,
+            "CPU per request <= {limit}x production's (a key per call)",
+        ),
+        (
+            TRACED,
+            TRACED,
+            PRODUCTION,
+            TRACED_LEVEL,
+            TRACED_CPU_RATIO_MAX,
+            "CPU per request <= {limit}x production's (tracing on)",
+        ),
+        (
+            BEARER,
+            BEARER,
+            PRODUCTION,
+            BEARER_LEVEL,
+            BEARER_CPU_RATIO_MAX,
+            "CPU per request <= {limit}x production's (a JWT, not an API key)",
+        ),
+        (
+            PRODUCTION,
+            PRODUCTION,
+            USAGE_OFF,
+            USAGE_LEVEL,
+            USAGE_CPU_RATIO_MAX,
+            "usage: CPU per request <= {limit}x usage-off's (records on vs off)",
+        ),
+    )
+    for row, measured, baseline, at_level, limit, what in twins:
+        if measured in figures and baseline in figures and level == at_level:
+            mine, base = figures[measured], figures[baseline]
+            cpu = ratio(mine.cpu_ms, base.cpu_ms)
+            add(
+                row,
+                what.format(limit=limit),
+                f"{cpu:.3f}x ({mine.cpu_ms:.2f} vs {base.cpu_ms:.2f} ms)",
+                at_most(cpu, limit),
+            )
     if PRODUCTION in figures and EMBEDDED in figures:
         production, embedded = figures[PRODUCTION], figures[EMBEDDED]
         cpu = ratio(production.cpu_ms, embedded.cpu_ms)
