@@ -3,8 +3,10 @@ a message names a tool and its arguments (a data part ``{"tool": name, "argument
 or says in text what it wants (the relay's skill search picks the tool, and the text is the
 tool's one string argument). The relay calls the tool with the official ``mcp`` client; the
 result is the task's artifact (text content as text parts, structured content as a data
-part), and a tool error fails the task with the tool's message. The call is one exchange, so
-a task is not resumed by another process; the gateway persists it like any other.
+part), and a tool error fails the task with the tool's message. With tracing on, the call's
+HTTP requests carry the ``traceparent`` of its trace (``ctx.trace``), as an A2A agent's calls
+do. The call is one exchange, so a task is not resumed by another process; the gateway
+persists it like any other.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import anyio
 from mcp.shared.exceptions import MCPError
 
 from registry.mcp_servers import mcp_session, tool_schemas
+from relay_project import tracing
 from relay_project.database import database_sync_to_async
 from tasks_app.gateway.agent_targets import AgentTarget
 from tasks_app.gateway.targets import Step, Target
@@ -42,7 +45,7 @@ class McpTarget(Target):
         message = request.get("message") or {}
         tool, arguments = await self.tool_call(message)
         try:
-            result = await self._call(tool, arguments)
+            result = await self._call(tool, arguments, _traced(self.headers, ctx.trace))
         except MCPError as error:  # the server refused the call: the task fails, saying why
             yield Step(_failed_event(task, f"the tool {tool!r} was refused: {error.message}"))
             return
@@ -54,12 +57,12 @@ class McpTarget(Target):
             ) from error
         yield Step(_task_event(task, tool, result))
 
-    async def _call(self, tool: str, arguments: dict[str, Any]):
+    async def _call(self, tool: str, arguments: dict[str, Any], headers: dict[str, str]):
         from django.conf import settings
 
         with anyio.fail_after(settings.RELAY_UPSTREAM_TIMEOUT):
             async with mcp_session(
-                self.url, self.headers, timeout=settings.RELAY_UPSTREAM_TIMEOUT
+                self.url, headers, timeout=settings.RELAY_UPSTREAM_TIMEOUT
             ) as session:
                 return await session.call_tool(tool, arguments)
 
@@ -116,6 +119,11 @@ def target_for_agent(agent) -> Target:
 
         return McpTarget(agent, upstream_auth_headers(agent))
     return AgentTarget(agent)
+
+
+def _traced(headers: dict[str, str], trace) -> dict[str, str]:
+    """``headers`` with the ``traceparent`` of ``trace`` when tracing is on."""
+    return tracing.outgoing(headers, trace) if tracing.enabled() else headers
 
 
 def _string_argument(schema: dict[str, Any]) -> str | None:
