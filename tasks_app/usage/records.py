@@ -82,7 +82,8 @@ def usage_row(
         "target_kind": task.target_kind,
         "target_id": task.target_id,
         "agent_id": task.agent_id,
-        "team_id": _team_of(task),
+        "team_id": _last_of(task, "team"),
+        "workflow_id": _last_of(task, "workflow"),
         "parent_task_id": task.parent_id or "",
         "skill": str((task.selection or {}).get("skillId") or "")[:200],
         "state": state,
@@ -97,14 +98,16 @@ def usage_row(
     }
 
 
-def _team_of(task: Task) -> str:
-    """The team of a team call, or of a hop (the last team its call went through)."""
-    if task.target_kind == "team":
+def _last_of(task: Task, kind: str) -> str:
+    """The team (``kind`` "team") or workflow of a call to one, or of a hop or a step: the
+    last of that kind its call went through."""
+    if task.target_kind == kind:
         return task.target_id
     if task.parent_id:
+        prefix = f"{kind}:"
         for hop in reversed(task.delegation_chain or ()):
-            if isinstance(hop, str) and hop.startswith("team:"):
-                return hop[5:]
+            if isinstance(hop, str) and hop.startswith(prefix):
+                return hop[len(prefix) :]
     return ""
 
 
