@@ -65,7 +65,9 @@ class Quota(models.Model):
     team = models.ForeignKey(
         "registry.Team", null=True, blank=True, on_delete=models.CASCADE, related_name="quotas"
     )
-    workflow = models.SlugField(max_length=64, blank=True, help_text="A workflow's id.")
+    workflow = models.SlugField(
+        max_length=64, blank=True, default="", db_default="", help_text="A workflow's id."
+    )
     calls_per_day = models.PositiveIntegerField(null=True, blank=True)
     cost_per_day = models.DecimalField(null=True, blank=True, **MONEY)
     cost_per_month = models.DecimalField(null=True, blank=True, **MONEY)

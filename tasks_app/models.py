@@ -331,7 +331,11 @@ class UsageRecord(models.Model):
     )
     team_id = models.CharField(max_length=64, blank=True)
     workflow_id = models.CharField(
-        max_length=64, blank=True, help_text="A workflow's run and its steps: the workflow."
+        max_length=64,
+        blank=True,
+        default="",
+        db_default="",  # a process still on the previous release inserts rows without it
+        help_text="A workflow's run and its steps: the workflow.",
     )
     parent_task_id = models.CharField(
         max_length=64, blank=True, help_text="For a team hop: the task of the team call."
@@ -381,7 +385,7 @@ class UsageHour(models.Model):
     target_id = models.CharField(max_length=64)
     agent_id = models.CharField(max_length=64, blank=True)
     team_id = models.CharField(max_length=64, blank=True)
-    workflow_id = models.CharField(max_length=64, blank=True)
+    workflow_id = models.CharField(max_length=64, blank=True, default="", db_default="")
     hop = models.BooleanField(default=False)
     calls = models.PositiveIntegerField(default=0)
     completed = models.PositiveIntegerField(default=0)
