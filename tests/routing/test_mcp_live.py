@@ -300,7 +300,9 @@ async def test_a_call_asking_for_a_task_gets_the_a2a_task_at_once_and_polls_its_
         created = await call_as_task(mcp, "agent_slow", {"text": "go"})
         answered_in = time.monotonic() - started
         task, messages = await poll(mcp, created.task_id)
+        extensions = mcp.server_capabilities.extensions
 
+    assert extensions == {"io.modelcontextprotocol/tasks": {}}
     assert created.status == "working"
     assert answered_in < SLOW_STEP_SECONDS * SLOW_STEPS / 2
     # The MCP task is the A2A task: same id, in the relay's task API.
