@@ -48,6 +48,16 @@ which the SDK's handshake-era results cannot carry)."""
 POLL_INTERVAL_MS = 1000
 TASK = "task"
 """The ``resultType`` of a tool call answered with a task."""
+TASK_FIELDS = (
+    "taskId",
+    "status",
+    "statusMessage",
+    "createdAt",
+    "lastUpdatedAt",
+    "ttlMs",
+    "pollIntervalMs",
+)
+"""A ``Task``'s fields: a ``CreateTaskResult`` carries these (``tasks/get`` inlines more)."""
 
 CallerAndSubset = Callable[[Any], tuple[Any, "catalog.Subset | None"]]
 
@@ -190,7 +200,7 @@ class TasksExtension(Extension):
         except (BadArguments, A2AError) as error:
             return types.CallToolResult(content=[types.TextContent(text=str(error))], is_error=True)
         created = detailed_task(snapshot, (snapshot.get("status") or {}).get("timestamp", ""))
-        return {"resultType": TASK, **created}
+        return {"resultType": TASK, **{key: created[key] for key in TASK_FIELDS if key in created}}
 
     async def get(self, ctx, params: TaskParams) -> dict[str, Any]:
         require_client_extension(ctx, IDENTIFIER)
