@@ -26,7 +26,7 @@ from registry.auth import api_key_lookup
 from relay_project.database import database_sync_to_async
 from relay_project.per_loop import PerLoop
 from relay_project.routing import host_allowed
-from routing.mcp import calls, catalog
+from routing.mcp import calls, catalog, tasks
 from tasks_app.api.admission import admit_caller
 from tasks_app.api.parsing import InvalidApiKey
 from tasks_app.protocol.errors import RateLimited, Unauthenticated
@@ -85,7 +85,7 @@ async def call_tool(ctx, params: types.CallToolRequestParams):
 
 
 def build_server() -> Server:
-    return Server(
+    server = Server(
         SERVER_NAME,
         version="1",
         instructions="The agents, teams and workflows of this Brass Relay, one tool each: a "
@@ -93,6 +93,8 @@ def build_server() -> Server:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    tasks.install(server, tasks.TasksExtension(_caller_and_subset))
+    return server
 
 
 NO_SDK_HOST_CHECK = TransportSecuritySettings(enable_dns_rebinding_protection=False)
