@@ -52,6 +52,11 @@ async def test_a_primary_down_with_no_alternate_is_served_by_an_agent_with_its_s
     assert selection["passed"][0]["agentId"] == primary_id
     assert len(same.posts()) == 1
     assert other.posts() == []  # a healthy agent, but not one with the skill
+    scraped = (await asgi_relay.get("/metrics")).text
+    counted = (
+        f'relay_agent_failovers_total{{agent="{primary_id}",kind="same_skill",to="{same_id}"}} 1.0'
+    )
+    assert counted in scraped
 
 
 async def test_without_the_opt_in_a_primary_down_with_no_alternate_fails(asgi_relay):
