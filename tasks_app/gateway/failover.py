@@ -13,8 +13,9 @@ are tried.
 
 Only a task's first send fails over: once an agent has the task, the task lives there.
 
-Each send that fails over is counted in Prometheus, by the agent it named, the agent that
-took it and how that one was chosen (``FAILOVERS``: ``alternate`` or ``same_skill``).
+Each send another agent took is counted in Prometheus once that agent answered, by the agent
+the send named, the agent that took it and how that one was chosen (``FAILOVERS``:
+``alternate`` or ``same_skill``).
 """
 
 from __future__ import annotations
@@ -93,13 +94,14 @@ async def run_with_alternates(primary, task, request, ctx, *, stream: bool) -> A
                 await database_sync_to_async(services.task_serving_set)(
                     task=task, agent_id=candidate.id, selection=selection
                 )
-                kind = ALTERNATE if skill is None else SAME_SKILL
-                FAILOVERS.labels(agent=primary.id, to=candidate.id, kind=kind).inc()
             started = False
             try:
                 if unfit:
                     raise UpstreamError(BREAKER_OPEN, f"agent {candidate.id!r} is unhealthy")
                 async for step in candidate.run_here(task, request, ctx, stream=stream):
+                    if not started and candidate is not primary:  # it took the send
+                        kind = ALTERNATE if skill is None else SAME_SKILL
+                        FAILOVERS.labels(agent=primary.id, to=candidate.id, kind=kind).inc()
                     started = True
                     yield step
                 return
