@@ -71,6 +71,38 @@ def request_body(protocol: str, *, streaming: bool, text: str = MESSAGE_TEXT) ->
     ).encode()
 
 
+MCP_VERSION = "2026-07-28"
+ECHO_TOOL = "agent_echo"
+"""The echo agent's MCP tool at the relay (``routing.mcp.tools.tool_name``)."""
+
+
+def mcp_request(tool: str = ECHO_TOOL, text: str = MESSAGE_TEXT) -> tuple[bytes, dict[str, str]]:
+    """One MCP ``tools/call`` (revision 2026-07-28) as the official client sends it, the
+    envelope's ``_meta`` and the routing headers included, without a progress token: its
+    body and headers. The relay answers it with the echo as plain JSON."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": tool,
+            "arguments": {"text": text},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MCP_VERSION,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    }
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MCP_VERSION,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": tool,
+    }
+    return json.dumps(body).encode(), headers
+
+
 def protocol_headers(protocol: str) -> dict[str, str]:
     """A 0.3 client sends no A2A-Version (a missing header means 0.3)."""
     headers = {"Content-Type": "application/json"}

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import json
 import pstats
 import subprocess
 import sys
@@ -26,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import os  # noqa: E402
 
 from bench.common import free_port, setup_django  # noqa: E402  (the path above makes `bench` importable)
-from bench.gateway_load import MESSAGE_TEXT, answer_error, request_body  # noqa: E402
+from bench.gateway_load import answer_error, mcp_request, request_body  # noqa: E402
 
 os.environ.setdefault("RELAY_ALLOW_PRIVATE_URLS", "true")  # the echo agent is on 127.0.0.1
 # A limit never reached, so every call still pays for being counted (as gateway_bench.py).
@@ -35,34 +34,6 @@ setup_django("relay-mcp-profile-")
 
 ROUNDS = 10
 WARMUP = 20
-MCP_VERSION = "2026-07-28"
-ECHO_TOOL = "agent_echo"
-
-
-def mcp_request(tool: str = ECHO_TOOL, text: str = MESSAGE_TEXT) -> tuple[bytes, dict[str, str]]:
-    """One 2026-07-28 ``tools/call`` as the official client sends it (the envelope's ``_meta``
-    and the routing headers), without a progress token: its body and headers."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {
-            "name": tool,
-            "arguments": {"text": text},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": MCP_VERSION,
-                "io.modelcontextprotocol/clientCapabilities": {},
-            },
-        },
-    }
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MCP_VERSION,
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": tool,
-    }
-    return json.dumps(body).encode(), headers
 
 
 class Hops:
@@ -112,7 +83,9 @@ async def main(args: argparse.Namespace, key: str) -> None:
                 except httpx.HTTPError:
                     await asyncio.sleep(0.1)
             card = f"http://127.0.0.1:{port}/.well-known/agent-card.json"
-            answer = await client.post("/a2a/registry", json={"url": card, "id": "echo"}, headers=auth)
+            answer = await client.post(
+                "/a2a/registry", json={"url": card, "id": "echo"}, headers=auth
+            )
             assert answer.status_code == 201, answer.text
             mcp_body, mcp_headers = mcp_request()
             calls = {
