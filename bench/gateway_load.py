@@ -122,6 +122,8 @@ def answer_error(response: httpx.Response) -> str:
     result = payload.get("result") if isinstance(payload, dict) else None
     if not isinstance(result, dict) or MESSAGE_TEXT not in response.text:
         return f"no echo in the answer: {response.text[:200]}"
+    if result.get("isError"):  # an MCP tool's error result
+        return f"a tool error: {response.text[:200]}"
     return ""
 
 
@@ -144,6 +146,8 @@ class Target:
     """The agent process the target ends at, when not the echo agent served over HTTP."""
     keyed: bool = False
     """Each call sends an Idempotency-Key of its own."""
+    body: bytes = b""
+    """The target's own request (the MCP row's ``tools/call``); empty: the run's A2A call."""
 
 
 class RedisWatch:
@@ -288,7 +292,9 @@ async def send_many(
                 if target.keyed:
                     headers = {**headers, "Idempotency-Key": uuid.uuid4().hex}
                 try:
-                    response = await client.post(target.url, content=body, headers=headers)
+                    response = await client.post(
+                        target.url, content=target.body or body, headers=headers
+                    )
                     problem = answer_error(response)
                 except httpx.HTTPError as error:
                     problem = f"{type(error).__name__}: {error}"
