@@ -115,20 +115,10 @@ class UnknownTool(Exception):
     nothing of targets outside its scope)."""
 
 
-def tool_admitted(
-    caller: Any,
-    authorization: str | None,
-    subset: Subset | None,
-    name: str,
-    arguments: dict[str, Any],
-    operation: Operation,
-) -> tuple[Any, ToolSpec, Admitted]:
-    """A tool call's admission, in one hop to the database thread, as an A2A call's
-    (``admit_parsed``): the caller's key looked up and counted (``admit_caller``; skipped for
-    a ``caller`` authenticated already), the tool (``catalog.tool_to_call``), its message,
-    and ``admit_for``: the target in the key's scope, the call rules checked (once), the
-    limits, the task opened (and for a stream, the key's stream slot taken). Raises
-    KeyRefused, UnknownTool, BadArguments or the A2A error that refuses the call."""
+def _caller_and_tool(caller, authorization: str | None, subset: Subset | None, name: str):
+    """The caller (``caller``, or the key of ``authorization`` looked up and counted, as an
+    A2A call's: ``admit_caller``) and the tool the call names. Raises KeyRefused or
+    UnknownTool."""
     if caller is None:
         try:
             caller = admit_caller(api_key_lookup(authorization))
@@ -137,6 +127,28 @@ def tool_admitted(
     tool = catalog.tool_to_call(caller, subset, name)
     if tool is None:
         raise UnknownTool(name)
+    return caller, tool
+
+
+def tool_admitted(
+    caller: Any,
+    authorization: str | None,
+    subset: Subset | None,
+    name: str,
+    arguments: dict[str, Any],
+    progress: bool,
+) -> tuple[Any, ToolSpec, Admitted]:
+    """A tool call's admission, in one hop to the database thread, as an A2A call's
+    (``admit_parsed``): the caller's key looked up and counted (``admit_caller``; skipped for
+    a ``caller`` authenticated already), the tool (``catalog.tool_to_call``), its message,
+    and ``admit_for``: the target in the key's scope, the call rules checked (once), the
+    limits, the task opened (and for a stream, the key's stream slot taken). The call is a
+    stream when the client asked for ``progress``, or calls a team or a workflow (its answer
+    is its task, which its stream begins with; a blocking SendMessage answers with the last
+    member's message alone), else a blocking SendMessage. Raises KeyRefused, UnknownTool,
+    BadArguments or the A2A error that refuses the call."""
+    caller, tool = _caller_and_tool(caller, authorization, subset, name)
+    operation = Operation.STREAM if progress or tool.target_kind != "agent" else Operation.SEND
     call = Call(
         JSONRPC,
         ProtocolVersion.V1_0,
@@ -155,14 +167,7 @@ def caller_and_tool(
 ) -> tuple[Any, ToolSpec, gateway.Target]:
     """The caller and the tool of a call that sends no message (a question declined), with
     its target resolved in the key's scope and the call rules checked: one hop."""
-    if caller is None:
-        try:
-            caller = admit_caller(api_key_lookup(authorization))
-        except (Unauthenticated, InvalidApiKey, RateLimited) as error:
-            raise KeyRefused(error) from None
-    tool = catalog.tool_to_call(caller, subset, name)
-    if tool is None:
-        raise UnknownTool(name)
+    caller, tool = _caller_and_tool(caller, authorization, subset, name)
     try:
         return caller, tool, callable_target(caller, tool.target_kind, tool.target_id)
     except TargetNotFound:
@@ -180,9 +185,9 @@ async def call_tool(
 ) -> types.CallToolResult | types.InputRequiredResult:
     """Runs the tool call; see the module. ``caller``: the caller authenticated before the
     SDK, or None to authenticate ``authorization`` with the call's admission (raises
-    KeyRefused). ``progress``: None when the client asked for none: the call is then a
-    blocking SendMessage, answered as one JSON document, else a streamed one with a
-    notification per update. ``can_elicit``: the client takes input requests (2026-07-28
+    KeyRefused). ``progress``: None when the client asked for none: a call to an agent is
+    then a blocking SendMessage (``tool_admitted``), else a streamed one, with a
+    notification per update when asked. ``can_elicit``: the client takes input requests (2026-07-28
     with the elicitation capability); without, a task waiting for input is answered with its
     question and the client continues it with ``taskId``. Raises UnknownTool."""
     arguments = dict(params.arguments or {})
@@ -194,18 +199,15 @@ async def call_tool(
                 caller, authorization, subset, params.name, task_id, action
             )
         arguments = {"text": text, "taskId": task_id}
-    operation = Operation.SEND if progress is None else Operation.STREAM
     try:
         caller, tool, admitted = await database_sync_to_async(tool_admitted)(
-            caller, authorization, subset, params.name, arguments, operation
+            caller, authorization, subset, params.name, arguments, progress is not None
         )
-    except BadArguments as error:
-        return _error_result(str(error))
-    except A2AError as error:
+    except (BadArguments, A2AError) as error:
         return _error_result(str(error))
     ctx = context_for(admitted.call, caller)
     task_id = admitted.opened.task.id if admitted.opened is not None else ""
-    if progress is None:
+    if admitted.call.operation is Operation.SEND:
         try:
             result = await gateway.send_message(
                 admitted.target, ctx, admitted.call.params, opened=admitted.opened
@@ -218,13 +220,17 @@ async def call_tool(
                 await _cancel_quietly(admitted.target, ctx, task_id)
             raise
     else:
-        result = await _streamed(caller, admitted, ctx, task_id, progress)
+        result = await _streamed(caller, admitted, ctx, task_id, progress or _no_progress)
         if isinstance(result, types.CallToolResult):
             return result
     task = result.get("task") or {}
     if state_of(task) in WAITING:
         return _waiting(tool, task, can_elicit)
     return tool_result(answer_of(result))
+
+
+async def _no_progress(step: float, message: str | None) -> None:
+    """What a call that asked for no progress does with it."""
 
 
 async def _streamed(caller, admitted: Admitted, ctx: gateway.CallContext, task_id: str, progress):
