@@ -143,6 +143,20 @@ def _workflow_tools(caller, subset: Subset | None) -> list[ToolSpec]:
 NARROW = re.compile(r"^(?P<kind>agent|team|workflow)_(?P<id>[-a-zA-Z0-9_]+)$")
 
 
+def tool_to_call(caller, subset: Subset | None, name: str) -> ToolSpec | None:
+    """The tool a call names, for the call's admission to check (``admit_for``: the target
+    exists and is enabled, the key's scope, the call rules, once). An agent's, team's or
+    workflow's own tool in its own subset (or in /mcp) is known by its name alone, and costs
+    no read; any other (a skill's, a member's in a team's subset) is looked up among the
+    caller's tools (``tool_named``). None: no such tool here."""
+    matched = NARROW.match(name)
+    if matched is not None:
+        own = Subset(matched["kind"], matched["id"])
+        if (subset is None or subset == own) and tool_name(own.kind, own.target_id) == name:
+            return ToolSpec(name=name, kind=own.kind, target_id=own.target_id)
+    return tool_named(caller, subset, name)
+
+
 def tool_named(caller, subset: Subset | None, name: str) -> ToolSpec | None:
     """The caller's tool of that name in the subset, None when it has none (the call is then
     refused as an unknown tool: a key learns nothing of targets outside its scope). An
