@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from pathlib import Path
@@ -17,7 +18,7 @@ from routing.models import WorkflowStepRun
 from routing.workflows import run_steps
 from routing.workflows.run_steps import STEP_KEY
 from routing.workflows.services import workflow_import
-from tasks_app.models import Task
+from tasks_app.models import Task, TaskEvent
 from tests.routing.workflows import workflow_agents as wa
 from tests.servers import running_many
 
@@ -296,8 +297,6 @@ async def test_cancel_cancels_the_running_steps(relay):
     for _ in range(100):
         if await slow_running():
             break
-        import asyncio
-
         await asyncio.sleep(0.05)
     response = await relay.post(
         "/a2a/workflows/fan-all/",
@@ -308,6 +307,42 @@ async def test_cancel_cancels_the_running_steps(relay):
         lambda: dict(Task.objects.filter(parent_id=task_id).values_list("target_id", "state"))
     )()
     assert states["slow"] == "canceled"
+
+
+async def test_a_steps_last_events_are_stored_on_the_run_as_the_step_ends(relay):
+    # Regression: a step's last forwarded events waited for the run's next write (here the
+    # end of the slowest branch), and a process dying meanwhile lost them.
+    await sync_to_async(imported)(fan_out("all"))
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": user_message("go"), "configuration": {"returnImmediately": True}},
+    }
+    response = await relay.post("/a2a/workflows/fan-all/", json=body)
+    task_id = response.json()["result"]["task"]["id"]
+
+    def stored():
+        states = dict(Task.objects.filter(parent_id=task_id).values_list("target_id", "state"))
+        tags = [
+            run_steps._tag_of(payload)
+            for payload in TaskEvent.objects.filter(task_id=task_id).values_list(
+                "payload", flat=True
+            )
+        ]
+        return states, [(tag["key"], tag["state"]) for tag in tags if tag]
+
+    for _ in range(100):
+        states, tags = await sync_to_async(stored)()
+        if states.get("fast") == "completed":
+            break
+        await asyncio.sleep(0.02)
+    assert states["fast"] == "completed" and states["slow"] == "working", states
+    assert ("fast", "completed") in tags, tags
+    await relay.post(
+        "/a2a/workflows/fan-all/",
+        json={"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": task_id}},
+    )
 
 
 NESTED = """

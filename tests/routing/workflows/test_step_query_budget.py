@@ -103,10 +103,10 @@ async def test_a_workflow_step_costs_no_more_than_a_team_hop(echo_url, api_key, 
     hop = (len(team) - len(direct), team_trips - direct_trips)
     step = (len(two) - len(one), two_trips - one_trips)
     # A step: its task and its row inserted, its task's end, and the run's record of that
-    # end (which numbers the step too); nothing read again. A hop (measured 4 statements,
+    # end, written together (which numbers the step too); nothing read again. A hop (measured 4 statements,
     # 2 trips): the member's task, its end, the hop's record and the member's conversation.
     assert step[0] <= hop[0], (step, hop, one, two)
     assert two.count("SELECT") == one.count("SELECT"), (one, two)
-    # Trips: the step opened (its target resolved, and the previous step's end recorded on the
-    # run, in the same trip) and its task's end written by its driver.
+    # Trips: the step opened (its target resolved, in the same trip) and its task's end
+    # written by its driver, with the run's events that forward it.
     assert step[1] <= hop[1], (step, hop)
