@@ -5,20 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from asgiref.sync import sync_to_async
 
-from registry.services import agent_register
 from routing.models import WorkflowStepRun
 from routing.workflows import run_steps
 from routing.workflows.run_steps import STEP_KEY
 from routing.workflows.services import workflow_import
 from tasks_app.models import Task, TaskEvent
+from tests.routing.calls import register_all, relay_client, user_message
 from tests.routing.workflows import workflow_agents as wa
 from tests.servers import running_many
 
@@ -53,30 +51,13 @@ def agent_urls():
 @pytest.fixture(autouse=True)
 def registered(agent_urls, allow_private_urls):
     wa.CALLS.clear()
-    for agent_id, url in agent_urls.items():
-        agent_register(url=url, agent_id=agent_id)
+    register_all(agent_urls)
 
 
 @pytest.fixture
 async def relay(api_key):
-    from relay_project.asgi import application
-
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=application),
-        base_url="http://testserver",
-        headers={"Authorization": f"Bearer {api_key[1]}", "A2A-Version": "1.0"},
-        timeout=WAIT_SECONDS,
-    ) as client:
+    async with relay_client(api_key, timeout=WAIT_SECONDS) as client:
         yield client
-
-
-def user_message(text: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "messageId": f"m-{uuid.uuid4().hex[:10]}",
-        "role": "ROLE_USER",
-        "parts": [{"text": text}],
-        **fields,
-    }
 
 
 async def send(relay, workflow_id: str, message: dict[str, Any]) -> dict[str, Any]:
