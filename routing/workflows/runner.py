@@ -95,7 +95,9 @@ class WorkflowTarget(gateway.Target):
                 name=self.name, target_id=self.id, task=task, parent=ctx.trace
             )
             ctx = dataclasses.replace(ctx, trace=tracing.within(span))
-        steps = self._steps(task, ctx, drives)
+        # A message that names no task opened this one: it has no steps stored yet.
+        fresh = not request["message"].get("taskId")
+        steps = self._steps(task, ctx, drives, fresh=fresh)
         if span is not None:
             steps = tracing.in_workflow(steps, span)
         async with contextlib.aclosing(steps):
@@ -121,10 +123,18 @@ class WorkflowTarget(gateway.Target):
 
     # --- the run ------------------------------------------------------------------------
 
-    async def _steps(self, task: Task, ctx: gateway.CallContext, drives: dict | None = None):
+    async def _steps(
+        self,
+        task: Task,
+        ctx: gateway.CallContext,
+        drives: dict | None = None,
+        *,
+        fresh: bool = False,
+    ):
         """Plans, starts and follows steps until the run ends or waits on its caller.
         ``drives``: the step tasks to drive here, by id (a target and its steps), started
-        once their events are followed."""
+        once their events are followed. A ``fresh`` run (its task just opened) reads no
+        steps: none are stored yet."""
         drives = {} if drives is None else drives
         message = run_steps.caller_message(task)  # the task in hand: nothing to read
         queue: asyncio.Queue[tuple[str, str, Any]] = asyncio.Queue()
@@ -132,10 +142,16 @@ class WorkflowTarget(gateway.Target):
         settled: set[str] = set()  # the steps whose end is recorded
         driven: dict[str, Any] = {}  # step tasks driven here, their events copied (``_copied``)
         try:
-            rows = await sync_to_async(run_steps.step_rows)(run=task)
+            rows = {} if fresh else await sync_to_async(run_steps.step_rows)(run=task)
             while True:
-                results = {key: run_steps.result_of(row) for key, row in rows.items() if row.ended}
-                running = [key for key, row in rows.items() if not row.ended]
+                # A followed step counts as ended once its end is taken here (numbered in the
+                # order steps ended), not as soon as its driver records it.
+                results = {
+                    key: run_steps.result_of(row)
+                    for key, row in rows.items()
+                    if row.ended and (row.seq or key not in followers)
+                }
+                running = [key for key in rows if key not in results]
                 plan = planner.plan(
                     self.loaded.definition, message=message, results=results, running=running
                 )
