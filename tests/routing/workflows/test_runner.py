@@ -259,7 +259,8 @@ async def test_streaming_shows_each_steps_events_tagged_with_the_step(relay):
     assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
-async def test_cancel_cancels_the_running_steps(relay):
+async def fan_out_started(relay) -> str:
+    """The id of a ``join: all`` fan-out's task, called without waiting for its answer."""
     await sync_to_async(imported)(fan_out("all"))
     body = {
         "jsonrpc": "2.0",
@@ -268,7 +269,11 @@ async def test_cancel_cancels_the_running_steps(relay):
         "params": {"message": user_message("go"), "configuration": {"returnImmediately": True}},
     }
     response = await relay.post("/a2a/workflows/fan-all/", json=body)
-    task_id = response.json()["result"]["task"]["id"]
+    return response.json()["result"]["task"]["id"]
+
+
+async def test_cancel_cancels_the_running_steps(relay):
+    task_id = await fan_out_started(relay)
 
     async def slow_running():
         return await sync_to_async(
@@ -293,15 +298,7 @@ async def test_cancel_cancels_the_running_steps(relay):
 async def test_a_steps_last_events_are_stored_on_the_run_as_the_step_ends(relay):
     # Regression: a step's last forwarded events waited for the run's next write (here the
     # end of the slowest branch), and a process dying meanwhile lost them.
-    await sync_to_async(imported)(fan_out("all"))
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {"message": user_message("go"), "configuration": {"returnImmediately": True}},
-    }
-    response = await relay.post("/a2a/workflows/fan-all/", json=body)
-    task_id = response.json()["result"]["task"]["id"]
+    task_id = await fan_out_started(relay)
 
     def stored():
         states = dict(Task.objects.filter(parent_id=task_id).values_list("target_id", "state"))
