@@ -30,6 +30,7 @@ from tasks_app.gateway.driving import (
     _running,
     ending,
 )
+from tasks_app.gateway.driving import _as_recorded_end as recorded_end
 from tasks_app.gateway.driving import _record as record
 from tasks_app.gateway.expiry import expire_overdue
 from tasks_app.gateway.mcp_targets import McpTarget, target_for_agent
@@ -81,6 +82,7 @@ __all__ = [
     "_running",
     "ending",
     "record",
+    "recorded_end",
     "agent_changed",
     "agent_target",
     "cancel_task",
