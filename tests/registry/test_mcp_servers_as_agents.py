@@ -5,10 +5,11 @@ through the relay on every binding (by a data part naming the tool, or by text t
 matches to a tool), a tool error fails the task, it is probed, found by meaning and answers
 as a team's member; a URL that is not an MCP server is a clear 422. Its sends go through the
 A2A agents' policy: a call that did not reach it is tried again, its breaker opens on failures,
-and its progress notifications stream as ``working`` updates."""
+its progress notifications stream as ``working`` updates, and CancelTask cancels its call."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import anyio
@@ -22,7 +23,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
 from routing.demo.agents import ECHO, build_agent_app
-from tests.live import CALL_SECONDS, free_port, live_relay, manage
+from tests.live import CALL_SECONDS, eventually, free_port, live_relay, manage
 from tests.servers import closed_port_url, running
 
 SERVER = "unit-tools"
@@ -70,9 +71,10 @@ def slow_tools_app():
             await anyio.sleep(0.2)
         return f"counted to {steps}"
 
-    @server.tool(description="Waits until the call is cancelled.")
-    async def wait_for_cancel(note: str) -> str:
+    @server.tool(description="Says it waits, then waits until the call is cancelled.")
+    async def wait_for_cancel(note: str, ctx: Context) -> str:
         WAITING.append(note)
+        await ctx.report_progress(0, None, "waiting to be cancelled")
         try:
             await anyio.sleep_forever()
         except anyio.get_cancelled_exc_class():
@@ -374,3 +376,24 @@ async def test_its_progress_notifications_stream_as_working_updates(relay):
     stored = relay.call(SLOW_SERVER, "GetTask", {"id": task_id}).json()["result"]
     assert stored["status"]["state"] == "TASK_STATE_COMPLETED"
     assert "counted to 3" in str(stored["artifacts"])
+
+
+async def test_cancelling_the_task_cancels_the_servers_call(relay):
+    note = f"cancel-{uuid.uuid4().hex[:6]}"
+    message = data_message({"tool": "wait_for_cancel", "arguments": {"note": note}})
+    async with relay.client(SLOW_SERVER, "JSONRPC", "1.0", streaming=True) as client:
+        events = client.send_message(SendMessageRequest(message=message))
+        first = MessageToDict(await anext(events))
+        task_id = first["task"]["id"]
+        await eventually(lambda: note in WAITING, "the tool call reached the server")
+
+        canceled = await asyncio.to_thread(relay.call, SLOW_SERVER, "CancelTask", {"id": task_id})
+        rest = [MessageToDict(event) async for event in events]
+
+    assert canceled.json()["result"]["status"]["state"] == "TASK_STATE_CANCELED", canceled.text
+    await eventually(lambda: note in CANCELLED, "the server saw the call cancelled")
+    assert note not in WAITING
+    last = rest[-1]["task"] if "task" in rest[-1] else rest[-1]["statusUpdate"]
+    assert last["status"]["state"] == "TASK_STATE_CANCELED"
+    stored = relay.call(SLOW_SERVER, "GetTask", {"id": task_id}).json()["result"]
+    assert stored["status"]["state"] == "TASK_STATE_CANCELED"
