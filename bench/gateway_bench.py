@@ -58,6 +58,12 @@ the relay trusts its issuer (`RELAY_JWT_ISSUERS`), the tests' authorization serv
 process on 127.0.0.1, whose JWKS the relay fetches once and keeps. Printed against the
 production row at every level, judged at c=8: CPU per request at most 5% more.
 
+`mcp`: the production relay's MCP server at /mcp, each call a `tools/call` of the echo agent's
+tool (revision 2026-07-28, as the official client sends it, without a progress token: the
+relay answers it as plain JSON): the same echo as the production row, over MCP instead of A2A.
+Printed against the production row at every level, judged at c=8 and at c=32, each level on
+its own: CPU per request at most 1.5x production's.
+
 `usage-off` (with `--usage`): a second production relay on the same database and Redis with
 RELAY_USAGE_RECORDS off; the production row (a usage record per call, as shipped) is judged
 at c=8 against it: CPU per request at most 5% more.

@@ -71,6 +71,38 @@ def request_body(protocol: str, *, streaming: bool, text: str = MESSAGE_TEXT) ->
     ).encode()
 
 
+MCP_VERSION = "2026-07-28"
+ECHO_TOOL = "agent_echo"
+"""The echo agent's MCP tool at the relay (``routing.mcp.tools.tool_name``)."""
+
+
+def mcp_request(tool: str = ECHO_TOOL, text: str = MESSAGE_TEXT) -> tuple[bytes, dict[str, str]]:
+    """One MCP ``tools/call`` (revision 2026-07-28) as the official client sends it, the
+    envelope's ``_meta`` and the routing headers included, without a progress token: its
+    body and headers. The relay answers it with the echo as plain JSON."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": tool,
+            "arguments": {"text": text},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MCP_VERSION,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    }
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MCP_VERSION,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": tool,
+    }
+    return json.dumps(body).encode(), headers
+
+
 def protocol_headers(protocol: str) -> dict[str, str]:
     """A 0.3 client sends no A2A-Version (a missing header means 0.3)."""
     headers = {"Content-Type": "application/json"}
@@ -90,6 +122,8 @@ def answer_error(response: httpx.Response) -> str:
     result = payload.get("result") if isinstance(payload, dict) else None
     if not isinstance(result, dict) or MESSAGE_TEXT not in response.text:
         return f"no echo in the answer: {response.text[:200]}"
+    if result.get("isError"):  # an MCP tool's error result
+        return f"a tool error: {response.text[:200]}"
     return ""
 
 
@@ -112,6 +146,8 @@ class Target:
     """The agent process the target ends at, when not the echo agent served over HTTP."""
     keyed: bool = False
     """Each call sends an Idempotency-Key of its own."""
+    body: bytes = b""
+    """The target's own request (the MCP row's ``tools/call``); empty: the run's A2A call."""
 
 
 class RedisWatch:
@@ -256,7 +292,9 @@ async def send_many(
                 if target.keyed:
                     headers = {**headers, "Idempotency-Key": uuid.uuid4().hex}
                 try:
-                    response = await client.post(target.url, content=body, headers=headers)
+                    response = await client.post(
+                        target.url, content=target.body or body, headers=headers
+                    )
                     problem = answer_error(response)
                 except httpx.HTTPError as error:
                     problem = f"{type(error).__name__}: {error}"

@@ -35,6 +35,7 @@ from bench.gateway_load import (
     ROUNDS_ONE_AT_A_TIME,
     RedisWatch,
     Target,
+    mcp_request,
     protocol_headers,
 )
 from bench.gateway_storm import (
@@ -54,6 +55,7 @@ from bench.gateway_verdicts import (
     GRPC_AGENT,
     GRPC_RELAY,
     KEYED,
+    MCP,
     PRODUCTION,
     PROFILES,
     PROXY,
@@ -240,6 +242,7 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
         def relay_headers(name: str) -> dict[str, str]:
             return {**plain, "Authorization": f"Bearer {keys[name]}"}
 
+        mcp_body, mcp_headers = mcp_request()
         now = int(time.time())
         bearer = issuer.token(sub="gateway-bench", iat=now, exp=now + BEARER_LIFETIME_SECONDS)
 
@@ -276,6 +279,14 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
                 relays[PRODUCTION],
                 {**plain, "Authorization": f"Bearer {bearer}"},
                 backing=redis.backing_cpu,
+            ),
+            MCP: Target(
+                MCP,
+                f"{urls[PRODUCTION]}/mcp",
+                relays[PRODUCTION],
+                {**mcp_headers, "Authorization": f"Bearer {keys[PRODUCTION]}"},
+                backing=redis.backing_cpu,
+                body=mcp_body,
             ),
             **(
                 {

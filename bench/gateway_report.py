@@ -18,6 +18,7 @@ from bench.gateway_verdicts import (
     DIRECT,
     FAST,
     GRPC_AGENT,
+    MCP,
     PACE_MS,
     POSTGRES_ROUND_TRIPS_PER_CALL,
     PRODUCTION,
@@ -102,6 +103,15 @@ def print_level(level: int, figures: dict[str, LoadFigures]) -> None:
             f"  {BEARER} against production (the same relay, an API key per call): CPU/req "
             f"{ratio(bearer.cpu_ms, production.cpu_ms):.3f}x ({bearer.cpu_ms:.2f} vs "
             f"{production.cpu_ms:.2f} ms), added p50 {bearer.added_p50_ms:.2f} vs "
+            f"{production.added_p50_ms:.2f} ms"
+        )
+    mcp = figures.get(MCP)
+    if mcp is not None and PRODUCTION in figures:
+        production = figures[PRODUCTION]
+        print(
+            f"  {MCP} against production (the same echo through the same relay, over A2A): "
+            f"CPU/req {ratio(mcp.cpu_ms, production.cpu_ms):.3f}x ({mcp.cpu_ms:.2f} vs "
+            f"{production.cpu_ms:.2f} ms), added p50 {mcp.added_p50_ms:.2f} vs "
             f"{production.added_p50_ms:.2f} ms"
         )
     against = figures.get(AIOHTTP_PROXY)

@@ -57,6 +57,13 @@ USAGE_OFF = "usage-off"
 USAGE_LEVEL, the cost of a usage record per call."""
 USAGE_CPU_RATIO_MAX = 1.05
 USAGE_LEVEL = 8
+MCP = "mcp"
+"""The production relay's MCP server (``/mcp``, revision 2026-07-28, the official client's
+request without a progress token): a ``tools/call`` of the echo agent's tool, judged per level
+at MCP_LEVELS against the production row, the same echo called over A2A through the same
+relay in the same rounds."""
+MCP_CPU_RATIO_MAX = 1.5
+MCP_LEVELS = (8, 32)
 BASELINES = (DIRECT, PROXY)
 PROFILES = (EMBEDDED, PRODUCTION)
 FAST, PACED = "fast", "paced"
@@ -237,14 +244,14 @@ def judge_level(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
             )
         if level in ERROR_FREE_LEVELS:
             add(name, "zero errors", f"{mine.errors} errors", mine.errors == 0)
-    # Production's twins, each judged at one level on CPU per request against its pair:
-    # (row judged, measured, baseline, level, ratio limit, the verdict's label).
-    twins = (
+    # Rows judged on CPU per request against a row of the same relay, each at its levels:
+    # (row judged, measured, baseline, levels, ratio limit, the verdict's label).
+    pairs = (
         (
             KEYED,
             KEYED,
             PRODUCTION,
-            KEYED_LEVEL,
+            (KEYED_LEVEL,),
             KEYED_CPU_RATIO_MAX,
             "CPU per request <= {limit}x production's (a key per call)",
         ),
@@ -252,7 +259,7 @@ def judge_level(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
             TRACED,
             TRACED,
             PRODUCTION,
-            TRACED_LEVEL,
+            (TRACED_LEVEL,),
             TRACED_CPU_RATIO_MAX,
             "CPU per request <= {limit}x production's (tracing on)",
         ),
@@ -260,7 +267,7 @@ def judge_level(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
             BEARER,
             BEARER,
             PRODUCTION,
-            BEARER_LEVEL,
+            (BEARER_LEVEL,),
             BEARER_CPU_RATIO_MAX,
             "CPU per request <= {limit}x production's (a JWT, not an API key)",
         ),
@@ -268,20 +275,28 @@ def judge_level(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
             PRODUCTION,
             PRODUCTION,
             USAGE_OFF,
-            USAGE_LEVEL,
+            (USAGE_LEVEL,),
             USAGE_CPU_RATIO_MAX,
             "usage: CPU per request <= {limit}x usage-off's (records on vs off)",
         ),
+        (
+            MCP,
+            MCP,
+            PRODUCTION,
+            MCP_LEVELS,
+            MCP_CPU_RATIO_MAX,
+            "MCP tools/call CPU per request <= {limit}x production's A2A call",
+        ),
     )
-    for row, measured, baseline, at_level, limit, what in twins:
-        if measured in figures and baseline in figures and level == at_level:
+    for row, measured, baseline, at_levels, limit, what in pairs:
+        if measured in figures and baseline in figures and level in at_levels:
             mine, base = figures[measured], figures[baseline]
             cpu = ratio(mine.cpu_ms, base.cpu_ms)
             add(
                 row,
                 what.format(limit=limit),
                 f"{cpu:.3f}x ({mine.cpu_ms:.2f} vs {base.cpu_ms:.2f} ms)",
-                at_most(cpu, limit),
+                at_most(cpu, limit) and mine.errors == 0,
             )
     if PRODUCTION in figures and EMBEDDED in figures:
         production, embedded = figures[PRODUCTION], figures[EMBEDDED]
@@ -349,6 +364,7 @@ def not_judged(levels: list[int], *, streams: int = 1) -> list[str]:
         "added p50": (ADDED_P50_LEVEL,),
         "throughput": (THROUGHPUT_LEVEL,),
         "zero errors": ERROR_FREE_LEVELS,
+        "MCP tools/call CPU against the A2A call": MCP_LEVELS,
     }
     missing = [
         f"{what} at c={level}"

@@ -111,7 +111,8 @@ def card_document(url: str, server_info: Any, tools: list[Any]) -> dict[str, Any
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
         ],
         "capabilities": {
-            "streaming": False,
+            # The relay streams the server's progress notifications as working updates.
+            "streaming": True,
             "extensions": [
                 {
                     "uri": MCP_SERVER_URI,

@@ -102,6 +102,7 @@ def agent_page(request, agent_id: str):
         ),
         "call_blocked": _call_blocked(agent),
         "task_templates": routing_selectors.task_templates_for(kind="agent", target_id=agent.pk),
+        "alternates": list(agent.alternate_links.values_list("alternate_id", flat=True)),
         **_health_context(agent),
     }
     return render(request, "registry/agent_detail.html", context)

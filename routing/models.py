@@ -317,13 +317,12 @@ class WorkflowStepRun(models.Model):
     """One call step of a workflow run (``routing.workflows.runner``): the workflow's task,
     the step's key (its id, prefixed by the loop iteration inside a loop) and the child task
     that runs it. Unique per (run, key), so a step is started once: a process that takes the
-    run over finds the row and follows its child instead. ``seq`` is the order in which the
-    step finished (0 while it runs), for ``join: first``."""
+    run over finds the row and follows its child instead. The order in which steps finished
+    (for ``join: first``) is read from the run's events (``run_steps.ended_order``)."""
 
     run = models.ForeignKey("tasks_app.Task", on_delete=models.CASCADE, related_name="+")
     key = models.CharField(max_length=200)
     child = models.OneToOneField("tasks_app.Task", on_delete=models.CASCADE, related_name="+")
-    seq = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:

@@ -275,6 +275,10 @@ class AgentMetrics:
     series: list[metrics.HourCounts]
     tasks_retried: int = 0
     """Ended tasks whose send was tried more than once (``Task.attempts``)."""
+    tasks_failed_over: int = 0
+    """Ended tasks whose first send went to another agent (``Task.selection``)."""
+    tasks_failed_over_same_skill: int = 0
+    """Of those, the ones served by an agent with the same skill (the opt-in)."""
 
     @property
     def tasks_completed(self) -> int:
@@ -311,16 +315,22 @@ def agent_metrics(*, agent_id: str, hours: int = 24, now: datetime | None = None
     ended = Task.objects.filter(
         target_kind="agent", target_id=agent_id, completed_at__gt=since, completed_at__lte=until
     )
+    failed_over = Q(selection__failoverFrom=agent_id)  # served by an alternate of this agent
     totals = probes.aggregate(
         total=Count("id"), ok=Count("id", filter=Q(ok=True)), latency=Avg("latency_ms")
     )
     counted = (
         ended.order_by()
         .values_list("state")
-        .annotate(n=Count("id"), retried=Count("id", filter=Q(attempts__isnull=False)))
+        .annotate(
+            n=Count("id"),
+            retried=Count("id", filter=Q(attempts__isnull=False)),
+            failed_over=Count("id", filter=failed_over),
+            same_skill=Count("id", filter=failed_over & Q(selection__has_key="sameSkill")),
+        )
     )
-    tasks_by_state = {state: n for state, n, _ in counted}
-    tasks_retried = sum(retried for _, _, retried in counted)
+    tasks_by_state = {state: n for state, n, *_ in counted}
+    tasks_retried = sum(retried for _, _, retried, _, _ in counted)
     probe_rows = list(
         probes.order_by("-checked_at").values_list("checked_at", "ok", "latency_ms")[:PROBE_SAMPLE]
     )
@@ -354,6 +364,8 @@ def agent_metrics(*, agent_id: str, hours: int = 24, now: datetime | None = None
         duration_p95_ms=metrics.percentile(durations, 0.95),
         series=metrics.hourly_series(since, until, metrics.hour_counts(probe_rows, outcomes)),
         tasks_retried=tasks_retried,
+        tasks_failed_over=sum(n for *_, n, _ in counted),
+        tasks_failed_over_same_skill=sum(n for *_, n in counted),
     )
 
 

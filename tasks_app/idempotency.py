@@ -41,7 +41,7 @@ def key_of(headers: Iterable[tuple[Any, Any]]) -> str | None:
         raise _invalid("must not be empty")
     if len(key) > MAX_LENGTH:
         raise _invalid(f"is longer than {MAX_LENGTH} characters")
-    if not all(" " <= char <= "~" for char in key):
+    if not (key.isascii() and key.isprintable()):  # " " to "~"
         raise _invalid("must be printable ASCII")
     return key
 

@@ -14,6 +14,8 @@ Agents (all answer like the echo agent unless said otherwise):
 - `misadvertised_agent`: served where it is, but its card names a closed port.
 - `chunked_streaming_agent`: streams one artifact in `CHUNKS`, with small delays.
 - `input_required_agent`: asks for a name (input-required), then greets it and completes.
+- `long_working_agent`: works about a minute (LONG_STEPS working updates, LONG_STEP_SECONDS
+  apart, each naming its step), then completes with artifact "report".
 - `never_finishing_agent`: stays working until cancelled (a blocking SendMessage to it never
   returns: stream, or set `returnImmediately`).
 - `scripted_agent(Script(slug))`: a client-routing agent whose answers name the recipients its
@@ -159,6 +161,22 @@ class NeverFinishes(TaskExecutor):
         await asyncio.Event().wait()
 
 
+LONG_STEPS = 12
+LONG_STEP_SECONDS = 5.0
+
+
+class WorksLong(TaskExecutor):
+    """Working updates "step <n> of LONG_STEPS", LONG_STEP_SECONDS apart (about a minute in
+    all), then completes with artifact "report" = "long work done"."""
+
+    async def work(self, context: RequestContext, updater: TaskUpdater) -> None:
+        for step in range(1, LONG_STEPS + 1):
+            await updater.start_work(text_message(updater, f"step {step} of {LONG_STEPS}"))
+            await asyncio.sleep(LONG_STEP_SECONDS)
+        await updater.add_artifact([Part(text="long work done")], name="report", last_chunk=True)
+        await updater.complete()
+
+
 class Mirrors(TaskExecutor):
     """Completes a task with artifact "mirror": the parts of the message it received, with the
     message's metadata as the artifact's (numbers and all, as the agent's SDK read them)."""
@@ -197,6 +215,7 @@ ASKS_FOR_INPUT = task_spec(
 NEVER_FINISHES = task_spec(
     "never-finishes", "Never Finishes", "Works until cancelled.", NeverFinishes
 )
+WORKS_LONG = task_spec("works-long", "Works Long", "Works about a minute, step by step.", WorksLong)
 MIRROR = task_spec("mirror", "Mirror", "Answers with the parts and metadata it received.", Mirrors)
 
 
@@ -206,6 +225,10 @@ def chunked_streaming_agent(base_url: str) -> Starlette:
 
 def input_required_agent(base_url: str) -> Starlette:
     return build_agent_app(ASKS_FOR_INPUT, base_url=base_url)
+
+
+def long_working_agent(base_url: str) -> Starlette:
+    return build_agent_app(WORKS_LONG, base_url=base_url)
 
 
 def never_finishing_agent(base_url: str) -> Starlette:

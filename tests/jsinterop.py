@@ -351,3 +351,41 @@ def run_agui_client(url: str, text: str, **spec: Any) -> AgUiRun:
         arrived=[line["at"] for line in events],
         end=lines[-1],
     )
+
+
+# --- the MCP client ------------------------------------------------------------------------
+
+MCP_SDK_PACKAGE = JS_DIR / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"
+
+
+def list_tools() -> dict[str, Any]:
+    """An operation of tests/js/mcp_client.js: tools/list."""
+    return {"op": "list"}
+
+
+def call_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """An operation of tests/js/mcp_client.js: tools/call."""
+    return {"op": "call", "name": name, "arguments": arguments}
+
+
+def run_mcp_client(url: str, ops: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    """Connects @modelcontextprotocol/sdk's Client to ``url`` (streamable HTTP; ``headers``
+    as the script takes them), runs ``ops`` in order and returns the script's last line:
+    ``{"kind": "done", "protocolVersion", "server", "ops": [{"result"} or {"error"}]}`` or
+    ``{"kind": "error", "code", "message"}``. Raises JsClientFailedError when the script failed."""
+    completed = subprocess.run(
+        ["node", "mcp_client.js"],
+        cwd=JS_DIR,
+        input=json.dumps({"url": url, "ops": ops, **spec}),
+        capture_output=True,
+        text=True,
+        timeout=CLIENT_SECONDS,
+        env={**os.environ, "NODE_NO_WARNINGS": "1"},
+    )
+    lines = [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
+    if completed.returncode != 0 or not lines or lines[-1]["kind"] not in ("done", "error"):
+        raise JsClientFailedError(
+            f"the MCP client failed (exit {completed.returncode}):\n"
+            f"{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}"
+        )
+    return lines[-1]

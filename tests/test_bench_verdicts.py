@@ -315,3 +315,33 @@ def test_the_bearer_row_is_judged_at_c8_against_production_at_five_percent():
     (over,) = bearer_verdicts(8, 1.06)
     assert within.passed and not over.passed
     assert bearer_verdicts(1, 2.0) == [] and bearer_verdicts(32, 2.0) == []
+
+
+def test_the_mcp_row_is_judged_at_c8_and_c32_each_against_production_at_1_5x():
+    from bench.gateway_verdicts import MCP
+
+    def mcp_verdicts(level: int, cpu_ms: float, errors: int = 0):
+        figures = make_level()  # production's CPU per request: 1.0 ms
+        figures[MCP] = make_load(cpu_ms=cpu_ms, errors=errors)
+        return [v for v in judge({level: figures}, make_streams()) if v.target == MCP]
+
+    for level in (8, 32):
+        (within,) = mcp_verdicts(level, 1.5)
+        (over,) = mcp_verdicts(level, 1.51)
+        (failing,) = mcp_verdicts(level, 1.0, errors=1)
+        assert within.passed and not over.passed and not failing.passed
+    assert mcp_verdicts(1, 3.0) == [] and mcp_verdicts(64, 3.0) == []
+
+
+def test_an_mcp_miss_at_c32_fails_the_run_though_c8_passes_and_the_mean_would():
+    from bench.gateway_verdicts import MCP
+
+    levels = {}
+    for level, cpu_ms in ((8, 1.0), (32, 1.8)):  # the mean of the two, 1.4x, would pass
+        levels[level] = make_level()
+        levels[level][MCP] = make_load(cpu_ms=cpu_ms)
+    verdicts = judge(levels, make_streams())
+    assert misses(verdicts) == [
+        (32, MCP, "MCP tools/call CPU per request <= 1.5x production's A2A call")
+    ]
+    assert exit_status(verdicts) == 1

@@ -18,8 +18,11 @@ from typing import Any
 import anyio
 import mcp_types as types
 
+from registry.auth import api_key_lookup
 from relay_project import ratelimit
 from relay_project.database import database_sync_to_async
+from routing.mcp import catalog
+from routing.mcp.catalog import Subset
 from routing.mcp.tools import (
     Answer,
     BadArguments,
@@ -30,9 +33,23 @@ from routing.mcp.tools import (
     state_of,
 )
 from tasks_app import gateway, snapshots
-from tasks_app.api.admission import HoldingSlot, admit_for, context_for
-from tasks_app.api.parsing import JSONRPC, Call, check_params, current_limits
-from tasks_app.protocol.errors import A2AError
+from tasks_app.api.admission import (
+    Admitted,
+    HoldingSlot,
+    admit_caller,
+    admit_for,
+    callable_target,
+    context_for,
+)
+from tasks_app.api.parsing import (
+    JSONRPC,
+    Call,
+    InvalidApiKey,
+    TargetNotFound,
+    check_params,
+    current_limits,
+)
+from tasks_app.protocol.errors import A2AError, RateLimited, Unauthenticated
 from tasks_app.protocol.versions import Operation, ProtocolVersion
 from tasks_app.streams import KEEPALIVE
 
@@ -83,37 +100,142 @@ def _answer_text(responses: types.InputResponses | None) -> tuple[str, str | Non
     return "accept", "" if value is None else str(value)
 
 
+class KeyRefused(Exception):
+    """The request's key was refused (no key, a bad one, over its rate limit) at the tool
+    call's admission: ``error`` is the A2A error, which the server answers with HTTP 401 or
+    429 as it answers a request refused before the SDK."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+class UnknownTool(Exception):
+    """The caller has no tool of that name here (or may not call its target: a key learns
+    nothing of targets outside its scope)."""
+
+
+def _caller_and_tool(caller, authorization: str | None, subset: Subset | None, name: str):
+    """The caller (``caller``, or the key of ``authorization`` looked up and counted, as an
+    A2A call's: ``admit_caller``) and the tool the call names. Raises KeyRefused or
+    UnknownTool."""
+    if caller is None:
+        try:
+            caller = admit_caller(api_key_lookup(authorization))
+        except (Unauthenticated, InvalidApiKey, RateLimited) as error:
+            raise KeyRefused(error) from None
+    tool = catalog.tool_to_call(caller, subset, name)
+    if tool is None:
+        raise UnknownTool(name)
+    return caller, tool
+
+
+def tool_admitted(
+    caller: Any,
+    authorization: str | None,
+    subset: Subset | None,
+    name: str,
+    arguments: dict[str, Any],
+    progress: bool,
+) -> tuple[Any, ToolSpec, Admitted]:
+    """A tool call's admission, in one hop to the database thread, as an A2A call's
+    (``admit_parsed``): the caller's key looked up and counted (``admit_caller``; skipped for
+    a ``caller`` authenticated already), the tool (``catalog.tool_to_call``), its message,
+    and ``admit_for``: the target in the key's scope, the call rules checked (once), the
+    limits, the task opened (and for a stream, the key's stream slot taken). The call is a
+    stream when the client asked for ``progress``, or calls a team or a workflow (its answer
+    is its task, which its stream begins with; a blocking SendMessage answers with the last
+    member's message alone), else a blocking SendMessage. Raises KeyRefused, UnknownTool,
+    BadArguments or the A2A error that refuses the call."""
+    caller, tool = _caller_and_tool(caller, authorization, subset, name)
+    operation = Operation.STREAM if progress or tool.target_kind != "agent" else Operation.SEND
+    call = Call(
+        JSONRPC,
+        ProtocolVersion.V1_0,
+        operation,
+        {"message": message_of(arguments, skill=tool.skill)},
+    )
+    check_params(call.params, current_limits())
+    try:
+        return caller, tool, admit_for(caller, tool.target_kind, tool.target_id, call)
+    except TargetNotFound:
+        raise UnknownTool(name) from None
+
+
+def caller_and_tool(
+    caller: Any, authorization: str | None, subset: Subset | None, name: str
+) -> tuple[Any, ToolSpec, gateway.Target]:
+    """The caller and the tool of a call that sends no message (a question declined), with
+    its target resolved in the key's scope and the call rules checked: one hop."""
+    caller, tool = _caller_and_tool(caller, authorization, subset, name)
+    try:
+        return caller, tool, callable_target(caller, tool.target_kind, tool.target_id)
+    except TargetNotFound:
+        raise UnknownTool(name) from None
+
+
 async def call_tool(
     *,
     caller: Any,
-    tool: ToolSpec,
+    authorization: str | None,
+    subset: Subset | None,
     params: types.CallToolRequestParams,
-    progress: Progress,
+    progress: Progress | None,
     can_elicit: bool,
 ) -> types.CallToolResult | types.InputRequiredResult:
-    """Runs the tool call; see the module. ``can_elicit``: the client takes input requests
-    (2026-07-28 with the elicitation capability); without, a task waiting for input is
-    answered with its question and the client continues it with ``taskId``."""
+    """Runs the tool call; see the module. ``caller``: the caller authenticated before the
+    SDK, or None to authenticate ``authorization`` with the call's admission (raises
+    KeyRefused). ``progress``: None when the client asked for none: a call to an agent is
+    then a blocking SendMessage (``tool_admitted``), else a streamed one, with a
+    notification per update when asked. ``can_elicit``: the client takes input requests (2026-07-28
+    with the elicitation capability); without, a task waiting for input is answered with its
+    question and the client continues it with ``taskId``. Raises UnknownTool."""
     arguments = dict(params.arguments or {})
-    task_id = continued_task(params.request_state, tool.name)
+    task_id = continued_task(params.request_state, params.name)
     if task_id is not None:
         action, text = _answer_text(params.input_responses)
         if text is None:
-            return await _cancel_waiting(caller, tool, task_id, action)
+            return await _cancel_waiting(
+                caller, authorization, subset, params.name, task_id, action
+            )
         arguments = {"text": text, "taskId": task_id}
     try:
-        message = message_of(arguments, skill=tool.skill)
-    except BadArguments as error:
-        return _error_result(str(error))
-    call = Call(JSONRPC, ProtocolVersion.V1_0, Operation.STREAM, {"message": message})
-    try:
-        check_params(call.params, current_limits())
-        admitted = await database_sync_to_async(admit_for)(
-            caller, tool.target_kind, tool.target_id, call
+        caller, tool, admitted = await database_sync_to_async(tool_admitted)(
+            caller, authorization, subset, params.name, arguments, progress is not None
         )
-    except A2AError as error:
+    except (BadArguments, A2AError) as error:
         return _error_result(str(error))
     ctx = context_for(admitted.call, caller)
+    task_id = admitted.opened.task.id if admitted.opened is not None else ""
+    if admitted.call.operation is Operation.SEND:
+        try:
+            result = await gateway.send_message(
+                admitted.target, ctx, admitted.call.params, opened=admitted.opened
+            )
+            result = await _followed(admitted.target, ctx, result, task_id, None)
+        except A2AError as error:
+            return _error_result(str(error))
+        except BaseException:
+            if task_id:
+                await _cancel_quietly(admitted.target, ctx, task_id)
+            raise
+    else:
+        result = await _streamed(caller, admitted, ctx, task_id, progress or _no_progress)
+        if isinstance(result, types.CallToolResult):
+            return result
+    task = result.get("task") or {}
+    if state_of(task) in WAITING:
+        return _waiting(tool, task, can_elicit)
+    return tool_result(answer_of(result))
+
+
+async def _no_progress(step: float, message: str | None) -> None:
+    """What a call that asked for no progress does with it."""
+
+
+async def _streamed(caller, admitted: Admitted, ctx: gateway.CallContext, task_id: str, progress):
+    """A streamed call read to its end (``_follow``), holding the key's stream slot until
+    then; a tool error result when the stream could not start."""
     try:
         events = await gateway.stream_message(
             admitted.target, ctx, admitted.call.params, opened=admitted.opened
@@ -124,7 +246,6 @@ async def call_tool(
             return _error_result(str(error))
         raise
     held = HoldingSlot(events, caller)
-    task_id = admitted.opened.task.id if admitted.opened is not None else ""
     try:
         result = await _follow(admitted.target, ctx, held, task_id, progress)
     except BaseException:
@@ -133,10 +254,7 @@ async def call_tool(
             await _cancel_quietly(admitted.target, ctx, task_id)
         raise
     await held.aclose()
-    task = result.get("task") or {}
-    if state_of(task) in WAITING:
-        return _waiting(tool, task, can_elicit)
-    return tool_result(answer_of(result))
+    return result
 
 
 async def _follow(
@@ -160,6 +278,23 @@ async def _follow(
         task_id = snapshot.get("id", task_id)
         step += 1
         await progress(step, _progress_message(event, snapshot))
+    return await _followed(target, ctx, {"task": snapshot}, task_id, progress, step)
+
+
+async def _followed(
+    target: gateway.Target,
+    ctx: gateway.CallContext,
+    result: dict[str, Any],
+    task_id: str,
+    progress: Progress | None,
+    step: int = 0,
+) -> dict[str, Any]:
+    """The result once its task ended or waits for input: a task still working is followed
+    on its own stream (a progress notification per event, when asked for)."""
+    if "message" in result:
+        return result
+    snapshot = result.get("task") or {}
+    task_id = snapshot.get("id", task_id)
     while task_id and state_of(snapshot) not in FINAL | WAITING:
         followed = await gateway.subscribe(target, ctx, task_id)
         async for event in followed:
@@ -167,7 +302,8 @@ async def _follow(
                 continue
             snapshot = event["task"] if "task" in event else snapshots.apply_event(snapshot, event)
             step += 1
-            await progress(step, _progress_message(event, snapshot))
+            if progress is not None:
+                await progress(step, _progress_message(event, snapshot))
     return {"task": snapshot}
 
 
@@ -192,10 +328,17 @@ async def _cancel_quietly(target: gateway.Target, ctx: gateway.CallContext, task
             logger.exception("could not cancel task %s of a cancelled MCP call", task_id)
 
 
-async def _cancel_waiting(caller, tool: ToolSpec, task_id: str, action: str):
+async def _cancel_waiting(
+    caller, authorization: str | None, subset: Subset | None, name: str, task_id: str, action: str
+):
     """The user declined (or dismissed) the question: the A2A task is canceled."""
+    try:
+        caller, _, target = await database_sync_to_async(caller_and_tool)(
+            caller, authorization, subset, name
+        )
+    except A2AError as error:
+        return _error_result(str(error))
     ctx = gateway.CallContext(caller=caller)
-    target = await database_sync_to_async(gateway.resolve_target)(tool.target_kind, tool.target_id)
     try:
         snapshot = await gateway.cancel_task(target, ctx, task_id)
     except A2AError as error:

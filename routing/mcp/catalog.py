@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from registry import access
 from registry.auth import key_may_call
 from registry.models import Agent, Team
-from routing.mcp.tools import ToolSpec, input_schema, tool_name
+from routing.mcp.tools import NAME_LIMIT, ToolSpec, input_schema, tool_name
 from routing.models import Workflow
 from tasks_app import gateway
 
@@ -143,13 +143,34 @@ def _workflow_tools(caller, subset: Subset | None) -> list[ToolSpec]:
 NARROW = re.compile(r"^(?P<kind>agent|team|workflow)_(?P<id>[-a-zA-Z0-9_]+)$")
 
 
-def tool_named(caller, subset: Subset | None, name: str) -> ToolSpec | None:
-    """The caller's tool of that name in the subset, None when it has none (the call is then
-    refused as an unknown tool: a key learns nothing of targets outside its scope). An
-    agent's, team's or workflow's own tool is looked up alone, not among every tool."""
+def tool_to_call(caller, subset: Subset | None, name: str) -> ToolSpec | None:
+    """The tool a call names, for the call's admission to check (``admit_for``: the target
+    exists and is enabled, the key's scope, the call rules, once). An agent's, team's or
+    workflow's own tool in its own subset (or in /mcp) is known by its name alone, and costs
+    no read; any other (a skill's, a member's in a team's subset) is looked up among the
+    caller's tools (``tool_named``). None: no such tool here."""
     matched = NARROW.match(name)
     if matched is not None:
         own = Subset(matched["kind"], matched["id"])
-        if subset is None or subset == own:
-            subset = own
-    return next((tool for tool in tools_for(caller, subset) if tool.name == name), None)
+        if (subset is None or subset == own) and tool_name(own.kind, own.target_id) == name:
+            return ToolSpec(name=name, kind=own.kind, target_id=own.target_id)
+    return tool_named(caller, subset, name)
+
+
+def tool_named(caller, subset: Subset | None, name: str) -> ToolSpec | None:
+    """The caller's tool of that name in the subset, None when it has none (the call is then
+    refused as an unknown tool: a key learns nothing of targets outside its scope). An
+    agent's, team's or workflow's own tool is looked up alone, not among every tool; a name
+    of NAME_LIMIT characters may be a shortened one (``tool_name``), whose id is not the
+    target's, so it is also looked for in the whole subset."""
+    matched = NARROW.match(name)
+    if matched is not None and subset in (None, Subset(matched["kind"], matched["id"])):
+        own = Subset(matched["kind"], matched["id"])
+        found = _named(tools_for(caller, own), name)
+        if found is not None or len(name) < NAME_LIMIT:
+            return found
+    return _named(tools_for(caller, subset), name)
+
+
+def _named(tools: list[ToolSpec], name: str) -> ToolSpec | None:
+    return next((tool for tool in tools if tool.name == name), None)

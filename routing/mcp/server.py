@@ -2,10 +2,14 @@
 stateless (2026-07-28 has no sessions; earlier revisions are served without one too), at
 ``/mcp`` and ``/mcp/{agents,teams,workflows}/{id}`` (``catalog.subset_of``).
 
-Every HTTP request is authenticated before the SDK sees it, with the same code as an A2A
-call (``registry.auth``: API keys and bearer tokens, counted against the key's rate limit):
-a request without a valid key gets 401 and nothing else. The caller travels to the handlers
-in the ASGI scope.
+Every HTTP request is authenticated with the same code as an A2A call (``registry.auth``:
+API keys and bearer tokens, counted against the key's rate limit): a request without a valid
+key gets 401 and nothing else. Most are authenticated before the SDK sees them, and the
+caller travels to the handlers in the ASGI scope. A ``tools/call`` answered as plain JSON
+(``wants_stream``) is authenticated in its admission instead, in the one hop to the database
+thread that also finds the tool and opens the task, as an A2A call is (``calls.tool_admitted``):
+its ``Gate`` in the scope carries the key there and a refusal back, and the SDK's answer is
+held until the key is known good.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from registry.auth import api_key_lookup
 from relay_project.database import database_sync_to_async
 from relay_project.per_loop import PerLoop
 from relay_project.routing import host_allowed
-from routing.mcp import calls, catalog
+from routing.mcp import calls, catalog, tasks
 from tasks_app.api.admission import admit_caller
 from tasks_app.api.parsing import InvalidApiKey
 from tasks_app.protocol.errors import RateLimited, Unauthenticated
@@ -35,7 +39,20 @@ logger = logging.getLogger(__name__)
 
 CALLER = "relay.caller"
 """The ASGI scope key of the authenticated caller."""
+GATE = "relay.gate"
+"""The ASGI scope key of a plain JSON request's ``Gate`` (its key not yet checked)."""
 SERVER_NAME = "brass-relay"
+
+
+class Gate:
+    """A request whose key is checked by its tool call's admission: the Authorization header
+    going in; ``checked`` once the handler ran that admission, ``refusal`` the A2A error
+    that refused the key."""
+
+    def __init__(self, authorization: str | None) -> None:
+        self.authorization = authorization
+        self.checked = False
+        self.refusal: Exception | None = None
 
 
 def _caller_and_subset(ctx) -> tuple[Any, catalog.Subset | None]:
@@ -67,10 +84,9 @@ async def list_tools(ctx, params) -> types.ListToolsResult:
 
 
 async def call_tool(ctx, params: types.CallToolRequestParams):
-    caller, subset = _caller_and_subset(ctx)
-    tool = await database_sync_to_async(catalog.tool_named)(caller, subset, params.name)
-    if tool is None:
-        raise MCPError(types.INVALID_PARAMS, f"no tool {params.name[:100]!r} here")
+    scope = ctx.request.scope
+    subset = catalog.subset_of(scope["path"])
+    gate: Gate | None = scope.get(GATE)
     session = ctx.session
 
     async def progress(step: float, message: str | None) -> None:
@@ -79,20 +95,51 @@ async def call_tool(ctx, params: types.CallToolRequestParams):
     can_elicit = ctx.protocol_version in ("2026-07-28",) and session.check_client_capability(
         types.ClientCapabilities(elicitation=types.ElicitationCapability())
     )
-    return await calls.call_tool(
-        caller=caller, tool=tool, params=params, progress=progress, can_elicit=can_elicit
-    )
+    try:
+        result = await calls.call_tool(
+            caller=scope.get(CALLER),
+            authorization=gate.authorization if gate is not None else None,
+            subset=subset,
+            params=params,
+            progress=progress if wants_progress(params) else None,
+            can_elicit=can_elicit,
+        )
+    except calls.KeyRefused as refused:
+        gate.checked, gate.refusal = True, refused.error
+        raise MCPError(types.INVALID_REQUEST, str(refused.error)) from None
+    except calls.UnknownTool:
+        if gate is not None:
+            gate.checked = True
+        raise MCPError(types.INVALID_PARAMS, f"no tool {params.name[:100]!r} here") from None
+    if gate is not None:
+        gate.checked = True
+    return result
+
+
+def wants_progress(params: types.CallToolRequestParams) -> bool:
+    """Whether the call asked for progress notifications (a progress token)."""
+    return (params.meta or {}).get("progress_token") is not None
+
+
+def no_header_arguments(name: str) -> None:
+    """The input schema the SDK checks a call's ``Mcp-Param-*`` headers against: none, as no
+    tool's schema marks an argument as a header (``tools.input_schema``). Without it, the
+    SDK would list every tool of the caller (the whole catalog, read from the database) on
+    each call to find one schema."""
 
 
 def build_server() -> Server:
-    return Server(
+    server = Server(
         SERVER_NAME,
         version="1",
         instructions="The agents, teams and workflows of this Brass Relay, one tool each: a "
         "call sends an A2A message and answers with the A2A task's result.",
+        get_tool_input_schema=no_header_arguments,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    tasks.install(server, tasks.TasksExtension(_caller_and_subset))
+    return server
 
 
 NO_SDK_HOST_CHECK = TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -117,6 +164,39 @@ async def _reply(send, status: int, message: str, headers: list[tuple[bytes, byt
 def _authenticate(authorization: str | None):
     """The caller of a request (as an A2A call's: ``admit_caller``), counted once."""
     return admit_caller(api_key_lookup(authorization))
+
+
+async def _refuse_key(send, error: Exception) -> None:
+    """The answer to a request whose key was refused: 401, or 429 over its rate limit."""
+    if isinstance(error, RateLimited):
+        retry = [(b"retry-after", str(error.retry_after).encode())] if error.retry_after else []
+        await _reply(send, 429, str(error), retry)
+    else:
+        await _reply(send, 401, str(error), [(b"www-authenticate", b'Bearer realm="relay"')])
+
+
+async def _answer_plain(manager, scope, body: bytes, authorization, receive, send) -> None:
+    """A plain JSON tool call, its key checked in its admission (``Gate``): the SDK's answer
+    is held until the key is known good, and a refused key is answered as before the SDK.
+    When the SDK answered without calling the tool (a request it refused), the key is
+    checked then, so a bad key still gets 401 whatever else is wrong."""
+    gate = Gate(authorization)
+    held: list[dict] = []
+
+    async def hold(message) -> None:
+        held.append(message)
+
+    await _until_disconnect(manager, {**scope, GATE: gate}, body, receive, hold)
+    if not gate.checked:
+        try:
+            await database_sync_to_async(_authenticate)(authorization)
+        except (Unauthenticated, InvalidApiKey, RateLimited) as error:
+            gate.refusal = error
+    if gate.refusal is not None:
+        await _refuse_key(send, gate.refusal)
+        return
+    for message in held:
+        await send(message)
 
 
 class _Running:
@@ -225,27 +305,19 @@ class MCPApp:
         authorization = next(
             (v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), None
         )
-        try:
-            caller = await database_sync_to_async(_authenticate)(authorization)
-        except (Unauthenticated, InvalidApiKey) as error:
-            await _reply(send, 401, str(error), [(b"www-authenticate", b'Bearer realm="relay"')])
-            return
-        except RateLimited as error:
-            retry = [(b"retry-after", str(error.retry_after).encode())] if error.retry_after else []
-            await _reply(send, 429, str(error), retry)
-            return
         running = _running.get()
         await running.ready.wait()
-        manager = running.streaming
         if scope["method"] == "POST":
-            body, replayed = await _read_body(receive)
+            body, receive = await _read_body(receive)
             if not wants_stream(body):
-                await _until_disconnect(
-                    running.plain, {**scope, CALLER: caller}, body, receive, send
-                )
+                await _answer_plain(running.plain, scope, body, authorization, receive, send)
                 return
-            receive = replayed
-        await manager.handle_request({**scope, CALLER: caller}, receive, send)
+        try:
+            caller = await database_sync_to_async(_authenticate)(authorization)
+        except (Unauthenticated, InvalidApiKey, RateLimited) as error:
+            await _refuse_key(send, error)
+            return
+        await running.streaming.handle_request({**scope, CALLER: caller}, receive, send)
 
 
 application = MCPApp()

@@ -14,7 +14,7 @@ import json
 import re
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tasks_app.protocol import events
@@ -52,14 +52,15 @@ MCP_TASK_STATUS = {
 @dataclass(frozen=True)
 class ToolSpec:
     """One tool: its name, the target it calls (``kind``, ``target_id``; for a skill tool,
-    the agent and the ``skill``), a title, a description and its input schema."""
+    the agent and the ``skill``), a title, a description and its input schema (a tool looked
+    up to be called needs none of those three: ``catalog.tool_to_call``)."""
 
     name: str
     kind: str
     target_id: str
-    title: str
-    description: str
-    input_schema: dict[str, Any]
+    title: str = ""
+    description: str = ""
+    input_schema: dict[str, Any] = field(default_factory=dict)
     skill: str = ""
 
     @property

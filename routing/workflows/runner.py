@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.db import transaction
 
 from relay_project import tracing
 from routing import selectors, services
@@ -42,9 +43,14 @@ from routing.workflows.definition import Workflow as Definition
 from tasks_app import gateway, streams
 from tasks_app import services as task_services
 from tasks_app.gateway import driving, ownership
-from tasks_app.lifecycle import INTERRUPTED, TaskState
+from tasks_app.lifecycle import INTERRUPTED, InvalidTransition, TaskState
 from tasks_app.models import Task
-from tasks_app.protocol.errors import A2AError, TaskNotCancelable, UnsupportedOperation
+from tasks_app.protocol.errors import (
+    A2AError,
+    InvalidAgentResponse,
+    TaskNotCancelable,
+    UnsupportedOperation,
+)
 from tasks_app.usage import quotas
 
 FOLLOW_CHECK_SECONDS = 5.0
@@ -93,7 +99,9 @@ class WorkflowTarget(gateway.Target):
                 name=self.name, target_id=self.id, task=task, parent=ctx.trace
             )
             ctx = dataclasses.replace(ctx, trace=tracing.within(span))
-        steps = self._steps(task, ctx, drives)
+        # A message that names no task opened this one: it has no steps stored yet.
+        fresh = not request["message"].get("taskId")
+        steps = self._steps(task, ctx, drives, fresh=fresh)
         if span is not None:
             steps = tracing.in_workflow(steps, span)
         async with contextlib.aclosing(steps):
@@ -119,75 +127,83 @@ class WorkflowTarget(gateway.Target):
 
     # --- the run ------------------------------------------------------------------------
 
-    async def _steps(self, task: Task, ctx: gateway.CallContext, drives: dict | None = None):
+    async def _steps(
+        self,
+        task: Task,
+        ctx: gateway.CallContext,
+        drives: dict | None = None,
+        *,
+        fresh: bool = False,
+    ):
         """Plans, starts and follows steps until the run ends or waits on its caller.
         ``drives``: the step tasks to drive here, by id (a target and its steps), started
-        once their events are followed."""
+        once their events are followed. A ``fresh`` run (its task just opened) reads no
+        steps: none are stored yet."""
         drives = {} if drives is None else drives
         message = run_steps.caller_message(task)  # the task in hand: nothing to read
         queue: asyncio.Queue[tuple[str, str, Any]] = asyncio.Queue()
         followers: dict[str, asyncio.Task] = {}
         settled: set[str] = set()  # the steps whose end is recorded
-        pending: list[dict[str, Any]] = []  # steps' last events, recorded with the next write
+        driven: dict[str, Any] = {}  # step tasks driven here, their events copied (``_copied``)
         try:
-            rows = await sync_to_async(run_steps.step_rows)(run=task)
+            rows = {} if fresh else await sync_to_async(run_steps.step_rows)(run=task)
             while True:
-                results = {key: run_steps.result_of(row) for key, row in rows.items() if row.ended}
-                running = [key for key, row in rows.items() if not row.ended]
+                # A followed step counts as ended once its end is taken here (numbered in the
+                # order steps ended), not as soon as its driver records it.
+                results = {
+                    key: run_steps.result_of(row)
+                    for key, row in rows.items()
+                    if row.ended and (row.seq or key not in followers)
+                }
+                running = [key for key in rows if key not in results]
                 plan = planner.plan(
                     self.loaded.definition, message=message, results=results, running=running
                 )
                 for key in plan.cancel:
                     await self._cancel_step(rows.get(key), followers.pop(key, None), ctx)
                 if plan.cancel:  # the canceled steps' tasks as they now stand
-                    async for step in _flushed(task, pending):
-                        yield step
                     rows = await sync_to_async(run_steps.step_rows)(run=task)
                 if plan.finished:
-                    if plan.error:
-                        async for step in _flushed(task, pending):
-                            yield step
-                    for step in await self._finish(task, plan, pending):
+                    for step in await self._finish(task, plan):
                         yield step
                     return
                 for start in plan.start:
-                    ended, pending[:] = list(pending), []
-                    child = await self._start(task, ctx, start, drives, ended)
-                    for each in ended:
-                        yield gateway.Step(each, recorded=True)
+                    child = await self._start(task, ctx, start, drives)
                     if child is None:  # started elsewhere meanwhile: plan again
                         rows = await sync_to_async(run_steps.step_rows)(run=task)
                         break
                     rows[start.key] = run_steps.StepRow(start.key, child, 0)
-                    follow = self._follow(start.key, child, queue, drives.pop(child.id, None))
+                    drive = drives.pop(child.id, None)
+                    follow = self._follow(task, start.key, child, queue, driven, drive)
                     followers[start.key] = _spawn(follow)
                 else:
-                    async for step in _flushed(task, pending):
-                        yield step
                     for key in running:
                         child = rows[key].child
                         if key in followers or key in plan.cancel:
                             continue
                         if rows[key].waiting and child.id not in drives:
                             continue
-                        follow = self._follow(key, child, queue, drives.pop(child.id, None))
+                        drive = drives.pop(child.id, None)
+                        follow = self._follow(task, key, child, queue, driven, drive)
                         followers[key] = _spawn(follow)
                     if not followers:
                         waiting = [rows[key] for key in running if rows[key].waiting]
                         yield await self._ask(task, waiting)
                         return
-                    ended = self._until_one_ends(task, queue, followers, rows, settled, pending)
+                    ended = self._until_one_ends(task, queue, followers, rows, settled, driven)
                     async for step in ended:
                         yield step
         finally:
             for follower in followers.values():
                 follower.cancel()
 
-    async def _until_one_ends(self, task, queue, followers, rows, settled, pending):
+    async def _until_one_ends(self, task, queue, followers, rows, settled, driven):
         """Forwards the steps' events until one step's task ends (or waits on its caller),
-        keeping ``rows`` as stored: a step's last events are left in ``pending``, recorded on
-        the run with the run's next write (the next step's opening, or the run's end), in
-        the same trip to the database."""
+        keeping ``rows`` as stored. The events of a step task started here are copied on the
+        run by its driver, with each of the step task's own (``_copied``; ``driven`` has the
+        last copies, by the step task's id); the others' (a step followed from elsewhere, or
+        answering its question, and an end the driver did not see: a failure, a cancel) are
+        recorded here as they come."""
         while True:
             kind, key, payload = await queue.get()
             if kind == "done":
@@ -195,11 +211,12 @@ class WorkflowTarget(gateway.Target):
                 if payload is not None:
                     raise payload
                 if key not in settled:  # it went quiet, or was followed from elsewhere
-                    async for step in _flushed(task, pending):
-                        yield step
                     rows.update(await sync_to_async(run_steps.step_rows)(run=task))
                 return
             event, state, final = payload
+            child_id = rows[key].child.id
+            if not final and child_id in driven:
+                continue  # copied by its driver
             events = run_steps.forwarded(
                 event, task, step=_step_id(key), key=key, state=state, child=rows[key].child
             )
@@ -214,7 +231,10 @@ class WorkflowTarget(gateway.Target):
             rows[key] = _settled(rows, key)
             if rows[key].ended:
                 settled.add(key)
-                pending.extend(events)
+            recorded = driven.pop(child_id, None)
+            if recorded is not None:
+                for each in recorded:
+                    yield gateway.Step(each, recorded=True)
             else:
                 async for step in _flushed(task, events):
                     yield step
@@ -225,10 +245,8 @@ class WorkflowTarget(gateway.Target):
         ctx: gateway.CallContext,
         start: planner.Start,
         drives: dict,
-        ended: list[dict[str, Any]],
     ) -> Task | None:
-        """Opens the step's child task and starts driving it; None when already started.
-        ``ended``: the run's events of steps that ended, recorded first in the same trip."""
+        """Opens the step's child task and starts driving it; None when already started."""
         kind = start.step.kind
         target_id = self.loaded.targets.get(kind, {}).get(start.step.target, start.step.target)
         child_ctx = gateway.CallContext(
@@ -240,11 +258,9 @@ class WorkflowTarget(gateway.Target):
             trace=ctx.trace,
         )
         request = {"message": run_steps.step_message(run=task, key=start.key, text=start.input)}
-        published, target, child, refused = await sync_to_async(_opened)(
-            task, ended, start.key, kind, target_id, child_ctx, request, self.id
+        target, child, refused = await sync_to_async(_opened)(
+            task, start.key, kind, target_id, child_ctx, request, self.id
         )
-        for each in published:
-            await each.send()
         if child is None or refused:  # started elsewhere, or stored failed
             return child
         if isinstance(target, _Missing):
@@ -255,16 +271,20 @@ class WorkflowTarget(gateway.Target):
         drives[child.id] = (target, steps, 0, True)
         return child
 
-    async def _follow(self, key: str, child: Task, queue: asyncio.Queue, drive=None) -> None:
+    async def _follow(self, task, key, child, queue, driven, drive=None) -> None:
         """Puts the step task's events on ``queue`` until it ends or waits, then ("done"),
         driving it first when ``drive`` (its target, steps and last sequence) is given: its
-        events are then published in this process, and a plain subscription hears them. A
+        events are then published in this process, and a plain subscription hears them; a
+        fresh one's events are copied on the run as they are recorded (``_copied``). A
         step task driven elsewhere (a takeover) is followed counted on the task, so that its
         driver's process announces every event."""
         error: BaseException | None = None
         try:
             if drive is not None:
                 target, steps, after, fresh = drive
+                if fresh:
+                    driven[child.id] = None
+                    steps = _copied(task, key, child, steps, driven)
                 async with streams.subscription(child.id) as followed:
                     driving.start(target, child, steps, fresh=fresh, raise_errors=False)
                     await _forwarded(key, child, followed, after, queue)
@@ -289,8 +309,8 @@ class WorkflowTarget(gateway.Target):
                 gateway.target_of(row.child), gateway.CallContext(caller=ctx.caller), row.child.id
             )
 
-    async def _finish(self, task: Task, plan: planner.Plan, ended: list) -> list[gateway.Step]:
-        """The run's end, after ``ended`` (steps' last events not recorded yet), in one write."""
+    async def _finish(self, task: Task, plan: planner.Plan) -> list[gateway.Step]:
+        """The run's end (its output and its final update), in one write."""
         if plan.error:
             event = run_steps.run_event(task, TaskState.FAILED, text=plan.error)
             published = await sync_to_async(_record_many)(task, [event], error=plan.error)
@@ -299,7 +319,7 @@ class WorkflowTarget(gateway.Target):
             events = run_steps.output_events(
                 task, plan.output, name=output_step.output or output_step.id
             )
-            published = await sync_to_async(_record_many)(task, [*ended, *events])
+            published = await sync_to_async(_record_many)(task, events)
         for each in published:
             await each.send()
         if not published:
@@ -374,25 +394,23 @@ class _Missing(gateway.Target):
         yield  # an async generator
 
 
-def _opened(run, ended, key, kind, target_id, ctx, request, workflow_id):
+def _opened(run, key, kind, target_id, ctx, request, workflow_id):
     """The step's target and its child task, opened (``run_steps.step_open``) in the same trip
     to the database as the target is resolved; a missing target's task, and one its target
     or a quota refused (the workflow's budget, the target's, the caller's: ``quotas``), are
     opened failed (the latter two, stored failed, are said by the third value)."""
-    published = _record_many(run, ended) if ended else []
     target = gateway.resolve_target(kind, target_id) or _Missing(kind, target_id)
     exceeded = quotas.step_refusal(
         caller=ctx.caller, workflow_id=workflow_id, target_kind=kind, target_id=target_id
     )
     if exceeded is not None:
-        failed = _failed_step(run, key, target, ctx, request, exceeded.message)
-        return published, target, failed, True
+        return target, _failed_step(run, key, target, ctx, request, exceeded.message), True
     try:
         child = run_steps.step_open(run=run, key=key, target=target, ctx=ctx, request=request)
     except A2AError as error:
         failed = _failed_step(run, key, target, ctx, request, error.message)
-        return published, target, failed, True
-    return published, target, child, False
+        return target, failed, True
+    return target, child, False
 
 
 def _failed_step(run, key, target, ctx, request, reason):
@@ -433,6 +451,52 @@ async def _refusal_failed(child: Task, steps):
                 yield step
     except A2AError as error:
         yield gateway.Step(task_services.status_event(child, TaskState.FAILED, error.message))
+
+
+async def _copied(run: Task, key: str, child: Task, steps, driven: dict):
+    """The steps of a step task driven here, each recorded by itself with its copies on the
+    run (``_recorded_with_copies``) and handed to the driver as recorded: the run holds a
+    step's events, its last ones included, as soon as the step task does."""
+    async with contextlib.aclosing(steps):
+        async for step in steps:
+            if not step.recorded:
+                published = await sync_to_async(_recorded_with_copies)(
+                    run, key, child, step, driven
+                )
+                for each in published:
+                    await each.send()
+                step = gateway.Step(published[0].event if published else step.event, recorded=True)
+            yield step
+
+
+def _recorded_with_copies(run: Task, key: str, child: Task, step: gateway.Step, driven: dict):
+    """A step task's event and its copies on the run (``run_steps.forwarded``), in one
+    transaction; returns what to publish (the step task's event first). A message answer
+    ends the step task completed with it, as the driver would record it. Once the step task
+    ends or waits, ``driven`` holds the run's copies of that last event, by its id."""
+    end = gateway.recorded_end(child, step) if gateway.ending(child, step) else step
+    with transaction.atomic():
+        try:
+            done = task_services.task_record_many(
+                task=child, events=[(end.event, end.upstream_task_id, end.upstream_context_id)]
+            )
+        except InvalidTransition as error:
+            raise InvalidAgentResponse(
+                f"the agent moved the task in a way A2A forbids: {error}"
+            ) from error
+        if not done:  # the step task ended meanwhile (a cancel)
+            return []
+        # Stream subscribers of a task answered by a message get the message alone.
+        event = step.event if "message" in step.event else done[0].event
+        state = run_steps.state_of(event)
+        events = run_steps.forwarded(
+            event, run, step=_step_id(key), key=key, state=state, child=child
+        )
+        published = _record_many(run, events) if events else []
+    final = done[0].state in gateway.FINAL_STATES
+    if final:
+        driven[child.id] = [each.event for each in published]
+    return [gateway.Published(child.id, done[0].sequence, event, final), *published]
 
 
 def _step_id(key: str) -> str:

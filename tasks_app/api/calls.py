@@ -145,7 +145,7 @@ async def execute(
 ) -> Any:
     """Runs a non-streaming call and returns its canonical result. ``opened``: the task a
     SendMessage opened in ``admit``; ``base_url``: the target's public URL, for a card."""
-    ctx = replace(context_for(call, caller), base_url=base_url)
+    ctx = context_for(call, caller, base_url=base_url)
     params = call.params
     match call.operation:
         case Operation.SEND:

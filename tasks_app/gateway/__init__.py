@@ -16,11 +16,9 @@ One file a job, imports going down:
 from tasks_app.gateway import supervisor  # noqa: F401  (plugs into driving)
 from tasks_app.gateway.agent_targets import (
     AgentTarget,
-    CallGuard,
     agent_changed,
     agent_target,
     forget_agent_targets,
-    register_call_guard,
 )
 from tasks_app.gateway.driving import (
     FINAL_STATES,
@@ -30,8 +28,10 @@ from tasks_app.gateway.driving import (
     _running,
     ending,
 )
+from tasks_app.gateway.driving import _as_recorded_end as recorded_end
 from tasks_app.gateway.driving import _record as record
 from tasks_app.gateway.expiry import expire_overdue
+from tasks_app.gateway.guarding import CallGuard, register_call_guard
 from tasks_app.gateway.mcp_targets import McpTarget, target_for_agent
 from tasks_app.gateway.opening import Opened, open_task
 from tasks_app.gateway.operations import (
@@ -81,6 +81,7 @@ __all__ = [
     "_running",
     "ending",
     "record",
+    "recorded_end",
     "agent_changed",
     "agent_target",
     "cancel_task",

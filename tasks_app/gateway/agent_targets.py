@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from django.conf import settings
 
 from registry import principals
 from relay_project.database import database_sync_to_async
-from tasks_app import delegation, hop_tokens, services, snapshots, upstream
+from tasks_app import delegation, hop_tokens, snapshots, upstream
 from tasks_app.cards import agent_card_for_relay, card_for_reader
-from tasks_app.gateway import failover, retries
+from tasks_app.gateway import failover, guarding, retries
 from tasks_app.gateway.targets import (
     CallContext,
     Step,
@@ -38,43 +37,6 @@ from tasks_app.protocol.errors import (
 from tasks_app.protocol.versions import ProtocolVersion
 
 _INTERRUPTED = frozenset(state.value for state in INTERRUPTED)
-
-
-class CallGuard(Protocol):
-    """Passive health for messages sent to agents (the routing app's circuit breaker)."""
-
-    async def admit(self, target: AgentTarget) -> None:
-        """Lets the call go, or raises upstream.UpstreamError saying why it may not."""
-
-    async def report(
-        self,
-        target: AgentTarget,
-        *,
-        ok: bool,
-        category: str = "",
-        detail: str = "",
-        latency_ms: float | None = None,
-    ) -> None:
-        """Hears how the call went: ``ok`` once the agent answered, or why it failed."""
-
-
-class _NoGuard:
-    """Lets every call go and hears nothing: the guard while none is plugged in."""
-
-    async def admit(self, target: AgentTarget) -> None:
-        return None
-
-    async def report(self, target: AgentTarget, **outcome: Any) -> None:
-        return None
-
-
-_call_guard: CallGuard = _NoGuard()
-
-
-def register_call_guard(guard: CallGuard | None) -> None:
-    """The routing app plugs its circuit breaker in here (None unplugs it)."""
-    global _call_guard
-    _call_guard = guard if guard is not None else _NoGuard()
 
 
 class AgentTarget(Target):
@@ -108,12 +70,7 @@ class AgentTarget(Target):
         )
         self.delegation = hop_tokens.Delegation.of(agent, self.endpoint.url)
         self.extra["stream_idle_seconds"] = agent.stream_idle_seconds
-        self.retry_policy = retries.RetryPolicy(
-            attempts=agent.retry_attempts,
-            base_delay=agent.retry_base_delay_ms / 1000,
-            deadline=float(agent.retry_deadline_seconds),
-            idempotent=agent.idempotent,
-        )
+        self.retry_policy = retries.RetryPolicy.of(agent)
         self.health = agent.health
         self.alternates = tuple(agent.alternate_links.values_list("alternate_id", flat=True))
         self.failover_same_skill = agent.failover_same_skill
@@ -126,16 +83,10 @@ class AgentTarget(Target):
         )
 
     async def run(self, task, request, ctx, *, stream):
-        """The send on the agent that holds the task (an alternate that served it), or for
-        the task's first send on this agent or, when it is down, an alternate
-        (``failover``)."""
-        held = await failover.serving(self, task)
-        fails_over = self.alternates or self.failover_same_skill
-        if held is self and fails_over and failover.first_send(self, task):
-            steps = failover.run_with_alternates(self, task, request, ctx, stream=stream)
-        else:
-            steps = held.run_here(task, request, ctx, stream=stream)
-        async with contextlib.aclosing(steps):
+        """The send, as ``guarding.served`` chooses its agent (failover)."""
+        async with contextlib.aclosing(
+            guarding.served(self, task, request, ctx, stream=stream)
+        ) as steps:
             async for step in steps:
                 yield step
 
@@ -143,9 +94,9 @@ class AgentTarget(Target):
         """The send on this agent, through the call guard, retried as its policy allows. A
         delegated token that cannot be had refuses the send before the agent is called."""
         headers = await self._headers(ctx)
-        await _call_guard.admit(self)
+        await guarding.admit(self)
         async with contextlib.aclosing(
-            self._guarded(self._run(task, request, ctx, stream=stream, headers=headers))
+            guarding.guarded(self, self._run(task, request, ctx, stream=stream, headers=headers))
         ) as steps:
             async for step in steps:
                 yield step
@@ -175,44 +126,10 @@ class AgentTarget(Target):
         ids = _ids(task)
         headers = await self._headers(ctx)
         async with contextlib.aclosing(
-            self._guarded(self._follow(task, ids, ctx, subscribe=True, headers=headers))
+            guarding.guarded(self, self._follow(task, ids, ctx, subscribe=True, headers=headers))
         ) as steps:
             async for step in steps:
                 yield step
-
-    async def _guarded(self, steps):
-        """The steps, with their outcome reported to the call guard (the circuit breaker):
-        a success once the agent's answer is whole (an event that ends the stream, or the
-        call's answer), a failure for a transport failure, an answer that is not A2A, or a
-        stream that breaks or falls silent before its end, so streams that keep breaking
-        mid-way open the breaker as calls that fail at once do."""
-        started = time.perf_counter()
-        reported = False
-        try:
-            # Closed here when the caller stops early, as the driver closes these steps: left
-            # to the garbage collector, an upstream stream would close in another task.
-            async with contextlib.aclosing(steps):
-                async for step in steps:
-                    if not reported and (step.answered or upstream.ends_stream(step.event)):
-                        reported = True
-                        await _call_guard.report(self, ok=True)
-                    yield step
-            if not reported:
-                reported = True
-                await _call_guard.report(self, ok=True)
-        except (upstream.UpstreamError, InvalidAgentResponse) as error:
-            await _call_guard.report(
-                self,
-                ok=False,
-                category=getattr(error, "category", "protocol"),
-                detail=error.message,
-                latency_ms=(time.perf_counter() - started) * 1000,
-            )
-            raise
-        except A2AError:
-            if not reported:  # the agent answered, with a protocol error: it is up
-                await _call_guard.report(self, ok=True)
-            raise
 
     async def _headers(self, ctx) -> dict[str, str]:
         """The relay's headers of a call to this agent for ``ctx``: who it is for, and the
@@ -289,19 +206,7 @@ class AgentTarget(Target):
             yield step
 
     async def _tried(self, task, call):
-        """``call()`` tried again under the agent's retry policy while it fails before the
-        agent answered (``retries``); the tries are recorded on the task when there was more
-        than one, or the one failed."""
-        attempts: list[dict[str, Any]] = []
-        try:
-            return await retries.tried(
-                call, policy=self.retry_policy, agent_id=self.id, attempts=attempts
-            )
-        finally:
-            if attempts:
-                await database_sync_to_async(services.task_attempts_record)(
-                    task=task, attempts=attempts
-                )
+        return await guarding.tried(self, task, call)
 
     async def _first_event(self, events):
         """The agent's stream, its first event read (within RELAY_STREAM_FIRST_EVENT_SECONDS):

@@ -12,6 +12,10 @@ breaker is not open qualify, healthy ones first, then by id; at most ``SAME_SKIL
 are tried.
 
 Only a task's first send fails over: once an agent has the task, the task lives there.
+
+Each send another agent took is counted in Prometheus once that agent answered, by the agent
+the send named, the agent that took it and how that one was chosen (``FAILOVERS``:
+``alternate`` or ``same_skill``).
 """
 
 from __future__ import annotations
@@ -20,9 +24,12 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from prometheus_client import Counter
+
 from registry.auth import key_may_call
 from registry.models import Agent, Skill
 from relay_project.database import database_sync_to_async
+from relay_project.request_metrics import REGISTRY
 from tasks_app import services
 from tasks_app.gateway.retries import NOT_AVAILABLE, NOT_SENT
 from tasks_app.gateway.targets import Step
@@ -32,6 +39,17 @@ BREAKER_OPEN = "unavailable"
 """The category of the circuit breaker's refusal (``routing.breaker``): nothing was sent."""
 SAME_SKILL_CANDIDATES = 5
 """Agents sharing a skill tried at most, so a storm of sends never walks the whole registry."""
+ALTERNATE = "alternate"
+SAME_SKILL = "same_skill"
+
+FAILOVERS = Counter(
+    "relay_agent_failovers",
+    "Sends that went to another agent than the one they named, by the agent named, the agent "
+    "that took the send, and how it was chosen (alternate: the ordered list; same_skill: an "
+    "agent declaring the same skill).",
+    ["agent", "to", "kind"],
+    registry=REGISTRY,
+)
 
 
 def not_started(error: BaseException) -> bool:
@@ -81,6 +99,9 @@ async def run_with_alternates(primary, task, request, ctx, *, stream: bool) -> A
                 if unfit:
                     raise UpstreamError(BREAKER_OPEN, f"agent {candidate.id!r} is unhealthy")
                 async for step in candidate.run_here(task, request, ctx, stream=stream):
+                    if not started and candidate is not primary:  # it took the send
+                        kind = ALTERNATE if skill is None else SAME_SKILL
+                        FAILOVERS.labels(agent=primary.id, to=candidate.id, kind=kind).inc()
                     started = True
                     yield step
                 return

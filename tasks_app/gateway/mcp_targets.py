@@ -3,23 +3,38 @@ a message names a tool and its arguments (a data part ``{"tool": name, "argument
 or says in text what it wants (the relay's skill search picks the tool, and the text is the
 tool's one string argument). The relay calls the tool with the official ``mcp`` client; the
 result is the task's artifact (text content as text parts, structured content as a data
-part), and a tool error fails the task with the tool's message. With tracing on, the call's
-HTTP requests carry the ``traceparent`` of its trace (``ctx.trace``), as an A2A agent's calls
-do. The call is one exchange, so a task is not resumed by another process; the gateway
-persists it like any other.
+part), and a tool error fails the task with the tool's message.
+
+A send goes through the same policy as an A2A agent's (``guarding``): the circuit breaker
+admits it and hears how it went, a call that provably did not reach the server (refused,
+unresolved, TLS, HTTP 502/503/504, 429 with Retry-After) is tried again under the agent's
+retry policy, and a task's first send fails over to the agent's alternates. On a stream, the
+server's progress notifications arrive as ``working`` status updates. Cancelling the task
+stops the exchange, and the MCP client tells the server (``notifications/cancelled``, or on
+2026-07-28 by closing the call's response stream). With tracing on, the call's HTTP requests
+carry the ``traceparent`` of its trace (``ctx.trace``), as an A2A agent's calls do. The call
+is one exchange, so a task is not resumed by another process; the gateway persists it like
+any other.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
 from typing import Any
 
 import anyio
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from registry.mcp_servers import mcp_session, tool_schemas
-from relay_project import tracing
+from registry.mcp_servers import tool_schemas
+from relay_project import outbound, tracing
 from relay_project.database import database_sync_to_async
+from relay_project.outbound_mcp import mcp_client
+from tasks_app.gateway import guarding, retries
 from tasks_app.gateway.agent_targets import AgentTarget
 from tasks_app.gateway.targets import Step, Target
 from tasks_app.lifecycle import TaskState
@@ -27,44 +42,143 @@ from tasks_app.protocol import events as a2a_events
 from tasks_app.protocol.errors import InvalidParams
 from tasks_app.upstream import UpstreamError
 
+PROGRESS_METADATA = "mcpProgress"
+"""The metadata key of a ``working`` update that relays an MCP progress notification."""
+
 
 class McpTarget(Target):
     """A registered MCP server: each call is one ``tools/call``."""
 
     def __init__(self, agent, headers: dict[str, str]) -> None:
         super().__init__(
-            kind="agent", id=agent.pk, name=agent.name, streaming=True, agent_id=agent.pk
+            kind="agent",
+            id=agent.pk,
+            name=agent.name,
+            streaming=True,
+            agent_id=agent.pk,
         )
         self.url = agent.card_url
         self.headers = headers
         self.schemas = tool_schemas(agent.extensions.all())
         self.health = agent.health
-        self.breaker_row = (agent.breaker_state, agent.breaker_failures, agent.breaker_opened_at)
+        self.retry_policy = retries.RetryPolicy.of(agent)
+        self.alternates = tuple(agent.alternate_links.values_list("alternate_id", flat=True))
+        self.failover_same_skill = agent.failover_same_skill
+        # The circuit breaker as the row had it; the call guard keeps it up to date.
+        self.breaker_row = (
+            agent.breaker_state,
+            agent.breaker_failures,
+            agent.breaker_opened_at,
+            agent.breaker_version,
+        )
 
     async def run(self, task, request, ctx, *, stream):
-        message = request.get("message") or {}
-        tool, arguments = await self.tool_call(message)
+        """The send, as ``guarding.served`` chooses its agent (failover)."""
+        async with contextlib.aclosing(
+            guarding.served(self, task, request, ctx, stream=stream)
+        ) as steps:
+            async for step in steps:
+                yield step
+
+    async def run_here(self, task, request, ctx, *, stream):
+        """The tool call on this server, through the call guard, retried as its policy
+        allows. A message that names no tool of this server is refused before the call."""
+        tool, arguments = await self.tool_call(request.get("message") or {})
+        await guarding.admit(self)
+        async with contextlib.aclosing(
+            guarding.guarded(
+                self,
+                self._exchange(
+                    task, tool, arguments, stream=stream, headers=_traced(self.headers, ctx.trace)
+                ),
+            )
+        ) as steps:
+            async for step in steps:
+                yield step
+
+    async def _exchange(
+        self, task, tool: str, arguments: dict[str, Any], *, stream: bool, headers: dict[str, str]
+    ):
+        """The call's steps: a ``working`` update per progress notification (on a stream),
+        then the task as the result leaves it. Stopped early (a cancel), the call is
+        cancelled, which the MCP client tells the server."""
+        progressed: asyncio.Queue[Step | None] = asyncio.Queue()
+
+        async def progress(done: float, total: float | None, said: str | None) -> None:
+            progressed.put_nowait(Step(_working_event(task, done, total, said)))
+
+        call = asyncio.ensure_future(
+            guarding.tried(
+                self,
+                task,
+                lambda: self._call(tool, arguments, progress if stream else None, headers),
+            )
+        )
+        call.add_done_callback(lambda _: progressed.put_nowait(None))
         try:
-            result = await self._call(tool, arguments, _traced(self.headers, ctx.trace))
+            while (step := await progressed.get()) is not None:
+                yield step
+            result = call.result()
         except MCPError as error:  # the server refused the call: the task fails, saying why
             yield Step(_failed_event(task, f"the tool {tool!r} was refused: {error.message}"))
             return
-        except UpstreamError:
-            raise
-        except Exception as error:  # the SDK's transport errors, in task groups too
-            raise UpstreamError(
-                "unreachable", f"the MCP server at {self.url} failed: {_said(error)}"
-            ) from error
+        finally:
+            if not call.done():
+                call.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await call
         yield Step(_task_event(task, tool, result))
 
-    async def _call(self, tool: str, arguments: dict[str, Any], headers: dict[str, str]):
+    async def _call(self, tool: str, arguments: dict[str, Any], progress, headers: dict[str, str]):
+        """One try of the call. Raises MCPError when the server answered with an error, and
+        UpstreamError (``retries`` categories) when it could not be reached or answer."""
         from django.conf import settings
 
-        with anyio.fail_after(settings.RELAY_UPSTREAM_TIMEOUT):
-            async with mcp_session(
-                self.url, headers, timeout=settings.RELAY_UPSTREAM_TIMEOUT
-            ) as session:
-                return await session.call_tool(tool, arguments)
+        timeout = settings.RELAY_UPSTREAM_TIMEOUT
+        http = mcp_client(headers, timeout=timeout)
+        http.event_hooks = {**http.event_hooks, "response": [self._not_available]}
+        try:
+            with anyio.fail_after(timeout):
+                async with Client(streamable_http_client(self.url, http_client=http)) as session:
+                    return await session.call_tool(tool, arguments, progress_callback=progress)
+        except Exception as error:  # the SDK raises from task groups (ExceptionGroup)
+            raise self._classified(error) from error
+
+    async def _not_available(self, response: httpx2.Response) -> None:
+        """Raises for an answer that says the server takes no calls now (the SDK would make
+        it a JSON-RPC error and lose the status, which decides a retry)."""
+        status = response.status_code
+        if status in retries.NOT_AVAILABLE or status == 429:
+            raise UpstreamError(
+                "http_status",
+                f"the MCP server {self.id!r} answered HTTP {status}",
+                status=status,
+                retry_after=_seconds(response.headers.get("retry-after")),
+            )
+
+    def _classified(self, error: BaseException) -> Exception:
+        """The error of a failed try: the server's MCPError, or an UpstreamError."""
+        leaves = _leaves(error)
+        for leaf in leaves:
+            if isinstance(leaf, MCPError | UpstreamError):
+                return leaf
+        name = f"the MCP server {self.id!r}"
+        for leaf in leaves:
+            if isinstance(leaf, outbound.UnsafeURLError):
+                return UpstreamError(
+                    "unsafe_url", f"{name} is at an address the relay may not call"
+                )
+            if isinstance(leaf, TimeoutError | httpx2.TimeoutException):
+                return UpstreamError("timeout", f"{name} did not answer in time")
+            if isinstance(leaf, httpx2.ConnectError):
+                text = str(leaf)
+                if "resolve" in text or "Name or service not known" in text:
+                    return UpstreamError("dns", f"{name}: cannot resolve its host ({text})")
+                if "SSL" in text or "certificate" in text:
+                    return UpstreamError("tls", f"{name}: TLS handshake failed ({text})")
+                return UpstreamError("refused", f"{name} refused the connection")
+        said = "; ".join(str(leaf) or type(leaf).__name__ for leaf in leaves)[:300]
+        return UpstreamError("protocol", f"{name} failed: {said}")
 
     async def tool_call(self, message: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """The tool a message names, and its arguments. Raises InvalidParams saying why none."""
@@ -173,7 +287,28 @@ def _agent_message(task, text: str) -> dict[str, Any]:
     )
 
 
-def _said(error: BaseException) -> str:
+def _working_event(task, done: float, total: float | None, said: str | None) -> dict[str, Any]:
+    """A ``working`` update relaying one MCP progress notification: its message, or how far."""
+    text = said or (f"{done:g} of {total:g}" if total else f"{done:g} done")
+    status = a2a_events.task_status(TaskState.WORKING, message=_agent_message(task, text))
+    progress = {"progress": done, **({"total": total} if total is not None else {})}
+    return a2a_events.status_event(
+        task_id=task.id,
+        context_id=task.context_id,
+        status=status,
+        metadata={PROGRESS_METADATA: progress},
+    )
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
     if isinstance(error, BaseExceptionGroup):
-        return "; ".join(_said(inner) for inner in error.exceptions)
-    return str(error) or type(error).__name__
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
+
+
+def _seconds(value: str | None) -> float | None:
+    """A Retry-After header's seconds (None when absent or a date)."""
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None

@@ -68,6 +68,16 @@ class RetryPolicy:
     deadline: float = 10.0
     idempotent: bool = False
 
+    @classmethod
+    def of(cls, agent) -> RetryPolicy:
+        """The policy a registered agent's row sets."""
+        return cls(
+            attempts=agent.retry_attempts,
+            base_delay=agent.retry_base_delay_ms / 1000,
+            deadline=float(agent.retry_deadline_seconds),
+            idempotent=agent.idempotent,
+        )
+
 
 def reason_of(error: BaseException) -> str:
     """The short, stable reason of a failed try: its category, with the HTTP status."""

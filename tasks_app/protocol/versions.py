@@ -191,12 +191,17 @@ def activation_header_name(version: str) -> str:
 def _header_values(
     headers: Mapping[str, object] | Iterable[tuple[str | bytes, str | bytes]], name: str
 ) -> list[str]:
+    # ASGI gives names as bytes: compared as bytes, without decoding every header's name.
     wanted = name.lower()
+    wanted_bytes = wanted.encode("latin-1")
     pairs = headers.items() if isinstance(headers, Mapping) else headers
     values: list[str] = []
     for key, value in pairs:
-        key_text = key.decode("latin-1") if isinstance(key, bytes) else str(key)
-        if key_text.lower() == wanted:
+        if isinstance(key, bytes):
+            matches = key.lower() == wanted_bytes
+        else:
+            matches = str(key).lower() == wanted
+        if matches:
             values.extend(_flatten(value))
     return values
 

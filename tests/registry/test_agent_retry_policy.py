@@ -80,6 +80,44 @@ def test_the_agent_page_shows_the_policy_and_the_sends_retried(client):
     assert "idempotent: also sends that may have reached it" in page
 
 
+def test_the_agent_page_shows_its_failover_and_the_sends_that_failed_over(client):
+    from registry.models import AgentAlternate
+
+    agent = make_agent(agent_id="weather")
+    make_agent(agent_id="backup")
+    make_agent(agent_id="spare")
+    AgentAlternate.objects.create(agent_id="weather", alternate_id="spare", order=2)
+    AgentAlternate.objects.create(agent_id="weather", alternate_id="backup", order=1)
+    Agent.objects.filter(pk="weather").update(failover_same_skill=True)
+    now = timezone.now()
+    selections = (
+        None,
+        {"agentId": "backup", "failoverFrom": "weather", "passed": []},
+        {"agentId": "other", "failoverFrom": "weather", "sameSkill": "forecast", "passed": []},
+    )
+    for selection in selections:
+        Task.objects.create(
+            agent=agent,
+            target_kind="agent",
+            target_id="weather",
+            context_id="c",
+            state="completed",
+            completed_at=now,
+            selection=selection,
+        )
+    page = client.get(reverse("agent-page", args=["weather"])).content.decode()
+    assert "<dt>Sends failed over</dt><dd>2 " in page
+    assert "(1 to the same skill)" in page
+    assert "alternates, in order: backup, spare; then any healthy agent with the same skill" in page
+
+
+def test_an_agent_without_failover_says_so_on_its_page(client):
+    make_agent(agent_id="weather")
+    page = client.get(reverse("agent-page", args=["weather"])).content.decode()
+    assert "<dt>Sends failed over</dt><dd>0</dd>" in page
+    assert "no alternates; not to other agents with the same skill" in page
+
+
 def test_alternates_are_set_in_order_in_the_admin(admin_client):
     from registry.models import AgentAlternate
 

@@ -3,27 +3,39 @@ the official SDK (``MCPServer`` over streamable HTTP on 127.0.0.1) is registered
 tools become the skills of the card the relay writes, an a2a-sdk client calls its tools
 through the relay on every binding (by a data part naming the tool, or by text the relay
 matches to a tool), a tool error fails the task, it is probed, found by meaning and answers
-as a team's member; a URL that is not an MCP server is a clear 422."""
+as a team's member; a URL that is not an MCP server is a clear 422. Its sends go through the
+A2A agents' policy: a call that did not reach it is tried again, its breaker opens on failures,
+its progress notifications stream as ``working`` updates, and CancelTask cancels its call."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
+import anyio
 import httpx
 import pytest
 from a2a.types import Message, Part, Role, SendMessageRequest
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Value
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
 from routing.demo.agents import ECHO, build_agent_app
-from tests.live import CALL_SECONDS, free_port, live_relay, manage
+from tests.live import CALL_SECONDS, eventually, free_port, live_relay, manage
 from tests.servers import closed_port_url, running
 
 SERVER = "unit-tools"
+SLOW_SERVER = "slow-tools"
+FLAKY_SERVER = "flaky-tools"
+DOWN_SERVER = "down-tools"
 TEAM = "mcp-crew"
+STEPS = 3
+WAITING: list[str] = []
+"""The notes of the calls of ``wait_for_cancel`` running now (the server runs in this
+process); CANCELLED the notes of those the server saw cancelled."""
+CANCELLED: list[str] = []
 
 
 class Reading(BaseModel):
@@ -49,16 +61,80 @@ def unit_tools_app():
     return server.streamable_http_app(streamable_http_path="/mcp")
 
 
+def slow_tools_app():
+    server = MCPServer("Slow Tools")
+
+    @server.tool(description="Counts to the number slowly, reporting each step as progress.")
+    async def count_slowly(steps: int, ctx: Context) -> str:
+        for step in range(1, steps + 1):
+            await ctx.report_progress(step, steps, f"counted {step} of {steps}")
+            await anyio.sleep(0.2)
+        return f"counted to {steps}"
+
+    @server.tool(description="Says it waits, then waits until the call is cancelled.")
+    async def wait_for_cancel(note: str, ctx: Context) -> str:
+        WAITING.append(note)
+        await ctx.report_progress(0, None, "waiting to be cancelled")
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            CANCELLED.append(note)
+            raise
+        finally:
+            WAITING.remove(note)
+        return "never"
+
+    return server.streamable_http_app(streamable_http_path="/mcp")
+
+
+def repeat_app():
+    server = MCPServer("Repeater")
+
+    @server.tool(description="Repeats the sentence it is given, word for word.")
+    def repeat(sentence: str) -> str:
+        return f"{sentence} {sentence}"
+
+    return server.streamable_http_app(streamable_http_path="/mcp")
+
+
+class Outage:
+    """An MCP server behind a proxy that answers 503 to the next ``down`` requests; counts
+    the requests that reached the server (``passed``) and those refused (``refused``)."""
+
+    def __init__(self, app) -> None:
+        self.app, self.down, self.passed, self.refused = app, 0, 0, 0
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and self.down > 0:
+            self.down -= 1
+            self.refused += 1
+            await send({"type": "http.response.start", "status": 503, "headers": []})
+            await send({"type": "http.response.body", "body": b"down for maintenance"})
+            return
+        if scope["type"] == "http":
+            self.passed += 1
+        await self.app(scope, receive, send)
+
+
 @pytest.fixture(scope="module")
 def relay(tmp_path_factory, relay_template):
     with live_relay(
         tmp_path_factory.mktemp("mcp-agents"),
         template=relay_template,
         RELAY_GRPC_PORT=str(free_port()),
+        RELAY_BREAKER_FAILURES="2",
     ) as live:
         url = live._stack.enter_context(running(unit_tools_app()))
         live.mcp_url = f"{url}/mcp"
         live.registered = live.register(live.mcp_url, SERVER, mcpServer=True)
+        slow = live._stack.enter_context(running(slow_tools_app()))
+        live.register(f"{slow}/mcp", SLOW_SERVER, mcpServer=True)
+        live.outages = {}
+        for agent_id in (FLAKY_SERVER, DOWN_SERVER):
+            outage = Outage(repeat_app())
+            served = live._stack.enter_context(running(outage))
+            live.register(f"{served}/mcp", agent_id, mcpServer=True)
+            live.outages[agent_id] = outage
         live.serve_agent("echo", lambda base: build_agent_app(ECHO, base_url=base))
         manage(
             live.env,
@@ -231,3 +307,93 @@ def test_its_page_lists_its_tools_as_skills(relay):
     assert page.status_code == 200
     assert "celsius_to_fahrenheit" in page.text
     assert "Shouts the sentence back" in page.text
+
+
+def repeat_request(sentence: str) -> dict:
+    return {
+        "message": {
+            "messageId": str(uuid.uuid4()),
+            "role": "ROLE_USER",
+            "parts": [{"data": {"tool": "repeat", "arguments": {"sentence": sentence}}}],
+        }
+    }
+
+
+def test_a_call_that_did_not_reach_the_server_is_tried_again(relay):
+    outage = relay.outages[FLAKY_SERVER]
+    outage.down = 1
+
+    answer = relay.call(FLAKY_SERVER, "SendMessage", repeat_request("second time lucky"))
+
+    assert answer.status_code == 200, answer.text
+    task = answer.json()["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    assert "second time lucky second time lucky" in str(task["artifacts"])
+    assert outage.refused == 1
+    tries = task["metadata"]["relayAttempts"]
+    assert [attempt["outcome"] for attempt in tries] == ["failed", "answered"]
+    assert tries[0]["reason"] == "http_503"
+
+
+def test_its_breaker_opens_after_failed_calls_and_refuses_without_calling_it(relay):
+    outage = relay.outages[DOWN_SERVER]
+    outage.down = 10**6
+    said = []
+    for number in range(3):  # RELAY_BREAKER_FAILURES is 2 here
+        before = outage.refused
+        answer = relay.call(DOWN_SERVER, "SendMessage", repeat_request(f"call {number}"))
+        said.append((outage.refused - before, answer.text))
+
+    (first_tries, first), (second_tries, _), (third_tries, third) = said
+    assert first_tries == 3 and second_tries == 3  # tried again, up to its policy's 3 tries
+    assert "HTTP 503" in first
+    assert third_tries == 0
+    assert "circuit breaker is open" in third
+    agent = httpx.get(
+        f"{relay.url}/a2a/registry/{DOWN_SERVER}", headers=relay.auth(), timeout=CALL_SECONDS
+    ).json()
+    assert agent["health"]["breaker"]["state"] == "open", agent["health"]
+
+
+async def test_its_progress_notifications_stream_as_working_updates(relay):
+    message = data_message({"tool": "count_slowly", "arguments": {"steps": STEPS}})
+    async with relay.client(SLOW_SERVER, "JSONRPC", "1.0", streaming=True) as client:
+        seen = [
+            MessageToDict(event)
+            async for event in client.send_message(SendMessageRequest(message=message))
+        ]
+
+    assert "task" in seen[0]  # the task comes first, then the server's progress
+    updates = [event["statusUpdate"] for event in seen if "statusUpdate" in event]
+    working = [u for u in updates if u["status"]["state"] == "TASK_STATE_WORKING"]
+    assert [u["status"]["message"]["parts"][0]["text"] for u in working] == [
+        f"counted {step} of {STEPS}" for step in range(1, STEPS + 1)
+    ]
+    assert working[-1]["metadata"]["mcpProgress"] == {"progress": STEPS, "total": STEPS}
+    final = seen[-1]["task"] if "task" in seen[-1] else seen[-1]["statusUpdate"]
+    assert final["status"]["state"] == "TASK_STATE_COMPLETED"
+    task_id = working[0]["taskId"]
+    stored = relay.call(SLOW_SERVER, "GetTask", {"id": task_id}).json()["result"]
+    assert stored["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert "counted to 3" in str(stored["artifacts"])
+
+
+async def test_cancelling_the_task_cancels_the_servers_call(relay):
+    note = f"cancel-{uuid.uuid4().hex[:6]}"
+    message = data_message({"tool": "wait_for_cancel", "arguments": {"note": note}})
+    async with relay.client(SLOW_SERVER, "JSONRPC", "1.0", streaming=True) as client:
+        events = client.send_message(SendMessageRequest(message=message))
+        first = MessageToDict(await anext(events))
+        task_id = first["task"]["id"]
+        await eventually(lambda: note in WAITING, "the tool call reached the server")
+
+        canceled = await asyncio.to_thread(relay.call, SLOW_SERVER, "CancelTask", {"id": task_id})
+        rest = [MessageToDict(event) async for event in events]
+
+    assert canceled.json()["result"]["status"]["state"] == "TASK_STATE_CANCELED", canceled.text
+    await eventually(lambda: note in CANCELLED, "the server saw the call cancelled")
+    assert note not in WAITING
+    last = rest[-1]["task"] if "task" in rest[-1] else rest[-1]["statusUpdate"]
+    assert last["status"]["state"] == "TASK_STATE_CANCELED"
+    stored = relay.call(SLOW_SERVER, "GetTask", {"id": task_id}).json()["result"]
+    assert stored["status"]["state"] == "TASK_STATE_CANCELED"

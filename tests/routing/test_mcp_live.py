@@ -1,7 +1,9 @@
 """The relay's MCP server against a relay of real processes, with the official MCP Python
 client (streamable HTTP, 2026-07-28) in front and a2a-sdk agents behind: tools listed per
 key, the demo team's routed answer, progress of a slow agent, an input-required turn answered
-by elicitation, a cancelled call whose A2A task ends canceled, and a key without access."""
+by elicitation, a cancelled call whose A2A task ends canceled, and a key without access; and
+the same as MCP tasks (the tasks extension): a task at once, polled to its result, a minute-long
+agent's progress, an input turn answered with ``tasks/update``, ``tasks/cancel``."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from routing.demo.agents import (
     DEMO_AGENTS,
@@ -30,8 +33,15 @@ from routing.demo.agents import (
     text_message,
 )
 from routing.demo.setup import DEMO_QUESTION
-from tests.agents import input_required_agent, never_finishing_agent
+from tests.agents import (
+    LONG_STEP_SECONDS,
+    LONG_STEPS,
+    input_required_agent,
+    long_working_agent,
+    never_finishing_agent,
+)
 from tests.live import CALL_SECONDS, eventually, live_relay, manage
+from tests.mcp_tasks import TasksClient, call_as_task, poll, tasks_request
 
 SLOW_STEPS = 4
 SLOW_STEP_SECONDS = 0.8
@@ -64,6 +74,7 @@ def relay(tmp_path_factory):
         live.serve_agent("slow", lambda url: build_agent_app(SLOW, base_url=url))
         live.serve_agent("asks", input_required_agent)
         live.serve_agent("forever", never_finishing_agent)
+        live.serve_agent("long", long_working_agent)
         manage(
             live.env,
             "shell",
@@ -274,3 +285,103 @@ async def test_a_client_of_the_handshake_era_continues_a_task_with_its_id(relay)
         "contextId": asked.meta["relay/a2a"]["contextId"],
         "state": "completed",
     }
+
+
+# --- MCP tasks (io.modelcontextprotocol/tasks) -------------------------------------------
+
+
+def tasks_client(relay, **options) -> Client:
+    return client(relay, extensions=[TasksClient()], **options)
+
+
+async def test_a_call_asking_for_a_task_gets_the_a2a_task_at_once_and_polls_its_result(relay):
+    started = time.monotonic()
+    async with tasks_client(relay) as mcp:
+        created = await call_as_task(mcp, "agent_slow", {"text": "go"})
+        answered_in = time.monotonic() - started
+        task, messages = await poll(mcp, created.task_id)
+        extensions = mcp.server_capabilities.extensions
+
+    assert extensions == {"io.modelcontextprotocol/tasks": {}}
+    assert created.status == "working"
+    assert answered_in < SLOW_STEP_SECONDS * SLOW_STEPS / 2
+    # The MCP task is the A2A task: same id, in the relay's task API.
+    assert task_state(relay, "slow", created.task_id) == "TASK_STATE_COMPLETED"
+    assert task["status"] == "completed"
+    assert task["result"]["content"][0]["text"].startswith("slow work done")
+    assert task["result"]["_meta"]["relay/a2a"]["taskId"] == created.task_id
+    assert task["result"]["isError"] is False
+    steps = [message for message in messages if message.startswith("step ")]
+    assert steps and steps == sorted(steps)  # the agent's status messages, as they came
+
+
+async def test_a_minute_long_agent_runs_as_a_task_reporting_each_step(relay):
+    async with tasks_client(relay) as mcp:
+        created = await call_as_task(mcp, "agent_long", {"text": "take your time"})
+        task, messages = await poll(
+            mcp, created.task_id, timeout=LONG_STEPS * LONG_STEP_SECONDS + CALL_SECONDS
+        )
+
+    assert messages[:LONG_STEPS] == [f"step {n} of {LONG_STEPS}" for n in range(1, LONG_STEPS + 1)]
+    assert task["status"] == "completed"
+    assert task["result"]["content"][0]["text"].startswith("long work done")
+    assert task_state(relay, "long", created.task_id) == "TASK_STATE_COMPLETED"
+
+
+async def test_a_tasks_input_turn_is_answered_with_tasks_update_on_the_same_a2a_task(relay):
+    async with tasks_client(relay) as mcp:
+        created = await call_as_task(mcp, "agent_asks", {"text": "greet someone"})
+        waiting, _ = await poll(mcp, created.task_id, until=frozenset({"input_required"}))
+        ((key, request),) = waiting["inputRequests"].items()
+        answer = {"action": "accept", "content": {"answer": "Ada"}}
+        acknowledged = await tasks_request(
+            mcp, "tasks/update", taskId=created.task_id, inputResponses={key: answer}
+        )
+        task, _ = await poll(mcp, created.task_id)
+
+    assert waiting["statusMessage"] == "What name should I greet?"
+    assert request["method"] == "elicitation/create"
+    assert request["params"]["message"] == "What name should I greet?"
+    assert acknowledged["resultType"] == "complete"
+    assert task["status"] == "completed"
+    assert task["result"]["content"][0]["text"].startswith("Hello, Ada!")
+    assert task_state(relay, "asks", created.task_id) == "TASK_STATE_COMPLETED"
+
+
+async def test_tasks_cancel_cancels_the_a2a_task(relay):
+    async with tasks_client(relay) as mcp:
+        created = await call_as_task(mcp, "agent_forever", {"text": "work forever"})
+        await poll(mcp, created.task_id, until=frozenset({"working"}))
+        await tasks_request(mcp, "tasks/cancel", taskId=created.task_id)
+        task, _ = await poll(mcp, created.task_id)
+
+    assert task["status"] == "cancelled"
+    assert task_state(relay, "forever", created.task_id) == "TASK_STATE_CANCELED"
+
+
+async def test_another_key_can_neither_get_nor_cancel_a_task(relay):
+    async with tasks_client(relay) as mcp:
+        created = await call_as_task(mcp, "agent_forever", {"text": "work forever"})
+    refused = []
+    async with tasks_client(relay, key=relay.echo_only_key) as other:
+        for method in ("tasks/get", "tasks/cancel"):
+            try:
+                await tasks_request(other, method, taskId=created.task_id)
+            except MCPError as error:
+                refused.append(error.error.code)
+
+    assert refused == [types.INVALID_PARAMS, types.INVALID_PARAMS]
+    assert task_state(relay, "forever", created.task_id) == "TASK_STATE_WORKING"
+    relay.call("forever", "CancelTask", {"id": created.task_id})
+
+
+async def test_a_client_without_the_extension_gets_no_task(relay):
+    async with client(relay) as mcp:
+        result = await mcp.call_tool("agent_slow", {"text": "go"})
+        try:
+            await tasks_request(mcp, "tasks/get", taskId=result.meta["relay/a2a"]["taskId"])
+        except MCPError as error:
+            refused = error.error.code
+
+    assert result.content[0].text.startswith("slow work done")
+    assert refused == types.MISSING_REQUIRED_CLIENT_CAPABILITY

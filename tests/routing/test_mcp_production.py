@@ -1,6 +1,7 @@
 """The MCP server on a two-process production relay (PostgreSQL, Redis): it keeps no session,
 so an input turn asked by one process is answered through the other, and the demo team's tool
-answers on both."""
+answers on both; an MCP task started on one process is followed, answered and finished through
+the other."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from routing.demo.agents import DEMO_AGENTS, build_agent_app
 from routing.demo.setup import DEMO_QUESTION
 from tests.agents import input_required_agent
 from tests.live import CALL_SECONDS, ServiceMissingError, live_relay, manage, production_services
+from tests.mcp_tasks import TasksClient, call_as_task, poll, tasks_request
 
 pytestmark = pytest.mark.production
 
@@ -41,7 +43,7 @@ def relay(tmp_path_factory):
         yield relay
 
 
-def client(relay, base: str) -> Client:
+def client(relay, base: str, **options) -> Client:
     http = httpx2.AsyncClient(
         headers={"Authorization": f"Bearer {relay.key}"}, timeout=CALL_SECONDS * 3
     )
@@ -50,7 +52,9 @@ def client(relay, base: str) -> Client:
         raise AssertionError("the test drives the input turn itself")
 
     return Client(
-        streamable_http_client(f"{base}/mcp", http_client=http), elicitation_callback=never_asked
+        streamable_http_client(f"{base}/mcp", http_client=http),
+        elicitation_callback=never_asked,
+        **options,
     )
 
 
@@ -84,3 +88,20 @@ async def test_an_input_turn_asked_by_one_process_is_answered_through_the_other(
     assert isinstance(result, types.CallToolResult)
     assert result.content[0].text.startswith("Hello, Lin!")
     assert result.meta["relay/a2a"]["state"] == "completed"
+
+
+async def test_a_task_started_on_one_process_is_answered_and_finished_through_the_other(relay):
+    async with client(relay, relay.url, extensions=[TasksClient()]) as first:
+        created = await call_as_task(first, "agent_asks", {"text": "greet someone"})
+    async with client(relay, relay.second_url, extensions=[TasksClient()]) as second:
+        waiting, _ = await poll(second, created.task_id, until=frozenset({"input_required"}))
+        ((key, _),) = waiting["inputRequests"].items()
+        answer = {"action": "accept", "content": {"answer": "Lin"}}
+        await tasks_request(
+            second, "tasks/update", taskId=created.task_id, inputResponses={key: answer}
+        )
+        task, _ = await poll(second, created.task_id)
+
+    assert task["status"] == "completed"
+    assert task["result"]["content"][0]["text"].startswith("Hello, Lin!")
+    assert task["result"]["_meta"]["relay/a2a"]["taskId"] == created.task_id

@@ -6,10 +6,8 @@ its members real a2a-sdk agents on 127.0.0.1."""
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
-import httpx
 import pytest
 from a2a.server.agent_execution import RequestContext
 from a2a.server.tasks import TaskUpdater
@@ -26,6 +24,7 @@ from tasks_app.gateway import driving
 from tasks_app.models import Task
 from tests.agents import input_required_agent, task_spec
 from tests.live import Recording, eventually
+from tests.routing.calls import relay_client, user_message
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -64,24 +63,8 @@ COLLECTOR = Recording(app_factory(task_spec("collector", "Collector", "Collects.
 
 @pytest.fixture
 async def relay(api_key):
-    from relay_project.asgi import application
-
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=application),
-        base_url="http://testserver",
-        headers={"Authorization": f"Bearer {api_key[1]}", "A2A-Version": "1.0"},
-        timeout=WAIT_SECONDS,
-    ) as client:
+    async with relay_client(api_key, timeout=WAIT_SECONDS) as client:
         yield client
-
-
-def user_message(text: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "messageId": f"m-{uuid.uuid4().hex[:10]}",
-        "role": "ROLE_USER",
-        "parts": [{"text": text}],
-        **fields,
-    }
 
 
 async def call(relay, path: str, method: str, message: dict[str, Any]) -> dict[str, Any]:

@@ -3,37 +3,19 @@ call runs: a one-member team answering through its member."""
 
 from __future__ import annotations
 
-import asyncio
-
 import httpx
 import pytest
 
 from registry.services import agent_register
 from registry.teams import team_create
 from relay_project.database import database_sync_to_async
-from routing.demo.agents import ECHO, app_factory
-from tasks_app.models import Task
 from tests.queries import EVENT_WRITE, USAGE_WRITE, ThreadQueries, kinds
-from tests.servers import running
+from tests.routing.calls import settled
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("allow_private_urls"),
 ]
-
-
-@pytest.fixture(scope="module")
-def echo_url():
-    with running(app_factory(ECHO)) as url:
-        yield url
-
-
-async def settled() -> None:
-    open_states = ["completed", "failed", "canceled"]
-    for _ in range(100):
-        if not await database_sync_to_async(Task.objects.exclude(state__in=open_states).exists)():
-            return
-        await asyncio.sleep(0.05)
 
 
 async def test_a_team_hop_costs_the_two_tasks_and_their_writes(echo_url, api_key):

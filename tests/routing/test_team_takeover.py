@@ -15,13 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from datetime import timedelta
 from typing import Any
 
 import pytest
 from a2a.types import Part
 from asgiref.sync import sync_to_async
-from django.utils import timezone
 
 from registry.extensions import CLIENT_ROUTING_URI as URI
 from registry.services import agent_register
@@ -32,9 +30,10 @@ from routing.models import RoutingHop
 from routing.team_loading import team_target
 from tasks_app import gateway
 from tasks_app.gateway import driving, supervisor
-from tasks_app.models import RelayProcess, Task, TaskEvent
+from tasks_app.models import Task, TaskEvent
 from tests.agents import Script, scripted_agent, task_spec
 from tests.live import GATES, Recording, gated_agent, new_gate
+from tests.routing.calls import dead_process, until
 from tests.servers import running_many
 
 pytestmark = [
@@ -126,25 +125,6 @@ def crew(agent_urls):
 
 def request(text: str) -> dict[str, Any]:
     return {"message": {"messageId": f"m-{text}", "role": "ROLE_USER", "parts": [{"text": text}]}}
-
-
-async def until(check, what: str, seconds: float = WAIT_SECONDS):
-    """Polls ``check`` (sync, run in the database thread) until it is truthy."""
-    async with asyncio.timeout(seconds):
-        while not (found := await sync_to_async(check)()):
-            await asyncio.sleep(0.05)
-    assert found, what
-    return found
-
-
-def dead_process() -> str:
-    """A relay process whose lease ran out a minute ago."""
-    return RelayProcess.objects.create(
-        id="elsewhere:4242:dead",
-        host="elsewhere",
-        pid=4242,
-        lease_expires_at=timezone.now() - timedelta(minutes=1),
-    ).pk
 
 
 def route(task_id: str) -> list[tuple[str, str, str, str]]:

@@ -59,6 +59,9 @@ async def test_a_primary_that_refuses_is_served_by_its_alternate(asgi_relay):
     stored = await Task.objects.aget(pk=task["id"])
     assert (stored.target_id, stored.agent_id) == (primary_id, alternate_id)
     assert len(alternate.posts()) == 1
+    scraped = (await asgi_relay.get("/metrics")).text
+    counted = f'relay_agent_failovers_total{{agent="{primary_id}",kind="alternate",to="{alternate_id}"}} 1.0'
+    assert counted in scraped
 
 
 async def test_the_follow_up_goes_to_the_alternate_that_served(asgi_relay):

@@ -52,6 +52,11 @@ async def test_a_primary_down_with_no_alternate_is_served_by_an_agent_with_its_s
     assert selection["passed"][0]["agentId"] == primary_id
     assert len(same.posts()) == 1
     assert other.posts() == []  # a healthy agent, but not one with the skill
+    scraped = (await asgi_relay.get("/metrics")).text
+    counted = (
+        f'relay_agent_failovers_total{{agent="{primary_id}",kind="same_skill",to="{same_id}"}} 1.0'
+    )
+    assert counted in scraped
 
 
 async def test_without_the_opt_in_a_primary_down_with_no_alternate_fails(asgi_relay):
@@ -105,6 +110,16 @@ async def test_ordered_alternates_come_first_and_unfit_agents_with_the_skill_are
     assert [passed["agentId"] for passed in selection["passed"]] == [primary_id, alternate_id]
     assert len(healthy.posts()) == 1
     assert unhealthy.posts() == opened.posts() == unknown.posts() == []
+    # Counted once, for the agent that took the send: not for the alternate that was down.
+    scraped = (await asgi_relay.get("/metrics")).text
+    failovers = [
+        line
+        for line in scraped.splitlines()
+        if line.startswith(f'relay_agent_failovers_total{{agent="{primary_id}"')
+    ]
+    assert failovers == [
+        f'relay_agent_failovers_total{{agent="{primary_id}",kind="same_skill",to="{healthy_id}"}} 1.0'
+    ]
 
 
 async def test_the_follow_up_goes_to_the_agent_with_the_skill_that_served(asgi_relay):

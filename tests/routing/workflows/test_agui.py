@@ -8,14 +8,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from ag_ui.core import Event, EventType
 from asgiref.sync import sync_to_async
 from pydantic import TypeAdapter
 
-from registry.services import agent_register
 from routing.workflows.services import workflow_import
+from tests.routing.calls import register_all, relay_client
 from tests.routing.workflows import workflow_agents as wa
 from tests.servers import running_many
 
@@ -68,20 +67,12 @@ def agent_urls():
 @pytest.fixture(autouse=True)
 def registered(agent_urls, allow_private_urls):
     wa.CALLS.clear()
-    for agent_id, url in agent_urls.items():
-        agent_register(url=url, agent_id=agent_id)
+    register_all(agent_urls)
 
 
 @pytest.fixture
 async def relay(api_key):
-    from relay_project.asgi import application
-
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=application),
-        base_url="http://testserver",
-        headers={"Authorization": f"Bearer {api_key[1]}"},
-        timeout=20.0,
-    ) as client:
+    async with relay_client(api_key, timeout=20.0, version=None) as client:
         yield client
 
 

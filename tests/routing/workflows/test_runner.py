@@ -3,21 +3,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from asgiref.sync import sync_to_async
 
-from registry.services import agent_register
 from routing.models import WorkflowStepRun
 from routing.workflows import run_steps
 from routing.workflows.run_steps import STEP_KEY
 from routing.workflows.services import workflow_import
-from tasks_app.models import Task
+from tasks_app.models import Task, TaskEvent
+from tests.routing.calls import register_all, relay_client, user_message
 from tests.routing.workflows import workflow_agents as wa
 from tests.servers import running_many
 
@@ -52,30 +51,13 @@ def agent_urls():
 @pytest.fixture(autouse=True)
 def registered(agent_urls, allow_private_urls):
     wa.CALLS.clear()
-    for agent_id, url in agent_urls.items():
-        agent_register(url=url, agent_id=agent_id)
+    register_all(agent_urls)
 
 
 @pytest.fixture
 async def relay(api_key):
-    from relay_project.asgi import application
-
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=application),
-        base_url="http://testserver",
-        headers={"Authorization": f"Bearer {api_key[1]}", "A2A-Version": "1.0"},
-        timeout=WAIT_SECONDS,
-    ) as client:
+    async with relay_client(api_key, timeout=WAIT_SECONDS) as client:
         yield client
-
-
-def user_message(text: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "messageId": f"m-{uuid.uuid4().hex[:10]}",
-        "role": "ROLE_USER",
-        "parts": [{"text": text}],
-        **fields,
-    }
 
 
 async def send(relay, workflow_id: str, message: dict[str, Any]) -> dict[str, Any]:
@@ -277,7 +259,8 @@ async def test_streaming_shows_each_steps_events_tagged_with_the_step(relay):
     assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
-async def test_cancel_cancels_the_running_steps(relay):
+async def fan_out_started(relay) -> str:
+    """The id of a ``join: all`` fan-out's task, called without waiting for its answer."""
     await sync_to_async(imported)(fan_out("all"))
     body = {
         "jsonrpc": "2.0",
@@ -286,7 +269,11 @@ async def test_cancel_cancels_the_running_steps(relay):
         "params": {"message": user_message("go"), "configuration": {"returnImmediately": True}},
     }
     response = await relay.post("/a2a/workflows/fan-all/", json=body)
-    task_id = response.json()["result"]["task"]["id"]
+    return response.json()["result"]["task"]["id"]
+
+
+async def test_cancel_cancels_the_running_steps(relay):
+    task_id = await fan_out_started(relay)
 
     async def slow_running():
         return await sync_to_async(
@@ -296,8 +283,6 @@ async def test_cancel_cancels_the_running_steps(relay):
     for _ in range(100):
         if await slow_running():
             break
-        import asyncio
-
         await asyncio.sleep(0.05)
     response = await relay.post(
         "/a2a/workflows/fan-all/",
@@ -308,6 +293,34 @@ async def test_cancel_cancels_the_running_steps(relay):
         lambda: dict(Task.objects.filter(parent_id=task_id).values_list("target_id", "state"))
     )()
     assert states["slow"] == "canceled"
+
+
+async def test_a_steps_last_events_are_stored_on_the_run_as_the_step_ends(relay):
+    # Regression: a step's last forwarded events waited for the run's next write (here the
+    # end of the slowest branch), and a process dying meanwhile lost them.
+    task_id = await fan_out_started(relay)
+
+    def stored():
+        states = dict(Task.objects.filter(parent_id=task_id).values_list("target_id", "state"))
+        tags = [
+            run_steps._tag_of(payload)
+            for payload in TaskEvent.objects.filter(task_id=task_id).values_list(
+                "payload", flat=True
+            )
+        ]
+        return states, [(tag["key"], tag["state"]) for tag in tags if tag]
+
+    for _ in range(100):
+        states, tags = await sync_to_async(stored)()
+        if states.get("fast") == "completed":
+            break
+        await asyncio.sleep(0.02)
+    assert states["fast"] == "completed" and states["slow"] == "working", states
+    assert ("fast", "completed") in tags, tags
+    await relay.post(
+        "/a2a/workflows/fan-all/",
+        json={"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": task_id}},
+    )
 
 
 NESTED = """

@@ -8,18 +8,17 @@ from __future__ import annotations
 import asyncio
 import queue
 import uuid
-from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.utils import timezone
 
 from registry.services import agent_register
 from routing.workflows.loading import workflow_target
 from routing.workflows.services import workflow_import
 from tasks_app import gateway
 from tasks_app.gateway import driving, supervisor
-from tasks_app.models import RelayProcess, Task
+from tasks_app.models import Task
+from tests.routing.calls import dead_process, until
 from tests.routing.workflows import workflow_agents as wa
 from tests.servers import running_many
 
@@ -61,23 +60,6 @@ def forked(agent_urls):
     for agent_id, url in agent_urls.items():
         agent_register(url=url, agent_id=agent_id)
     workflow_import(text=FORKED)
-
-
-async def until(check, what: str):
-    async with asyncio.timeout(WAIT_SECONDS):
-        while not (found := await sync_to_async(check)()):
-            await asyncio.sleep(0.05)
-    assert found, what
-    return found
-
-
-def dead_process() -> str:
-    return RelayProcess.objects.create(
-        id="elsewhere:4242:dead",
-        host="elsewhere",
-        pid=4242,
-        lease_expires_at=timezone.now() - timedelta(minutes=1),
-    ).pk
 
 
 async def test_a_taken_over_run_keeps_its_finished_branch_and_follows_the_other(forked):

@@ -128,6 +128,6 @@ async def test_a_workflow_killed_during_step_two_completes_on_the_other_process(
     assert task["status"]["message"]["parts"][0]["text"] == f"third: {two}"
     assert wa.CALLS.received == {"first": [gate_name], "gated": [gate_name], "third": [two]}
     keys = rows(
-        relay, "select key from routing_workflowsteprun where run_id = %s order by seq", task_id
+        relay, "select key from routing_workflowsteprun where run_id = %s order by id", task_id
     )
     assert [key for (key,) in keys] == ["one", "two", "three"]

@@ -5,8 +5,6 @@ one-member team's call minus the member's direct call. A step may cost no more t
 
 from __future__ import annotations
 
-import asyncio
-
 import httpx
 import pytest
 from asgiref.sync import SyncToAsync
@@ -14,30 +12,14 @@ from asgiref.sync import SyncToAsync
 from registry.services import agent_register
 from registry.teams import team_create
 from relay_project.database import database_sync_to_async
-from routing.demo.agents import ECHO, app_factory
 from routing.workflows.services import workflow_import
-from tasks_app.models import Task
 from tests.queries import ThreadQueries, kinds, of_the_call
-from tests.servers import running
+from tests.routing.calls import settled
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("allow_private_urls"),
 ]
-
-
-@pytest.fixture(scope="module")
-def echo_url():
-    with running(app_factory(ECHO)) as url:
-        yield url
-
-
-async def settled() -> None:
-    open_states = ["completed", "failed", "canceled"]
-    for _ in range(100):
-        if not await database_sync_to_async(Task.objects.exclude(state__in=open_states).exists)():
-            return
-        await asyncio.sleep(0.05)
 
 
 class Trips:
@@ -103,10 +85,10 @@ async def test_a_workflow_step_costs_no_more_than_a_team_hop(echo_url, api_key, 
     hop = (len(team) - len(direct), team_trips - direct_trips)
     step = (len(two) - len(one), two_trips - one_trips)
     # A step: its task and its row inserted, its task's end, and the run's record of that
-    # end (which numbers the step too); nothing read again. A hop (measured 4 statements,
+    # end, written together (which numbers the step too); nothing read again. A hop (measured 4 statements,
     # 2 trips): the member's task, its end, the hop's record and the member's conversation.
     assert step[0] <= hop[0], (step, hop, one, two)
     assert two.count("SELECT") == one.count("SELECT"), (one, two)
-    # Trips: the step opened (its target resolved, and the previous step's end recorded on the
-    # run, in the same trip) and its task's end written by its driver.
+    # Trips: the step opened (its target resolved, in the same trip) and its task's end
+    # written by its driver, with the run's events that forward it.
     assert step[1] <= hop[1], (step, hop)
