@@ -1,5 +1,5 @@
-"""The admin of agents' prices and of quotas on keys, agents and teams; every change is in
-the audit log. (What the calls cost is in the usage records, ``tasks_app``.)"""
+"""The admin of agents' prices and of quotas on keys, agents, teams and workflows; every change
+is in the audit log. (What the calls cost is in the usage records, ``tasks_app``.)"""
 
 from __future__ import annotations
 
@@ -24,11 +24,19 @@ class AgentPriceAdmin(AuditedAdmin):
 
 @admin.register(Quota)
 class QuotaAdmin(AuditedAdmin):
-    """A quota names one key, agent or team; an empty limit does not apply. Days and months
-    are UTC; a refused call is in the audit log."""
+    """A quota names one key, agent, team or workflow (by its id); an empty limit does not
+    apply. Days and months are UTC; a refused call is in the audit log."""
 
     audit_type = "quota"
     list_display = ("__str__", "calls_per_day", "cost_per_day", "cost_per_month")
     list_select_related = ("api_key", "agent", "team")
     autocomplete_fields = ("api_key", "agent")  # teams are few: a plain choice
-    fields = ("api_key", "agent", "team", "calls_per_day", "cost_per_day", "cost_per_month")
+    fields = (
+        "api_key",
+        "agent",
+        "team",
+        "workflow",
+        "calls_per_day",
+        "cost_per_day",
+        "cost_per_month",
+    )

@@ -44,14 +44,17 @@ class AgentPrice(models.Model):
 
 
 class Quota(models.Model):
-    """A limit on one API key (or bearer principal), one agent or one team: calls per day and
-    cost per day or per month (UTC days and months). Empty limits do not apply. A call over
-    any limit that applies to it (its caller's, its agent's, its team's) is refused."""
+    """A limit on one API key (or bearer principal), one agent, one team or one workflow: calls
+    per day and cost per day or per month (UTC days and months). Empty limits do not apply. A
+    call over any limit that applies to it (its caller's, its agent's, its team's, its
+    workflow's) is refused. A workflow is named by its id, not a foreign key: workflows live
+    in ``routing``, above the registry (``routing`` deletes a workflow's quota with it)."""
 
     class Subject(models.TextChoices):
         KEY = "key", "an API key or principal"
         AGENT = "agent"
         TEAM = "team"
+        WORKFLOW = "workflow"
 
     api_key = models.ForeignKey(
         "registry.ApiKey", null=True, blank=True, on_delete=models.CASCADE, related_name="quotas"
@@ -61,6 +64,9 @@ class Quota(models.Model):
     )
     team = models.ForeignKey(
         "registry.Team", null=True, blank=True, on_delete=models.CASCADE, related_name="quotas"
+    )
+    workflow = models.SlugField(
+        max_length=64, blank=True, default="", db_default="", help_text="A workflow's id."
     )
     calls_per_day = models.PositiveIntegerField(null=True, blank=True)
     cost_per_day = models.DecimalField(null=True, blank=True, **MONEY)
@@ -72,9 +78,13 @@ class Quota(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=(
-                    Q(api_key__isnull=False, agent__isnull=True, team__isnull=True)
-                    | Q(api_key__isnull=True, agent__isnull=False, team__isnull=True)
-                    | Q(api_key__isnull=True, agent__isnull=True, team__isnull=False)
+                    Q(api_key__isnull=False, agent__isnull=True, team__isnull=True, workflow="")
+                    | Q(api_key__isnull=True, agent__isnull=False, team__isnull=True, workflow="")
+                    | Q(api_key__isnull=True, agent__isnull=True, team__isnull=False, workflow="")
+                    | (
+                        Q(api_key__isnull=True, agent__isnull=True, team__isnull=True)
+                        & ~Q(workflow="")
+                    )
                 ),
                 name="quota_one_subject",
             ),
@@ -87,6 +97,9 @@ class Quota(models.Model):
             models.UniqueConstraint(
                 fields=["team"], condition=Q(team__isnull=False), name="quota_per_team"
             ),
+            models.UniqueConstraint(
+                fields=["workflow"], condition=~Q(workflow=""), name="quota_per_workflow"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -95,9 +108,12 @@ class Quota(models.Model):
 
     @property
     def subject(self) -> tuple[str, str]:
-        """(kind, id): ("key", the key's row id), ("agent", id) or ("team", id)."""
+        """(kind, id): ("key", the key's row id), ("agent", id), ("team", id) or ("workflow",
+        id)."""
         if self.api_key_id is not None:
             return self.Subject.KEY.value, str(self.api_key_id)
         if self.agent_id is not None:
             return self.Subject.AGENT.value, self.agent_id
+        if self.workflow:
+            return self.Subject.WORKFLOW.value, self.workflow
         return self.Subject.TEAM.value, self.team_id or ""

@@ -29,22 +29,31 @@ def quota_create(
     key: str | None = None,
     agent: str | None = None,
     team: str | None = None,
+    workflow: str | None = None,
     calls_per_day: int | None = None,
     cost_per_day: Decimal | None = None,
     cost_per_month: Decimal | None = None,
 ) -> Quota:
-    """A quota on the key with prefix ``key``, agent ``agent`` or team ``team`` (one of
-    them)."""
+    """A quota on the key with prefix ``key``, agent ``agent``, team ``team`` or workflow
+    ``workflow`` (one of them). A workflow is not looked up here (workflows live in
+    ``routing``, above the registry): the caller checks that it exists."""
     named = [
-        (kind, value) for kind, value in (("key", key), ("agent", agent), ("team", team)) if value
+        (kind, value)
+        for kind, value in (("key", key), ("agent", agent), ("team", team), ("workflow", workflow))
+        if value
     ]
     if len(named) != 1:
-        raise RegistryError("invalid_quota", "a quota names exactly one of key, agent or team")
+        raise RegistryError(
+            "invalid_quota", "a quota names exactly one of key, agent, team or workflow"
+        )
     kind, value = named[0]
-    model = {"key": ApiKey, "agent": Agent, "team": Team}[kind]
-    subject = model.objects.filter(
-        **({"prefix": value} if kind == "key" else {"pk": value})
-    ).first()
+    if kind == "workflow":
+        subject = value
+    else:
+        model = {"key": ApiKey, "agent": Agent, "team": Team}[kind]
+        subject = model.objects.filter(
+            **({"prefix": value} if kind == "key" else {"pk": value})
+        ).first()
     if subject is None:
         raise RegistryError("not_found", f"no {kind} {value!r}", status=404)
     field = "api_key" if kind == "key" else kind

@@ -30,8 +30,8 @@ TASK_API_STREAM = "/a2a/tasks/sendSubscribe"
 TEMPLATE_STREAM = "/a2a/tasks/template/sendSubscribe"
 """A task template sent as a stream: kind "task-api-template" (``routing.template_api``)."""
 CARD = ".well-known/agent-card.json"
-# An agent's or a team's metrics (GET /a2a/{agents,teams}/{id}/metrics) are registry reads,
-# not A2A paths.
+# An agent's, a team's or a workflow's metrics (GET /a2a/{agents,teams,workflows}/{id}/metrics)
+# are registry reads, not A2A paths.
 AGENT_METRICS = "metrics"
 KINDS = {"agents": "agent", "teams": "team", "workflows": "workflow", None: "relay"}
 # The AG-UI endpoints (tasks_app.agui): a run of an agent, team or workflow, slash or not.
@@ -85,7 +85,7 @@ def a2a_route(scope) -> dict[str, str] | None:
     match = A2A_BASE.match(path)
     if match is None or match["rest"] == CARD:
         return None
-    if match["kind"] in ("agents", "teams") and match["rest"] == AGENT_METRICS:
+    if match["kind"] in ("agents", "teams", "workflows") and match["rest"] == AGENT_METRICS:
         return None
     return {
         "kind": KINDS[match["kind"]],

@@ -21,6 +21,8 @@ from registry.api.schema import AGENT_ID, TEAM_ID, errors
 from registry.auth import RegistryReadPermission
 from registry.models import Team
 from routing import selectors, services
+from routing.workflows.api import WORKFLOW_ID
+from routing.workflows.selectors import workflow_get
 from tasks_app.api import replies, task_api_docs
 from tasks_app.api.task_api import TaskApiView, http_reply
 from tasks_app.protocol.errors import TaskNotFound
@@ -97,6 +99,21 @@ TEAM_METRICS_EXAMPLE = {
         "cost": "0.84",
     },
 }
+WORKFLOW_METRICS_EXAMPLE = {
+    "workflowId": "weather-report",
+    "successRate": 0.95,
+    "avgLatency": 2410.5,
+    "p95Latency": 5020.0,
+    "costPerTask": "0.042",
+    "last24Hours": {
+        "tasks": 20,
+        "completed": 19,
+        "failed": 1,
+        "inputTokens": 96000,
+        "outputTokens": 21000,
+        "cost": "0.84",
+    },
+}
 METRICS_EXAMPLE.update(
     {k: v for k, v in TEAM_METRICS_EXAMPLE.items() if k not in ("teamId", "successRate")}
 )
@@ -160,6 +177,39 @@ class TeamMetricsView(APIView):
             raise NotFound(f"no team with id {team_id!r}")
         found = reports.scores(kind="team", subject_id=team_id)
         return Response({"teamId": team_id, **scores_json(found)})
+
+
+class WorkflowMetricsView(APIView):
+    """A workflow's last 24 hours in the design notes' shape: its runs' outcomes and latency,
+    its steps' tokens and cost (a run costs what its steps cost)."""
+
+    permission_classes = [RegistryReadPermission]
+
+    @extend_schema(
+        operation_id="workflow_metrics",
+        summary="A workflow's success rate, latency and cost",
+        description="The workflow's runs over the last 24 hours; tokens and cost are those of "
+        "its steps. Amounts are decimal strings.",
+        parameters=[WORKFLOW_ID],
+        responses={
+            200: OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                examples=[
+                    OpenApiExample(
+                        "A day",
+                        value=WORKFLOW_METRICS_EXAMPLE,
+                        response_only=True,
+                    )
+                ],
+            ),
+            **errors(401, 404, 429),
+        },
+    )
+    def get(self, request: Request, workflow_id: str) -> Response:
+        if workflow_get(workflow_id=workflow_id) is None:
+            raise NotFound(f"no workflow with id {workflow_id!r}")
+        found = reports.scores(kind="workflow", subject_id=workflow_id)
+        return Response({"workflowId": workflow_id, **scores_json(found)})
 
 
 def _money(value) -> str | None:

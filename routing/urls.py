@@ -25,6 +25,11 @@ urlpatterns = [
         "a2a/agents/<slug:agent_id>/metrics", api.AgentMetricsView.as_view(), name="agent-metrics"
     ),
     path("a2a/teams/<slug:team_id>/metrics", api.TeamMetricsView.as_view(), name="team-metrics"),
+    path(
+        "a2a/workflows/<slug:workflow_id>/metrics",
+        api.WorkflowMetricsView.as_view(),
+        name="workflow-metrics",
+    ),
     # No trailing slash: /a2a/workflows/{id}/ is kept for the workflow's own A2A endpoint.
     path("a2a/workflows", workflow_api.WorkflowListView.as_view(), name="workflows"),
     path(

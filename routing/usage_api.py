@@ -30,6 +30,7 @@ from registry.models import ApiKey
 from registry.search_text import InvalidQueryError
 from registry.services import actor_of
 from registry.usage_models import Quota
+from routing.workflows.selectors import workflow_get
 from tasks_app.services import iso
 from tasks_app.usage import reports
 from tasks_app.usage.records import money_text
@@ -107,8 +108,8 @@ def _moment(raw: str | None, default: datetime, name: str) -> datetime:
 
 class UsageView(APIView):
     """Usage totals between ``since`` and ``until`` (default: the last 24 hours), grouped by
-    agent, team, key, target or hour, narrowed by ``agent``, ``team``, ``target`` (ids) and,
-    for staff, ``key`` (a prefix)."""
+    agent, team, workflow, key, target or hour, narrowed by ``agent``, ``team``, ``workflow``,
+    ``target`` (ids) and, for staff, ``key`` (a prefix)."""
 
     permission_classes = [IsApiKeyOrStaff]
 
@@ -123,6 +124,9 @@ class UsageView(APIView):
             OpenApiParameter("group", str, enum=list(reports.GROUPS)),
             OpenApiParameter("agent", str),
             OpenApiParameter("team", str),
+            OpenApiParameter(
+                "workflow", str, description="A workflow's id: its runs and their steps"
+            ),
             OpenApiParameter("target", str),
             OpenApiParameter("key", str, description="A key's prefix (staff only)"),
         ],
@@ -144,7 +148,7 @@ class UsageView(APIView):
         group = query.get("group") or "agent"
         if group not in reports.GROUPS:
             raise InvalidQueryError(f"group must be one of {', '.join(reports.GROUPS)}")
-        filters = {name: query.get(name, "") for name in ("agent", "team", "target")}
+        filters = {name: query.get(name, "") for name in ("agent", "team", "workflow", "target")}
         caller_id = None
         if not sees_everyone(request):
             caller_id = request.auth.pk
@@ -180,6 +184,7 @@ class QuotaSerializer(serializers.Serializer):
     key = serializers.CharField(required=False, help_text="An API key's prefix")
     agent = serializers.CharField(required=False)
     team = serializers.CharField(required=False)
+    workflow = serializers.CharField(required=False)
     callsPerDay = serializers.IntegerField(required=False, allow_null=True, min_value=0)
     costPerDay = serializers.DecimalField(
         18, 6, required=False, allow_null=True, min_value=0, coerce_to_string=True
@@ -207,7 +212,7 @@ class QuotaListView(APIView):
         operation_id="quota_list",
         summary="The quotas",
         description="Every quota of the relay: calls per day, cost per day and per month, on "
-        "a key (by prefix), an agent or a team. Staff and admin keys only.",
+        "a key (by prefix), an agent, a team or a workflow. Staff and admin keys only.",
         responses={
             200: OpenApiResponse(
                 OpenApiTypes.OBJECT,
@@ -228,9 +233,10 @@ class QuotaListView(APIView):
 
     @extend_schema(
         operation_id="quota_create",
-        summary="Set a quota on a key, an agent or a team",
-        description="Names exactly one of key (a prefix), agent or team; limits left out do "
-        "not apply. A subject has one quota at most (409). Audited.",
+        summary="Set a quota on a key, an agent, a team or a workflow",
+        description="Names exactly one of key (a prefix), agent, team or workflow; limits left "
+        "out do not apply. A subject has one quota at most (409). Audited. A workflow's quota "
+        "is checked when it is called and before each of its steps; its cost is its steps'.",
         request=QuotaSerializer,
         examples=QUOTA_REQUEST,
         responses={201: QUOTA, **errors(400, 401, 403, 404, 409, 429)},
@@ -238,6 +244,9 @@ class QuotaListView(APIView):
     def post(self, request: Request) -> Response:
         fields = QuotaSerializer(data=request.data)
         fields.is_valid(raise_exception=True)
+        workflow = fields.validated_data.get("workflow")
+        if workflow and workflow_get(workflow_id=workflow) is None:
+            raise NotFound(f"no workflow {workflow!r}")
         quota = usage_services.quota_create(actor=_actor(request), **_limits(fields))
         return Response(quota_json(quota), status=201)
 
@@ -276,7 +285,7 @@ class QuotaDetailView(APIView):
         quota = self._quota(quota_id)
         fields = QuotaSerializer(data=request.data, partial=True)
         fields.is_valid(raise_exception=True)
-        limits = {k: v for k, v in _limits(fields).items() if k not in ("key", "agent", "team")}
+        limits = {k: v for k, v in _limits(fields).items() if k not in SUBJECTS}
         usage_services.quota_update(actor=_actor(request), quota=quota, **limits)
         return Response(quota_json(quota))
 
@@ -292,11 +301,15 @@ class QuotaDetailView(APIView):
         return Response(status=204)
 
 
+SUBJECTS = ("key", "agent", "team", "workflow")
+
+
 def _limits(fields: QuotaSerializer) -> dict[str, Any]:
     names = {
         "key": "key",
         "agent": "agent",
         "team": "team",
+        "workflow": "workflow",
         "callsPerDay": "calls_per_day",
         "costPerDay": "cost_per_day",
         "costPerMonth": "cost_per_month",

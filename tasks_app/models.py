@@ -313,7 +313,8 @@ class UsageRecord(models.Model):
     (``caller``, a key or a bearer principal's row), what (target, agent, team, skill), how
     it ended, how long it took, the bytes in and out, and the tokens and cost when known. A
     team call and each of its hops (a member task, ``parent_task_id`` the team call's task)
-    are records of their own; the cost is on the agents' records only. Deleted with its task;
+    are records of their own, as are a workflow run and its steps (``workflow_id`` on each);
+    the cost is on the agents' records only. Deleted with its task;
     the hourly roll-ups (``UsageHour``) keep the sums."""
 
     task = models.OneToOneField(
@@ -329,6 +330,13 @@ class UsageRecord(models.Model):
         "registry.Agent", null=True, blank=True, on_delete=models.SET_NULL, db_index=False
     )
     team_id = models.CharField(max_length=64, blank=True)
+    workflow_id = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        db_default="",  # a process still on the previous release inserts rows without it
+        help_text="A workflow's run and its steps: the workflow.",
+    )
     parent_task_id = models.CharField(
         max_length=64, blank=True, help_text="For a team hop: the task of the team call."
     )
@@ -352,6 +360,11 @@ class UsageRecord(models.Model):
             models.Index(
                 fields=["team_id", "-at"], condition=~models.Q(team_id=""), name="usage_team_at"
             ),
+            models.Index(
+                fields=["workflow_id", "-at"],
+                condition=~models.Q(workflow_id=""),
+                name="usage_workflow_at",
+            ),
             models.Index(fields=["at"], name="usage_at"),
         ]
 
@@ -360,7 +373,8 @@ class UsageRecord(models.Model):
 
 
 class UsageHour(models.Model):
-    """The usage records of one hour, summed per (caller, target, agent, team, hop or not):
+    """The usage records of one hour, summed per (caller, target, agent, team, workflow, hop
+    or not):
     what reports over days read (``tasks_app.usage.rollups`` writes them hourly)."""
 
     hour = models.DateTimeField()
@@ -371,6 +385,7 @@ class UsageHour(models.Model):
     target_id = models.CharField(max_length=64)
     agent_id = models.CharField(max_length=64, blank=True)
     team_id = models.CharField(max_length=64, blank=True)
+    workflow_id = models.CharField(max_length=64, blank=True, default="", db_default="")
     hop = models.BooleanField(default=False)
     calls = models.PositiveIntegerField(default=0)
     completed = models.PositiveIntegerField(default=0)

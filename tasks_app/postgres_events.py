@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 from django.db import connection
@@ -36,15 +34,15 @@ def record(
     notify: tuple[str, str],
     notify_always: bool,
     commit_without_disk_wait: bool,
-    also: Model | None = None,
+    also: tuple[type[Model], dict[str, Any]] | None = None,
 ) -> bool:
     """Updates the task matching ``where`` (field: expected value, a compare-and-set) with
     ``values`` and inserts ``events`` (one task's, all made now) only if it moved; sends
     NOTIFY ``notify`` (channel, payload) when it moved and ``notify_always`` or a stream
     follows the task from elsewhere. Returns whether the task moved; the events then have
     their primary keys. ``commit_without_disk_wait`` only outside a transaction: in one it
-    would hold for the whole of it. ``also``: a row (a model instance with its primary key
-    set, a usage record) inserted too when the task moved."""
+    would hold for the whole of it. ``also``: a row (a model, and its values by column
+    ready for JSON: a usage record) inserted too when the task moved."""
     sql, params = _statement(
         where, values, events, notify, notify_always, commit_without_disk_wait, also
     )
@@ -85,10 +83,9 @@ def _statement(
     )
     inserted = ""
     if also is not None:
-        fields, inserted = _row_insert(type(also))
-        params.append(
-            Jsonb({field.column: _plain(getattr(also, field.attname)) for field in fields})
-        )
+        model, row = also
+        inserted = _row_insert(model)
+        params.append(Jsonb(row))
     rows = [
         {"sequence": event.sequence, "kind": event.kind, "payload": event.payload}
         for event in events
@@ -114,27 +111,17 @@ def _statement(
     return sql, params
 
 
-def _plain(value: Any) -> Any:
-    """A column's value as JSON: times in ISO 8601, decimals as their exact text."""
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return str(value)
-    return value
-
-
 @functools.cache
-def _row_insert(model: type[Model]) -> tuple[list, str]:
-    """A model's fields and the WITH query inserting a row of it, from one JSON parameter,
-    when the task moved (one more data-modifying query: PostgreSQL runs it once, read or
-    not). One parameter rather than one per column: each costs the relay's CPU to adapt."""
+def _row_insert(model: type[Model]) -> str:
+    """The WITH query inserting a row of ``model``, from one JSON parameter, when the task
+    moved (one more data-modifying query: PostgreSQL runs it once, read or not). One
+    parameter rather than one per column: each costs the relay's CPU to adapt."""
     quote = connection.ops.quote_name
     fields = list(model._meta.concrete_fields)
     table = quote(model._meta.db_table)
     columns = ", ".join(quote(field.column) for field in fields)
     selected = ", ".join(f"r.{quote(field.column)}" for field in fields)
-    sql = (
+    return (
         f"also AS (INSERT INTO {table} ({columns}) SELECT {selected} "
         f"FROM moved, jsonb_populate_record(NULL::{table}, %s) AS r), "
     )
-    return fields, sql

@@ -198,7 +198,7 @@ def _written(task: Task, write: _Write) -> bool:
         if moved:
             TaskEvent.objects.bulk_create(write.stored)
             if write.usage is not None:
-                write.usage.save(force_insert=True)
+                UsageRecord.objects.create(**write.usage)
             _queue_pushes(task, write.stored)
     return bool(moved)
 
@@ -219,7 +219,7 @@ def _written_on_postgresql(task: Task, write: _Write) -> bool:
             where=_compared(task),
             values={"last_sequence": write.last_sequence, **write.changes},
             events=write.stored,
-            also=write.usage,
+            also=None if write.usage is None else (UsageRecord, write.usage),
             notify=(
                 streams.NOTIFY_CHANNEL,
                 streams.notify_payload(task.pk, write.last_sequence, write.state),
@@ -259,8 +259,9 @@ class _Write:
     stored: list[TaskEvent]
     taken: list[tuple[dict[str, Any], str]]
     forbidden: InvalidTransition | None
-    usage: UsageRecord | None = None
-    """The call's usage record, when the events end the task."""
+    usage: dict[str, Any] | None = None
+    """The call's usage record (``UsageRecord``'s values by column), when the events end
+    the task."""
 
 
 def _planned(task: Task, events: list[tuple[dict[str, Any], str, str]]) -> _Write | None:
@@ -300,7 +301,7 @@ def _planned(task: Task, events: list[tuple[dict[str, Any], str, str]]) -> _Writ
     stored = [_event_row(task, event, first + i) for i, (event, _) in enumerate(taken)]
     usage = None
     if state in _TERMINAL_VALUES and settings.RELAY_USAGE_RECORDS:
-        usage = usage_records.usage_record(
+        usage = usage_records.usage_row(
             task, state=state, snapshot=snapshot, events=[event for event, _ in taken], now=now
         )
     return _Write(changes, state, first + len(taken) - 1, stored, taken, forbidden, usage)

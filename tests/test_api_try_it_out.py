@@ -44,6 +44,7 @@ ORDER = [
     "workflows_list",
     "workflow_get",
     "workflow_replace",
+    "workflow_metrics",
     "templates_list",
     "tasks_send",
     "tasks_send_subscribe",

@@ -16,6 +16,9 @@ the task streams, forwarding each as its own, tagged with the step (``run_steps.
 - A step that asks its caller for input (or auth): once no other step is at work, the
   workflow task waits in that state with the step's question; the caller's next message on
   the workflow task goes to that step's task, and the run goes on.
+- Before each step starts, the quotas that apply to it are checked (``quotas.step_refusal``:
+  the workflow's budget, the step target's quota, the caller's): a refused step is stored
+  failed with the quota's message, so a looping workflow stops at its budget.
 - Cancel cancels the steps at work (and waiting), then the workflow task.
 - Takeover (``resume``): the process that takes over a workflow task whose process died
   plans from the stored children: finished steps are never run again, steps at work (taken
@@ -48,6 +51,7 @@ from tasks_app.protocol.errors import (
     TaskNotCancelable,
     UnsupportedOperation,
 )
+from tasks_app.usage import quotas
 
 FOLLOW_CHECK_SECONDS = 5.0
 """How long a followed step task may stay quiet before its row is read again."""
@@ -255,7 +259,7 @@ class WorkflowTarget(gateway.Target):
         )
         request = {"message": run_steps.step_message(run=task, key=start.key, text=start.input)}
         target, child, refused = await sync_to_async(_opened)(
-            task, start.key, kind, target_id, child_ctx, request
+            task, start.key, kind, target_id, child_ctx, request, self.id
         )
         if child is None or refused:  # started elsewhere, or stored failed
             return child
@@ -390,11 +394,17 @@ class _Missing(gateway.Target):
         yield  # an async generator
 
 
-def _opened(run, key, kind, target_id, ctx, request):
+def _opened(run, key, kind, target_id, ctx, request, workflow_id):
     """The step's target and its child task, opened (``run_steps.step_open``) in the same trip
     to the database as the target is resolved; a missing target's task, and one its target
-    refused, are opened failed (the latter, stored failed, is said by the third value)."""
+    or a quota refused (the workflow's budget, the target's, the caller's: ``quotas``), are
+    opened failed (the latter two, stored failed, are said by the third value)."""
     target = gateway.resolve_target(kind, target_id) or _Missing(kind, target_id)
+    exceeded = quotas.step_refusal(
+        caller=ctx.caller, workflow_id=workflow_id, target_kind=kind, target_id=target_id
+    )
+    if exceeded is not None:
+        return target, _failed_step(run, key, target, ctx, request, exceeded.message), True
     try:
         child = run_steps.step_open(run=run, key=key, target=target, ctx=ctx, request=request)
     except A2AError as error:

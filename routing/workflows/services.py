@@ -19,6 +19,7 @@ from django.utils.text import slugify
 from registry.models import Agent
 from registry.models import Team as RegistryTeam
 from registry.services import SYSTEM, RegistryError, audit_record
+from registry.usage_models import Quota
 from routing.models import Workflow, WorkflowStep
 from routing.workflows.definition import (
     AGENT,
@@ -83,8 +84,10 @@ def workflow_import(
 
 
 def workflow_delete(*, workflow: Workflow, actor: str = SYSTEM) -> None:
+    """Deletes the workflow and its quota (named by id: ``registry.usage_models.Quota``)."""
     with transaction.atomic():
         audit_record(actor=actor, action="delete", object_type="workflow", object_id=workflow.pk)
+        Quota.objects.filter(workflow=workflow.pk).delete()
         workflow.delete()
 
 

@@ -188,7 +188,7 @@ def admit_for(caller, kind: str, target_id: str, call: Call) -> Admitted:
         task_api_target_check(kind)
     target = callable_target(caller, kind, target_id)
     count_target(target)
-    if call.operation in OPENS_TASK and target.kind in ("agent", "team"):
+    if call.operation in OPENS_TASK and target.kind in ("agent", "team", "workflow"):
         exceeded = quotas.call_refusal(caller=caller, target_kind=target.kind, target_id=target.id)
         if exceeded is not None:
             raise exceeded.error()

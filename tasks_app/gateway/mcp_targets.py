@@ -11,8 +11,10 @@ unresolved, TLS, HTTP 502/503/504, 429 with Retry-After) is tried again under th
 retry policy, and a task's first send fails over to the agent's alternates. On a stream, the
 server's progress notifications arrive as ``working`` status updates. Cancelling the task
 stops the exchange, and the MCP client tells the server (``notifications/cancelled``, or on
-2026-07-28 by closing the call's response stream). The call is one exchange, so a task is not
-resumed by another process; the gateway persists it like any other.
+2026-07-28 by closing the call's response stream). With tracing on, the call's HTTP requests
+carry the ``traceparent`` of its trace (``ctx.trace``), as an A2A agent's calls do. The call
+is one exchange, so a task is not resumed by another process; the gateway persists it like
+any other.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from registry.mcp_servers import tool_schemas
-from relay_project import outbound
+from relay_project import outbound, tracing
 from relay_project.database import database_sync_to_async
 from relay_project.outbound_mcp import mcp_client
 from tasks_app.gateway import guarding, retries
@@ -84,12 +86,19 @@ class McpTarget(Target):
         tool, arguments = await self.tool_call(request.get("message") or {})
         await guarding.admit(self)
         async with contextlib.aclosing(
-            guarding.guarded(self, self._exchange(task, tool, arguments, stream=stream))
+            guarding.guarded(
+                self,
+                self._exchange(
+                    task, tool, arguments, stream=stream, headers=_traced(self.headers, ctx.trace)
+                ),
+            )
         ) as steps:
             async for step in steps:
                 yield step
 
-    async def _exchange(self, task, tool: str, arguments: dict[str, Any], *, stream: bool):
+    async def _exchange(
+        self, task, tool: str, arguments: dict[str, Any], *, stream: bool, headers: dict[str, str]
+    ):
         """The call's steps: a ``working`` update per progress notification (on a stream),
         then the task as the result leaves it. Stopped early (a cancel), the call is
         cancelled, which the MCP client tells the server."""
@@ -100,7 +109,9 @@ class McpTarget(Target):
 
         call = asyncio.ensure_future(
             guarding.tried(
-                self, task, lambda: self._call(tool, arguments, progress if stream else None)
+                self,
+                task,
+                lambda: self._call(tool, arguments, progress if stream else None, headers),
             )
         )
         call.add_done_callback(lambda _: progressed.put_nowait(None))
@@ -118,13 +129,13 @@ class McpTarget(Target):
                     await call
         yield Step(_task_event(task, tool, result))
 
-    async def _call(self, tool: str, arguments: dict[str, Any], progress):
+    async def _call(self, tool: str, arguments: dict[str, Any], progress, headers: dict[str, str]):
         """One try of the call. Raises MCPError when the server answered with an error, and
         UpstreamError (``retries`` categories) when it could not be reached or answer."""
         from django.conf import settings
 
         timeout = settings.RELAY_UPSTREAM_TIMEOUT
-        http = mcp_client(self.headers, timeout=timeout)
+        http = mcp_client(headers, timeout=timeout)
         http.event_hooks = {**http.event_hooks, "response": [self._not_available]}
         try:
             with anyio.fail_after(timeout):
@@ -222,6 +233,11 @@ def target_for_agent(agent) -> Target:
 
         return McpTarget(agent, upstream_auth_headers(agent))
     return AgentTarget(agent)
+
+
+def _traced(headers: dict[str, str], trace) -> dict[str, str]:
+    """``headers`` with the ``traceparent`` of ``trace`` when tracing is on."""
+    return tracing.outgoing(headers, trace) if tracing.enabled() else headers
 
 
 def _string_argument(schema: dict[str, Any]) -> str | None:

@@ -1,13 +1,14 @@
-"""Quotas and budgets, checked before each call (admission) and before each team hop.
+"""Quotas and budgets, checked before each call (admission), before each team hop and before
+each workflow step.
 
 Every quota of the relay is kept per process for RELAY_TARGET_CACHE_SECONDS (one query per
 period, dropped at once when a quota changes in this process): a call that no quota applies
 to costs a dictionary lookup. Calls per day count in the cache the rate limits use (Redis in
 the production profile, shared by every process; per process in the embedded one), and only
 while a calls quota applies. Costs are summed from the usage records with an indexed query
-(``usage_caller_at``, ``usage_agent_at``, ``usage_team_at``), only where a cost quota applies.
-A call is refused once the cost so far reaches the limit: a team hop that starts under it may
-end above it, by at most that hop's price.
+(``usage_caller_at``, ``usage_agent_at``, ``usage_team_at``, ``usage_workflow_at``), only
+where a cost quota applies. A call is refused once the cost so far reaches the limit: a team
+hop or a workflow step that starts under it may end above it, by at most its price.
 """
 
 from __future__ import annotations
@@ -111,9 +112,10 @@ def _next_month(start: datetime) -> datetime:
 
 
 def call_refusal(*, caller, target_kind: str, target_id: str, now=None) -> Exceeded | None:
-    """Before a call of ``caller`` (an ApiKey) to an agent or a team: the first quota of the
-    caller's or of the target it would go over, audited, or None (the call is counted against
-    every calls-per-day quota that applies). No query when no quota applies."""
+    """Before a call of ``caller`` (an ApiKey) to an agent, a team or a workflow: the first
+    quota of the caller's or of the target it would go over, audited, or None (the call is
+    counted against every calls-per-day quota that applies). No query when no quota
+    applies."""
     subjects = [("key", str(caller.pk)), (target_kind, target_id)]
     return _refusal(caller, subjects, count_calls=subjects, now=now)
 
@@ -137,6 +139,17 @@ async def hop_refused(caller, *, team_id: str, agent_id: str) -> str | None:
         caller=caller, team_id=team_id, agent_id=agent_id
     )
     return None if exceeded is None else exceeded.message
+
+
+def step_refusal(*, caller, workflow_id: str, target_kind: str, target_id: str, now=None):
+    """Before a workflow step calls ``target_kind`` ``target_id``: the workflow's budget, the
+    target's quota (its calls too), the caller's costs; audited. No query when no quota
+    applies."""
+    if caller is None:
+        return None
+    target = (target_kind, target_id)
+    subjects = [("workflow", workflow_id), target, ("key", str(caller.pk))]
+    return _refusal(caller, subjects, count_calls=[target], now=now)
 
 
 def _refusal(caller, subjects, *, count_calls, now) -> Exceeded | None:
@@ -180,11 +193,13 @@ def _over_cost(applying, now: datetime) -> Exceeded | None:
     return None
 
 
+_COLUMNS = {"key": "caller_id", "agent": "agent_id", "team": "team_id", "workflow": "workflow_id"}
+
+
 def cost_since(subject: tuple[str, str], start: datetime) -> Decimal:
     """What ``subject`` ((kind, id)) has spent since ``start``: one indexed SUM."""
     kind, subject_id = subject
-    where = {"key": "caller_id", "agent": "agent_id", "team": "team_id"}[kind]
-    records = UsageRecord.objects.filter(**{where: subject_id, "at__gte": start})
+    records = UsageRecord.objects.filter(**{_COLUMNS[kind]: subject_id, "at__gte": start})
     return records.aggregate(total=Sum("cost"))["total"] or Decimal(0)
 
 

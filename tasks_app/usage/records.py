@@ -1,5 +1,6 @@
 """The usage record of a call, made with the write that ends its task (``services``): one
-INSERT, in that write's transaction (on PostgreSQL in its one statement). Nothing is read
+INSERT, in that write's transaction (on PostgreSQL in its one statement, the row one JSON
+parameter). Nothing is read
 from the database for it but the agents' prices, kept per process for
 RELAY_TARGET_CACHE_SECONDS (and dropped at once when a price changes in this process)."""
 
@@ -15,12 +16,13 @@ from typing import Any
 from django.conf import settings
 
 from registry.usage_models import AgentPrice
-from tasks_app.models import Task, UsageRecord
+from tasks_app.models import Task
 from tasks_app.usage.extension import Tokens, tokens_of
 
 _ROLE_USER = ("ROLE_USER", "user")
 _MILLION = Decimal(1_000_000)
 _CENT_MILLIONTHS = Decimal("0.000001")
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 _prices: tuple[float, dict[str, AgentPrice]] | None = None
 
@@ -61,67 +63,79 @@ def money_text(value: Decimal) -> str:
     return f"{whole}.{cents.ljust(2, '0')}"
 
 
-def usage_record(
+def usage_row(
     task: Task, *, state: str, snapshot: Mapping[str, Any], events: Iterable[Mapping], now: datetime
-) -> UsageRecord:
-    """The record of ``task`` ending in ``state`` now, as ``snapshot`` (its canonical dict
-    after ``events``, the events that end it) leaves it. Not saved."""
+) -> dict[str, Any]:
+    """The usage record of ``task`` ending in ``state`` now, as ``snapshot`` (its canonical
+    dict after ``events``, the events that end it) leaves it: a row of ``UsageRecord``, its
+    values by column, ready for JSON (the time in ISO 8601, the cost as its exact text).
+    Plain values built once: the end of every call makes one, so no model instance."""
     tokens = tokens_of(events)
     agent_call = task.target_kind != "team" and task.agent_id is not None
     status = snapshot.get("status") or {}
-    return UsageRecord(
-        task_id=task.pk,
-        at=now,
-        caller_id=task.caller_id,
-        target_kind=task.target_kind,
-        target_id=task.target_id,
-        agent_id=task.agent_id,
-        team_id=_team_of(task),
-        parent_task_id=task.parent_id or "",
-        skill=str((task.selection or {}).get("skillId") or "")[:200],
-        state=state,
-        error="" if state == "completed" else _text(status.get("message"))[:500],
-        latency_ms=max(0, int((now - task.created_at).total_seconds() * 1000)),
-        **_bytes(snapshot),
-        input_tokens=tokens.input if tokens else None,
-        output_tokens=tokens.output if tokens else None,
-        model=tokens.model if tokens else "",
-        cost=cost_of(prices().get(task.agent_id), tokens) if agent_call else None,
-    )
+    cost = cost_of(prices().get(task.agent_id), tokens) if agent_call else None
+    sent, got = _bytes(snapshot)
+    return {
+        "task_id": task.pk,
+        "at": now.isoformat(),
+        "caller_id": task.caller_id,
+        "target_kind": task.target_kind,
+        "target_id": task.target_id,
+        "agent_id": task.agent_id,
+        "team_id": _last_of(task, "team"),
+        "workflow_id": _last_of(task, "workflow"),
+        "parent_task_id": task.parent_id or "",
+        "skill": str((task.selection or {}).get("skillId") or "")[:200],
+        "state": state,
+        "error": "" if state == "completed" else _text(status.get("message"))[:500],
+        "latency_ms": max(0, int((now - task.created_at).total_seconds() * 1000)),
+        "bytes_in": sent,
+        "bytes_out": got,
+        "input_tokens": tokens.input if tokens else None,
+        "output_tokens": tokens.output if tokens else None,
+        "model": tokens.model if tokens else "",
+        "cost": None if cost is None else str(cost),
+    }
 
 
-def _team_of(task: Task) -> str:
-    """The team of a team call, or of a hop (the last team its call went through)."""
-    if task.target_kind == "team":
+def _last_of(task: Task, kind: str) -> str:
+    """The team (``kind`` "team") or workflow of a call to one, or of a hop or a step: the
+    last of that kind its call went through."""
+    if task.target_kind == kind:
         return task.target_id
     if task.parent_id:
+        prefix = f"{kind}:"
         for hop in reversed(task.delegation_chain or ()):
-            if isinstance(hop, str) and hop.startswith("team:"):
-                return hop[5:]
+            if isinstance(hop, str) and hop.startswith(prefix):
+                return hop[len(prefix) :]
     return ""
 
 
-def _bytes(snapshot: Mapping[str, Any]) -> dict[str, int]:
+def _bytes(snapshot: Mapping[str, Any]) -> tuple[int, int]:
     """The JSON size of what the caller sent (its messages) and of what it got (the agent's
-    messages, the artifacts, a status message not in the history)."""
-    sent = got = 0
+    messages, the artifacts, a status message not in the history): each value's compact
+    JSON, summed. Each side is encoded once, as a list: its size less the brackets and
+    commas is the sum of its items' sizes."""
+    sent: list[Any] = []
+    got: list[Any] = []
     seen = set()
     for message in snapshot.get("history") or ():
-        size = _size(message)
         seen.add(message.get("messageId"))
-        if message.get("role") in _ROLE_USER:
-            sent += size
-        else:
-            got += size
+        (sent if message.get("role") in _ROLE_USER else got).append(message)
     status_message = (snapshot.get("status") or {}).get("message")
     if status_message and status_message.get("messageId") not in seen:
-        got += _size(status_message)
-    got += sum(_size(artifact) for artifact in snapshot.get("artifacts") or ())
-    return {"bytes_in": sent, "bytes_out": got}
+        got.append(status_message)
+    got.extend(snapshot.get("artifacts") or ())
+    return _size(sent), _size(got)
 
 
-def _size(value: Any) -> int:
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+def _size(values: list[Any]) -> int:
+    """The sum of the compact JSON sizes (UTF-8 bytes) of ``values``."""
+    if not values:
+        return 0
+    text = _COMPACT.encode(values)
+    size = len(text) if text.isascii() else len(text.encode())
+    return size - len(values) - 1  # "[", "]" and the commas between the items
 
 
 def _text(message: Mapping[str, Any] | None) -> str:

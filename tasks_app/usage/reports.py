@@ -26,7 +26,8 @@ LATENCY_SAMPLE = 5000
 
 @dataclass(frozen=True)
 class Scores:
-    """An agent's or a team's last 24 hours: counts, tokens, cost, latency (ms)."""
+    """An agent's, a team's or a workflow's last 24 hours: counts, tokens, cost, latency
+    (ms)."""
 
     tasks: int
     completed: int
@@ -49,19 +50,15 @@ class Scores:
 
 def scores(*, kind: str, subject_id: str, now: datetime | None = None) -> Scores:
     """The last 24 hours of an agent (every call to it: direct, by skill, as a team member)
-    or of a team (its calls; tokens and cost those of its hops). Three queries."""
+    or of a team or a workflow (``kind``; its calls; tokens and cost those of its hops or
+    steps). Three queries."""
     now = now or timezone.now()
     recent = UsageRecord.objects.filter(at__gt=now - DAY, at__lte=now)
-    calls = (
-        recent.filter(agent_id=subject_id)
-        if kind == "agent"
-        else recent.filter(target_kind="team", target_id=subject_id)
-    )
-    spent = (
-        recent.filter(agent_id=subject_id)
-        if kind == "agent"
-        else recent.filter(team_id=subject_id).exclude(parent_task_id="")
-    )
+    if kind == "agent":
+        calls = spent = recent.filter(agent_id=subject_id)
+    else:
+        calls = recent.filter(target_kind=kind, target_id=subject_id)
+        spent = recent.filter(**{f"{kind}_id": subject_id}).exclude(parent_task_id="")
     counted = calls.aggregate(
         tasks=Count("pk"),
         completed=Count("pk", filter=Q(state="completed")),
@@ -107,6 +104,7 @@ def success_rates(agent_ids: Iterable[str], *, now: datetime | None = None) -> d
 GROUPS = {
     "agent": "agent_id",
     "team": "team_id",
+    "workflow": "workflow_id",
     "key": "caller_id",
     "target": "target_id",
     "hour": "hour",
@@ -165,8 +163,8 @@ def usage_totals(
     now: datetime | None = None,
 ) -> dict[Any, Totals]:
     """Usage between ``since`` and ``until`` grouped by ``group`` (a key of GROUPS), only a
-    caller's when ``caller_id`` is given, narrowed by ``filters`` (agent, team, key, target:
-    ids). Calls count every record, a team's hops included (``hop`` rows); over roll-up
+    caller's when ``caller_id`` is given, narrowed by ``filters`` (agent, team, workflow, key,
+    target: ids). Calls count every record, a team's hops included (``hop`` rows); over roll-up
     hours the p95 is taken over the hours' own p95s (an estimate)."""
     boundary = max(since, min(until, rolled_until(now)))
     where = _where(caller_id, filters or {})

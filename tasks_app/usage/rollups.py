@@ -47,6 +47,7 @@ _FIELDS = (
     "target_id",
     "agent_id",
     "team_id",
+    "workflow_id",
     "parent_task_id",
     "state",
     "latency_ms",
@@ -73,6 +74,7 @@ def usage_roll_up(*, now: datetime | None = None, hours: int = ROLL_UP_HOURS) ->
             record["target_id"],
             record["agent_id"] or "",
             record["team_id"],
+            record["workflow_id"],
             bool(record["parent_task_id"]),
         )
         groups[key].append(record)
@@ -84,7 +86,7 @@ def usage_roll_up(*, now: datetime | None = None, hours: int = ROLL_UP_HOURS) ->
 
 
 def _summed(key: tuple, records: list[dict]) -> UsageHour:
-    hour, caller_id, target_kind, target_id, agent_id, team_id, hop = key
+    hour, caller_id, target_kind, target_id, agent_id, team_id, workflow_id, hop = key
     latencies = [record["latency_ms"] for record in records]
     return UsageHour(
         hour=hour,
@@ -93,6 +95,7 @@ def _summed(key: tuple, records: list[dict]) -> UsageHour:
         target_id=target_id,
         agent_id=agent_id,
         team_id=team_id,
+        workflow_id=workflow_id,
         hop=hop,
         calls=len(records),
         completed=sum(record["state"] == "completed" for record in records),

@@ -60,3 +60,32 @@ def test_a_price_is_computed_in_decimals_to_a_millionth():
         "3.00",
         "0.123457",
     ]
+
+
+def test_bytes_are_each_message_and_artifact_as_compact_utf8_json_summed():
+    import json
+
+    from tasks_app.usage.records import _bytes
+
+    def size(value):
+        return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+    asked = [
+        {"messageId": "u1", "role": "ROLE_USER", "parts": [{"text": "héllo, wörld"}]},
+        {"messageId": "u2", "role": "user", "parts": [{"text": "again"}]},
+    ]
+    said = {"messageId": "a1", "role": "ROLE_AGENT", "parts": [{"text": "“quoted” ✓"}]}
+    status = {"messageId": "s1", "role": "ROLE_AGENT", "parts": [{"text": "done"}]}
+    artifact = {"artifactId": "x", "parts": [{"data": {"n": 1, "ü": [1, 2]}}]}
+    snapshot = {
+        "history": [asked[0], said, asked[1]],
+        "status": {"state": "TASK_STATE_COMPLETED", "message": status},
+        "artifacts": [artifact],
+    }
+    assert _bytes(snapshot) == (
+        size(asked[0]) + size(asked[1]),
+        size(said) + size(status) + size(artifact),
+    )
+    snapshot["status"]["message"] = said  # a status message in the history counts once
+    assert _bytes(snapshot)[1] == size(said) + size(artifact)
+    assert _bytes({"history": [], "status": {}}) == (0, 0)
