@@ -55,13 +55,26 @@ class Gate:
         self.refusal: Exception | None = None
 
 
-def _caller_and_subset(ctx) -> tuple[Any, catalog.Subset | None]:
+async def _caller_and_subset(ctx) -> tuple[Any, catalog.Subset | None]:
+    """The request's caller and the tools its endpoint serves. A plain JSON tool call comes
+    with its key unchecked (``Gate``); a task-augmented one (``routing.mcp.tasks``) checks it
+    here, before it starts anything."""
     scope = ctx.request.scope
-    return scope[CALLER], catalog.subset_of(scope["path"])
+    subset = catalog.subset_of(scope["path"])
+    if CALLER in scope:
+        return scope[CALLER], subset
+    gate: Gate = scope[GATE]
+    try:
+        caller = await database_sync_to_async(_authenticate)(gate.authorization)
+    except (Unauthenticated, InvalidApiKey, RateLimited) as error:
+        gate.checked, gate.refusal = True, error
+        raise MCPError(types.INVALID_REQUEST, str(error)) from None
+    gate.checked = True
+    return caller, subset
 
 
 async def list_tools(ctx, params) -> types.ListToolsResult:
-    caller, subset = _caller_and_subset(ctx)
+    caller, subset = await _caller_and_subset(ctx)
     specs = await database_sync_to_async(catalog.tools_for)(caller, subset)
     return types.ListToolsResult(
         tools=[

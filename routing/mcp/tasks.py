@@ -16,7 +16,7 @@ answer, sent with ``tasks/update``, is the A2A task's next message. Progress is 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import mcp_types as types
@@ -59,7 +59,7 @@ TASK_FIELDS = (
 )
 """A ``Task``'s fields: a ``CreateTaskResult`` carries these (``tasks/get`` inlines more)."""
 
-CallerAndSubset = Callable[[Any], tuple[Any, "catalog.Subset | None"]]
+CallerAndSubset = Callable[[Any], Awaitable[tuple[Any, "catalog.Subset | None"]]]
 
 
 class TaskParams(types.RequestParams):
@@ -190,7 +190,7 @@ class TasksExtension(Extension):
         with it; any other call (or an input round of an elicitation) is an ordinary one."""
         if not _declared(ctx) or params.request_state:
             return await call_next(ctx)
-        caller, subset = self._caller_and_subset(ctx)
+        caller, subset = await self._caller_and_subset(ctx)
         tool = await database_sync_to_async(catalog.tool_named)(caller, subset, params.name)
         if tool is None:
             raise MCPError(types.INVALID_PARAMS, f"no tool {params.name[:100]!r} here")
@@ -204,7 +204,7 @@ class TasksExtension(Extension):
 
     async def get(self, ctx, params: TaskParams) -> dict[str, Any]:
         require_client_extension(ctx, IDENTIFIER)
-        caller, _ = self._caller_and_subset(ctx)
+        caller, _ = await self._caller_and_subset(ctx)
         try:
             snapshot = await gateway.get_task(
                 None, gateway.CallContext(caller=caller), params.task_id
@@ -218,7 +218,7 @@ class TasksExtension(Extension):
         """Answers the task's question: the answer is the A2A task's next message; a declined
         question cancels the task. Responses to any other key are ignored."""
         require_client_extension(ctx, IDENTIFIER)
-        caller, _ = self._caller_and_subset(ctx)
+        caller, _ = await self._caller_and_subset(ctx)
         task, snapshot = await database_sync_to_async(_stored)(caller, params.task_id)
         response = params.input_responses.get(question_key(snapshot))
         if MCP_TASK_STATUS[task.state] != "input_required" or response is None:
@@ -244,7 +244,7 @@ class TasksExtension(Extension):
     async def cancel(self, ctx, params: TaskParams) -> dict[str, Any]:
         """Cancels the A2A task; a task that already ended is acknowledged as it is."""
         require_client_extension(ctx, IDENTIFIER)
-        caller, _ = self._caller_and_subset(ctx)
+        caller, _ = await self._caller_and_subset(ctx)
         try:
             await gateway.cancel_task(None, gateway.CallContext(caller=caller), params.task_id)
         except TaskNotFound:
