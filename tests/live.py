@@ -35,6 +35,7 @@ from typing import Any
 import httpx
 
 from bench.common import relay_command
+from tests import commands
 from tests.servers import running
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,18 +83,13 @@ def relay_env(var_dir: Path, **extra: str) -> dict[str, str]:
 
 
 def manage(env: dict[str, str], *args: str) -> str:
-    """Runs ``manage.py`` and returns its stdout; raises RelayFailedError when it fails."""
-    result = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_SECONDS,
-    )
-    if result.returncode != 0:
-        raise RelayFailedError(f"manage.py {' '.join(args)} failed:\n{result.stderr[-3000:]}")
-    return result.stdout
+    """Runs ``manage.py`` in a process of its own (forked from ``tests.commands``' server, which
+    has the relay's packages imported already) and returns its stdout; raises RelayFailedError
+    when it fails."""
+    code, stdout, stderr = commands.run(env, args, timeout=COMMAND_SECONDS)
+    if code != 0:
+        raise RelayFailedError(f"manage.py {' '.join(args)} failed:\n{stderr[-3000:]}")
+    return stdout
 
 
 def free_port() -> int:

@@ -162,7 +162,7 @@ def test_production_profile_on_postgresql_and_redis(tmp_path, services):
         with psycopg.connect(database_url) as connection:
             return connection.execute("select count(*) from registry_cardsnapshot").fetchone()[0]
 
-    manage(env, "migrate", "--verbosity=0")
+    # The database is a copy of the run's migrated template (tests.live.production_services).
     key = manage(env, "create_api_key", "profile-test").strip().splitlines()[-1]
     with ExitStack() as stack:
         site, url = stack.enter_context(agent_site(document))
@@ -252,8 +252,7 @@ def test_postgresql_prepares_a_statement_a_connection_runs_again(
     run on a connection); RELAY_DATABASE_PREPARED_STATEMENTS=false goes back to Django's
     default for poolers that cannot keep prepared statements."""
     extra = {} if setting is None else {"RELAY_DATABASE_PREPARED_STATEMENTS": setting}
-    env = relay_env(tmp_path, **services, **extra)
-    manage(env, "migrate", "--verbosity=0")
+    env = relay_env(tmp_path, **services, **extra)  # a copy of the run's migrated template
     assert int(manage(env, "shell", "-c", PREPARED).strip().splitlines()[-1]) == prepared
 
 
@@ -274,8 +273,7 @@ def test_postgresql_writes_only_the_task_indexes_its_queries_use(tmp_path, servi
     """Every index of a task is written when it is created and again when it ends: none is
     a LIKE companion (no query matches a pattern on a task's ids), and no foreign key has
     one of its own where an index leads with it."""
-    env = relay_env(tmp_path, **services)
-    manage(env, "migrate", "--verbosity=0")
+    env = relay_env(tmp_path, **services)  # a copy of the run's migrated template
     found = [
         line.split("|", 2)
         for line in manage(env, "shell", "-c", TASK_INDEXES).splitlines()

@@ -12,6 +12,7 @@ import asyncio
 import os
 import random
 import re
+import shutil
 import time
 from contextlib import ExitStack
 
@@ -108,7 +109,9 @@ def purge(broker: str) -> None:
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
-def test_each_webhook_gets_its_task_events_in_order_from_a_parallel_worker(tmp_path, database):
+def test_each_webhook_gets_its_task_events_in_order_from_a_parallel_worker(
+    tmp_path, relay_template, database
+):
     broker = BROKERS[database]
     purge(broker)
     arrivals: dict[str, list[int]] = {}
@@ -117,8 +120,9 @@ def test_each_webhook_gets_its_task_events_in_order_from_a_parallel_worker(tmp_p
             services = stack.enter_context(production_services(broker))
         else:
             services = {"REDIS_URL": broker, "RELAY_CHANNEL_PREFIX": f"order-{os.getpid()}"}
+            # The run's migrated database (tests.live.shared_template), not a migration.
+            shutil.copyfile(relay_template.database, tmp_path / "relay.sqlite3")
         env = relay_env(tmp_path, **services)
-        manage(env, "migrate", "--verbosity=0")
         url = stack.enter_context(running(receiver(arrivals)))
         # Every job is queued before the worker starts, as after a burst.
         manage(env, "shell", "-c", PRODUCER.format(tasks=TASKS, events=EVENTS, url=url))
