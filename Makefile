@@ -10,15 +10,16 @@ RELAY_AGENTS_PORT ?= 9301
 # The gRPC A2A server (manage.py run_grpc) beside daphne; 0 starts none.
 RELAY_GRPC_PORT ?= 8001
 
-# pytest-xdist: one worker per core; a module's tests stay on one worker (loadfile), so a live
-# module's relay starts once (loadgroup does not group under pytest 9: xdist 3.8 writes the
-# group into a node attribute pytest 9 no longer reads). The chaos tests run after, by
-# themselves: their latency checks assume no other suite loads the machine; they all live in
-# tests/chaos (tests/conftest.py checks), so only that directory is collected for them. Its two
+# pytest-xdist: three workers on the two cores, as the live modules mostly wait on the servers
+# they start; a module's tests stay on one worker (loadfile), so a live module's relay starts
+# once (loadgroup does not group under pytest 9: xdist 3.8 writes the group into a node
+# attribute pytest 9 no longer reads). The chaos tests run after, by themselves: their latency
+# checks assume no other suite loads the machine; they all live in tests/chaos
+# (tests/conftest.py checks), so only that directory is collected for them. Its two
 # modules, each with a cluster of its own on free ports, run side by side (they mostly wait on
 # outages and timeouts); tests/chaos/conftest.py puts the one that loads both cores last.
 # Exit 5 (no test collected) is no failure.
-PYTEST_PARALLEL ?= -n auto --dist loadfile --no-loadscope-reorder
+PYTEST_PARALLEL ?= -n 3 --dist loadfile --no-loadscope-reorder
 FAST_TESTS := not (live or browser or chaos or fuzz or production)
 
 .PHONY: up test test-fast lint bench clean docs diagram

@@ -39,7 +39,7 @@ from tests import commands
 from tests.servers import running
 
 ROOT = Path(__file__).resolve().parent.parent
-START_SECONDS = 30.0
+START_SECONDS = 60.0
 STOP_SECONDS = 10.0
 COMMAND_SECONDS = 120.0
 CALL_SECONDS = 20.0
