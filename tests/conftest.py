@@ -5,8 +5,9 @@ Markers by kind, set here at collection so ``make test-fast`` can leave the slow
 
 - ``live``: the test starts relay processes or other servers in subprocesses: it uses a fixture
   of LIVE_FIXTURES (a relay from the run's migrated template, the a2a-sdk 0.3 or @a2a-js/sdk
-  subprocesses, the production services, the chaos cluster) or lives in a module of
-  LIVE_MODULES, whose own fixtures or bodies start ``manage.py`` processes.
+  subprocesses, the production services, the chaos cluster), its module imports one of
+  ``tests.live``'s PROCESS_STARTERS (found, so a new module cannot be missed), or it lives in
+  a module of LIVE_MODULES, whose own fixtures or bodies start processes another way.
 - ``fuzz``: the module is in FUZZ_MODULES (Hypothesis and Schemathesis). Their budgets come from
   the Hypothesis profile named by RELAY_FUZZ_PROFILE: ``dev`` (the default, a few examples),
   ``ci`` (what ``make test`` runs) or ``deep`` (a long hunt, by hand).
@@ -48,6 +49,17 @@ LIVE_MODULES = frozenset(
         "tests/test_relay_peers.py",
     }
 )
+PROCESS_STARTERS = (
+    "live_relay",
+    "manage",
+    "start_daphne",
+    "start_grpc",
+    "python_process",
+    "celery",
+    "gated_production_relay",
+    "production_services",
+)
+"""The functions of ``tests.live`` that start processes: a module that imports one is live."""
 FUZZ_MODULES = frozenset(
     {"tests/tasks_app/test_gateway_fuzz.py", "tests/registry/test_api_fuzz.py"}
 )
@@ -93,9 +105,21 @@ def pytest_collection_modifyitems(config, items):
                 f"{item.nodeid} is marked chaos outside {CHAOS_DIRECTORY}: make test runs the "
                 f"chaos tests from there alone, and would run this one nowhere"
             )
-        if chaos or module in LIVE_MODULES or LIVE_FIXTURES.intersection(item.fixturenames):
+        if (
+            chaos
+            or module in LIVE_MODULES
+            or LIVE_FIXTURES.intersection(item.fixturenames)
+            or _starts_processes(getattr(item, "module", None))
+        ):
             item.add_marker(pytest.mark.live)
     _order_modules(items)
+
+
+def _starts_processes(module) -> bool:
+    """Whether ``module`` imported one of ``tests.live``'s PROCESS_STARTERS."""
+    from tests import live
+
+    return any(getattr(module, name, None) is getattr(live, name) for name in PROCESS_STARTERS)
 
 
 def _order_modules(items) -> None:
