@@ -8,6 +8,7 @@ receiving the ``traceparent`` of its own span. With tracing off, nothing is made
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -195,11 +196,14 @@ async def test_a_streamed_team_call_has_a_stream_span_over_its_workflow(relay, t
     )
     assert response.headers["content-type"].startswith("text/event-stream")
     tracing.flush()
-    spans = tracing_on.wait_for(
+    # Waited for in a thread: the stream has its final event before the driving job, on this
+    # event loop, closes the last member's stream and so ends its span.
+    spans = await asyncio.to_thread(
+        tracing_on.wait_for,
         lambda spans: (
             any(s.name == "a2a.stream" for s in spans)
             and sum(s.name.startswith("invoke_agent") for s in spans) >= 3
-        )
+        ),
     )
 
     # The relay's spans (the a2a-sdk agents in this process trace themselves too).
