@@ -16,7 +16,7 @@ from registry import principals
 from relay_project.database import database_sync_to_async
 from tasks_app import delegation, hop_tokens, snapshots, upstream
 from tasks_app.cards import agent_card_for_relay, card_for_reader
-from tasks_app.gateway import failover, guarding, retries
+from tasks_app.gateway import failover, guarding
 from tasks_app.gateway.targets import (
     CallContext,
     Step,
@@ -70,17 +70,7 @@ class AgentTarget(Target):
         )
         self.delegation = hop_tokens.Delegation.of(agent, self.endpoint.url)
         self.extra["stream_idle_seconds"] = agent.stream_idle_seconds
-        self.retry_policy = retries.RetryPolicy.of(agent)
-        self.health = agent.health
-        self.alternates = tuple(agent.alternate_links.values_list("alternate_id", flat=True))
-        self.failover_same_skill = agent.failover_same_skill
-        # The circuit breaker as the row had it; the call guard keeps it up to date.
-        self.breaker_row = (
-            agent.breaker_state,
-            agent.breaker_failures,
-            agent.breaker_opened_at,
-            agent.breaker_version,
-        )
+        guarding.take_policy(self, agent)
 
     async def run(self, task, request, ctx, *, stream):
         """The send, as ``guarding.served`` chooses its agent (failover)."""

@@ -57,6 +57,22 @@ def register_call_guard(guard: CallGuard | None) -> None:
     _call_guard = guard if guard is not None else _NoGuard()
 
 
+def take_policy(target, agent) -> None:
+    """Sets on ``target`` what the call guard, retries and failover read, from its agent row:
+    health, retry policy, alternates, same-skill failover and the circuit breaker as the row
+    had it (the call guard keeps that up to date)."""
+    target.health = agent.health
+    target.retry_policy = retries.RetryPolicy.of(agent)
+    target.alternates = tuple(agent.alternate_links.values_list("alternate_id", flat=True))
+    target.failover_same_skill = agent.failover_same_skill
+    target.breaker_row = (
+        agent.breaker_state,
+        agent.breaker_failures,
+        agent.breaker_opened_at,
+        agent.breaker_version,
+    )
+
+
 async def admit(target) -> None:
     """Lets a send to ``target`` go, or raises upstream.UpstreamError (the breaker is open)."""
     await _call_guard.admit(target)

@@ -60,17 +60,7 @@ class McpTarget(Target):
         self.url = agent.card_url
         self.headers = headers
         self.schemas = tool_schemas(agent.extensions.all())
-        self.health = agent.health
-        self.retry_policy = retries.RetryPolicy.of(agent)
-        self.alternates = tuple(agent.alternate_links.values_list("alternate_id", flat=True))
-        self.failover_same_skill = agent.failover_same_skill
-        # The circuit breaker as the row had it; the call guard keeps it up to date.
-        self.breaker_row = (
-            agent.breaker_state,
-            agent.breaker_failures,
-            agent.breaker_opened_at,
-            agent.breaker_version,
-        )
+        guarding.take_policy(self, agent)
 
     async def run(self, task, request, ctx, *, stream):
         """The send, as ``guarding.served`` chooses its agent (failover)."""
