@@ -101,18 +101,7 @@ TEAM_METRICS_EXAMPLE = {
 }
 WORKFLOW_METRICS_EXAMPLE = {
     "workflowId": "weather-report",
-    "successRate": 0.95,
-    "avgLatency": 2410.5,
-    "p95Latency": 5020.0,
-    "costPerTask": "0.042",
-    "last24Hours": {
-        "tasks": 20,
-        "completed": 19,
-        "failed": 1,
-        "inputTokens": 96000,
-        "outputTokens": 21000,
-        "cost": "0.84",
-    },
+    **{key: value for key, value in TEAM_METRICS_EXAMPLE.items() if key != "teamId"},
 }
 METRICS_EXAMPLE.update(
     {k: v for k, v in TEAM_METRICS_EXAMPLE.items() if k not in ("teamId", "successRate")}
