@@ -109,6 +109,7 @@ def test_filters_and_a_bad_filter_value(page, live_server, registry):
     page.goto(live_server.url + "/")
     page.fill("#f-extension", "https://ranch.woi.dev/extensions/client-routing/v1")
     page.click("button:has-text('Apply filters')")
+    page.wait_for_load_state()
 
     assert listed(page) == ["concierge"]
     assert page.locator("#agent-concierge .ext-routing").inner_text() == "⇄ client routing"
@@ -148,12 +149,14 @@ def test_next_page_link_carries_the_filters(page, live_server, registry):
     assert listed(page) == [f"worker-{number:02d}" for number in range(30)]
 
     page.click("a[rel=next]")
+    page.wait_for_url("**/?*cursor=*")
 
-    assert "tag=files" in page.url and "cursor=" in page.url
+    assert "tag=files" in page.url
     assert listed(page) == ["worker-30"]
     assert page.locator("a[rel=next]").count() == 0
     screenshot(page, "relay-registry-page2")
     page.click("text=First page")
+    page.wait_for_url(lambda url: "cursor=" not in url)
     assert listed(page)[0] == "worker-00"
 
 
@@ -163,4 +166,5 @@ def test_unknown_agent_shows_the_not_found_page(page, live_server, registry):
     assert response.status == 404
     assert page.locator("h1").inner_text() == "No agent “nobody”"
     page.click("text=Back to the registry")
+    page.wait_for_load_state()
     assert len(listed(page)) == 30

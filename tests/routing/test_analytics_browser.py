@@ -69,6 +69,7 @@ def test_dashboard_and_a_drill_down(page, live_server, usage):
     log_in(page, live_server)
     page.goto(live_server.url + "/")
     page.click("nav.site-nav >> text=Analytics")
+    page.wait_for_load_state()
     assert page.url == live_server.url + "/analytics/"
     assert page.locator("svg.hour-chart").count() == 4
     # Calls in 22 of the 24 hours: none this hour nor four hours ago.
@@ -80,17 +81,21 @@ def test_dashboard_and_a_drill_down(page, live_server, usage):
     screenshot(page, "relay-analytics")
 
     page.click("nav.range-picker >> text=7 days")
+    page.wait_for_load_state()
     assert page.url.endswith("?range=7d")
     assert page.inner_text('[data-total="calls"]') == calls  # the same day, wider range
     page.goto(live_server.url + "/analytics/?range=24h")
     page.click(f'#by-agent tr[data-key="{first.pk}"] td.row-name a')
+    page.wait_for_load_state()
     assert page.url.endswith(f"?range=24h&agent={first.pk}")
     assert int(page.inner_text('[data-total="calls"]')) < int(calls)
     assert overflow(page) == 0
     screenshot(page, "relay-analytics-agent")
     page.click("text=← The whole relay")
+    page.wait_for_load_state()
 
     page.click(f'#by-key tr[data-key="{key_b.pk}"] td.row-calls a')
+    page.wait_for_load_state()
     assert "/analytics/tasks/" in page.url
     rows = page.locator("tr[data-task]")
     assert rows.count() == 3  # key beta's raw calls: its rolled-up history has no tasks
@@ -98,6 +103,7 @@ def test_dashboard_and_a_drill_down(page, live_server, usage):
     assert overflow(page) == 0
     screenshot(page, "relay-analytics-calls")
     page.click("nav.range-picker >> text=30 days")
+    page.wait_for_load_state()
     assert page.url.endswith(f"?key={key_b.pk}&range=30d")
     assert page.locator("tr[data-task]").count() == 3
 
