@@ -21,6 +21,22 @@ def owned(api_key) -> Agent:
     return agent
 
 
+def completed_tasks(agent: Agent, **varying: tuple) -> None:
+    """One completed task of ``agent`` for each value of the one field named in ``varying``."""
+    ((field, values),) = varying.items()
+    now = timezone.now()
+    for value in values:
+        Task.objects.create(
+            agent=agent,
+            target_kind="agent",
+            target_id=agent.pk,
+            context_id="c",
+            state="completed",
+            completed_at=now,
+            **{field: value},
+        )
+
+
 def test_the_policy_is_read_and_changed_through_the_api(api, api_key):
     owned(api_key)
     assert api.get("/a2a/registry/weather").json()["retries"] == {
@@ -63,17 +79,9 @@ def test_the_admin_change_page_has_the_retries_fieldset(admin_client):
 def test_the_agent_page_shows_the_policy_and_the_sends_retried(client):
     agent = make_agent(agent_id="weather")
     Agent.objects.filter(pk="weather").update(retry_attempts=4, idempotent=True)
-    now = timezone.now()
-    for attempts in (None, [{"attempt": 1, "outcome": "failed", "reason": "refused"}]):
-        Task.objects.create(
-            agent=agent,
-            target_kind="agent",
-            target_id="weather",
-            context_id="c",
-            state="completed",
-            completed_at=now,
-            attempts=attempts,
-        )
+    completed_tasks(
+        agent, attempts=(None, [{"attempt": 1, "outcome": "failed", "reason": "refused"}])
+    )
     page = client.get(reverse("agent-page", args=["weather"])).content.decode()
     assert "<dt>Sends retried</dt><dd>1</dd>" in page
     assert "up to 4 tries in 10 s, from 200 ms apart" in page
@@ -89,22 +97,14 @@ def test_the_agent_page_shows_its_failover_and_the_sends_that_failed_over(client
     AgentAlternate.objects.create(agent_id="weather", alternate_id="spare", order=2)
     AgentAlternate.objects.create(agent_id="weather", alternate_id="backup", order=1)
     Agent.objects.filter(pk="weather").update(failover_same_skill=True)
-    now = timezone.now()
-    selections = (
-        None,
-        {"agentId": "backup", "failoverFrom": "weather", "passed": []},
-        {"agentId": "other", "failoverFrom": "weather", "sameSkill": "forecast", "passed": []},
+    completed_tasks(
+        agent,
+        selection=(
+            None,
+            {"agentId": "backup", "failoverFrom": "weather", "passed": []},
+            {"agentId": "other", "failoverFrom": "weather", "sameSkill": "forecast", "passed": []},
+        ),
     )
-    for selection in selections:
-        Task.objects.create(
-            agent=agent,
-            target_kind="agent",
-            target_id="weather",
-            context_id="c",
-            state="completed",
-            completed_at=now,
-            selection=selection,
-        )
     page = client.get(reverse("agent-page", args=["weather"])).content.decode()
     assert "<dt>Sends failed over</dt><dd>2 " in page
     assert "(1 to the same skill)" in page
