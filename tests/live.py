@@ -23,7 +23,7 @@ import queue
 import shutil
 import socket
 import subprocess
-import sys
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -367,7 +367,7 @@ class Recording:
         return [r for r in self.requests if r.method != "GET"]
 
 
-def stop_process(process: subprocess.Popen | None) -> None:
+def stop_process(process: subprocess.Popen | commands.Child | None) -> None:
     """Stops a process the tests started: SIGTERM, then SIGKILL after STOP_SECONDS."""
     if process is None or process.poll() is not None:
         return
@@ -382,27 +382,26 @@ def stop_process(process: subprocess.Popen | None) -> None:
 @contextmanager
 def python_process(
     env: dict[str, str], *arguments: str, stop_seconds: float = 20.0
-) -> Iterator[subprocess.Popen]:
-    """``python <arguments>`` in the repository, a process of its own with ``env``: its output
-    dropped, its stderr kept (read it for a failure's message). Stopped on exit: SIGTERM,
-    then SIGKILL after ``stop_seconds``."""
-    child = subprocess.Popen(
-        [sys.executable, *arguments],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        yield child
-    finally:
-        child.terminate()
+) -> Iterator[commands.Child]:
+    """``python <arguments>`` in the repository, a process of its own with ``env`` (forked
+    from ``tests.commands``' server): its output dropped, its stderr kept (``child.stderr``,
+    a file to read for a failure's message). Stopped on exit: SIGTERM, then SIGKILL after
+    ``stop_seconds``."""
+    with tempfile.TemporaryDirectory(prefix="python-") as directory:
+        stderr = Path(directory, "stderr")
+        stderr.touch()
+        child = commands.start(env, arguments, stdout=Path(os.devnull), stderr=stderr)
+        child.stderr = stderr.open(errors="replace")
         try:
-            child.wait(stop_seconds)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait(5)
+            yield child
+        finally:
+            child.terminate()
+            try:
+                child.wait(stop_seconds)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait(5)
+            child.stderr.close()
 
 
 def celery(env: dict[str, str], *arguments: str):
@@ -416,7 +415,7 @@ class Daphne:
     """One daphne process of a relay."""
 
     url: str
-    process: subprocess.Popen
+    process: commands.Child
     log: Path
 
     def log_tail(self, size: int = 3000) -> str:
@@ -447,10 +446,8 @@ def start_daphne(
     it answers HTTP. Raises RelayFailedError (with the log's tail) when it does not."""
     port = port or free_port()
     log = var_dir / f"{server}-{port}.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            relay_command(server, port), cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT
-        )
+    log.write_bytes(b"")
+    process = commands.start(env, tuple(relay_command(server, port)[1:]), stdout=log, stderr=log)
     daphne = Daphne(f"http://127.0.0.1:{port}", process, log)
 
     def answering() -> bool:
@@ -609,21 +606,15 @@ class LiveRelay:
         self._stack.close()
 
 
-def start_grpc(env: dict[str, str], var_dir: Path) -> subprocess.Popen:
+def start_grpc(env: dict[str, str], var_dir: Path) -> commands.Child:
     """Starts ``manage.py run_grpc`` on RELAY_GRPC_PORT of ``env`` and returns once a gRPC
     channel to it is ready. Raises RelayFailedError (with the log's tail) when it does not."""
     import grpc
 
     port = env["RELAY_GRPC_PORT"]
     log = var_dir / f"grpc-{port}.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "run_grpc"],
-            cwd=ROOT,
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
+    log.write_bytes(b"")
+    process = commands.start(env, ("manage.py", "run_grpc"), stdout=log, stderr=log)
 
     def tail() -> str:
         return log.read_text(errors="replace")[-3000:]

@@ -41,7 +41,7 @@ from typing import Any
 
 import httpx
 
-from tests import live
+from tests import commands, live
 from tests.live import (
     ROOT,
     LiveRelay,
@@ -95,9 +95,14 @@ class Service:
     command: list[str]
     env: dict[str, str]
     log: Path
-    process: subprocess.Popen | None = None
+    process: subprocess.Popen | commands.Child | None = None
 
     def start(self) -> None:
+        if self.command[0] == sys.executable:
+            # A Python process (Celery, the agents) forks from the server the relays fork from.
+            arguments = tuple(self.command[1:])
+            self.process = commands.start(self.env, arguments, stdout=self.log, stderr=self.log)
+            return
         with self.log.open("ab") as sink:
             self.process = subprocess.Popen(
                 self.command, cwd=ROOT, env=self.env, stdout=sink, stderr=subprocess.STDOUT
