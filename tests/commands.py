@@ -14,6 +14,7 @@ settings, so what it does is unchanged. It is a real process: its pid can be kil
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import os
 import runpy
@@ -64,6 +65,16 @@ PRELOADED = [
 
 _context = multiprocessing.get_context("forkserver")
 _context.set_forkserver_preload(PRELOADED)
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    """Kills any process a test left running when the test process exits: multiprocessing
+    would otherwise wait for it at exit (this runs first: atexit calls run last in, first
+    out), and the suite would hang instead of failing."""
+    for child in multiprocessing.active_children():
+        child.kill()
+        child.join(5)
 
 
 class CommandTimeoutError(RuntimeError):
