@@ -388,13 +388,14 @@ async def _moved_on(caller, snapshot: dict[str, Any]) -> dict[str, Any]:
 def install(server, extension: TasksExtension) -> None:
     """Serves ``extension`` on a low-level ``Server``: its methods, its capability, and its
     interceptor around the server's ``tools/call`` handler (what ``MCPServer`` does with
-    its ``extensions``)."""
-    for method in extension.methods():
-        server.add_request_handler(method.method, method.params_type, _gated(method))
-    server.extensions[extension.identifier] = extension.settings()
+    its ``extensions``); and the 2025-11-25 tasks (``LegacyTasks``). A method both revisions
+    name is one handler that answers as the request's revision does."""
     legacy = LegacyTasks(extension._caller_and_subset)
-    for method in legacy.methods():
-        server.add_request_handler(method.method, method.params_type, _gated(method))
+    bindings = [*extension.methods(), *legacy.methods()]
+    for name in dict.fromkeys(binding.method for binding in bindings):
+        served = [binding for binding in bindings if binding.method == name]
+        server.add_request_handler(name, served[0].params_type, _by_revision(name, served))
+    server.extensions[extension.identifier] = extension.settings()
     server.middleware.append(legacy)
     call_tool = server.get_request_handler("tools/call")
     server.add_request_handler(
@@ -404,10 +405,11 @@ def install(server, extension: TasksExtension) -> None:
     )
 
 
-def _gated(method: MethodBinding):
+def _by_revision(name: str, bindings: list[MethodBinding]):
     async def handler(ctx, params):
-        if ctx.protocol_version not in method.protocol_versions:
-            raise MCPError(types.METHOD_NOT_FOUND, "Method not found", method.method)
-        return await method.handler(ctx, params)
+        for binding in bindings:
+            if ctx.protocol_version in binding.protocol_versions:
+                return await binding.handler(ctx, params)
+        raise MCPError(types.METHOD_NOT_FOUND, "Method not found", name)
 
     return handler
