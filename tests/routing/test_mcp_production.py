@@ -1,7 +1,8 @@
 """The MCP server on a two-process production relay (PostgreSQL, Redis): it keeps no session,
 so an input turn asked by one process is answered through the other, and the demo team's tool
 answers on both; an MCP task started on one process is followed, answered and finished through
-the other. An MCP server registered as an agent, called through one process, has its tool call
+the other, and the npm client's 2025-11-25 task asks and is answered through the second
+process. An MCP server registered as an agent, called through one process, has its tool call
 cancelled when the A2A task is cancelled through the other."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from routing.demo.agents import DEMO_AGENTS, build_agent_app
 from routing.demo.setup import DEMO_QUESTION
+from tests import jsinterop
 from tests.agents import input_required_agent
 from tests.live import (
     CALL_SECONDS,
@@ -151,3 +153,24 @@ async def test_a_cancel_through_the_other_process_cancels_the_mcp_servers_tool_c
     for base in (relay.url, relay.second_url):
         stored = relay.call(SLOW_SERVER, "GetTask", {"id": task_id}, base=base).json()["result"]
         assert stored["status"]["state"] == "TASK_STATE_CANCELED"
+
+
+@pytest.mark.skipif(
+    not jsinterop.MCP_SDK_PACKAGE.is_file(),
+    reason="@modelcontextprotocol/sdk is not installed in tests/js "
+    "(run: bash scripts/ensure-js; needs npm)",
+)
+def test_the_npm_clients_task_is_asked_and_answered_through_the_second_process(relay):
+    run = jsinterop.run_mcp_client(
+        f"{relay.second_url}/mcp",
+        [jsinterop.call_as_task("agent_asks", {"text": "greet someone"}, answer="Lin")],
+        headers=relay.auth(),
+    )
+
+    assert run["kind"] == "done", run
+    asked, answered = run["ops"][0]["rounds"]
+    assert "What name should I greet?" in asked["messages"][-1]["result"]["content"][0]["text"]
+    assert answered["taskId"] == asked["taskId"]
+    assert answered["messages"][-1]["result"]["content"][0]["text"].startswith("Hello, Lin!")
+    stored = relay.call("asks", "GetTask", {"id": asked["taskId"]}, base=relay.url)
+    assert stored.json()["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
