@@ -363,23 +363,33 @@ def list_tools() -> dict[str, Any]:
     return {"op": "list"}
 
 
-def call_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """An operation of tests/js/mcp_client.js: tools/call."""
-    return {"op": "call", "name": name, "arguments": arguments}
+def call_tool(name: str, arguments: dict[str, Any], **options: Any) -> dict[str, Any]:
+    """An operation of tests/js/mcp_client.js: tools/call, with the script's ``options``
+    (``progress=True``, ``cancelAfterProgress=n``)."""
+    return {"op": "call", "name": name, "arguments": arguments, **options}
 
 
-def run_mcp_client(url: str, ops: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+def call_as_task(name: str, arguments: dict[str, Any], **options: Any) -> dict[str, Any]:
+    """An operation of tests/js/mcp_client.js: tools/call as a 2025-11-25 task, with the
+    script's ``options`` (``cancelAfterStatus=n``, ``answer=text``)."""
+    return {"op": "task", "name": name, "arguments": arguments, **options}
+
+
+def run_mcp_client(
+    url: str, ops: list[dict[str, Any]], *, seconds: float = CLIENT_SECONDS, **spec: Any
+) -> dict[str, Any]:
     """Connects @modelcontextprotocol/sdk's Client to ``url`` (streamable HTTP; ``headers``
     as the script takes them), runs ``ops`` in order and returns the script's last line:
     ``{"kind": "done", "protocolVersion", "server", "ops": [{"result"} or {"error"}]}`` or
-    ``{"kind": "error", "code", "message"}``. Raises JsClientFailedError when the script failed."""
+    ``{"kind": "error", "code", "message"}``, within ``seconds``. Raises JsClientFailedError
+    when the script failed."""
     completed = subprocess.run(
         ["node", "mcp_client.js"],
         cwd=JS_DIR,
         input=json.dumps({"url": url, "ops": ops, **spec}),
         capture_output=True,
         text=True,
-        timeout=CLIENT_SECONDS,
+        timeout=seconds,
         env={**os.environ, "NODE_NO_WARNINGS": "1"},
     )
     lines = [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]

@@ -212,7 +212,7 @@ async def call_tool(
             result = await gateway.send_message(
                 admitted.target, ctx, admitted.call.params, opened=admitted.opened
             )
-            result = await _followed(admitted.target, ctx, result, task_id, None)
+            result = await followed(admitted.target, ctx, result, task_id, None)
         except A2AError as error:
             return _error_result(str(error))
         except BaseException:
@@ -278,10 +278,10 @@ async def _follow(
         task_id = snapshot.get("id", task_id)
         step += 1
         await progress(step, _progress_message(event, snapshot))
-    return await _followed(target, ctx, {"task": snapshot}, task_id, progress, step)
+    return await followed(target, ctx, {"task": snapshot}, task_id, progress, step)
 
 
-async def _followed(
+async def followed(
     target: gateway.Target,
     ctx: gateway.CallContext,
     result: dict[str, Any],

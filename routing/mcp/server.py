@@ -76,6 +76,12 @@ async def _caller_and_subset(ctx) -> tuple[Any, catalog.Subset | None]:
 async def list_tools(ctx, params) -> types.ListToolsResult:
     caller, subset = await _caller_and_subset(ctx)
     specs = await database_sync_to_async(catalog.tools_for)(caller, subset)
+    # At 2025-11-25 a client calls a tool as a task only where the tool says it may.
+    execution = (
+        types.ToolExecution(task_support="optional")
+        if ctx.protocol_version in tasks.LEGACY_VERSIONS
+        else None
+    )
     return types.ListToolsResult(
         tools=[
             types.Tool(
@@ -83,6 +89,7 @@ async def list_tools(ctx, params) -> types.ListToolsResult:
                 title=spec.title,
                 description=spec.description,
                 input_schema=spec.input_schema,
+                execution=execution,
                 _meta={
                     calls.META_KEY: {
                         "kind": spec.kind,

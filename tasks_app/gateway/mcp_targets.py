@@ -56,6 +56,9 @@ class McpTarget(Target):
             name=agent.name,
             streaming=True,
             agent_id=agent.pk,
+            # The server knows no tasks: the relay's task is the only one, so a stream gives
+            # it at once (a silent tool would hold a stream without its first event).
+            announces_task=True,
         )
         self.url = agent.card_url
         self.headers = headers

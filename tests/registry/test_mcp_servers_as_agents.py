@@ -10,20 +10,21 @@ its progress notifications stream as ``working`` updates, and CancelTask cancels
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
-import anyio
 import httpx
 import pytest
 from a2a.types import Message, Part, Role, SendMessageRequest
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Value
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
 from routing.demo.agents import ECHO, build_agent_app
 from tests.live import CALL_SECONDS, eventually, free_port, live_relay, manage
+from tests.mcp_servers import CANCELLED, WAITING, slow_tools_app
 from tests.servers import closed_port_url, running
 
 SERVER = "unit-tools"
@@ -32,10 +33,7 @@ FLAKY_SERVER = "flaky-tools"
 DOWN_SERVER = "down-tools"
 TEAM = "mcp-crew"
 STEPS = 3
-WAITING: list[str] = []
-"""The notes of the calls of ``wait_for_cancel`` running now (the server runs in this
-process); CANCELLED the notes of those the server saw cancelled."""
-CANCELLED: list[str] = []
+SILENT_SECONDS = 8.0
 
 
 class Reading(BaseModel):
@@ -57,32 +55,6 @@ def unit_tools_app():
     @server.tool(description="Always refuses the request, saying why.")
     def refuse(reason: str) -> str:
         raise ToolError(f"refused: {reason}")
-
-    return server.streamable_http_app(streamable_http_path="/mcp")
-
-
-def slow_tools_app():
-    server = MCPServer("Slow Tools")
-
-    @server.tool(description="Counts to the number slowly, reporting each step as progress.")
-    async def count_slowly(steps: int, ctx: Context) -> str:
-        for step in range(1, steps + 1):
-            await ctx.report_progress(step, steps, f"counted {step} of {steps}")
-            await anyio.sleep(0.2)
-        return f"counted to {steps}"
-
-    @server.tool(description="Says it waits, then waits until the call is cancelled.")
-    async def wait_for_cancel(note: str, ctx: Context) -> str:
-        WAITING.append(note)
-        await ctx.report_progress(0, None, "waiting to be cancelled")
-        try:
-            await anyio.sleep_forever()
-        except anyio.get_cancelled_exc_class():
-            CANCELLED.append(note)
-            raise
-        finally:
-            WAITING.remove(note)
-        return "never"
 
     return server.streamable_http_app(streamable_http_path="/mcp")
 
@@ -397,3 +369,37 @@ async def test_cancelling_the_task_cancels_the_servers_call(relay):
     assert last["status"]["state"] == "TASK_STATE_CANCELED"
     stored = relay.call(SLOW_SERVER, "GetTask", {"id": task_id}).json()["result"]
     assert stored["status"]["state"] == "TASK_STATE_CANCELED"
+
+
+async def test_a_silent_tools_stream_opens_with_the_task_and_ends_with_its_answer(relay):
+    # Regression: the stream held its first event until the tool's first notification, so a
+    # tool that says nothing before it answers kept its caller without a task (to cancel) for
+    # as long as it ran, up to the relay's 60 s timeout.
+    message = data_message({"tool": "answer_later", "arguments": {"seconds": SILENT_SECONDS}})
+    started = time.monotonic()
+    async with relay.client(SLOW_SERVER, "JSONRPC", "1.0", streaming=True) as client:
+        events = client.send_message(SendMessageRequest(message=message))
+        first = MessageToDict(await anext(events))
+        opened_after = time.monotonic() - started
+        rest = [MessageToDict(event) async for event in events]
+    answered_after = time.monotonic() - started
+
+    assert first["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert opened_after < SILENT_SECONDS, opened_after
+    last = rest[-1]["task"] if "task" in rest[-1] else rest[-1]["statusUpdate"]
+    assert last["status"]["state"] == "TASK_STATE_COMPLETED", rest
+    stored = relay.call(SLOW_SERVER, "GetTask", {"id": first["task"]["id"]}).json()["result"]
+    assert f"answered after {SILENT_SECONDS:g} s" in str(stored["artifacts"])
+    assert SILENT_SECONDS <= answered_after < SILENT_SECONDS + 10, answered_after
+
+
+async def test_a_silent_tools_blocking_call_is_answered_when_the_tool_answers(relay):
+    message = data_message({"tool": "answer_later", "arguments": {"seconds": SILENT_SECONDS}})
+    started = time.monotonic()
+    async with relay.client(SLOW_SERVER, "JSONRPC", "1.0", streaming=False) as client:
+        task = await final_task(client, message)
+    answered_after = time.monotonic() - started
+
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    assert f"answered after {SILENT_SECONDS:g} s" in str(task["artifacts"])
+    assert SILENT_SECONDS <= answered_after < SILENT_SECONDS + 10, answered_after

@@ -1,23 +1,42 @@
 """The MCP server on a two-process production relay (PostgreSQL, Redis): it keeps no session,
 so an input turn asked by one process is answered through the other, and the demo team's tool
 answers on both; an MCP task started on one process is followed, answered and finished through
-the other."""
+the other, and the npm client's 2025-11-25 task asks and is answered through the second
+process. An MCP server registered as an agent, called through one process, has its tool call
+cancelled when the A2A task is cancelled through the other."""
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from contextlib import ExitStack
 
 import httpx2
 import mcp_types as types
 import pytest
+from a2a.types import Message, Part, Role, SendMessageRequest
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.struct_pb2 import Value
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from routing.demo.agents import DEMO_AGENTS, build_agent_app
 from routing.demo.setup import DEMO_QUESTION
+from tests import jsinterop
 from tests.agents import input_required_agent
-from tests.live import CALL_SECONDS, ServiceMissingError, live_relay, manage, production_services
+from tests.live import (
+    CALL_SECONDS,
+    ServiceMissingError,
+    eventually,
+    live_relay,
+    manage,
+    production_services,
+)
+from tests.mcp_servers import CANCELLED, WAITING, slow_tools_app
 from tests.mcp_tasks import TasksClient, call_as_task, poll, tasks_request
+from tests.servers import running
+
+SLOW_SERVER = "slow-tools"
 
 pytestmark = pytest.mark.production
 
@@ -33,6 +52,8 @@ def relay(tmp_path_factory):
         for spec in DEMO_AGENTS:
             relay.serve_agent(spec.slug, lambda url, spec=spec: build_agent_app(spec, base_url=url))
         relay.serve_agent("asks", input_required_agent)
+        slow = stack.enter_context(running(slow_tools_app()))
+        relay.register(f"{slow}/mcp", SLOW_SERVER, mcpServer=True)
         manage(
             relay.env,
             "shell",
@@ -105,3 +126,51 @@ async def test_a_task_started_on_one_process_is_answered_and_finished_through_th
     assert task["status"] == "completed"
     assert task["result"]["content"][0]["text"].startswith("Hello, Lin!")
     assert task["result"]["_meta"]["relay/a2a"]["taskId"] == created.task_id
+
+
+async def test_a_cancel_through_the_other_process_cancels_the_mcp_servers_tool_call(relay):
+    note = f"cancel-{uuid.uuid4().hex[:6]}"
+    arguments = Value()
+    arguments.struct_value.update({"tool": "wait_for_cancel", "arguments": {"note": note}})
+    message = Message(
+        message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(data=arguments)]
+    )
+    async with relay.client(SLOW_SERVER, "JSONRPC", "1.0", base=relay.url) as calling:
+        events = calling.send_message(SendMessageRequest(message=message))
+        task_id = MessageToDict(await anext(events))["task"]["id"]
+        await eventually(lambda: note in WAITING, "the tool call reached the server")
+
+        canceled = await asyncio.to_thread(
+            relay.call, SLOW_SERVER, "CancelTask", {"id": task_id}, base=relay.second_url
+        )
+        await eventually(lambda: note in CANCELLED, "the server saw the call cancelled")
+        rest = [MessageToDict(event) async for event in events]
+
+    assert canceled.json()["result"]["status"]["state"] == "TASK_STATE_CANCELED", canceled.text
+    assert note not in WAITING
+    last = rest[-1]["task"] if "task" in rest[-1] else rest[-1]["statusUpdate"]
+    assert last["status"]["state"] == "TASK_STATE_CANCELED"
+    for base in (relay.url, relay.second_url):
+        stored = relay.call(SLOW_SERVER, "GetTask", {"id": task_id}, base=base).json()["result"]
+        assert stored["status"]["state"] == "TASK_STATE_CANCELED"
+
+
+@pytest.mark.skipif(
+    not jsinterop.MCP_SDK_PACKAGE.is_file(),
+    reason="@modelcontextprotocol/sdk is not installed in tests/js "
+    "(run: bash scripts/ensure-js; needs npm)",
+)
+def test_the_npm_clients_task_is_asked_and_answered_through_the_second_process(relay):
+    run = jsinterop.run_mcp_client(
+        f"{relay.second_url}/mcp",
+        [jsinterop.call_as_task("agent_asks", {"text": "greet someone"}, answer="Lin")],
+        headers=relay.auth(),
+    )
+
+    assert run["kind"] == "done", run
+    asked, answered = run["ops"][0]["rounds"]
+    assert "What name should I greet?" in asked["messages"][-1]["result"]["content"][0]["text"]
+    assert answered["taskId"] == asked["taskId"]
+    assert answered["messages"][-1]["result"]["content"][0]["text"].startswith("Hello, Lin!")
+    stored = relay.call("asks", "GetTask", {"id": asked["taskId"]}, base=relay.url)
+    assert stored.json()["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
