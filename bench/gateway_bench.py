@@ -17,12 +17,16 @@ concurrency level (1, 8, 32, 64 by default) every target gets the same number of
 rounds that take the targets in turn (the order rotating each round), so the machine's slow
 spells weigh on all alike: 20 short rounds at one call at a time, where the latency verdict
 divides by the little the proxy adds and the machine's speed drifts from one second to the
-next, 5 at the other levels. Per target and level: requests/s, p50, p99, latency added over the
-direct agent (p50, p99), errors, CPU per request of the server's own process(es) (for a relay:
-its processes only), and for information the echo agent's CPU per request and, for production,
-that of its PostgreSQL backends and Redis. Redis: connections the production relay opened
-during the timed rounds (`INFO stats` total_connections_received before and after each of its
-turns) and, from `CLIENT LIST`, the connections each process holds after the level.
+next, 5 at the other levels. Each turn starts with as many untimed calls as the concurrency,
+so that a process's return from idle is not counted to whichever of its rows comes first
+(production, before `keyed`, `bearer` and `mcp` on the same process; `measure_level` in
+gateway_load.py says what it cost). Per target and level: requests/s, p50, p99, latency
+added over the direct agent (p50, p99), errors, CPU per request of the server's own
+process(es) (for a relay: its processes only), and for information the echo agent's CPU per
+request and, for production, that of its PostgreSQL backends and Redis. Redis: connections
+the production relay opened during the timed rounds (`INFO stats` total_connections_received
+before and after each of its turns) and, from `CLIENT LIST`, the connections each process
+holds after the level.
 For information, the time production's calls spend on its services alone, which a bare proxy
 does not: after each level, the median round trip from this process to that Redis (`PING`) and
 a committed write to PostgreSQL (an `INSERT` in autocommit: a commit waits for the WAL to reach
