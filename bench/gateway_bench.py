@@ -17,12 +17,16 @@ concurrency level (1, 8, 32, 64 by default) every target gets the same number of
 rounds that take the targets in turn (the order rotating each round), so the machine's slow
 spells weigh on all alike: 20 short rounds at one call at a time, where the latency verdict
 divides by the little the proxy adds and the machine's speed drifts from one second to the
-next, 5 at the other levels. Per target and level: requests/s, p50, p99, latency added over the
-direct agent (p50, p99), errors, CPU per request of the server's own process(es) (for a relay:
-its processes only), and for information the echo agent's CPU per request and, for production,
-that of its PostgreSQL backends and Redis. Redis: connections the production relay opened
-during the timed rounds (`INFO stats` total_connections_received before and after each of its
-turns) and, from `CLIENT LIST`, the connections each process holds after the level.
+next, 5 at the other levels. Each turn starts with as many untimed calls as the concurrency,
+so that a process's return from idle is not counted to whichever of its rows comes first
+(production, before `keyed`, `bearer` and `mcp` on the same process; `measure_level` in
+gateway_load.py says what it cost). Per target and level: requests/s, p50, p99, latency
+added over the direct agent (p50, p99), errors, CPU per request of the server's own
+process(es) (for a relay: its processes only), and for information the echo agent's CPU per
+request and, for production, that of its PostgreSQL backends and Redis. Redis: connections
+the production relay opened during the timed rounds (`INFO stats` total_connections_received
+before and after each of its turns) and, from `CLIENT LIST`, the connections each process
+holds after the level.
 For information, the time production's calls spend on its services alone, which a bare proxy
 does not: after each level, the median round trip from this process to that Redis (`PING`) and
 a committed write to PostgreSQL (an `INSERT` in autocommit: a commit waits for the WAL to reach
@@ -49,9 +53,15 @@ levels 1, 8 and 32: an agent answering 503 to everything, with the echo agent as
 through the production relay; judged at c=8 and c=32: 100% of the calls succeed on the
 alternate, and the breaker opens within one breaker window.
 
+`twin` (with `--tracing` or `--usage`): a second production relay on the same database and
+Redis with production's settings, serving this row only: the baseline of `traced` and
+`usage-off`, which are started and called as it is, so that one setting is all they differ in.
+The production relay is no such baseline: it registered the agents (loading the embedding
+model) and serves `keyed`, `bearer` and `mcp` too.
+
 `traced` (with `--tracing`): a second production relay on the same database and Redis with
 OpenTelemetry on (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT naming a local OTLP/HTTP sink that takes
-every export), judged at c=8 against the production row: CPU per request at most 5% more.
+every export), judged at c=8 against the twin row: CPU per request at most 5% more.
 
 `bearer`: the production relay again, each call with a signed RS256 JWT instead of an API key;
 the relay trusts its issuer (`RELAY_JWT_ISSUERS`), the tests' authorization server run in this
@@ -65,8 +75,8 @@ Printed against the production row at every level, judged at c=8 and at c=32, ea
 its own: CPU per request at most 1.5x production's.
 
 `usage-off` (with `--usage`): a second production relay on the same database and Redis with
-RELAY_USAGE_RECORDS off; the production row (a usage record per call, as shipped) is judged
-at c=8 against it: CPU per request at most 5% more.
+RELAY_USAGE_RECORDS off; the twin row (a usage record per call, as shipped) is judged at c=8
+against it: CPU per request at most 5% more.
 
 `aio-proxy`: the same bare proxy with aiohttp as its client instead of httpx, in front of the
 echo agent. The relay calls agents through aiohttp too, so per level both profiles are also
@@ -231,7 +241,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--tracing",
         action="store_true",
-        help="Add the traced row: production's twin with OpenTelemetry on (a local OTLP sink).",
+        help="Add the traced row (OpenTelemetry on, a local OTLP sink), judged against the "
+        "twin row (production's settings, on a relay of its own) at c=8.",
     )
     parser.add_argument(
         "--storm",
@@ -242,8 +253,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--usage",
         action="store_true",
-        help="Add the usage-off row: production's twin keeping no usage records; production "
-        "is judged against it at c=8.",
+        help="Add the usage-off row (no usage records); the twin row (production's settings, "
+        "on a relay of its own) is judged against it at c=8.",
     )
     parser.add_argument("--json", type=Path, help="Write every figure and verdict to this file.")
     parser.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)

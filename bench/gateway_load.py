@@ -330,7 +330,14 @@ async def measure_level(
     concurrency: int,
 ) -> dict[str, Run]:
     """`count` requests per target at `concurrency`, in rounds of a share each
-    (``rounds_at``)."""
+    (``rounds_at``).
+
+    Each turn starts with `concurrency` calls that are not counted, so its CPU is that of
+    calls to a process already serving them, whatever ran before. Without them the first turn
+    of a process in a round also paid for its return from idle (the connections closed after
+    IDLE_SECONDS on both sides, the caches expired after RELAY_TARGET_CACHE_SECONDS): on the
+    production relay always the production row's turn, never that of `keyed`, `bearer` or
+    `mcp` after it."""
     limits = httpx.Limits(
         max_connections=concurrency,
         max_keepalive_connections=concurrency,
@@ -375,6 +382,15 @@ async def measure_level(
             for name in rotated(list(targets), round_number):
                 target, run = targets[name], runs[name]
                 called = target.agent or agent
+                # The turn's primer, not counted: see the docstring.
+                await send_many(
+                    clients[name],
+                    target,
+                    body,
+                    count=concurrency,
+                    concurrency=concurrency,
+                    deadline=time.monotonic() + LEVEL_SECONDS / rounds,
+                )
                 server_before, agent_before = target.server.cpu_snapshot(), called.cpu_snapshot()
                 if target.backing is not None:
                     backing_before = target.backing()

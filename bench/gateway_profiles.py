@@ -60,6 +60,7 @@ from bench.gateway_verdicts import (
     PROFILES,
     PROXY,
     TRACED,
+    TWIN,
     USAGE_OFF,
 )
 from tests.authorization_server import AUDIENCE, authorization_server
@@ -120,6 +121,7 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
             GRPC_AGENT,
             "grpc-card",
             TRACED,
+            TWIN,
             USAGE_OFF,
             "otlp-sink",
             STORM,
@@ -178,6 +180,11 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
             name: start(f"{name}-{args.server}", relay_command(args.server, ports[name]), env)
             for name, env in envs.items()
         }
+        twin = None
+        if args.tracing or args.usage:  # their baseline: production's settings, this row only
+            twin = start(
+                f"{TWIN}-{args.server}", relay_command(args.server, ports[TWIN]), envs[PRODUCTION]
+            )
         traced = None
         if args.tracing:  # production's twin with traces on, exporting to a local sink
             sink = start("otlp-sink", served("otlp-sink", ports["otlp-sink"]), envs[EMBEDDED])
@@ -218,9 +225,9 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
                 register(urls[PRODUCTION], keys[PRODUCTION], agent_id, f"{urls[STORM]}/{agent_id}")
             script = ALTERNATES_SCRIPT.format(ids=storm_ids, alternate=ALTERNATE)
             manage(envs[PRODUCTION], "shell", "-c", script)
-        for twin, name in ((traced, TRACED), (usage_off, USAGE_OFF)):
-            if twin is not None:  # the same database: production's agents and key
-                wait_until_answers(twin, f"{urls[name]}/a2a/registry")
+        for second, name in ((twin, TWIN), (traced, TRACED), (usage_off, USAGE_OFF)):
+            if second is not None:  # the same database: production's agents and key
+                wait_until_answers(second, f"{urls[name]}/a2a/registry")
         redis = RedisWatch(redis_url, redis_process, database)
         stack.callback(redis.close)
         print(
@@ -287,6 +294,19 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
                 {**mcp_headers, "Authorization": f"Bearer {keys[PRODUCTION]}"},
                 backing=redis.backing_cpu,
                 body=mcp_body,
+            ),
+            **(
+                {
+                    TWIN: Target(
+                        TWIN,
+                        f"{urls[TWIN]}/a2a/agents/echo/",
+                        twin,
+                        relay_headers(PRODUCTION),
+                        backing=redis.backing_cpu,
+                    )
+                }
+                if twin is not None
+                else {}
             ),
             **(
                 {

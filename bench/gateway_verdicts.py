@@ -38,10 +38,16 @@ KEYED = "keyed"
 of a key per call, judged against the production row at KEYED_LEVEL."""
 KEYED_CPU_RATIO_MAX = 1.05
 KEYED_LEVEL = 8
+TWIN = "twin"
+"""A second production relay on the same database and Redis, with production's settings, that
+serves this row only (with ``--tracing`` or ``--usage``): the baseline of `traced` and
+`usage-off`, started and called as they are, so that the one setting is all they differ in. The
+production relay is not: it registered the agents (and so loaded the embedding model) and also
+serves `keyed`, `bearer` and `mcp`."""
 TRACED = "traced"
 """A second production relay on the same database and Redis with OpenTelemetry on (``--tracing``:
 every span exported over OTLP/HTTP to a local sink): the cost of tracing, judged against the
-production row at TRACED_LEVEL."""
+twin row at TRACED_LEVEL."""
 TRACED_CPU_RATIO_MAX = 1.05
 TRACED_LEVEL = 8
 BEARER = "bearer"
@@ -53,7 +59,7 @@ BEARER_CPU_RATIO_MAX = 1.05
 BEARER_LEVEL = 8
 USAGE_OFF = "usage-off"
 """A second production relay on the same database and Redis with RELAY_USAGE_RECORDS off
-(``--usage``): the production row (usage records on, as shipped) is judged against it at
+(``--usage``): the twin row (usage records on, as shipped) is judged against it at
 USAGE_LEVEL, the cost of a usage record per call."""
 USAGE_CPU_RATIO_MAX = 1.05
 USAGE_LEVEL = 8
@@ -258,10 +264,10 @@ def judge_level(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
         (
             TRACED,
             TRACED,
-            PRODUCTION,
+            TWIN,
             (TRACED_LEVEL,),
             TRACED_CPU_RATIO_MAX,
-            "CPU per request <= {limit}x production's (tracing on)",
+            "CPU per request <= {limit}x twin's (tracing on)",
         ),
         (
             BEARER,
@@ -272,8 +278,8 @@ def judge_level(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
             "CPU per request <= {limit}x production's (a JWT, not an API key)",
         ),
         (
-            PRODUCTION,
-            PRODUCTION,
+            TWIN,
+            TWIN,
             USAGE_OFF,
             (USAGE_LEVEL,),
             USAGE_CPU_RATIO_MAX,

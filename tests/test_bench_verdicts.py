@@ -250,11 +250,13 @@ def test_cpu_is_judged_at_2_5x_at_c8_and_c32_and_held_to_3x_at_one_call_at_a_tim
     assert (32, EMBEDDED, "CPU per request <= 2.5x proxy's") in misses(verdicts)
 
 
-def test_the_traced_row_is_judged_at_c8_against_production_at_five_percent():
-    from bench.gateway_verdicts import TRACED
+def test_the_traced_row_is_judged_at_c8_against_the_twin_not_production_at_five_percent():
+    from bench.gateway_verdicts import TRACED, TWIN
 
     def traced_verdicts(level: int, cpu_ms: float):
-        figures = make_level()
+        # Production, on the process that also serves keyed, bearer and mcp, is no baseline.
+        figures = make_level(production={"cpu_ms": 2.0})
+        figures[TWIN] = make_load(cpu_ms=1.0)
         figures[TRACED] = make_load(cpu_ms=cpu_ms)
         return [v for v in judge({level: figures}, make_streams()) if v.target == TRACED]
 
@@ -262,6 +264,23 @@ def test_the_traced_row_is_judged_at_c8_against_production_at_five_percent():
     (over,) = traced_verdicts(8, 1.06)
     assert within.passed and not over.passed
     assert traced_verdicts(32, 2.0) == []
+
+
+def test_usage_records_are_judged_at_c8_as_the_twin_against_usage_off_at_five_percent():
+    from bench.gateway_verdicts import TWIN, USAGE_OFF
+
+    def usage_verdicts(level: int, twin_cpu_ms: float):
+        figures = make_level(production={"cpu_ms": 0.5})
+        figures[USAGE_OFF] = make_load(cpu_ms=1.0)
+        figures[TWIN] = make_load(cpu_ms=twin_cpu_ms)
+        judged = judge({level: figures}, make_streams())
+        return [v for v in judged if "usage-off's" in v.label]
+
+    (within,) = usage_verdicts(8, 1.05)
+    (over,) = usage_verdicts(8, 1.06)
+    assert within.passed and not over.passed
+    assert within.target == TWIN
+    assert usage_verdicts(32, 2.0) == []
 
 
 def make_storm(**overrides):
