@@ -22,7 +22,7 @@ import queue
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,6 +191,39 @@ class JsClientFailedError(RuntimeError):
     """The client could not be made (no such interface, no card) or the script failed."""
 
 
+def _run_script(
+    script: str,
+    spec: dict[str, Any],
+    timeout: float,
+    what: str,
+    complete: Callable[[list[dict[str, Any]]], bool],
+) -> list[dict[str, Any]]:
+    """Runs ``node <script>`` of tests/js with ``spec`` as its JSON input and returns the JSON
+    lines it printed. Raises JsClientFailedError, with the script's output, when it exited
+    with an error, printed nothing, or printed lines that ``complete`` does not accept."""
+    completed = subprocess.run(
+        ["node", script],
+        cwd=JS_DIR,
+        input=json.dumps(spec),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "NODE_NO_WARNINGS": "1"},
+    )
+    lines = [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
+    if completed.returncode != 0 or not lines or not complete(lines):
+        raise JsClientFailedError(
+            f"{what} failed (exit {completed.returncode}):\n"
+            f"{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}"
+        )
+    return lines
+
+
+def _ended(lines: list[dict[str, Any]]) -> bool:
+    """Whether a script's last line says how its run ended."""
+    return lines[-1]["kind"] in ("done", "error")
+
+
 def run_js_client(
     target: str,
     binding: str,
@@ -219,21 +252,9 @@ def run_js_client(
     spec |= {"card_url": card_url} if card_url else {"agent_url": target}
     if version:
         spec["version"] = version
-    completed = subprocess.run(
-        ["node", "client.js"],
-        cwd=JS_DIR,
-        input=json.dumps(spec),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "NODE_NO_WARNINGS": "1"},
+    lines = _run_script(
+        "client.js", spec, timeout, "the JS client", lambda lines: lines[0].get("kind") == "client"
     )
-    lines = [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
-    if completed.returncode != 0 or not lines or lines[0].get("kind") != "client":
-        raise JsClientFailedError(
-            f"the JS client failed (exit {completed.returncode}):\n"
-            f"{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}"
-        )
     ops = [JsOutcome() for _ in operations]
     for line in lines[1:]:
         outcome = ops[line["op"]]
@@ -330,21 +351,13 @@ def run_agui_client(url: str, text: str, **spec: Any) -> AgUiRun:
     """Runs one AG-UI run with @ag-ui/client's HttpAgent against ``url`` (``headers``,
     ``threadId``, ``resume``, ``state`` as the script takes them). Raises JsClientFailedError
     when the script itself failed."""
-    completed = subprocess.run(
-        ["node", "agui_client.js"],
-        cwd=JS_DIR,
-        input=json.dumps({"url": url, "text": text, **spec}),
-        capture_output=True,
-        text=True,
-        timeout=CLIENT_SECONDS,
-        env={**os.environ, "NODE_NO_WARNINGS": "1"},
+    lines = _run_script(
+        "agui_client.js",
+        {"url": url, "text": text, **spec},
+        CLIENT_SECONDS,
+        "the AG-UI client",
+        _ended,
     )
-    lines = [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
-    if completed.returncode != 0 or not lines or lines[-1]["kind"] not in ("done", "error"):
-        raise JsClientFailedError(
-            f"the AG-UI client failed (exit {completed.returncode}):\n"
-            f"{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}"
-        )
     events = [line for line in lines if line["kind"] == "event"]
     return AgUiRun(
         events=[line["event"] for line in events],
@@ -383,19 +396,6 @@ def run_mcp_client(
     ``{"kind": "done", "protocolVersion", "server", "ops": [{"result"} or {"error"}]}`` or
     ``{"kind": "error", "code", "message"}``, within ``seconds``. Raises JsClientFailedError
     when the script failed."""
-    completed = subprocess.run(
-        ["node", "mcp_client.js"],
-        cwd=JS_DIR,
-        input=json.dumps({"url": url, "ops": ops, **spec}),
-        capture_output=True,
-        text=True,
-        timeout=seconds,
-        env={**os.environ, "NODE_NO_WARNINGS": "1"},
-    )
-    lines = [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
-    if completed.returncode != 0 or not lines or lines[-1]["kind"] not in ("done", "error"):
-        raise JsClientFailedError(
-            f"the MCP client failed (exit {completed.returncode}):\n"
-            f"{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}"
-        )
-    return lines[-1]
+    return _run_script(
+        "mcp_client.js", {"url": url, "ops": ops, **spec}, seconds, "the MCP client", _ended
+    )[-1]
