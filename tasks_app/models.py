@@ -132,10 +132,12 @@ class Task(models.Model):
         # task's ids matches a pattern; migration 0009 drops the primary key's).
         indexes = [
             models.Index(fields=["context_id"], name="task_context"),
-            models.Index(fields=["parent"], name="task_parent"),
+            # Partial: most tasks have no parent, and a lookup by parent never wants those.
+            models.Index(
+                fields=["parent"], condition=models.Q(parent__isnull=False), name="task_parent"
+            ),
             models.Index(fields=["caller", "-status_timestamp", "-id"], name="task_caller_time"),
             models.Index(fields=["agent", "-created_at"], name="task_agent_created"),
-            models.Index(fields=["agent", "upstream_task_id"], name="task_agent_upstream"),
             models.Index(
                 fields=["target_kind", "target_id", "-created_at"], name="task_target_created"
             ),
