@@ -203,6 +203,32 @@ def fast_password_hasher():
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def remembered_vectors():
+    """The embedding model encodes each text once per test process. The model is
+    deterministic, and the tests register the same cards again and again (each test's rows
+    being rolled back or flushed): every registration would otherwise run the model on every
+    skill of the card again, and the discovery evaluation sets take seconds each."""
+    import numpy as np
+
+    from registry.embeddings import Embedder
+
+    vectors: dict[str, np.ndarray] = {}
+    encode = Embedder.encode
+
+    def remembering(self: Embedder, texts: list[str]) -> np.ndarray:
+        missing = [text for text in dict.fromkeys(texts) if text not in vectors]
+        if missing:
+            vectors.update(zip(missing, encode(self, missing), strict=True))
+        if not texts:
+            return encode(self, texts)
+        return np.vstack([vectors[text] for text in texts])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Embedder, "encode", remembering)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def no_cached_targets():
     """Each test starts with no agent or team target cached: the rows of earlier tests were rolled
