@@ -20,6 +20,9 @@ RELAY_GRPC_PORT ?= 8001
 # outages and timeouts); tests/chaos/conftest.py puts the one that loads both cores last.
 # Exit 5 (no test collected) is no failure.
 PYTEST_PARALLEL ?= -n 3 --dist loadfile --no-loadscope-reorder
+# test-fast waits on nothing but CPU, so two workers for the two cores: a third only adds its
+# own start (Django, migrate, collection), some 30 s of CPU.
+FAST_PARALLEL ?= -n 2 --dist loadfile --no-loadscope-reorder
 FAST_TESTS := not (live or browser or chaos or fuzz or production)
 
 .PHONY: up test test-fast lint bench clean docs diagram
@@ -58,7 +61,7 @@ test:
 # The edit loop (minutes): the pure cores and in-process tests, none of the kinds marked in
 # tests/conftest.py as slow (subprocess servers, browser, chaos, fuzzing, PostgreSQL).
 test-fast: $(STAMP)
-	$(BIN)/pytest $(PYTEST_PARALLEL) -m "$(FAST_TESTS)" --durations=10 || test $$? -eq 5
+	$(BIN)/pytest $(FAST_PARALLEL) -m "$(FAST_TESTS)" --durations=10 || test $$? -eq 5
 
 # The documentation site (docs/, mkdocs.yml) into site/; strict: a broken link fails.
 docs: $(STAMP)

@@ -70,26 +70,37 @@ def schedules() -> list[Schedule]:
 
 
 def beat_schedules_ensure() -> list[str]:
-    """Creates the periodic tasks that do not exist yet; returns the names created."""
-    from django_celery_beat.models import IntervalSchedule, PeriodicTask
+    """Creates the periodic tasks that do not exist yet; returns the names created.
 
-    created = []
-    for schedule in schedules():
-        if PeriodicTask.objects.filter(name=schedule.name).exists():
-            continue
-        interval, _ = IntervalSchedule.objects.get_or_create(
-            every=schedule.every_seconds, period=IntervalSchedule.SECONDS
+    One query finds the existing rows and one insert writes the missing ones, as this runs
+    after every migrate and every flush (each transactional test). The insert bypasses
+    ``PeriodicTask.save``, so beat is told of the change once here, as that save would."""
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask, PeriodicTasks
+
+    wanted = schedules()
+    names = [schedule.name for schedule in wanted]
+    existing = set(PeriodicTask.objects.filter(name__in=names).values_list("name", flat=True))
+    missing = [schedule for schedule in wanted if schedule.name not in existing]
+    if not missing:
+        return []
+    intervals = {}
+    for every in {schedule.every_seconds for schedule in missing}:
+        intervals[every], _ = IntervalSchedule.objects.get_or_create(
+            every=every, period=IntervalSchedule.SECONDS
         )
-        PeriodicTask.objects.create(
+    PeriodicTask.objects.bulk_create(
+        PeriodicTask(
             name=schedule.name,
             task=schedule.task,
-            interval=interval,
+            interval=intervals[schedule.every_seconds],
             args=json.dumps([]),
             expire_seconds=schedule.expires_seconds,
             description=schedule.description,
         )
-        created.append(schedule.name)
-    return created
+        for schedule in missing
+    )
+    PeriodicTasks.update_changed()
+    return [schedule.name for schedule in missing]
 
 
 def ensure_after_migrate(sender, using="default", **kwargs) -> None:

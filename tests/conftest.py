@@ -189,6 +189,46 @@ def database_thread_closed(django_db_setup, django_db_blocker):
         asyncio.run(sync_to_async(connections.close_all)())
 
 
+@pytest.fixture(scope="session", autouse=True)
+def fast_password_hasher():
+    """Passwords made in tests are hashed with MD5 (Django's advice for tests): the default
+    PBKDF2 takes a quarter of a second of CPU for every admin a test makes or logs in. The
+    default hashers stay listed after it, so a password hashed by a relay process (PBKDF2)
+    still checks."""
+    from django.conf import global_settings
+    from django.test.utils import override_settings
+
+    hashers = ["django.contrib.auth.hashers.MD5PasswordHasher", *global_settings.PASSWORD_HASHERS]
+    with override_settings(PASSWORD_HASHERS=hashers):
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def remembered_vectors():
+    """The embedding model encodes each text once per test process. The model is
+    deterministic, and the tests register the same cards again and again (each test's rows
+    being rolled back or flushed): every registration would otherwise run the model on every
+    skill of the card again, and the discovery evaluation sets take seconds each."""
+    import numpy as np
+
+    from registry.embeddings import Embedder
+
+    vectors: dict[str, np.ndarray] = {}
+    encode = Embedder.encode
+
+    def remembering(self: Embedder, texts: list[str]) -> np.ndarray:
+        missing = [text for text in dict.fromkeys(texts) if text not in vectors]
+        if missing:
+            vectors.update(zip(missing, encode(self, missing), strict=True))
+        if not texts:
+            return encode(self, texts)
+        return np.vstack([vectors[text] for text in texts])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Embedder, "encode", remembering)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def no_cached_targets():
     """Each test starts with no agent or team target cached: the rows of earlier tests were rolled

@@ -122,12 +122,19 @@ print(json.dumps({
     return json.loads(result.stdout)
 
 
-def test_every_redis_client_of_the_production_profile_gets_the_connection_settings():
-    found = production_settings(
+@pytest.fixture(scope="module")
+def production():
+    """The production profile's Redis settings with the connection variables set, read once
+    for the module: a fresh interpreter's Django start costs seconds of CPU."""
+    return production_settings(
         RELAY_REDIS_CONNECT_TIMEOUT="0.25",
         RELAY_REDIS_SOCKET_TIMEOUT="1.5",
         RELAY_REDIS_HEALTH_CHECK_SECONDS="7",
     )
+
+
+def test_every_redis_client_of_the_production_profile_gets_the_connection_settings(production):
+    found = production
     assert found["cache"]["BACKEND"] == "relay_project.redis_cache.SharedPoolRedisCache"
     assert found["cache"]["OPTIONS"] == {
         "socket_connect_timeout": 0.25,
@@ -144,7 +151,7 @@ def test_every_redis_client_of_the_production_profile_gets_the_connection_settin
     assert found["broker"] == {**blocking, "retry_on_timeout": True}
 
 
-def test_the_relay_configures_no_channel_layer_it_would_not_use():
+def test_the_relay_configures_no_channel_layer_it_would_not_use(production):
     """Streams follow their tasks through the database (tasks_app.streams), not a channel
     layer: none is configured, in either profile."""
-    assert production_settings()["layers"] is None
+    assert production["layers"] is None
