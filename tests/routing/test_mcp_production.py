@@ -1,8 +1,9 @@
 """The MCP server on a two-process production relay (PostgreSQL, Redis): it keeps no session,
-so an input turn asked by one process is answered through the other, and the demo team's tool
-answers on both; an MCP task started on one process is followed, answered and finished through
-the other, and the npm client's 2025-11-25 task asks and is answered through the second
-process. An MCP server registered as an agent, called through one process, has its tool call
+so each process lists a key's tools and refuses what the key may not call, an input turn asked
+by one process is answered through the other, and the demo team's tool answers on both; an MCP
+task started on one process is followed, answered, cancelled or, for a minute-long agent,
+followed step by step to its result through the other, and the npm client's 2025-11-25 task
+asks and is answered through the second process. An MCP server registered as an agent, called through one process, has its tool call
 cancelled when the A2A task is cancelled through the other."""
 
 from __future__ import annotations
@@ -23,7 +24,13 @@ from mcp.client.streamable_http import streamable_http_client
 from routing.demo.agents import DEMO_AGENTS, build_agent_app
 from routing.demo.setup import DEMO_QUESTION
 from tests import jsinterop
-from tests.agents import input_required_agent
+from tests.agents import (
+    LONG_STEP_SECONDS,
+    LONG_STEPS,
+    input_required_agent,
+    long_working_agent,
+    never_finishing_agent,
+)
 from tests.live import (
     CALL_SECONDS,
     ServiceMissingError,
@@ -52,6 +59,8 @@ def relay(tmp_path_factory):
         for spec in DEMO_AGENTS:
             relay.serve_agent(spec.slug, lambda url, spec=spec: build_agent_app(spec, base_url=url))
         relay.serve_agent("asks", input_required_agent)
+        relay.serve_agent("long", long_working_agent)
+        relay.serve_agent("forever", never_finishing_agent)
         slow = stack.enter_context(running(slow_tools_app()))
         relay.register(f"{slow}/mcp", SLOW_SERVER, mcpServer=True)
         manage(
@@ -60,13 +69,18 @@ def relay(tmp_path_factory):
             "-c",
             "from routing.demo.setup import demo_team_ensure; demo_team_ensure()",
         )
+        relay.echo_only_key = (
+            manage(relay.env, "create_api_key", "echo only", "--agent", "echo")
+            .strip()
+            .splitlines()[-1]
+        )
         relay.second_url = stack.enter_context(relay.second())
         yield relay
 
 
-def client(relay, base: str, **options) -> Client:
+def client(relay, base: str, *, key: str | None = None, **options) -> Client:
     http = httpx2.AsyncClient(
-        headers={"Authorization": f"Bearer {relay.key}"}, timeout=CALL_SECONDS * 3
+        headers={"Authorization": f"Bearer {key or relay.key}"}, timeout=CALL_SECONDS * 3
     )
 
     async def never_asked(context, params):  # declares elicitation; the test answers itself
@@ -85,6 +99,47 @@ async def test_the_demo_team_tool_answers_on_both_processes(relay):
             result = await mcp.call_tool("team_demo", {"text": DEMO_QUESTION})
         assert result.content[0].text.startswith("DRAFT: ")
         assert result.meta["relay/a2a"]["state"] == "completed"
+
+
+async def test_each_process_lists_a_keys_tools_and_refuses_what_it_may_not_call(relay):
+    for base in (relay.url, relay.second_url):
+        async with client(relay, base) as mcp:
+            every = {tool.name for tool in (await mcp.list_tools()).tools}
+        async with client(relay, base, key=relay.echo_only_key) as mcp:
+            names = {tool.name for tool in (await mcp.list_tools()).tools}
+            with pytest.raises(Exception, match="team_demo"):  # the server's JSON-RPC error
+                await mcp.call_tool("team_demo", {"text": DEMO_QUESTION})
+            echoed = await mcp.call_tool("agent_echo", {"text": "only me"})
+
+        assert {"team_demo", "agent_echo", "agent_asks", "agent_long"} <= every
+        assert names == {"agent_echo"}
+        assert echoed.content[0].text.startswith("only me")
+
+
+async def test_a_minute_long_task_started_on_one_process_is_followed_through_the_other(relay):
+    async with client(relay, relay.url, extensions=[TasksClient()]) as first:
+        created = await call_as_task(first, "agent_long", {"text": "take your time"})
+    async with client(relay, relay.second_url, extensions=[TasksClient()]) as second:
+        task, messages = await poll(
+            second, created.task_id, timeout=LONG_STEPS * LONG_STEP_SECONDS + CALL_SECONDS
+        )
+
+    assert messages[:LONG_STEPS] == [f"step {n} of {LONG_STEPS}" for n in range(1, LONG_STEPS + 1)]
+    assert task["status"] == "completed"
+    assert task["result"]["content"][0]["text"].startswith("long work done")
+
+
+async def test_tasks_cancel_through_the_other_process_cancels_the_a2a_task(relay):
+    async with client(relay, relay.url, extensions=[TasksClient()]) as first:
+        created = await call_as_task(first, "agent_forever", {"text": "work forever"})
+        await poll(first, created.task_id, until=frozenset({"working"}))
+    async with client(relay, relay.second_url, extensions=[TasksClient()]) as second:
+        await tasks_request(second, "tasks/cancel", taskId=created.task_id)
+        task, _ = await poll(second, created.task_id)
+
+    assert task["status"] == "cancelled"
+    stored = relay.call("forever", "GetTask", {"id": created.task_id}, base=relay.url)
+    assert stored.json()["result"]["status"]["state"] == "TASK_STATE_CANCELED"
 
 
 async def test_an_input_turn_asked_by_one_process_is_answered_through_the_other(relay):
