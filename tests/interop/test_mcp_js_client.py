@@ -11,6 +11,7 @@ id, and ``tasks/cancel`` ends the A2A task canceled. One relay serves the whole 
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -107,14 +108,31 @@ def test_a_client_without_a_valid_key_cannot_connect(demo):
     assert run["code"] == 401 and "API key" in run["message"]
 
 
-def test_the_npm_clients_plain_call_of_a_minute_long_agent_reports_each_step(demo):
-    run = run_mcp_client(
-        f"{demo.url}/mcp",
-        [call_tool("agent_long", {"text": "take your time"}, progress=True)],
-        headers=demo.auth(),
-        seconds=LONG_STEPS * LONG_STEP_SECONDS + 60,
-    )
+def test_the_npm_client_follows_a_minute_long_agent_as_a_plain_call_and_as_a_task(demo):
+    """Both at once, each a client of its own: a plain call reporting each step as progress
+    (which keeps the SDK's 60 s request timeout from ending it), and a task polled through
+    each step to its result."""
+    seconds = LONG_STEPS * LONG_STEP_SECONDS + 60
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        plain = pool.submit(
+            run_mcp_client,
+            f"{demo.url}/mcp",
+            [call_tool("agent_long", {"text": "take your time"}, progress=True)],
+            headers=demo.auth(),
+            seconds=seconds,
+        )
+        as_task = pool.submit(
+            run_mcp_client,
+            f"{demo.url}/mcp",
+            [list_tools(), call_as_task("agent_long", {"text": "take your time"})],
+            headers=demo.auth(),
+            seconds=seconds,
+        )
+    check_plain_call_of_the_long_agent(plain.result())
+    check_task_of_the_long_agent(demo, as_task.result())
 
+
+def check_plain_call_of_the_long_agent(run: dict) -> None:
     assert run["kind"] == "done", run
     (called,) = run["ops"]
     assert "result" in called, called
@@ -157,14 +175,7 @@ def a2a_state(relay, agent_id: str, task_id: str) -> str:
     return relay.call(agent_id, "GetTask", {"id": task_id}).json()["result"]["status"]["state"]
 
 
-def test_the_npm_client_runs_a_minute_long_agent_as_a_task_through_each_step(demo):
-    run = run_mcp_client(
-        f"{demo.url}/mcp",
-        [list_tools(), call_as_task("agent_long", {"text": "take your time"})],
-        headers=demo.auth(),
-        seconds=LONG_STEPS * LONG_STEP_SECONDS + 60,
-    )
-
+def check_task_of_the_long_agent(demo, run: dict) -> None:
     assert run["kind"] == "done", run
     listed, called = run["ops"]
     tools = {tool["name"]: tool for tool in listed["result"]["tools"]}
