@@ -93,15 +93,26 @@ def enabled() -> bool:
     return _tracer is not None
 
 
+def _carried_fields() -> dict[Any, str]:
+    """The header names the global propagator reads (``traceparent``, ``tracestate``,
+    ``baggage`` by default), in bytes and in text, each to its text."""
+    fields = propagate.get_global_textmap().fields
+    return {**{name: name for name in fields}, **{name.encode(): name for name in fields}}
+
+
+_CARRIED = _carried_fields()
+
+
 def incoming(pairs: Iterable[tuple[Any, Any]]) -> Context:
     """The trace context a caller sent (``traceparent``) in header or metadata pairs, bytes or
-    text; an empty context when it sent none."""
+    text; an empty context when it sent none. Names are lowercase, as ASGI and gRPC give them;
+    only the propagator's own headers are decoded."""
     carrier = {}
     for name, value in pairs:
-        name = name.decode("latin-1") if isinstance(name, bytes) else name
-        value = value.decode("latin-1") if isinstance(value, bytes) else value
-        carrier[name.lower()] = value
-    return propagate.extract(carrier)
+        field = _CARRIED.get(name)
+        if field is not None:
+            carrier[field] = value.decode("latin-1") if isinstance(value, bytes) else value
+    return propagate.extract(carrier) if carrier else otel_context.Context()
 
 
 def outgoing(headers: Mapping[str, str] | None, context: Context | None) -> dict[str, str]:
@@ -128,7 +139,7 @@ def start(
     """A span under ``parent`` (the current context when None); not made current, so it may
     live across the yields of an async generator. Only call it when ``enabled()``."""
     assert _tracer is not None
-    return _tracer.start_span(name, context=parent, kind=kind, attributes=dict(attributes))
+    return _tracer.start_span(name, context=parent, kind=kind, attributes=attributes)
 
 
 def within(span: Span) -> Context:
@@ -141,13 +152,16 @@ def agent_answered(span: Span, answer: Any) -> None:
     if not isinstance(answer, Mapping):
         return
     found = _answered_task(answer)
+    revealed = {}
     if found.get("taskId") or found.get("id"):
-        span.set_attribute(A2A_TASK_ID, str(found.get("taskId") or found.get("id")))
+        revealed[A2A_TASK_ID] = str(found.get("taskId") or found.get("id"))
     if found.get("contextId"):
-        span.set_attribute(CONVERSATION, str(found["contextId"]))
-    state = (found.get("status") or {}).get("state") if isinstance(found, Mapping) else None
-    if state:
-        span.set_attribute(A2A_TASK_STATE, str(state))
+        revealed[CONVERSATION] = str(found["contextId"])
+    status = found.get("status")
+    if isinstance(status, Mapping) and status.get("state"):
+        revealed[A2A_TASK_STATE] = str(status["state"])
+    if revealed:
+        span.set_attributes(revealed)
 
 
 def _answered_task(answer: Mapping[str, Any]) -> Mapping[str, Any]:

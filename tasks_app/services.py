@@ -460,8 +460,11 @@ def task_expire(*, task: Task) -> Recorded:
 
 def _queue_push(task: Task, event: TaskEvent) -> None:
     # The job continues the trace of the call the event came from (tracing on only).
+    configs = list(PushNotificationConfig.objects.filter(task_id=task.pk))
+    if not configs:
+        return
     traceparent = tracing.traceparent(None)
-    for config in PushNotificationConfig.objects.filter(task_id=task.pk):
+    for config in configs:
         delivery = PushDelivery.objects.create(config=config, event=event, payload=event.payload)
         args = (delivery.pk, traceparent) if traceparent else (delivery.pk,)
         transaction.on_commit(lambda args=args: deliver_push.delay(*args))

@@ -28,12 +28,13 @@ def admitted(span: Span, call: Any, opened: Any) -> None:
     """Names the admitted call's method, and the task it opened or continues."""
     method = call.operation.value
     span.update_name(f"a2a.call {method}")
-    span.set_attribute(tracing.A2A_METHOD, method)
+    attributes = {tracing.A2A_METHOD: method}
     task = getattr(opened, "task", None)
     if task is not None:
-        span.set_attribute(tracing.A2A_TASK_ID, str(task.id))
+        attributes[tracing.A2A_TASK_ID] = str(task.id)
         if getattr(task, "context_id", ""):
-            span.set_attribute(tracing.CONVERSATION, str(task.context_id))
+            attributes[tracing.CONVERSATION] = str(task.context_id)
+    span.set_attributes(attributes)
 
 
 async def streamed(events: AsyncIterator[Any], span: Span) -> AsyncIterator[Any]:
