@@ -20,9 +20,10 @@ RELAY_GRPC_PORT ?= 8001
 # outages and timeouts); tests/chaos/conftest.py puts the one that loads both cores last.
 # Exit 5 (no test collected) is no failure.
 PYTEST_PARALLEL ?= -n 3 --dist loadfile --no-loadscope-reorder
-# test-fast waits on nothing but CPU, so two workers for the two cores: a third only adds its
-# own start (Django, migrate, collection), some 30 s of CPU.
-FAST_PARALLEL ?= -n 2 --dist loadfile --no-loadscope-reorder
+# test-fast is mostly CPU, with some waits (timeouts, subprocesses): on a quiet 2-core machine
+# three workers taking test by test (no module there starts a server) finished in 178 s, two
+# workers taking whole modules in 219 s.
+FAST_PARALLEL ?= -n 3 --dist load
 FAST_TESTS := not (live or browser or chaos or fuzz or production)
 
 .PHONY: up test test-fast lint bench clean docs diagram
