@@ -2,14 +2,16 @@
 so each process lists a key's tools and refuses what the key may not call, an input turn asked
 by one process is answered through the other, and the demo team's tool answers on both; an MCP
 task started on one process is followed, answered, cancelled or, for a minute-long agent,
-followed step by step to its result through the other, and the npm client's 2025-11-25 task
-asks and is answered through the second process. An MCP server registered as an agent, called through one process, has its tool call
+followed step by step to its result through the other, and the npm client (2025-11-25) does the
+same through the second process: lists, gets the team's answer, follows a minute-long task,
+cancels one, is refused with a key without access, and has its question answered. An MCP server registered as an agent, called through one process, has its tool call
 cancelled when the A2A task is cancelled through the other."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 
 import httpx2
@@ -117,16 +119,38 @@ async def test_each_process_lists_a_keys_tools_and_refuses_what_it_may_not_call(
 
 
 async def test_a_minute_long_task_started_on_one_process_is_followed_through_the_other(relay):
-    async with client(relay, relay.url, extensions=[TasksClient()]) as first:
-        created = await call_as_task(first, "agent_long", {"text": "take your time"})
-    async with client(relay, relay.second_url, extensions=[TasksClient()]) as second:
-        task, messages = await poll(
-            second, created.task_id, timeout=LONG_STEPS * LONG_STEP_SECONDS + CALL_SECONDS
-        )
+    """The Python client's task, started on the first process and followed through the
+    second; meanwhile (a minute each, so side by side) the npm client's task on the second."""
+    npm = None
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        if jsinterop.MCP_SDK_PACKAGE.is_file():
+            npm = pool.submit(
+                jsinterop.run_mcp_client,
+                f"{relay.second_url}/mcp",
+                [jsinterop.call_as_task("agent_long", {"text": "take your time"})],
+                headers=relay.auth(),
+                seconds=LONG_STEPS * LONG_STEP_SECONDS + 60,
+            )
+        async with client(relay, relay.url, extensions=[TasksClient()]) as first:
+            created = await call_as_task(first, "agent_long", {"text": "take your time"})
+        async with client(relay, relay.second_url, extensions=[TasksClient()]) as second:
+            task, messages = await poll(
+                second, created.task_id, timeout=LONG_STEPS * LONG_STEP_SECONDS + CALL_SECONDS
+            )
+        npm_run = None if npm is None else await asyncio.wrap_future(npm)
 
     assert messages[:LONG_STEPS] == [f"step {n} of {LONG_STEPS}" for n in range(1, LONG_STEPS + 1)]
     assert task["status"] == "completed"
     assert task["result"]["content"][0]["text"].startswith("long work done")
+    if npm_run is not None:
+        assert npm_run["kind"] == "done", npm_run
+        ((round_,),) = [npm_run["ops"][0]["rounds"]]
+        said = [
+            m["task"].get("statusMessage") for m in round_["messages"] if m["type"] == "taskStatus"
+        ]
+        for step in range(1, LONG_STEPS + 1):
+            assert f"step {step} of {LONG_STEPS}" in said
+        assert round_["messages"][-1]["result"]["content"][0]["text"].startswith("long work done")
 
 
 async def test_tasks_cancel_through_the_other_process_cancels_the_a2a_task(relay):
@@ -229,3 +253,50 @@ def test_the_npm_clients_task_is_asked_and_answered_through_the_second_process(r
     assert answered["messages"][-1]["result"]["content"][0]["text"].startswith("Hello, Lin!")
     stored = relay.call("asks", "GetTask", {"id": asked["taskId"]}, base=relay.url)
     assert stored.json()["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+@pytest.mark.skipif(
+    not jsinterop.MCP_SDK_PACKAGE.is_file(),
+    reason="@modelcontextprotocol/sdk is not installed in tests/js "
+    "(run: bash scripts/ensure-js; needs npm)",
+)
+def test_the_npm_client_lists_calls_cancels_and_is_refused_on_the_second_process(relay):
+    """Two clients at once on the second process: the team's call with a cancelled task,
+    and a key without access to the team (its minute-long task: the test above)."""
+    url = f"{relay.second_url}/mcp"
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        team = pool.submit(
+            jsinterop.run_mcp_client,
+            url,
+            [
+                jsinterop.list_tools(),
+                jsinterop.call_tool("team_demo", {"text": DEMO_QUESTION}),
+                jsinterop.call_as_task(
+                    "agent_forever", {"text": "work forever"}, cancelAfterStatus=1
+                ),
+            ],
+            headers=relay.auth(),
+        )
+        limited = pool.submit(
+            jsinterop.run_mcp_client,
+            url,
+            [jsinterop.list_tools(), jsinterop.call_tool("team_demo", {"text": DEMO_QUESTION})],
+            headers=relay.auth(relay.echo_only_key),
+        )
+    team, limited = team.result(), limited.result()
+
+    assert team["kind"] == "done", team
+    listed, called, cancelled = team["ops"]
+    assert {"team_demo", "agent_long", "agent_forever"} <= {
+        tool["name"] for tool in listed["result"]["tools"]
+    }
+    assert called["result"]["content"][0]["text"].startswith("DRAFT: ")
+    ((round_,),) = [cancelled["rounds"]]
+    assert any(message["type"] == "canceled" for message in round_["messages"])
+    stored = relay.call("forever", "GetTask", {"id": round_["taskId"]}, base=relay.url)
+    assert stored.json()["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+
+    assert limited["kind"] == "done", limited
+    listed, refused = limited["ops"]
+    assert {tool["name"] for tool in listed["result"]["tools"]} == {"agent_echo"}
+    assert refused["error"]["code"] == -32602 and "team_demo" in refused["error"]["message"]
