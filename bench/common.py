@@ -315,3 +315,36 @@ def redis_server(logs: Path) -> Iterator[tuple[Process, str]]:
                 sys.exit(f"redis-server did not start:\n{running.log_tail()}")
             time.sleep(0.1)
         yield running, f"redis://127.0.0.1:{port}/0"
+
+
+def served(role: str, port: int) -> subprocess.Popen:
+    """One of gateway_servers.py's servers (``gateway_bench.py --serve``) in a process of its
+    own on ``port``: the echo agent (``agent``) or the OTLP/HTTP sink (``otlp-sink``)."""
+    extra = ["echo"] if role == "agent" else []
+    return subprocess.Popen(
+        [sys.executable, "bench/gateway_bench.py", "--serve", role, *extra, str(port)],
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+
+
+def waited(url: str) -> None:
+    """Returns once ``url`` answers (any status); exits after ten seconds without."""
+    for _ in range(100):
+        try:
+            httpx.get(url)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise SystemExit(f"{url} never answered")
+
+
+async def echo_registered(client: httpx.AsyncClient, key: str, port: int) -> dict[str, str]:
+    """Registers the echo agent served on ``port`` as ``echo`` through ``client`` (the
+    relay's app in this process, called with the API key ``key``); returns the key's
+    Authorization header."""
+    auth = {"Authorization": f"Bearer {key}"}
+    card = f"http://127.0.0.1:{port}/.well-known/agent-card.json"
+    waited(card)
+    answer = await client.post("/a2a/registry", json={"url": card, "id": "echo"}, headers=auth)
+    assert answer.status_code == 201, answer.text
+    return auth

@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import cProfile
 import pstats
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import os  # noqa: E402
 
-from bench.common import free_port, setup_django  # noqa: E402  (the path above makes `bench` importable)
+from bench.common import echo_registered, free_port, served, setup_django  # noqa: E402  (the path above makes `bench` importable)
 from bench.gateway_load import answer_error, mcp_request, request_body  # noqa: E402
 
 os.environ.setdefault("RELAY_ALLOW_PRIVATE_URLS", "true")  # the echo agent is on 127.0.0.1
@@ -68,25 +67,11 @@ async def main(args: argparse.Namespace, key: str) -> None:
     from relay_project.asgi import application
 
     port = free_port()
-    agent = subprocess.Popen(
-        [sys.executable, "bench/gateway_bench.py", "--serve", "agent", "echo", str(port)],
-        cwd=Path(__file__).resolve().parent.parent,
-    )
+    agent = served("agent", port)
     try:
         transport = httpx.ASGITransport(app=application)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            auth = {"Authorization": f"Bearer {key}"}
-            for _ in range(100):
-                try:
-                    httpx.get(f"http://127.0.0.1:{port}/.well-known/agent-card.json")
-                    break
-                except httpx.HTTPError:
-                    await asyncio.sleep(0.1)
-            card = f"http://127.0.0.1:{port}/.well-known/agent-card.json"
-            answer = await client.post(
-                "/a2a/registry", json={"url": card, "id": "echo"}, headers=auth
-            )
-            assert answer.status_code == 201, answer.text
+            auth = await echo_registered(client, key, port)
             mcp_body, mcp_headers = mcp_request()
             calls = {
                 "a2a": (

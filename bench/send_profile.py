@@ -17,7 +17,6 @@ import asyncio
 import cProfile
 import os
 import pstats
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,9 +26,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402  (the path above makes `bench` importable)
+    echo_registered,
     free_port,
     postgres_database,
     redis_server,
+    served,
     setup_django,
 )
 from bench.gateway_load import answer_error, request_body  # noqa: E402
@@ -102,25 +103,11 @@ async def main(args: argparse.Namespace, key: str) -> None:
     from relay_project.asgi import application
 
     port = free_port()
-    agent = subprocess.Popen(
-        [sys.executable, "bench/gateway_bench.py", "--serve", "agent", "echo", str(port)],
-        cwd=Path(__file__).resolve().parent.parent,
-    )
+    agent = served("agent", port)
     try:
         transport = httpx.ASGITransport(app=application)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            auth = {"Authorization": f"Bearer {key}"}
-            for _ in range(100):
-                try:
-                    httpx.get(f"http://127.0.0.1:{port}/.well-known/agent-card.json")
-                    break
-                except httpx.HTTPError:
-                    await asyncio.sleep(0.1)
-            card = f"http://127.0.0.1:{port}/.well-known/agent-card.json"
-            answer = await client.post(
-                "/a2a/registry", json={"url": card, "id": "echo"}, headers=auth
-            )
-            assert answer.status_code == 201, answer.text
+            auth = await echo_registered(client, key, port)
             body = request_body("1.0", streaming=False)
             headers = {"Content-Type": "application/json", "A2A-Version": "1.0", **auth}
 

@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import cProfile
 import pstats
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import os  # noqa: E402
 
-from bench.common import free_port, setup_django  # noqa: E402  (the path above makes `bench` importable)
+from bench.common import echo_registered, free_port, served, setup_django, waited  # noqa: E402  (the path above makes `bench` importable)
 from bench.gateway_load import answer_error, request_body  # noqa: E402
 
 os.environ.setdefault("RELAY_ALLOW_PRIVATE_URLS", "true")  # the echo agent is on 127.0.0.1
@@ -35,7 +34,6 @@ setup_django("relay-trace-profile-")
 
 ROUNDS = 10
 WARMUP = 20
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def prepared() -> str:
@@ -46,29 +44,6 @@ def prepared() -> str:
 
     call_command("migrate", verbosity=0)
     return api_key_create(name="trace-profile")[1]
-
-
-def served(role: str, port: int) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "bench/gateway_bench.py", "--serve", role, *role_args(role), str(port)],
-        cwd=ROOT,
-    )
-
-
-def role_args(role: str) -> list[str]:
-    return ["echo"] if role == "agent" else []
-
-
-def waited(url: str) -> None:
-    import httpx
-
-    for _ in range(100):
-        try:
-            httpx.get(url)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise SystemExit(f"{url} never answered")
 
 
 def switched(on: bool, tracer) -> None:
@@ -185,7 +160,6 @@ async def main(args: argparse.Namespace, key: str) -> None:
     agent_port, sink_port = free_port(), free_port()
     agent, sink = served("agent", agent_port), served("otlp-sink", sink_port)
     try:
-        waited(f"http://127.0.0.1:{agent_port}/.well-known/agent-card.json")
         waited(f"http://127.0.0.1:{sink_port}/")
         endpoint = f"http://127.0.0.1:{sink_port}/v1/traces"
         os.environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = endpoint
@@ -193,12 +167,7 @@ async def main(args: argparse.Namespace, key: str) -> None:
         tracer = tracing._tracer
         transport = httpx.ASGITransport(app=application)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            auth = {"Authorization": f"Bearer {key}"}
-            card = f"http://127.0.0.1:{agent_port}/.well-known/agent-card.json"
-            answer = await client.post(
-                "/a2a/registry", json={"url": card, "id": "echo"}, headers=auth
-            )
-            assert answer.status_code == 201, answer.text
+            auth = await echo_registered(client, key, agent_port)
             body = request_body("1.0", streaming=False)
             headers = {"Content-Type": "application/json", "A2A-Version": "1.0", **auth}
 
