@@ -295,45 +295,18 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
                 backing=redis.backing_cpu,
                 body=mcp_body,
             ),
-            **(
-                {
-                    TWIN: Target(
-                        TWIN,
-                        f"{urls[TWIN]}/a2a/agents/echo/",
-                        twin,
-                        relay_headers(PRODUCTION),
-                        backing=redis.backing_cpu,
-                    )
-                }
-                if twin is not None
-                else {}
-            ),
-            **(
-                {
-                    TRACED: Target(
-                        TRACED,
-                        f"{urls[TRACED]}/a2a/agents/echo/",
-                        traced,
-                        relay_headers(PRODUCTION),
-                        backing=redis.backing_cpu,
-                    )
-                }
-                if traced is not None
-                else {}
-            ),
-            **(
-                {
-                    USAGE_OFF: Target(
-                        USAGE_OFF,
-                        f"{urls[USAGE_OFF]}/a2a/agents/echo/",
-                        usage_off,
-                        relay_headers(PRODUCTION),
-                        backing=redis.backing_cpu,
-                    )
-                }
-                if usage_off is not None
-                else {}
-            ),
+            # Production's twins (each a relay of its own, started only when asked for).
+            **{
+                name: Target(
+                    name,
+                    f"{urls[name]}/a2a/agents/echo/",
+                    relay,
+                    relay_headers(PRODUCTION),
+                    backing=redis.backing_cpu,
+                )
+                for name, relay in ((TWIN, twin), (TRACED, traced), (USAGE_OFF, usage_off))
+                if relay is not None
+            },
             GRPC: Target(
                 GRPC,
                 f"127.0.0.1:{ports[GRPC]}",
