@@ -4,8 +4,11 @@ exchange with an agent owned by one relay process that any other can take over.
 
 One file a job, imports going down:
 
-- ``targets``: what a message is sent to (``Target``, ``AgentTarget``, ``CallContext``,
-  ``Step``), the registry of target kinds and the target cache;
+- ``targets``: what a message is sent to (``Target``, ``CallContext``, ``Step``), the
+  registry of target kinds and the target cache;
+- ``agent_targets`` and ``mcp_targets``: a registered A2A agent and a registered MCP server as
+  targets, behind the policy of ``guarding``, ``retries`` and ``failover``; ``agent_cache``
+  loads either per process as the target kind ``agent``;
 - ``ownership``: relay processes, their leases, claiming the tasks of dead ones (database);
 - ``driving``: the jobs that run a message or resume an exchange, recording every event;
 - ``supervisor``: the heartbeat and the takeover scan of a process;
@@ -14,12 +17,13 @@ One file a job, imports going down:
 """
 
 from tasks_app.gateway import supervisor  # noqa: F401  (plugs into driving)
-from tasks_app.gateway.agent_targets import (
-    AgentTarget,
+from tasks_app.gateway.agent_cache import (
     agent_changed,
     agent_target,
     forget_agent_targets,
+    target_for_agent,
 )
+from tasks_app.gateway.agent_targets import AgentTarget
 from tasks_app.gateway.driving import (
     FINAL_STATES,
     FINAL_V1_STATES,
@@ -32,7 +36,7 @@ from tasks_app.gateway.driving import _as_recorded_end as recorded_end
 from tasks_app.gateway.driving import _record as record
 from tasks_app.gateway.expiry import expire_overdue
 from tasks_app.gateway.guarding import CallGuard, register_call_guard
-from tasks_app.gateway.mcp_targets import McpTarget, target_for_agent
+from tasks_app.gateway.mcp_targets import McpTarget
 from tasks_app.gateway.opening import Opened, open_task
 from tasks_app.gateway.operations import (
     KEEPALIVE_SECONDS,

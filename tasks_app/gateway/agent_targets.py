@@ -1,6 +1,6 @@
 """A registered agent as a target of the gateway (``AgentTarget``): it runs a message on the
 agent over the agent's own binding and version, resumes, cancels and refreshes its tasks, and
-gives its extended card. Loaded per process through a ``TargetCache``.
+gives its extended card. ``agent_cache`` loads it per process, as it loads an MCP server's.
 """
 
 from __future__ import annotations
@@ -21,9 +21,6 @@ from tasks_app.gateway.targets import (
     CallContext,
     Step,
     Target,
-    TargetCache,
-    register_target_kind,
-    target_cache_seconds,
 )
 from tasks_app.lifecycle import INTERRUPTED
 from tasks_app.models import Task
@@ -458,38 +455,3 @@ def _step(event: dict[str, Any], ids: snapshots.IdMap) -> Step:
     else:
         raise InvalidAgentResponse(f"the agent answered an unknown event {kind!r}")
     return Step(ids.to_relay(event), upstream_task or "", upstream_context or "")
-
-
-def _load_agent_target(agent_id: str) -> Target | None:
-    from registry.models import Agent
-    from tasks_app.gateway.mcp_targets import target_for_agent
-
-    try:
-        agent = Agent.objects.callable().get(pk=agent_id)
-    except Agent.DoesNotExist:
-        return None
-    return target_for_agent(agent)
-
-
-_agent_targets = TargetCache(_load_agent_target, target_cache_seconds)
-"""Agent targets (three queries each to load: the agent, its extensions, its alternates).
-Saving or deleting the Agent row (card refresh, update, disable, delete) or one of its
-alternates drops its entry, through the signals TasksAppConfig.ready connects."""
-
-
-def agent_target(agent_id: str) -> Target | None:
-    """The agent as a target, or None when it is unknown or disabled."""
-    return _agent_targets.get(agent_id)
-
-
-def agent_changed(sender, instance, **kwargs) -> None:
-    """post_save and post_delete receiver for registry.Agent."""
-    forget_agent_targets(instance.pk)
-
-
-def forget_agent_targets(agent_id: str | None = None) -> None:
-    """Drops the cached target of one agent (of all without ``agent_id``)."""
-    _agent_targets.forget(agent_id)
-
-
-register_target_kind("agent", agent_target)

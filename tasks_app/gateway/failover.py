@@ -32,7 +32,7 @@ from relay_project.database import database_sync_to_async
 from relay_project.request_metrics import REGISTRY
 from tasks_app import services
 from tasks_app.gateway.retries import NOT_AVAILABLE, NOT_SENT
-from tasks_app.gateway.targets import Step
+from tasks_app.gateway.targets import Step, resolve_target
 from tasks_app.upstream_errors import UpstreamError
 
 BREAKER_OPEN = "unavailable"
@@ -72,9 +72,7 @@ async def serving(target, task):
     """The agent target that holds ``task``: ``target``, or the alternate that served it."""
     if not task.agent_id or task.agent_id == target.id:
         return target
-    from tasks_app.gateway.agent_targets import agent_target
-
-    held = await database_sync_to_async(agent_target)(task.agent_id)
+    held = await database_sync_to_async(resolve_target)("agent", task.agent_id)
     return held if held is not None else target
 
 
@@ -130,8 +128,6 @@ async def _in_turn(primary, ctx) -> AsyncIterator[tuple[Any, str | None]]:
 def _same_skill(primary, ctx, tried: set[str]) -> list[tuple[Any, str]]:
     """Up to SAME_SKILL_CANDIDATES agents other than ``tried`` that declare the skill the send
     named, or else one of the primary's skills, and may take the send: (target, skill id)."""
-    from tasks_app.gateway.agent_targets import agent_target
-
     named = (primary.extra.get("selection") or {}).get("skillId")
     wanted = (
         [named]
@@ -156,7 +152,7 @@ def _same_skill(primary, ctx, tried: set[str]) -> list[tuple[Any, str]]:
     for agent_id in sorted(first_skill, key=lambda agent_id: (agent_id not in healthy, agent_id)):
         if ctx.caller is not None and not key_may_call(ctx.caller, "agent", agent_id):
             continue
-        target = agent_target(agent_id)
+        target = resolve_target("agent", agent_id)
         if target is not None:
             found.append((target, first_skill[agent_id]))
         if len(found) == SAME_SKILL_CANDIDATES:
@@ -166,12 +162,11 @@ def _same_skill(primary, ctx, tried: set[str]) -> list[tuple[Any, str]]:
 
 async def _candidates(primary, ctx) -> list:
     """The primary, then its alternates the caller may call, in order."""
-    from tasks_app.gateway.agent_targets import agent_target
 
     def resolve() -> list:
         found = [primary]
         for agent_id in primary.alternates:
-            target = agent_target(agent_id)
+            target = resolve_target("agent", agent_id)
             # A call the relay makes without a caller's key (none is scoped) may use them all.
             allowed = ctx.caller is None or key_may_call(ctx.caller, "agent", agent_id)
             if target is not None and allowed:

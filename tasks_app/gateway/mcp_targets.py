@@ -35,7 +35,6 @@ from relay_project import outbound, tracing
 from relay_project.database import database_sync_to_async
 from relay_project.outbound_mcp import mcp_client
 from tasks_app.gateway import guarding, retries
-from tasks_app.gateway.agent_targets import AgentTarget
 from tasks_app.gateway.targets import Step, Target
 from tasks_app.lifecycle import TaskState
 from tasks_app.protocol import events as a2a_events
@@ -217,15 +216,6 @@ class McpTarget(Target):
             f"no tool of the MCP server {self.id!r} matches the text: name one in a data part "
             '({"tool": name, "arguments": {...}})'
         )
-
-
-def target_for_agent(agent) -> Target:
-    """The target of a registered agent: an MCP server's (``McpTarget``), else an A2A one."""
-    if agent.mcp_server:
-        from registry.services import upstream_auth_headers
-
-        return McpTarget(agent, upstream_auth_headers(agent))
-    return AgentTarget(agent)
 
 
 def _traced(headers: dict[str, str], trace) -> dict[str, str]:
