@@ -3,11 +3,12 @@
 Async code runs its database work through ``database_sync_to_async``, in asgiref's one
 database thread: Channels' wrapper of that name, except that a connection inside a caller's
 transaction is left alone (Channels closes it: a synchronous caller that runs async code
-through ``async_to_sync``, a Celery job or a test, would lose its transaction). Before and
-after each piece of work it closes a connection that failed or expired, so the work after an
-outage opens a fresh one. ``retried`` runs work again with backoff while the database is
-unavailable, for work that is safe to repeat (reads, and compare-and-set writes, which decide
-again on the row as it then stands).
+through ``async_to_sync``, a Celery job or a test, would lose its transaction), and that it
+checks the connection before each piece of work only (Channels checks after it too, which
+the check before the next piece repeats): a connection that failed or expired is closed, so
+the work after an outage opens a fresh one. ``retried`` runs work again with backoff while
+the database is unavailable, for work that is safe to repeat (reads, and compare-and-set
+writes, which decide again on the row as it then stands).
 """
 
 from __future__ import annotations
@@ -63,10 +64,7 @@ class DatabaseSyncToAsync(SyncToAsync):
 
     def thread_handler(self, loop, *args, **kwargs):
         close_old_connections()
-        try:
-            return super().thread_handler(loop, *args, **kwargs)
-        finally:
-            close_old_connections()
+        return super().thread_handler(loop, *args, **kwargs)
 
 
 database_sync_to_async = DatabaseSyncToAsync
