@@ -22,7 +22,9 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-STARTUP_SECONDS = 40.0
+STARTUP_SECONDS = 120.0
+"""How long a server may take to answer after its start: a dozen processes start at once, on
+a machine that may be shared."""
 POSTGRES_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 

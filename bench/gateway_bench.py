@@ -14,10 +14,10 @@ from this process: httpx with keep-alive and a pool as large as the concurrency.
 Unary: the same A2A call (1.0 `SendMessage`, or 0.3 `message/send` with `--protocol 0.3`; the
 body built once) to four targets: direct (the echo agent), proxy, embedded, production. At each
 concurrency level (1, 8, 32, 64 by default) every target gets the same number of requests, in
-rounds that take the targets in turn (the order rotating each round), so the machine's slow
-spells weigh on all alike: 20 short rounds at one call at a time, where the latency verdict
-divides by the little the proxy adds and the machine's speed drifts from one second to the
-next, 5 at the other levels. Each turn starts with as many untimed calls as the concurrency,
+rounds that take the targets in turn (in pairs of mirrored order, rotating each pair), so the
+machine's slow spells weigh on all alike: 20 short rounds at one call at a time, where the
+latency verdict divides by the little the proxy adds and the machine's speed drifts from one
+second to the next, 15 at c=8 (the twins' level), 5 at the other levels. Each turn starts with as many untimed calls as the concurrency,
 so that a process's return from idle is not counted to whichever of its rows comes first
 (production, before `keyed`, `bearer` and `mcp` on the same process; `measure_level` in
 gateway_load.py says what it cost). Per target and level: requests/s, p50, p99, latency
@@ -59,9 +59,15 @@ Redis with production's settings, serving this row only: the baseline of `traced
 The production relay is no such baseline: it registered the agents (loading the embedding
 model) and serves `keyed`, `bearer` and `mcp` too.
 
+`twin-again` (with `--tracing` or `--usage`): a second twin, started and called as the twin
+is: the A/A pair, whose ratio to the twin (the noise floor) is printed next to the twin
+verdicts and judged itself (within 5% either way). c=8 takes 15 rounds, the twin verdicts
+judge CPU per request over all of them; see `ROUNDS_TWINS` in gateway_load.py for why.
+
 `traced` (with `--tracing`): a second production relay on the same database and Redis with
 OpenTelemetry on (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT naming a local OTLP/HTTP sink that takes
-every export), judged at c=8 against the twin row: CPU per request at most 5% more.
+every export; a batch exported when full, never on the timer, which would fire between its
+turns), judged at c=8 against the twin row: CPU per request at most 5% more.
 
 `bearer`: the production relay again, each call with a signed RS256 JWT instead of an API key;
 the relay trusts its issuer (`RELAY_JWT_ISSUERS`), the tests' authorization server run in this

@@ -24,6 +24,15 @@ from bench.common import CpuSnapshot, Process, cpu_snapshot, cpu_spent, percenti
 from bench.gateway_verdicts import DIRECT, LoadFigures, StreamFigures
 
 ROUNDS = 5
+ROUNDS_TWINS = 15
+"""At c=8, where rows on relays of their own are judged against a twin (``traced``,
+``usage-off``, and the A/A pair ``twin-again``). Two identical twins, called in turn at c=8 on
+a busy machine (load 11-13 on 2 cores), 200 calls a turn: their CPU per request over 5 rounds
+differed by up to 10% (0.90x-1.11x in six pairings of four twins), over 15 rounds by at most
+2% (0.98x-1.02x); one round alone by up to 30%. What two twins differ by is the machine's
+noise reaching their turns unevenly, not the processes: the same twins were 1.00x apart over
+the 15 rounds, and two with ``PYTHONHASHSEED=0`` no closer than two with their own seeds."""
+TWIN_LEVEL = 8
 ROUNDS_ONE_AT_A_TIME = 20
 """At one call at a time a round of 200 calls per target takes seconds, over which a shared
 machine's speed drifts: the agent's own median moved between 3.3 and 6.0 ms from one such
@@ -235,6 +244,8 @@ class Run:
     redis_opened: int | None = None
     first_error: str = ""
     cut_short: bool = False
+    round_cpu_ms: list[float] = field(default_factory=list)
+    """CPU per request of each round's turn, in round order (the rounds pair the targets)."""
 
     @property
     def requests(self) -> int:
@@ -310,14 +321,18 @@ async def send_many(
 
 
 def rounds_at(concurrency: int) -> int:
-    """How many rounds a level takes its targets in (``ROUNDS_ONE_AT_A_TIME``)."""
-    return ROUNDS_ONE_AT_A_TIME if concurrency == 1 else ROUNDS
+    """How many rounds a level takes its targets in (``ROUNDS_ONE_AT_A_TIME``,
+    ``ROUNDS_TWINS``)."""
+    return {1: ROUNDS_ONE_AT_A_TIME, TWIN_LEVEL: ROUNDS_TWINS}.get(concurrency, ROUNDS)
 
 
 def rotated(names: list[str], round_number: int) -> list[str]:
-    """The targets in turn, starting one further each round: none always follows the same."""
-    shift = round_number % len(names)
-    return names[shift:] + names[:shift]
+    """The targets in turn, each pair of rounds in mirrored order (A B C, then C B A: a drift
+    of the machine's speed across the pair reaches every target alike), each pair starting one
+    further: none always follows the same, and none always goes first."""
+    shift = (round_number // 2) % len(names)
+    order = names[shift:] + names[:shift]
+    return order[::-1] if round_number % 2 else order
 
 
 async def measure_level(
@@ -408,7 +423,10 @@ async def measure_level(
                 if target.backing is not None:
                     run.redis_opened += redis.connections_received() - connections_before
                     run.backing_cpu += cpu_spent(backing_before, target.backing())
-                run.server_cpu += cpu_spent(server_before, target.server.cpu_snapshot())
+                turn_cpu = cpu_spent(server_before, target.server.cpu_snapshot())
+                run.server_cpu += turn_cpu
+                turn_calls = len(latencies) + errors
+                run.round_cpu_ms.append(turn_cpu / turn_calls * 1000 if turn_calls else math.nan)
                 run.agent_cpu += cpu_spent(agent_before, called.cpu_snapshot())
                 run.latencies_ms += latencies
                 run.errors += errors
@@ -504,6 +522,7 @@ def load_figures(runs: dict[str, Run]) -> dict[str, LoadFigures]:
             redis_opened=run.redis_opened,
             cut_short=run.cut_short,
             first_error=run.first_error,
+            round_cpu_ms=tuple(run.round_cpu_ms),
         )
     return figures
 

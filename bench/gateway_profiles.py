@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import (
+    STARTUP_SECONDS,
     Process,
     free_port,
     load_average,
@@ -33,6 +34,8 @@ from bench.common import (
 from bench.gateway_load import (
     ROUNDS,
     ROUNDS_ONE_AT_A_TIME,
+    ROUNDS_TWINS,
+    TWIN_LEVEL,
     RedisWatch,
     Target,
     mcp_request,
@@ -61,12 +64,16 @@ from bench.gateway_verdicts import (
     PROXY,
     TRACED,
     TWIN,
+    TWIN_AGAIN,
     USAGE_OFF,
 )
 from tests.authorization_server import AUDIENCE, authorization_server
 
 BEARER_LIFETIME_SECONDS = 6 * 3600
 """The bench's bearer token outlives any run."""
+BSP_SCHEDULE_DELAY_MS = 3_600_000
+"""The traced relay's batch span processor waits this long before exporting a batch that is
+not full: longer than any run."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +93,9 @@ class Running:
     """The production relay's base URL (the 503 storm's calls go there)."""
 
 
-def wait_until_grpc_answers(server: Process, address: str, timeout: float = 60.0) -> None:
+def wait_until_grpc_answers(
+    server: Process, address: str, timeout: float = STARTUP_SECONDS
+) -> None:
     """Returns once a gRPC channel to ``address`` is ready; raises when it is not in time."""
     import grpc
 
@@ -122,6 +131,7 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
             "grpc-card",
             TRACED,
             TWIN,
+            TWIN_AGAIN,
             USAGE_OFF,
             "otlp-sink",
             STORM,
@@ -180,10 +190,15 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
             name: start(f"{name}-{args.server}", relay_command(args.server, ports[name]), env)
             for name, env in envs.items()
         }
-        twin = None
+        twin = twin_again = None
         if args.tracing or args.usage:  # their baseline: production's settings, this row only
-            twin = start(
-                f"{TWIN}-{args.server}", relay_command(args.server, ports[TWIN]), envs[PRODUCTION]
+            twin, twin_again = (
+                start(
+                    f"{name}-{args.server}",
+                    relay_command(args.server, ports[name]),
+                    envs[PRODUCTION],
+                )
+                for name in (TWIN, TWIN_AGAIN)
             )
         traced = None
         if args.tracing:  # production's twin with traces on, exporting to a local sink
@@ -193,6 +208,10 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
                 **envs[PRODUCTION],
                 "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{urls['otlp-sink']}/v1/traces",
                 "OTEL_SERVICE_NAME": "relay-bench",
+                # A batch goes when it is full (512 spans), as under steady load, never on the
+                # timer: the timer would fire in the gaps between this row's turns, and the CPU
+                # of the spans it exported there would count for no turn.
+                "OTEL_BSP_SCHEDULE_DELAY": str(BSP_SCHEDULE_DELAY_MS),
             }
             traced = start(
                 f"{TRACED}-{args.server}", relay_command(args.server, ports[TRACED]), traced_env
@@ -225,7 +244,8 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
                 register(urls[PRODUCTION], keys[PRODUCTION], agent_id, f"{urls[STORM]}/{agent_id}")
             script = ALTERNATES_SCRIPT.format(ids=storm_ids, alternate=ALTERNATE)
             manage(envs[PRODUCTION], "shell", "-c", script)
-        for second, name in ((twin, TWIN), (traced, TRACED), (usage_off, USAGE_OFF)):
+        seconds = ((twin, TWIN), (twin_again, TWIN_AGAIN), (traced, TRACED), (usage_off, USAGE_OFF))
+        for second, name in seconds:
             if second is not None:  # the same database: production's agents and key
                 wait_until_answers(second, f"{urls[name]}/a2a/registry")
         redis = RedisWatch(redis_url, redis_process, database)
@@ -233,7 +253,8 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
         print(
             f"protocol {args.protocol}, relays under {args.server}, levels "
             f"{','.join(map(str, args.levels))}, {args.requests} requests per target per level "
-            f"(in {ROUNDS_ONE_AT_A_TIME} rounds at one call at a time, {ROUNDS} above), "
+            f"(in {ROUNDS_ONE_AT_A_TIME} rounds at one call at a time, {ROUNDS_TWINS} at "
+            f"c={TWIN_LEVEL}, {ROUNDS} above), "
             f"{args.streams} streams per target per kind\n"
             f"pids: echo {agent.pid}, chunks {streamer.pid}, proxy {proxy.pid}, "
             f"embedded {relays[EMBEDDED].pid}, production {relays[PRODUCTION].pid}, "
@@ -304,7 +325,7 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
                     relay_headers(PRODUCTION),
                     backing=redis.backing_cpu,
                 )
-                for name, relay in ((TWIN, twin), (TRACED, traced), (USAGE_OFF, usage_off))
+                for relay, name in seconds
                 if relay is not None
             },
             GRPC: Target(

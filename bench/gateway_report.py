@@ -193,7 +193,7 @@ def write_json(
             return None
         if isinstance(value, dict):
             return {camel(key): clean(item) for key, item in value.items()}
-        if isinstance(value, list):
+        if isinstance(value, list | tuple):
             return [clean(item) for item in value]
         return value
 

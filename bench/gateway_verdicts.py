@@ -44,6 +44,14 @@ serves this row only (with ``--tracing`` or ``--usage``): the baseline of `trace
 `usage-off`, started and called as they are, so that the one setting is all they differ in. The
 production relay is not: it registered the agents (and so loaded the embedding model) and also
 serves `keyed`, `bearer` and `mcp`."""
+TWIN_AGAIN = "twin-again"
+"""A second twin, started and called as the twin is (with ``--tracing`` or ``--usage``): the
+A/A pair. Two processes of the same code and settings differ by what a run cannot hold still
+(where their memory lands, which core they run on, what else runs then); their per-round
+ratio is that noise floor, printed next to the twin verdicts and judged: a floor above
+TWIN_CPU_RATIO_MAX means those verdicts cannot tell a cost of that size from noise."""
+TWIN_CPU_RATIO_MAX = 1.05
+"""The A/A pair's ratio (CPU per request over the level's rounds), either way round."""
 TRACED = "traced"
 """A second production relay on the same database and Redis with OpenTelemetry on (``--tracing``:
 every span exported over OTLP/HTTP to a local sink): the cost of tracing, judged against the
@@ -114,6 +122,9 @@ class LoadFigures:
     postgres_round_trip_ms: float | None = None
     cut_short: bool = False
     first_error: str = ""
+    round_cpu_ms: tuple[float, ...] = ()
+    """CPU per request of each round's turn, in round order: a round takes every target in
+    turn, so the same index of two targets is the same stretch of the run."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +163,21 @@ def ratio(value: float, baseline: float) -> float:
     if not (baseline > 0 and math.isfinite(baseline)) or not math.isfinite(value):
         return math.nan
     return value / baseline
+
+
+def round_ratios(mine: LoadFigures, base: LoadFigures) -> list[float]:
+    """``mine`` / ``base`` CPU per request in each round (the two turns side by side in time)."""
+    return [ratio(a, b) for a, b in zip(mine.round_cpu_ms, base.round_cpu_ms, strict=True)]
+
+
+def spread(mine: LoadFigures, base: LoadFigures) -> str:
+    """``mine`` / ``base`` CPU per request over all rounds, with the range of the per-round
+    ratios: how far one round alone could have strayed."""
+    ratios = [value for value in round_ratios(mine, base) if math.isfinite(value)]
+    pooled = ratio(mine.cpu_ms, base.cpu_ms)
+    if not ratios:
+        return f"{pooled:.3f}x"
+    return f"{pooled:.3f}x (rounds {min(ratios):.2f}-{max(ratios):.2f}, {len(ratios)} rounds)"
 
 
 def grpc_versus_agent(figures: dict[str, LoadFigures]) -> dict[str, dict[str, float]]:
@@ -262,28 +288,12 @@ def judge_level(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
             "CPU per request <= {limit}x production's (a key per call)",
         ),
         (
-            TRACED,
-            TRACED,
-            TWIN,
-            (TRACED_LEVEL,),
-            TRACED_CPU_RATIO_MAX,
-            "CPU per request <= {limit}x twin's (tracing on)",
-        ),
-        (
             BEARER,
             BEARER,
             PRODUCTION,
             (BEARER_LEVEL,),
             BEARER_CPU_RATIO_MAX,
             "CPU per request <= {limit}x production's (a JWT, not an API key)",
-        ),
-        (
-            TWIN,
-            TWIN,
-            USAGE_OFF,
-            (USAGE_LEVEL,),
-            USAGE_CPU_RATIO_MAX,
-            "usage: CPU per request <= {limit}x usage-off's (records on vs off)",
         ),
         (
             MCP,
@@ -304,6 +314,7 @@ def judge_level(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
                 f"{cpu:.3f}x ({mine.cpu_ms:.2f} vs {base.cpu_ms:.2f} ms)",
                 at_most(cpu, limit) and mine.errors == 0,
             )
+    verdicts += judge_twins(level, figures)
     if PRODUCTION in figures and EMBEDDED in figures:
         production, embedded = figures[PRODUCTION], figures[EMBEDDED]
         cpu = ratio(production.cpu_ms, embedded.cpu_ms)
@@ -319,6 +330,60 @@ def judge_level(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
             "no new Redis connection under steady load",
             f"{opened} opened in {production.requests} calls",
             opened is not None and opened <= REDIS_OPENED_MAX,
+        )
+    return verdicts
+
+
+def judge_twins(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
+    """The rows judged against a twin, a relay process of their own: on CPU per request over
+    all the level's rounds, each with the A/A pair's ratio printed next to it, and the A/A pair
+    itself judged (``TWIN_AGAIN``)."""
+    verdicts = []
+    twin, again = figures.get(TWIN), figures.get(TWIN_AGAIN)
+    floor = f"; A/A {TWIN_AGAIN}/{TWIN}: {spread(again, twin)}" if twin and again else ""
+    # (row judged, baseline, level, ratio limit, the verdict's label)
+    pairs = (
+        (
+            TRACED,
+            TWIN,
+            TRACED_LEVEL,
+            TRACED_CPU_RATIO_MAX,
+            "CPU per request <= {limit}x twin's (tracing on)",
+        ),
+        (
+            TWIN,
+            USAGE_OFF,
+            USAGE_LEVEL,
+            USAGE_CPU_RATIO_MAX,
+            "usage: CPU per request <= {limit}x usage-off's (records on vs off)",
+        ),
+    )
+    judged = False
+    for row, baseline, at_level, limit, what in pairs:
+        if row in figures and baseline in figures and level == at_level:
+            mine, base = figures[row], figures[baseline]
+            judged = True
+            verdicts.append(
+                Verdict(
+                    level,
+                    row,
+                    what.format(limit=limit),
+                    f"{spread(mine, base)}, {mine.cpu_ms:.2f} vs {base.cpu_ms:.2f} ms" + floor,
+                    at_most(ratio(mine.cpu_ms, base.cpu_ms), limit) and mine.errors == 0,
+                )
+            )
+    if judged and twin and again:
+        verdicts.append(
+            Verdict(
+                level,
+                TWIN_AGAIN,
+                f"A/A: two twins within {TWIN_CPU_RATIO_MAX}x of each other (the noise floor "
+                "under the twin verdicts)",
+                spread(again, twin),
+                at_most(ratio(again.cpu_ms, twin.cpu_ms), TWIN_CPU_RATIO_MAX)
+                and at_most(ratio(twin.cpu_ms, again.cpu_ms), TWIN_CPU_RATIO_MAX)
+                and again.errors == 0,
+            )
         )
     return verdicts
 

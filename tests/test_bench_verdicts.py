@@ -5,7 +5,7 @@ import math
 from dataclasses import replace
 
 from bench.gateway_bench import parse_args
-from bench.gateway_load import rounds_at
+from bench.gateway_load import rotated, rounds_at
 from bench.gateway_verdicts import (
     DIRECT,
     EMBEDDED,
@@ -231,7 +231,7 @@ def test_one_call_at_a_time_takes_more_shorter_rounds_and_every_round_fills_its_
 ):
     monkeypatch.setattr("sys.argv", ["gateway_bench.py"])
     requests = parse_args().requests
-    assert rounds_at(1) > rounds_at(8)
+    assert rounds_at(1) > rounds_at(8) > rounds_at(32)
     for level in LEVELS:
         share = requests // rounds_at(level)
         assert share >= level, f"a round at c={level} holds {share} calls"
@@ -250,14 +250,20 @@ def test_cpu_is_judged_at_2_5x_at_c8_and_c32_and_held_to_3x_at_one_call_at_a_tim
     assert (32, EMBEDDED, "CPU per request <= 2.5x proxy's") in misses(verdicts)
 
 
+def rounds(*cpu_ms: float) -> dict:
+    """A twin row's overrides: these per-round CPU figures, and their mean as the pooled one."""
+    return {"round_cpu_ms": cpu_ms, "cpu_ms": sum(cpu_ms) / len(cpu_ms)}
+
+
 def test_the_traced_row_is_judged_at_c8_against_the_twin_not_production_at_five_percent():
-    from bench.gateway_verdicts import TRACED, TWIN
+    from bench.gateway_verdicts import TRACED, TWIN, TWIN_AGAIN
 
     def traced_verdicts(level: int, cpu_ms: float):
         # Production, on the process that also serves keyed, bearer and mcp, is no baseline.
         figures = make_level(production={"cpu_ms": 2.0})
-        figures[TWIN] = make_load(cpu_ms=1.0)
-        figures[TRACED] = make_load(cpu_ms=cpu_ms)
+        figures[TWIN] = make_load(**rounds(1.0, 1.0, 1.0))
+        figures[TWIN_AGAIN] = make_load(**rounds(1.0, 1.0, 1.0))
+        figures[TRACED] = make_load(**rounds(cpu_ms, cpu_ms, cpu_ms))
         return [v for v in judge({level: figures}, make_streams()) if v.target == TRACED]
 
     (within,) = traced_verdicts(8, 1.05)
@@ -267,12 +273,13 @@ def test_the_traced_row_is_judged_at_c8_against_the_twin_not_production_at_five_
 
 
 def test_usage_records_are_judged_at_c8_as_the_twin_against_usage_off_at_five_percent():
-    from bench.gateway_verdicts import TWIN, USAGE_OFF
+    from bench.gateway_verdicts import TWIN, TWIN_AGAIN, USAGE_OFF
 
     def usage_verdicts(level: int, twin_cpu_ms: float):
         figures = make_level(production={"cpu_ms": 0.5})
-        figures[USAGE_OFF] = make_load(cpu_ms=1.0)
-        figures[TWIN] = make_load(cpu_ms=twin_cpu_ms)
+        figures[USAGE_OFF] = make_load(**rounds(1.0, 1.0, 1.0))
+        figures[TWIN] = make_load(**rounds(twin_cpu_ms, twin_cpu_ms, twin_cpu_ms))
+        figures[TWIN_AGAIN] = make_load(**rounds(twin_cpu_ms, twin_cpu_ms, twin_cpu_ms))
         judged = judge({level: figures}, make_streams())
         return [v for v in judged if "usage-off's" in v.label]
 
@@ -281,6 +288,45 @@ def test_usage_records_are_judged_at_c8_as_the_twin_against_usage_off_at_five_pe
     assert within.passed and not over.passed
     assert within.target == TWIN
     assert usage_verdicts(32, 2.0) == []
+
+
+def test_a_twin_verdict_judges_cpu_over_all_rounds_and_prints_the_rounds_range():
+    from bench.gateway_verdicts import TRACED, TWIN, TWIN_AGAIN
+
+    def traced(*traced_rounds: float):
+        figures = make_level()
+        figures[TWIN] = make_load(**rounds(1.0, 1.0, 1.0, 1.0, 1.0))
+        figures[TWIN_AGAIN] = make_load(**rounds(1.0, 1.0, 1.0, 1.0, 1.0))
+        figures[TRACED] = make_load(**rounds(*traced_rounds))
+        (verdict,) = [v for v in judge({8: figures}, make_streams()) if v.target == TRACED]
+        return verdict
+
+    # Best round 1.00x, and three of five within 5%: still 1.06x over all rounds, a miss.
+    missed = traced(1.02, 1.03, 1.0, 1.10, 1.15)
+    assert not missed.passed
+    assert missed.figure.startswith("1.060x (rounds 1.00-1.15, 5 rounds)")
+    assert traced(1.06, 1.04, 0.98, 1.05, 1.07).passed
+
+
+def test_the_twin_verdicts_print_the_a_a_pair_and_miss_when_the_pair_differs_by_over_five_percent():
+    from bench.gateway_verdicts import TRACED, TWIN, TWIN_AGAIN
+
+    def level(*again_rounds: float):
+        figures = make_level()
+        figures[TWIN] = make_load(**rounds(1.0, 1.0, 1.0))
+        figures[TWIN_AGAIN] = make_load(**rounds(*again_rounds))
+        figures[TRACED] = make_load(**rounds(1.01, 1.01, 1.01))
+        verdicts = judge({8: figures}, make_streams())
+        (traced,) = [v for v in verdicts if v.target == TRACED]
+        (pair,) = [v for v in verdicts if v.target == TWIN_AGAIN]
+        return traced, pair
+
+    traced, pair = level(1.02, 0.99, 1.03)
+    assert pair.passed and traced.passed
+    assert "A/A twin-again/twin: 1.013x (rounds 0.99-1.03, 3 rounds)" in traced.figure
+    # Identical processes 8% apart, either way: the twin verdicts cannot be trusted at 5%.
+    assert not level(1.08, 1.08, 1.08)[1].passed
+    assert not level(0.92, 0.92, 0.92)[1].passed
 
 
 def make_storm(**overrides):
@@ -364,3 +410,13 @@ def test_an_mcp_miss_at_c32_fails_the_run_though_c8_passes_and_the_mean_would():
         (32, MCP, "MCP tools/call CPU per request <= 1.5x production's A2A call")
     ]
     assert exit_status(verdicts) == 1
+
+
+def test_rounds_come_in_mirrored_pairs_and_every_target_goes_first_as_often():
+    names = ["proxy", "twin", "twin-again", "traced"]
+    orders = [rotated(names, number) for number in range(2 * len(names))]
+    assert orders[0] == ["proxy", "twin", "twin-again", "traced"]
+    assert orders[1] == ["traced", "twin-again", "twin", "proxy"]
+    assert orders[2] == ["twin", "twin-again", "traced", "proxy"]
+    firsts = [order[0] for order in orders]
+    assert sorted(firsts) == sorted(names * 2)

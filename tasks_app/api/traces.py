@@ -25,15 +25,16 @@ def call_span(headers, target: str) -> Span:
 
 
 def admitted(span: Span, call: Any, opened: Any) -> None:
-    """Names the admitted call's method, and the task it opened or continues."""
+    """Names the admitted call's method, and the task it opened or continues. The task's
+    context id (``gen_ai.conversation.id``) is left to the GenAI spans under this one
+    (``invoke_workflow``, ``invoke_agent``), which carry it: every attribute costs each call
+    its setting and its encoding for export."""
     method = call.operation.value
     span.update_name(f"a2a.call {method}")
     attributes = {tracing.A2A_METHOD: method}
     task = getattr(opened, "task", None)
     if task is not None:
         attributes[tracing.A2A_TASK_ID] = str(task.id)
-        if getattr(task, "context_id", ""):
-            attributes[tracing.CONVERSATION] = str(task.context_id)
     span.set_attributes(attributes)
 
 

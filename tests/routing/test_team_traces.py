@@ -93,6 +93,8 @@ async def test_a_three_hop_team_call_is_one_trace_in_hop_order(relay, tracing_on
     assert server.kind == 2  # SPAN_KIND_SERVER
     assert server.attributes["a2a.method"] == "SendMessage"
     assert server.attributes["a2a.task.id"] == task["id"]
+    # The conversation is the GenAI spans' attribute: set once, on them, not again here.
+    assert "gen_ai.conversation.id" not in server.attributes
     (workflow,) = [s for s in ours if s.name.startswith("invoke_workflow")]
     assert workflow.parent_span_id == server.span_id
     assert workflow.attributes["gen_ai.operation.name"] == "invoke_workflow"
