@@ -15,7 +15,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from a2a.client.card_resolver import parse_agent_card
 from google.protobuf.json_format import MessageToDict, ParseError
 
 from registry.extensions import CLIENT_ROUTING_URI
@@ -177,6 +176,10 @@ def parse_card(document: Any, *, legacy_path: bool = False) -> ParsedCard:
     document = without_nulls(document)
     generation = card_generation(document, legacy_path=legacy_path)
     _check_required(document, generation)
+    # Imported here: a2a.client brings the whole a2a-sdk client (transports, gRPC), a second
+    # of CPU at every Django start, and most processes never parse a card.
+    from a2a.client.card_resolver import parse_agent_card
+
     try:
         card = parse_agent_card(copy.deepcopy(document))
     except (ParseError, ValueError, TypeError, AttributeError) as error:

@@ -36,7 +36,6 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import rfc8785
-from a2a.client.card_resolver import parse_agent_card
 from google.protobuf.json_format import MessageToDict, ParseError
 from joserfc import jws
 from joserfc.errors import JoseError
@@ -214,6 +213,8 @@ def sign_card(
 def proto_payload(card: dict[str, Any]) -> bytes | None:
     """The JCS form of the card as the 1.0 proto reads it, without signatures and empty
     values (what a2a-sdk signs and verifies); None when the card does not parse."""
+    from a2a.client.card_resolver import parse_agent_card  # see registry.cards.parse_card
+
     try:
         proto = MessageToDict(parse_agent_card(copy.deepcopy(card)))
     except (ParseError, ValueError, TypeError, AttributeError):

@@ -83,15 +83,18 @@ hypothesis_settings.load_profile(os.environ.get("RELAY_FUZZ_PROFILE", "dev"))
 
 
 CHAOS_DIRECTORY = "tests/chaos/"
-"""Where every chaos test lives: ``make test`` collects only this directory for its chaos run
-(collecting the whole suite to select twelve tests takes half a minute)."""
+"""Where every test marked ``alone`` lives: ``make test`` runs them after the rest of the suite,
+collecting only this directory (collecting the whole suite to select one test takes half a
+minute)."""
 
-SLOW_FIRST = ("live", "fuzz", "browser", "production")
+SLOW_FIRST = ("chaos", "live", "fuzz", "browser", "production")
 """The kinds that run first, in this order, so that a slow module of few tests is not taken
-last, keeping one worker busy while the other waits. pytest-xdist (``--dist loadfile``) hands
-out its work units (a module) in the order of the collected items only when told
-``--no-loadscope-reorder`` (``make test`` does): by default it sorts them by their number of
-tests, which put the one-test live modules (a ``run_relay`` start each) at the end."""
+last, keeping one worker busy while the other waits. The chaos modules come first: each holds
+a worker for about two minutes, mostly waiting on outages and timeouts, while the other
+workers' CPU work goes on. pytest-xdist (``--dist loadfile``) hands out its work units (a
+module) in the order of the collected items only when told ``--no-loadscope-reorder``
+(``make test`` does): by default it sorts them by their number of tests, which put the
+one-test live modules (a ``run_relay`` start each) at the end."""
 
 
 def pytest_collection_modifyitems(config, items):
@@ -100,10 +103,10 @@ def pytest_collection_modifyitems(config, items):
         if module in FUZZ_MODULES:
             item.add_marker(pytest.mark.fuzz)
         chaos = item.get_closest_marker("chaos") is not None
-        if chaos and not module.startswith(CHAOS_DIRECTORY):
+        if item.get_closest_marker("alone") and not module.startswith(CHAOS_DIRECTORY):
             raise pytest.UsageError(
-                f"{item.nodeid} is marked chaos outside {CHAOS_DIRECTORY}: make test runs the "
-                f"chaos tests from there alone, and would run this one nowhere"
+                f"{item.nodeid} is marked alone outside {CHAOS_DIRECTORY}: make test runs the "
+                f"tests marked alone from there, and would run this one nowhere"
             )
         if (
             chaos

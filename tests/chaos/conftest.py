@@ -42,9 +42,10 @@ def pytest_runtest_makereport(item, call):
 
 HEAVY_LAST = "test_64_clients_of_mixed_calls_over_both_processes"
 """The one chaos test that loads both cores (64 clients for CHAOS_LOAD_SECONDS) and asserts
-latency percentiles. ``make test`` runs the two chaos modules side by side (``-n 2``), each
-with its own cluster; run last in test_chaos.py, it starts when test_postgres_chaos.py, which
-is shorter, has finished on the other worker."""
+latency percentiles. ``make test`` runs it by itself after the suite (it is marked ``alone``);
+run by hand with the two chaos modules side by side (``-n 2``), each with its own cluster, it
+comes last in test_chaos.py, so it starts when test_postgres_chaos.py, which is shorter, has
+finished on the other worker."""
 
 
 def pytest_collection_modifyitems(items):

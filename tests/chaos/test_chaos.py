@@ -554,6 +554,7 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
+@pytest.mark.alone
 async def test_64_clients_of_mixed_calls_over_both_processes(cluster: ChaosCluster):
     key = cluster.key
     relays = [("A", cluster.a), ("B", cluster.b)]
