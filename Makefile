@@ -29,10 +29,12 @@ FAST_TESTS := not (live or browser or chaos or fuzz or production)
 # loads the API schema and builds its tests at collection, 2.5 s of CPU in every worker, for
 # tests the marker leaves out anyway.
 FAST_IGNORE := --ignore=tests/registry/test_api_fuzz.py --ignore=tests/tasks_app/test_gateway_fuzz.py
-# Bytecode caches, under var/ (as git ignores it), also when PYTHONDONTWRITEBYTECODE is set:
-# else every worker, and every interpreter a test starts, compiles some 3,000 modules and
-# rewrites the asserts of every test module again, 15 to 20 s of CPU each, a fifth of the run.
-FAST_ENV ?= PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/var/pycache
+# Bytecode caches for every target, under var/ (as git ignores it), also where the environment
+# sets PYTHONDONTWRITEBYTECODE: else every test worker, and every relay, agent and manage.py a
+# test or `make up` starts, compiles some 3,000 modules again (3 s of CPU for one start of
+# Django), and pytest rewrites the asserts of every test module in each worker.
+export PYTHONDONTWRITEBYTECODE :=
+export PYTHONPYCACHEPREFIX := $(CURDIR)/var/pycache
 
 .PHONY: up test test-fast lint bench clean docs diagram
 
@@ -70,7 +72,7 @@ test:
 # The edit loop (minutes): the pure cores and in-process tests, none of the kinds marked in
 # tests/conftest.py as slow (subprocess servers, browser, chaos, fuzzing, PostgreSQL).
 test-fast: $(STAMP)
-	$(FAST_ENV) $(BIN)/pytest $(FAST_PARALLEL) -m "$(FAST_TESTS)" $(FAST_IGNORE) --durations=10 \
+	$(BIN)/pytest $(FAST_PARALLEL) -m "$(FAST_TESTS)" $(FAST_IGNORE) --durations=10 \
 		|| test $$? -eq 5
 
 # The documentation site (docs/, mkdocs.yml) into site/; strict: a broken link fails.
