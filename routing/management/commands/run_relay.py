@@ -35,6 +35,11 @@ STATUS_SECONDS = 2.0
 LOG_TAIL_LINES = 15
 """Lines of a process's log shown when it fails."""
 
+LISTEN_SECONDS = 120
+"""How long daphne may take to listen. A daphne that exits is reported at once; this bounds
+only one that hangs, and is generous because a first start on a busy machine (migrations
+checked, modules compiled) has taken over 30 s."""
+
 
 def as_typed(path: str | Path) -> str:
     """A path as one would type it in the checkout: relative to the current directory when it
@@ -223,7 +228,7 @@ class Command(BaseCommand):
         return f"; the end of {as_typed(path)}:\n" + "\n".join(lines)
 
     def _wait_for_port(self, host: str, port: int, process: subprocess.Popen) -> None:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + LISTEN_SECONDS
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 raise CommandError(
@@ -235,7 +240,8 @@ class Command(BaseCommand):
                     return
             time.sleep(0.2)
         raise CommandError(
-            f"daphne did not listen on {host}:{port} within 30 s{self._log_tail('daphne')}"
+            f"daphne did not listen on {host}:{port} within {LISTEN_SECONDS} s"
+            f"{self._log_tail('daphne')}"
         )
 
     def _start_demo(self, agents_port: int):
