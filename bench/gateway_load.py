@@ -14,7 +14,7 @@ import statistics
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
@@ -134,6 +134,20 @@ def answer_error(response: httpx.Response) -> str:
     if result.get("isError"):  # an MCP tool's error result
         return f"a tool error: {response.text[:200]}"
     return ""
+
+
+def echo_send(client: httpx.AsyncClient, auth: dict[str, str]) -> Callable[[], Awaitable[None]]:
+    """One A2A 1.0 SendMessage to the relay's ``echo`` agent through ``client`` (the in-process
+    profiles' call, on ``client``'s base URL); a bad answer ends the run with its problem."""
+    body = request_body("1.0", streaming=False)
+    headers = {"Content-Type": "application/json", "A2A-Version": "1.0", **auth}
+
+    async def send() -> None:
+        response = await client.post("/a2a/agents/echo/", content=body, headers=headers)
+        if problem := answer_error(response):
+            raise SystemExit(problem)
+
+    return send
 
 
 # --- what is watched besides the latencies -----------------------------------------------------

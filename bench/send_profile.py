@@ -33,7 +33,7 @@ from bench.common import (  # noqa: E402  (the path above makes `bench` importab
     served,
     setup_django,
 )
-from bench.gateway_load import answer_error, request_body  # noqa: E402
+from bench.gateway_load import echo_send  # noqa: E402
 
 WARMUP = 30
 
@@ -107,14 +107,7 @@ async def main(args: argparse.Namespace, key: str) -> None:
     try:
         transport = httpx.ASGITransport(app=application)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            auth = await echo_registered(client, key, port)
-            body = request_body("1.0", streaming=False)
-            headers = {"Content-Type": "application/json", "A2A-Version": "1.0", **auth}
-
-            async def send() -> None:
-                response = await client.post("/a2a/agents/echo/", content=body, headers=headers)
-                if problem := answer_error(response):
-                    raise SystemExit(problem)
+            send = echo_send(client, await echo_registered(client, key, port))
 
             for _ in range(WARMUP):
                 await send()

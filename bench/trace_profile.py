@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import os  # noqa: E402
 
 from bench.common import echo_registered, free_port, served, setup_django, waited  # noqa: E402  (the path above makes `bench` importable)
-from bench.gateway_load import answer_error, request_body  # noqa: E402
+from bench.gateway_load import echo_send  # noqa: E402
 
 os.environ.setdefault("RELAY_ALLOW_PRIVATE_URLS", "true")  # the echo agent is on 127.0.0.1
 os.environ.setdefault("RELAY_RATE_LIMIT_PER_KEY", str(10**9))  # counted, never refused
@@ -174,15 +174,7 @@ async def main(args: argparse.Namespace, key: str) -> None:
         tracer = tracing._tracer
         transport = httpx.ASGITransport(app=application)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            auth = await echo_registered(client, key, agent_port)
-            body = request_body("1.0", streaming=False)
-            headers = {"Content-Type": "application/json", "A2A-Version": "1.0", **auth}
-
-            async def send() -> None:
-                response = await client.post("/a2a/agents/echo/", content=body, headers=headers)
-                problem = answer_error(response)
-                if problem:
-                    raise SystemExit(problem)
+            send = echo_send(client, await echo_registered(client, key, agent_port))
 
             modes = {"off": False, "on": True}
             for on in modes.values():
