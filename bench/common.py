@@ -325,7 +325,7 @@ def served(role: str, port: int) -> subprocess.Popen:
     extra = ["echo"] if role == "agent" else []
     return subprocess.Popen(
         [sys.executable, "bench/gateway_bench.py", "--serve", role, *extra, str(port)],
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=ROOT,
     )
 
 

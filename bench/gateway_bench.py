@@ -17,10 +17,10 @@ concurrency level (1, 8, 32, 64 by default) every target gets the same number of
 rounds that take the targets in turn (in pairs of mirrored order, rotating each pair), so the
 machine's slow spells weigh on all alike: 20 short rounds at one call at a time, where the
 latency verdict divides by the little the proxy adds and the machine's speed drifts from one
-second to the next, 15 at c=8 (the twins' level), 5 at the other levels. Each turn starts with as many untimed calls as the concurrency,
-so that a process's return from idle is not counted to whichever of its rows comes first
-(production, before `keyed`, `bearer` and `mcp` on the same process; `measure_level` in
-gateway_load.py says what it cost). Per target and level: requests/s, p50, p99, latency
+second to the next, 15 at c=8 (the twins' level), 5 at the other levels. Each turn starts
+with as many untimed calls as the concurrency, so that a process's return from idle is not
+counted to whichever of its rows comes first (production, before `keyed`, `bearer` and `mcp`
+on the same process; `measure_level` in gateway_load.py says what it cost). Per target and level: requests/s, p50, p99, latency
 added over the direct agent (p50, p99), errors, CPU per request of the server's own
 process(es) (for a relay: its processes only), and for information the echo agent's CPU per
 request and, for production, that of its PostgreSQL backends and Redis. Redis: connections
