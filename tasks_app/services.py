@@ -459,10 +459,10 @@ def task_expire(*, task: Task) -> Recorded:
 
 
 def _queue_push(task: Task, event: TaskEvent) -> None:
-    # The job continues the trace of the call the event came from (tracing on only).
     configs = list(PushNotificationConfig.objects.filter(task_id=task.pk))
     if not configs:
         return
+    # The job continues the trace of the call the event came from (tracing on only).
     traceparent = tracing.traceparent(None)
     for config in configs:
         delivery = PushDelivery.objects.create(config=config, event=event, payload=event.payload)
