@@ -5,7 +5,8 @@ A2A protocol calls go to the Channels consumer; everything else to Django
 
 A server process also runs the relay's background work from its start: the heartbeat of the
 process's lease and the scan that takes over the tasks of relay processes that died
-(``tasks_app.gateway.supervisor``). Daphne has no ASGI lifespan events, so it is started
+(``tasks_app.gateway.supervisor``). At that start its heap is frozen out of the garbage
+collector's full passes (``relay_project.heap``). Daphne has no ASGI lifespan events, so it is started
 when the Twisted reactor runs; other servers (uvicorn) start it at ``lifespan.startup``.
 """
 
@@ -20,6 +21,7 @@ django_application = get_asgi_application()
 # Imported after Django is set up: they load models.
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 
+from relay_project.heap import freeze_startup_heap  # noqa: E402
 from relay_project.request_metrics import RequestMetricsMiddleware  # noqa: E402
 from relay_project.routing import A2ARouter  # noqa: E402
 from routing.mcp import server as mcp_server  # noqa: E402
@@ -29,6 +31,7 @@ from tasks_app.gateway import supervisor  # noqa: E402
 
 
 def _start_background_work() -> None:
+    freeze_startup_heap()
     supervisor.ensure_running(takeover=True)
 
 

@@ -24,6 +24,7 @@ from a2a.types import a2a_pb2_grpc
 from django.conf import settings
 from prometheus_client import start_http_server
 
+from relay_project.heap import freeze_startup_heap
 from relay_project.request_metrics import REGISTRY
 from tasks_app.gateway import KEEPALIVE_SECONDS, supervisor
 from tasks_app.grpc.service import RelayA2AService, Unparsable
@@ -93,6 +94,7 @@ async def serve(bind: str, port: int, *, on_ready=None) -> None:
     if settings.RELAY_GRPC_METRICS_PORT:
         # Its call counters, for Prometheus to scrape from this process as from each daphne.
         start_http_server(settings.RELAY_GRPC_METRICS_PORT, addr=bind, registry=REGISTRY)
+    freeze_startup_heap()
     supervisor.ensure_running(takeover=True)
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
