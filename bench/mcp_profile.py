@@ -65,6 +65,9 @@ async def main(args: argparse.Namespace, key: str) -> None:
     import httpx
 
     from relay_project.asgi import application
+    from relay_project.heap import freeze_startup_heap
+
+    freeze_startup_heap()  # as a server process does when it starts serving
 
     port = free_port()
     agent = served("agent", port)

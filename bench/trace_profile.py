@@ -163,6 +163,9 @@ async def main(args: argparse.Namespace, key: str) -> None:
 
     from relay_project import tracing
     from relay_project.asgi import application
+    from relay_project.heap import freeze_startup_heap
+
+    freeze_startup_heap()  # as a server process does when it starts serving
 
     agent_port, sink_port = free_port(), free_port()
     agent, sink = served("agent", agent_port), served("otlp-sink", sink_port)
