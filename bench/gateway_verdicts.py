@@ -276,45 +276,7 @@ def judge_level(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
             )
         if level in ERROR_FREE_LEVELS:
             add(name, "zero errors", f"{mine.errors} errors", mine.errors == 0)
-    # Rows judged on CPU per request against a row of the same relay, each at its levels:
-    # (row judged, measured, baseline, levels, ratio limit, the verdict's label).
-    pairs = (
-        (
-            KEYED,
-            KEYED,
-            PRODUCTION,
-            (KEYED_LEVEL,),
-            KEYED_CPU_RATIO_MAX,
-            "CPU per request <= {limit}x production's (a key per call)",
-        ),
-        (
-            BEARER,
-            BEARER,
-            PRODUCTION,
-            (BEARER_LEVEL,),
-            BEARER_CPU_RATIO_MAX,
-            "CPU per request <= {limit}x production's (a JWT, not an API key)",
-        ),
-        (
-            MCP,
-            MCP,
-            PRODUCTION,
-            MCP_LEVELS,
-            MCP_CPU_RATIO_MAX,
-            "MCP tools/call CPU per request <= {limit}x production's A2A call",
-        ),
-    )
-    for row, measured, baseline, at_levels, limit, what in pairs:
-        if measured in figures and baseline in figures and level in at_levels:
-            mine, base = figures[measured], figures[baseline]
-            cpu = ratio(mine.cpu_ms, base.cpu_ms)
-            add(
-                row,
-                what.format(limit=limit),
-                f"{cpu:.3f}x ({mine.cpu_ms:.2f} vs {base.cpu_ms:.2f} ms)",
-                at_most(cpu, limit) and mine.errors == 0,
-            )
-    verdicts += judge_twins(level, figures)
+    verdicts += judge_pairs(level, figures)
     if PRODUCTION in figures and EMBEDDED in figures:
         production, embedded = figures[PRODUCTION], figures[EMBEDDED]
         cpu = ratio(production.cpu_ms, embedded.cpu_ms)
@@ -334,45 +296,71 @@ def judge_level(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
     return verdicts
 
 
-def judge_twins(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
-    """The rows judged against a twin, a relay process of their own: on CPU per request over
-    all the level's rounds, each with the A/A pair's ratio printed next to it, and the A/A pair
-    itself judged (``TWIN_AGAIN``)."""
+PAIRS = (
+    (
+        KEYED,
+        PRODUCTION,
+        (KEYED_LEVEL,),
+        KEYED_CPU_RATIO_MAX,
+        "CPU per request <= {limit}x production's (a key per call)",
+    ),
+    (
+        BEARER,
+        PRODUCTION,
+        (BEARER_LEVEL,),
+        BEARER_CPU_RATIO_MAX,
+        "CPU per request <= {limit}x production's (a JWT, not an API key)",
+    ),
+    (
+        MCP,
+        PRODUCTION,
+        MCP_LEVELS,
+        MCP_CPU_RATIO_MAX,
+        "MCP tools/call CPU per request <= {limit}x production's A2A call",
+    ),
+    (
+        TRACED,
+        TWIN,
+        (TRACED_LEVEL,),
+        TRACED_CPU_RATIO_MAX,
+        "CPU per request <= {limit}x twin's (tracing on)",
+    ),
+    (
+        TWIN,
+        USAGE_OFF,
+        (USAGE_LEVEL,),
+        USAGE_CPU_RATIO_MAX,
+        "usage: CPU per request <= {limit}x usage-off's (records on vs off)",
+    ),
+)
+"""Rows judged on CPU per request over all the level's rounds against another row, each at its
+levels: (row judged, baseline, levels, ratio limit, the verdict's label)."""
+
+
+def judge_pairs(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
+    """The rows of PAIRS measured at this level, each with the range of its per-round ratios.
+    A row judged against a twin (a relay process of its own) has the A/A pair's ratio printed
+    next to it, and the A/A pair is itself judged (``TWIN_AGAIN``)."""
     verdicts = []
     twin, again = figures.get(TWIN), figures.get(TWIN_AGAIN)
     floor = f"; A/A {TWIN_AGAIN}/{TWIN}: {spread(again, twin)}" if twin and again else ""
-    # (row judged, baseline, level, ratio limit, the verdict's label)
-    pairs = (
-        (
-            TRACED,
-            TWIN,
-            TRACED_LEVEL,
-            TRACED_CPU_RATIO_MAX,
-            "CPU per request <= {limit}x twin's (tracing on)",
-        ),
-        (
-            TWIN,
-            USAGE_OFF,
-            USAGE_LEVEL,
-            USAGE_CPU_RATIO_MAX,
-            "usage: CPU per request <= {limit}x usage-off's (records on vs off)",
-        ),
-    )
-    judged = False
-    for row, baseline, at_level, limit, what in pairs:
-        if row in figures and baseline in figures and level == at_level:
+    twin_judged = False
+    for row, baseline, at_levels, limit, what in PAIRS:
+        if row in figures and baseline in figures and level in at_levels:
             mine, base = figures[row], figures[baseline]
-            judged = True
+            by_twin = TWIN in (row, baseline)
+            twin_judged = twin_judged or by_twin
             verdicts.append(
                 Verdict(
                     level,
                     row,
                     what.format(limit=limit),
-                    f"{spread(mine, base)}, {mine.cpu_ms:.2f} vs {base.cpu_ms:.2f} ms" + floor,
+                    f"{spread(mine, base)}, {mine.cpu_ms:.2f} vs {base.cpu_ms:.2f} ms"
+                    + (floor if by_twin else ""),
                     at_most(ratio(mine.cpu_ms, base.cpu_ms), limit) and mine.errors == 0,
                 )
             )
-    if judged and twin and again:
+    if twin_judged and twin and again:
         verdicts.append(
             Verdict(
                 level,
