@@ -101,16 +101,20 @@ async def test_an_admitted_send_is_traced_by_its_agent_call_alone(
     assert sent == [f"00-{CALLER_TRACE}-{agent.span_id}-01"]
 
 
-@pytest.mark.parametrize("over_quota", [False, True], ids=["unknown agent", "over its quota"])
+@pytest.mark.parametrize("refusal", ["unknown agent", "over its quota", "bad key"])
 async def test_a_refused_send_is_one_failed_call_span_made_after_the_fact(
-    relay, echo_agent, api_key, receiver, over_quota
+    relay, echo_agent, api_key, receiver, refusal
 ):
     from registry.usage_models import Quota
 
-    if over_quota:
+    if refusal == "over its quota":
         await sync_to_async(Quota.objects.create)(api_key=api_key[0], calls_per_day=0)
+    if refusal == "bad key":
+        relay.headers["Authorization"] = "Bearer not-a-key"
     arrived = time.time_ns()
-    answer = await rpc(relay, echo_agent.pk if over_quota else "nobody", "SendMessage", hello())
+    answer = await rpc(
+        relay, "nobody" if refusal == "unknown agent" else echo_agent.pk, "SendMessage", hello()
+    )
     answered = time.time_ns()
     assert "error" in answer, answer
     tracing.flush()
@@ -120,7 +124,14 @@ async def test_a_refused_send_is_one_failed_call_span_made_after_the_fact(
     assert call.name == "a2a.call SendMessage"
     assert (call.trace_id, call.parent_span_id, call.kind) == (CALLER_TRACE, CALLER_SPAN, SERVER)
     assert call.status == ERROR
-    assert call.attributes["error.type"] == ("RATE_LIMITED" if over_quota else "METHOD_NOT_FOUND")
+    assert (
+        call.attributes["error.type"]
+        == {
+            "unknown agent": "METHOD_NOT_FOUND",
+            "over its quota": "RATE_LIMITED",
+            "bad key": "UNAUTHENTICATED",
+        }[refusal]
+    )
     assert call.attributes["a2a.method"] == "SendMessage"
     assert arrived <= call.start < call.end <= answered
 
