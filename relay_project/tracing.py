@@ -12,6 +12,7 @@ our own (``a2a.*``); docs/production/observability.md lists them. Trace context 
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
 from collections.abc import Iterable, Mapping
@@ -135,11 +136,16 @@ def start(
     kind: SpanKind,
     parent: Context | None,
     attributes: Mapping[str, Any],
+    start_time: int | None = None,
 ) -> Span:
     """A span under ``parent`` (the current context when None); not made current, so it may
-    live across the yields of an async generator. Only call it when ``enabled()``."""
+    live across the yields of an async generator. ``start_time``: when it began, in
+    nanoseconds since the epoch (``time.time_ns()``; now when None). Only call it when
+    ``enabled()``."""
     assert _tracer is not None
-    return _tracer.start_span(name, context=parent, kind=kind, attributes=attributes)
+    return _tracer.start_span(
+        name, context=parent, kind=kind, attributes=attributes, start_time=start_time
+    )
 
 
 def within(span: Span) -> Context:
@@ -178,6 +184,19 @@ def failed(span: Span, error: BaseException) -> None:
     kind = getattr(error, "reason", None) or getattr(error, "category", None)
     span.set_attribute(ERROR_TYPE, kind if isinstance(kind, str) else type(error).__name__)
     span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
+    with contextlib.suppress(AttributeError, TypeError):
+        error._in_a_span = True  # type: ignore[union-attr]
+
+
+def recorded(error: BaseException) -> bool:
+    """Whether a span was marked failed with ``error`` (``failed``), or with the error it was
+    raised from (``raise ... from``)."""
+    found: BaseException | None = error
+    while found is not None:
+        if getattr(found, "_in_a_span", False):
+            return True
+        found = found.__cause__
+    return False
 
 
 def workflow_span(*, name: str, target_id: str, task: Any, parent: Context | None) -> Span:

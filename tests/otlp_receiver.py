@@ -25,6 +25,9 @@ class ReceivedSpan:
     kind: int
     start: int
     attributes: dict[str, Any] = field(default_factory=dict)
+    end: int = 0
+    status: int = 0
+    """The span's status code: 0 unset, 1 OK, 2 ERROR."""
 
 
 def _value(any_value) -> Any:
@@ -54,6 +57,8 @@ class Receiver:
                                 kind=span.kind,
                                 start=span.start_time_unix_nano,
                                 attributes={a.key: _value(a.value) for a in span.attributes},
+                                end=span.end_time_unix_nano,
+                                status=span.status.code,
                             )
                         )
 

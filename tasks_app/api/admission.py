@@ -123,12 +123,16 @@ def callable_target(caller, kind: str, target_id: str) -> gateway.Target:
 
 class Refused(Exception):
     """Admission refused a call with ``error``; ``call`` is the call as parsed, None when it
-    could not be parsed or its caller has no valid key (answered like an unparsed call)."""
+    could not be parsed or its caller has no valid key (answered like an unparsed call).
+    ``operation``: the call's operation when it was parsed (its trace names it)."""
 
-    def __init__(self, error: Exception, call: Call | None) -> None:
+    def __init__(
+        self, error: Exception, call: Call | None, operation: Operation | None = None
+    ) -> None:
         super().__init__(error)
         self.error = error
         self.call = call
+        self.operation = operation if call is None else call.operation
 
 
 Parsed = tuple[str, str, Call]
@@ -158,7 +162,7 @@ def admit_parsed(authorization: str | None, parsed: Parsed | A2AError) -> Admitt
             raise parsed
         return admit(lookup, *parsed)
     except Unauthenticated as error:
-        raise Refused(error, None) from None
+        raise Refused(error, None, None if call is None else call.operation) from None
     except Exception as error:
         raise Refused(error, call) from None
 

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import replace
 from functools import partial
 from typing import Any
-
-from opentelemetry.trace import use_span
 
 from relay_project import database, ratelimit, tracing
 from relay_project.redis_clients import UNREACHABLE, UNREACHABLE_MESSAGE
@@ -65,28 +62,25 @@ async def answer(request: HttpCall, *, parse: Parse = parse_http_call) -> Reply 
     AG-UI endpoints read a run and make it an A2A stream call)."""
     if not tracing.enabled():
         return await _answer(request, None, parse)
-    span = traces.call_span(request.headers, f"{request.kind}:{request.target_id}")
-    try:
-        # Current for what the call starts (the database thread, the tasks that drive it):
-        # the push deliveries queued for its events continue its trace.
-        with use_span(span, end_on_exit=False):
-            return await _answer(request, span, parse)
-    finally:
-        span.end()
+    with traces.CallTrace(request.headers, f"{request.kind}:{request.target_id}") as trace:
+        return await _answer(request, trace, parse)
 
 
-async def _answer(request: HttpCall, span, parse: Parse) -> Reply | Stream:
+async def _answer(
+    request: HttpCall, trace: traces.CallTrace | None, parse: Parse
+) -> Reply | Stream:
     call: Call | None = None
     try:
         try:
             admitted = await admission(request.authorization, partial(parse, request))
         except Refused as refused:
             call = refused.call
+            if trace is not None:
+                trace.operation = refused.operation
             raise refused.error from None
         call = admitted.call
-        if span is not None:
-            traces.admitted(span, call, admitted.opened)
-            call = replace(call, trace=tracing.within(span))
+        if trace is not None:
+            call = trace.admitted(call)
         echo = echoed(call, admitted.target)
         if call.operation in STREAMING:
             try:
@@ -96,10 +90,12 @@ async def _answer(request: HttpCall, span, parse: Parse) -> Reply | Stream:
             except BaseException as error:
                 ratelimit.stream_slot_give_back(admitted.caller)
                 if isinstance(error, A2AError) and answered_in_stream(call, error):
+                    if trace is not None:
+                        trace.failed(error)
                     return Stream(call, extension_headers(call, echo), _refused(error))
                 raise
-            if span is not None:
-                events = traces.streamed(events, span)
+            if trace is not None:
+                events = traces.streamed(events, call)
             return Stream(call, extension_headers(call, echo), HoldingSlot(events, admitted.caller))
         base_url = request.base_url() if call.operation is Operation.EXTENDED_CARD else ""
         result = await execute(
@@ -107,17 +103,23 @@ async def _answer(request: HttpCall, span, parse: Parse) -> Reply | Stream:
         )
         return result_reply(call, result, echo_extensions=echo)
     except A2AError as error:
-        if span is not None:
-            tracing.failed(span, error)
-        return failure_reply(request.binding, error, call)
+        return _failed(request, trace, error, call)
     except UNAVAILABLE as error:
         refused = unavailable(error, f"an A2A call to {request.kind} {request.target_id!r}")
-        return failure_reply(request.binding, refused, call)
+        return _failed(request, trace, refused, call)
     except Exception:
         logger.exception("A2A call failed")
-        return failure_reply(
-            request.binding, InternalError("the relay failed to handle this call"), call
-        )
+        error = InternalError("the relay failed to handle this call")
+        return _failed(request, trace, error, call)
+
+
+def _failed(
+    request: HttpCall, trace: traces.CallTrace | None, error: A2AError, call: Call | None
+) -> Reply:
+    """The reply to a call that failed with ``error``, marked in its trace."""
+    if trace is not None:
+        trace.failed(error)
+    return failure_reply(request.binding, error, call)
 
 
 UNAVAILABLE = (*UNREACHABLE, *database.UNAVAILABLE)

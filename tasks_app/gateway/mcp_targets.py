@@ -11,10 +11,10 @@ unresolved, TLS, HTTP 502/503/504, 429 with Retry-After) is tried again under th
 retry policy, and a task's first send fails over to the agent's alternates. On a stream, the
 server's progress notifications arrive as ``working`` status updates. Cancelling the task
 stops the exchange, and the MCP client tells the server (``notifications/cancelled``, or on
-2026-07-28 by closing the call's response stream). With tracing on, the call's HTTP requests
-carry the ``traceparent`` of its trace (``ctx.trace``), as an A2A agent's calls do. The call
-is one exchange, so a task is not resumed by another process; the gateway persists it like
-any other.
+2026-07-28 by closing the call's response stream). With tracing on, each try of the call is
+an ``invoke_agent`` CLIENT span under the call's trace (``ctx.trace``), as an A2A agent's
+calls are, and its HTTP requests carry that span's ``traceparent``. The call is one exchange,
+so a task is not resumed by another process; the gateway persists it like any other.
 """
 
 from __future__ import annotations
@@ -34,11 +34,13 @@ from registry.mcp_servers import tool_schemas
 from relay_project import outbound, tracing
 from relay_project.database import database_sync_to_async
 from relay_project.outbound_mcp import mcp_client
+from tasks_app import upstream_traces
 from tasks_app.gateway import guarding, retries
 from tasks_app.gateway.targets import Step, Target
 from tasks_app.lifecycle import TaskState
 from tasks_app.protocol import events as a2a_events
 from tasks_app.protocol.errors import InvalidParams
+from tasks_app.protocol.versions import Operation
 from tasks_app.upstream import UpstreamError
 
 PROGRESS_METADATA = "mcpProgress"
@@ -47,6 +49,9 @@ PROGRESS_METADATA = "mcpProgress"
 
 class McpTarget(Target):
     """A registered MCP server: each call is one ``tools/call``."""
+
+    binding = "MCP"
+    """How the relay speaks to it (its ``invoke_agent`` spans say)."""
 
     def __init__(self, agent, headers: dict[str, str]) -> None:
         super().__init__(
@@ -80,17 +85,13 @@ class McpTarget(Target):
         async with contextlib.aclosing(
             guarding.guarded(
                 self,
-                self._exchange(
-                    task, tool, arguments, stream=stream, headers=_traced(self.headers, ctx.trace)
-                ),
+                self._exchange(task, tool, arguments, stream=stream, trace=ctx.trace),
             )
         ) as steps:
             async for step in steps:
                 yield step
 
-    async def _exchange(
-        self, task, tool: str, arguments: dict[str, Any], *, stream: bool, headers: dict[str, str]
-    ):
+    async def _exchange(self, task, tool: str, arguments: dict[str, Any], *, stream: bool, trace):
         """The call's steps: a ``working`` update per progress notification (on a stream),
         then the task as the result leaves it. Stopped early (a cancel), the call is
         cancelled, which the MCP client tells the server."""
@@ -103,7 +104,9 @@ class McpTarget(Target):
             guarding.tried(
                 self,
                 task,
-                lambda: self._call(tool, arguments, progress if stream else None, headers),
+                lambda: self._traced_call(
+                    task, tool, arguments, progress if stream else None, trace
+                ),
             )
         )
         call.add_done_callback(lambda _: progressed.put_nowait(None))
@@ -120,6 +123,24 @@ class McpTarget(Target):
                 with contextlib.suppress(asyncio.CancelledError):
                     await call
         yield Step(_task_event(task, tool, result))
+
+    async def _traced_call(self, task, tool: str, arguments: dict[str, Any], progress, trace):
+        """``_call`` in an ``invoke_agent`` span under ``trace`` when tracing is on: its
+        requests carry the span's ``traceparent``. The server knows no tasks: the span names
+        the relay's task and context."""
+        if not tracing.enabled():
+            return await self._call(tool, arguments, progress, self.headers)
+        operation = Operation.SEND if progress is None else Operation.STREAM
+        message = {"taskId": task.id, "contextId": task.context_id}
+        span = upstream_traces.agent_span(self, operation, {"message": message}, trace)
+        try:
+            headers = tracing.outgoing(self.headers, tracing.within(span))
+            return await self._call(tool, arguments, progress, headers)
+        except BaseException as error:
+            tracing.failed(span, error)
+            raise
+        finally:
+            span.end()
 
     async def _call(self, tool: str, arguments: dict[str, Any], progress, headers: dict[str, str]):
         """One try of the call. Raises MCPError when the server answered with an error, and
@@ -216,11 +237,6 @@ class McpTarget(Target):
             f"no tool of the MCP server {self.id!r} matches the text: name one in a data part "
             '({"tool": name, "arguments": {...}})'
         )
-
-
-def _traced(headers: dict[str, str], trace) -> dict[str, str]:
-    """``headers`` with the ``traceparent`` of ``trace`` when tracing is on."""
-    return tracing.outgoing(headers, trace) if tracing.enabled() else headers
 
 
 def _string_argument(schema: dict[str, Any]) -> str | None:

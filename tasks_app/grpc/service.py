@@ -38,7 +38,6 @@ from google.protobuf import empty_pb2
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2  # noqa: F401  (registers the detail types)
-from opentelemetry.trace import use_span
 from prometheus_client import Counter, Histogram
 
 from relay_project import ratelimit, tracing
@@ -209,11 +208,11 @@ def failure(error: BaseException, what: str) -> A2AError:
 
 
 async def admitted_call(
-    operation: Operation, request: Message, context, span=None
+    operation: Operation, request: Message, context, trace: traces.CallTrace | None = None
 ) -> admission.Admitted:
     """Parses and admits a call, as ``calls.answer`` does: a caller without a valid key is
     refused as unauthenticated whatever else is wrong with its call. With tracing on, the
-    call's spans go under ``span``, its SERVER span."""
+    call's spans go where its ``trace`` says (``traces.CallTrace.admitted``)."""
     pairs = metadata_pairs(context)
     try:
         admitted = await admission.admission(
@@ -221,19 +220,18 @@ async def admitted_call(
         )
     except admission.Refused as refused:
         raise refused.error from None
-    if span is not None:
-        traces.admitted(span, admitted.call, admitted.opened)
-        admitted = replace(admitted, call=replace(admitted.call, trace=tracing.within(span)))
+    if trace is not None:
+        admitted = replace(admitted, call=trace.admitted(admitted.call))
     return admitted
 
 
-def server_span(request: Message, context):
-    """The SERVER span of a gRPC call, continuing the caller's ``traceparent`` metadata (None
-    when tracing is off); its target is the request's tenant."""
+def call_trace(operation: Operation, request: Message, context) -> traces.CallTrace | None:
+    """The trace of a gRPC call, continuing the caller's ``traceparent`` metadata (None when
+    tracing is off); its target is the request's tenant."""
     if not tracing.enabled():
         return None
     tenant = getattr(request, "tenant", "")
-    return traces.call_span(metadata_pairs(context), f"grpc:{tenant}")
+    return traces.CallTrace(metadata_pairs(context), f"grpc:{tenant}", operation)
 
 
 async def announce_extensions(context, admitted: admission.Admitted) -> None:
@@ -266,20 +264,15 @@ class RelayA2AService(a2a_pb2_grpc.A2AServiceServicer):
     """Every A2A operation, for every target the request's tenant names."""
 
     async def _unary(self, operation: Operation, request: Message, context) -> Message:
-        span = server_span(request, context)
-        if span is None:
-            return await self._unary_call(operation, request, context, None)
-        try:
-            with use_span(span, end_on_exit=False):
-                return await self._unary_call(operation, request, context, span)
-        finally:
-            span.end()
+        trace = call_trace(operation, request, context)
+        with trace or contextlib.nullcontext():
+            return await self._unary_call(operation, request, context, trace)
 
-    async def _unary_call(self, operation: Operation, request: Message, context, span) -> Message:
+    async def _unary_call(self, operation: Operation, request: Message, context, trace) -> Message:
         method = operation.value
         began = time.monotonic()
         try:
-            admitted = await admitted_call(operation, request, context, span)
+            admitted = await admitted_call(operation, request, context, trace)
             await announce_extensions(context, admitted)
             card = operation is Operation.EXTENDED_CARD
             result = await calls.execute(
@@ -292,8 +285,8 @@ class RelayA2AService(a2a_pb2_grpc.A2AServiceServicer):
             answer = as_message(RESULT_TYPES[operation], result)
         except Exception as error:  # noqa: BLE001 - every failure is answered as a status
             refused = failure(error, f"a gRPC {method}")
-            if span is not None:
-                tracing.failed(span, refused)
+            if trace is not None:
+                trace.failed(refused)
         else:
             CALLS.labels(method, grpc.StatusCode.OK.name).inc()
             DURATION.labels(method).observe(time.monotonic() - began)
@@ -309,10 +302,10 @@ class RelayA2AService(a2a_pb2_grpc.A2AServiceServicer):
         began = time.monotonic()
         events = None
         refused: A2AError | None = None
-        span = server_span(request, context)
-        try:
-            with use_span(span, end_on_exit=False) if span else contextlib.nullcontext():
-                admitted = await admitted_call(operation, request, context, span)
+        trace = call_trace(operation, request, context)
+        with trace or contextlib.nullcontext():
+            try:
+                admitted = await admitted_call(operation, request, context, trace)
                 try:
                     opened = await calls.open_stream(
                         admitted.target, admitted.call, admitted.caller, opened=admitted.opened
@@ -320,16 +313,13 @@ class RelayA2AService(a2a_pb2_grpc.A2AServiceServicer):
                 except BaseException:
                     ratelimit.stream_slot_give_back(admitted.caller)
                     raise
-            if span is not None:
-                opened = traces.streamed(opened, span)
-            events = admission.HoldingSlot(opened, admitted.caller)
-        except Exception as error:  # noqa: BLE001
-            refused = failure(error, f"a gRPC {method}")
-            if span is not None:
-                tracing.failed(span, refused)
-        finally:
-            if span is not None:
-                span.end()
+                if trace is not None:
+                    opened = traces.streamed(opened, admitted.call)
+                events = admission.HoldingSlot(opened, admitted.caller)
+            except Exception as error:  # noqa: BLE001
+                refused = failure(error, f"a gRPC {method}")
+                if trace is not None:
+                    trace.failed(refused)
         DURATION.labels(method).observe(time.monotonic() - began)
         if refused is not None:
             await abort(context, method, refused)

@@ -7,6 +7,7 @@ a2a-sdk's generated stub."""
 from __future__ import annotations
 
 import asyncio
+import time
 from contextlib import asynccontextmanager
 
 import grpc
@@ -214,21 +215,54 @@ async def test_with_tracing_on_a_grpc_call_continues_the_callers_traceparent(mon
                 CALL_SECONDS,
             )
         spans = receiver.wait_for(
-            lambda spans: (
-                any(s.name.startswith("invoke_agent") for s in spans)
-                and any(s.name == "a2a.call SendMessage" for s in spans)
-            )
+            lambda spans: any(s.name.startswith("invoke_agent") for s in spans)
         )
 
-    (server,) = [s for s in spans if s.name == "a2a.call SendMessage"]
-    assert (server.trace_id, server.parent_span_id) == (caller_trace, "eee19b7ec3c1b174")
-    assert server.kind == 2  # SPAN_KIND_SERVER
-    assert server.attributes["a2a.target"] == f"grpc:agents/{agent.pk}"
+    # A send is traced by the spans of its work, under the caller's span.
+    assert not [s for s in spans if s.name.startswith("a2a.call")]
     (span,) = [s for s in spans if s.name.startswith("invoke_agent")]
-    assert (span.trace_id, span.parent_span_id) == (caller_trace, server.span_id)
+    assert (span.trace_id, span.parent_span_id) == (caller_trace, "eee19b7ec3c1b174")
     assert span.attributes["a2a.method"] == "SendMessage"
     sent = [r.headers.get("traceparent") for r in recording.requests if r.method == "POST"]
     assert sent == [f"00-{caller_trace}-{span.span_id}-01"]
+
+
+async def test_with_tracing_on_a_refused_grpc_send_is_a_failed_call_span(echo, monkeypatch):
+    from registry.models import ApiKey
+    from registry.usage_models import Quota
+    from tests.otlp_receiver import tracing_to_receiver
+
+    caller_trace, caller_span = "6c8efff798038103d269b633813fc60d", "abc19b7ec3c1b175"
+    key = await new_key()
+    await sync_to_async(
+        lambda: Quota.objects.create(api_key=ApiKey.objects.get(name="caller"), calls_per_day=0)
+    )()
+    traced = auth(key, ("traceparent", f"00-{caller_trace}-{caller_span}-01"))
+    with tracing_to_receiver(monkeypatch) as receiver:
+        async with relay_grpc() as stub:
+            request = SendMessageRequest(tenant=f"agents/{echo.pk}", message=message("over"))
+            error = await refused(stub.SendMessage(request, metadata=traced))
+            assert reason_of(error) == "RATE_LIMITED"
+            answered = time.time_ns()
+            task = await refused(
+                stub.GetTask(
+                    GetTaskRequest(tenant=f"agents/{echo.pk}", id="no-such-task"), metadata=traced
+                )
+            )
+            assert task.code() == grpc.StatusCode.NOT_FOUND
+        spans = receiver.wait_for(lambda spans: len(spans) >= 2)
+
+    (call,) = [s for s in spans if s.name == "a2a.call SendMessage"]
+    assert (call.trace_id, call.parent_span_id) == (caller_trace, caller_span)
+    assert call.kind == 2  # SPAN_KIND_SERVER
+    assert call.status == 2  # STATUS_CODE_ERROR
+    assert call.attributes["error.type"] == "RATE_LIMITED"
+    assert call.attributes["a2a.target"] == f"grpc:agents/{echo.pk}"
+    assert call.start < call.end <= answered
+    # Any other call has its span, admitted or not.
+    (get,) = [s for s in spans if s.name == "a2a.call GetTask"]
+    assert (get.trace_id, get.parent_span_id, get.status) == (caller_trace, caller_span, 2)
+    assert get.attributes["error.type"] == "TASK_NOT_FOUND"
 
 
 async def test_a_key_over_its_daily_quota_is_refused_over_grpc(echo):

@@ -1,8 +1,8 @@
 """The trace context on calls to an MCP server registered as an agent: the relay in-process
 over ASGI, the MCP server a real one (the official SDK over streamable HTTP on 127.0.0.1)
 that records the headers of every request it gets, the spans exported to a real local OTLP
-receiver. With tracing on every request of the call carries the caller's trace in its
-``traceparent``; with tracing off none does."""
+receiver. With tracing on the call is an ``invoke_agent`` span under the caller's span, and
+every request of the call carries that span's ``traceparent``; with tracing off none does."""
 
 from __future__ import annotations
 
@@ -76,17 +76,24 @@ async def shout(relay) -> dict:
     return task
 
 
-async def test_each_request_of_an_mcp_call_carries_the_callers_trace(relay, tracing_on):  # noqa: F811
+async def test_an_mcp_call_is_an_agent_span_its_requests_carry(relay, tracing_on):  # noqa: F811
     task = await shout(relay)
     tracing.flush()
-    spans = tracing_on.wait_for(lambda spans: any(s.name.startswith("a2a.call") for s in spans))
-    (server,) = [s for s in spans if s.name == "a2a.call SendMessage"]
-    assert server.trace_id == CALLER_TRACE
-    assert server.attributes["a2a.task.id"] == task["id"]
+    spans = tracing_on.wait_for(lambda spans: any(s.name.startswith("invoke_agent") for s in spans))
+    assert not [s for s in spans if s.name.startswith("a2a.call")]  # a send has none
+    (agent,) = [s for s in spans if s.name.startswith("invoke_agent")]
+    assert (agent.trace_id, agent.parent_span_id) == (CALLER_TRACE, CALLER_SPAN)
+    assert agent.kind == 3  # SPAN_KIND_CLIENT
+    assert agent.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert agent.attributes["gen_ai.agent.id"] == "tools"
+    assert agent.attributes["a2a.method"] == "SendMessage"
+    assert agent.attributes["a2a.binding"] == "MCP"
+    assert agent.attributes["a2a.task.id"] == task["id"]
+    assert agent.attributes["gen_ai.conversation.id"] == task["contextId"]
 
     assert SEEN  # initialize, tools/call and the rest of the session
     assert {headers.get("traceparent") for headers in SEEN} == {
-        f"00-{CALLER_TRACE}-{server.span_id}-01"
+        f"00-{CALLER_TRACE}-{agent.span_id}-01"
     }
 
 
@@ -95,3 +102,27 @@ async def test_with_tracing_off_an_mcp_call_sends_no_traceparent(relay):
     await shout(relay)
     assert SEEN
     assert not any("traceparent" in headers for headers in SEEN)
+
+
+async def test_a_send_that_fails_before_its_agent_call_is_a_failed_call_span(relay, tracing_on):  # noqa: F811
+    message = {
+        "messageId": f"m-{uuid.uuid4().hex[:10]}",
+        "role": "ROLE_USER",
+        "parts": [{"data": {"tool": "no-such-tool", "arguments": {}}}],
+    }
+    response = await relay.post(
+        "/a2a/agents/tools/",
+        json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}},
+        headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"},
+    )
+    assert "no tool 'no-such-tool'" in response.json()["error"]["message"]
+    tracing.flush()
+    spans = tracing_on.wait_for(lambda spans: any(s.name.startswith("a2a.call") for s in spans))
+
+    # Admitted, then refused before any span of its work: the failure is the call's own span.
+    (call,) = spans
+    assert call.name == "a2a.call SendMessage"
+    assert (call.trace_id, call.parent_span_id) == (CALLER_TRACE, CALLER_SPAN)
+    assert call.status == 2  # STATUS_CODE_ERROR
+    assert call.attributes["error.type"] == "INVALID_PARAMS"
+    assert not SEEN
