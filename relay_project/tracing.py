@@ -12,7 +12,6 @@ our own (``a2a.*``); docs/production/observability.md lists them. Trace context 
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import os
 from collections.abc import Iterable, Mapping
@@ -184,19 +183,6 @@ def failed(span: Span, error: BaseException) -> None:
     kind = getattr(error, "reason", None) or getattr(error, "category", None)
     span.set_attribute(ERROR_TYPE, kind if isinstance(kind, str) else type(error).__name__)
     span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
-    with contextlib.suppress(AttributeError, TypeError):
-        error._in_a_span = True  # type: ignore[union-attr]
-
-
-def recorded(error: BaseException) -> bool:
-    """Whether a span was marked failed with ``error`` (``failed``), or with the error it was
-    raised from (``raise ... from``)."""
-    found: BaseException | None = error
-    while found is not None:
-        if getattr(found, "_in_a_span", False):
-            return True
-        found = found.__cause__
-    return False
 
 
 def workflow_span(*, name: str, target_id: str, task: Any, parent: Context | None) -> Span:

@@ -66,8 +66,8 @@ def test_the_lifespan_start_up_freezes_the_heap_and_later_cycles_are_still_colle
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    answered, before, frozen, tracked, collected = done.stdout.strip().splitlines()[-1].rsplit(
-        " ", 4
+    answered, before, frozen, tracked, collected = (
+        done.stdout.strip().splitlines()[-1].rsplit(" ", 4)
     )
     assert answered == "['lifespan.startup.complete']"
     assert int(before) == 0, "nothing is frozen before the server starts"

@@ -6,8 +6,8 @@ A message send (``SendMessage``, ``SendStreamingMessage``) is traced by the span
 the caller's span (its ``traceparent``): it has no ``a2a.call`` span of its own, as each span
 costs the relay CPU on every call (docs/production/observability.md). Every other call has an
 ``a2a.call <method>`` span from its arrival to its answer, continuing the caller's trace. A
-call refused before it was admitted, or a send whose failure no span of its work recorded, gets
-its ``a2a.call`` span after the fact: from the call's arrival, failed, ended at once.
+call refused before it was admitted, or a send that failed, gets its ``a2a.call`` span after
+the fact: from the call's arrival, failed, ended at once.
 """
 
 from __future__ import annotations
@@ -72,11 +72,12 @@ class CallTrace:
 
     def failed(self, error: BaseException) -> None:
         """Marks the call failed with ``error``, the error it is answered with: its
-        ``a2a.call`` span, or when it has none and no span of its work recorded the error, an
-        ``a2a.call`` span made now from the call's arrival and ended at once."""
+        ``a2a.call`` span, or when it has none (a send), an ``a2a.call`` span made now from the
+        call's arrival and ended at once. Failures are few: each gets a span of its own, even
+        when an ``invoke_agent`` span under it recorded the agent's side."""
         if self.span is not None:
             tracing.failed(self.span, error)
-        elif not tracing.recorded(error):
+        else:
             span = self._call_span()
             tracing.failed(span, error)
             span.end()

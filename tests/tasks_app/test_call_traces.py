@@ -154,27 +154,19 @@ async def test_a_get_task_keeps_its_call_span(relay, echo_agent, receiver):
     assert call.start < call.end
 
 
-def test_a_send_failure_a_span_of_its_work_recorded_makes_no_call_span(receiver):
-    from opentelemetry.trace import SpanKind
-
+def test_a_send_that_fails_after_admission_gets_its_failed_call_span(receiver):
     from tasks_app.api import traces
-    from tasks_app.protocol.errors import InternalError, InvalidAgentResponse
+    from tasks_app.protocol.errors import InvalidAgentResponse
     from tasks_app.protocol.versions import Operation
 
-    agent_error = InvalidAgentResponse("not A2A")
-    span = tracing.start("invoke_agent x", kind=SpanKind.CLIENT, parent=None, attributes={})
-    tracing.failed(span, agent_error)
-    span.end()
-    try:
-        raise InternalError("the relay failed") from agent_error
-    except InternalError as error:
-        translated = error
-    for error in (agent_error, translated):
-        with traces.CallTrace(TRACEPARENT.items(), "agent:x", Operation.SEND) as trace:
-            trace.failed(error)
     with traces.CallTrace(TRACEPARENT.items(), "agent:x", Operation.SEND) as trace:
-        trace.failed(InternalError("not recorded"))
+        trace.failed(InvalidAgentResponse("not A2A"))
     tracing.flush()
 
     spans = receiver.wait_for(lambda spans: any(s.name.startswith("a2a.call") for s in spans))
-    assert sorted(s.name for s in spans) == ["a2a.call SendMessage", "invoke_agent x"]
+    (call,) = spans
+    assert call.name == "a2a.call SendMessage"
+    assert (call.trace_id, call.parent_span_id, call.kind) == (CALLER_TRACE, CALLER_SPAN, SERVER)
+    assert call.status == ERROR
+    assert call.attributes["error.type"] == InvalidAgentResponse("x").reason
+    assert call.start <= call.end
