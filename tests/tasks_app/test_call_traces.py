@@ -81,6 +81,16 @@ def hello() -> dict:
     }
 
 
+def exported_with_a_call_span(receiver) -> list:
+    """The spans exported, once an ``a2a.call`` span is among them."""
+    tracing.flush()
+    return receiver.wait_for(lambda spans: any(s.name.startswith("a2a.call") for s in spans))
+
+
+def assert_a_server_span_under_the_caller(span) -> None:
+    assert (span.trace_id, span.parent_span_id, span.kind) == (CALLER_TRACE, CALLER_SPAN, SERVER)
+
+
 async def test_an_admitted_send_is_traced_by_its_agent_call_alone(
     relay, echo_agent, recording, receiver
 ):
@@ -117,12 +127,11 @@ async def test_a_refused_send_is_one_failed_call_span_made_after_the_fact(
     )
     answered = time.time_ns()
     assert "error" in answer, answer
-    tracing.flush()
-    spans = receiver.wait_for(lambda spans: any(s.name.startswith("a2a.call") for s in spans))
+    spans = exported_with_a_call_span(receiver)
 
     (call,) = spans
     assert call.name == "a2a.call SendMessage"
-    assert (call.trace_id, call.parent_span_id, call.kind) == (CALLER_TRACE, CALLER_SPAN, SERVER)
+    assert_a_server_span_under_the_caller(call)
     assert call.status == ERROR
     assert (
         call.attributes["error.type"]
@@ -142,12 +151,11 @@ async def test_a_get_task_keeps_its_call_span(relay, echo_agent, receiver):
     task_id = sent["result"]["task"]["id"]
     answer = await rpc(relay, echo_agent.pk, "GetTask", {"id": task_id})
     assert answer["result"]["id"] == task_id
-    tracing.flush()
-    spans = receiver.wait_for(lambda spans: any(s.name.startswith("a2a.call") for s in spans))
+    spans = exported_with_a_call_span(receiver)
 
     (call,) = [s for s in spans if s.name.startswith("a2a.call")]
     assert call.name == "a2a.call GetTask"
-    assert (call.trace_id, call.parent_span_id, call.kind) == (CALLER_TRACE, CALLER_SPAN, SERVER)
+    assert_a_server_span_under_the_caller(call)
     assert call.attributes["a2a.method"] == "GetTask"
     assert call.attributes["a2a.target"] == f"agent:{echo_agent.pk}"
     assert call.status != ERROR
@@ -161,12 +169,10 @@ def test_a_send_that_fails_after_admission_gets_its_failed_call_span(receiver):
 
     with traces.CallTrace(TRACEPARENT.items(), "agent:x", Operation.SEND) as trace:
         trace.failed(InvalidAgentResponse("not A2A"))
-    tracing.flush()
-
-    spans = receiver.wait_for(lambda spans: any(s.name.startswith("a2a.call") for s in spans))
+    spans = exported_with_a_call_span(receiver)
     (call,) = spans
     assert call.name == "a2a.call SendMessage"
-    assert (call.trace_id, call.parent_span_id, call.kind) == (CALLER_TRACE, CALLER_SPAN, SERVER)
+    assert_a_server_span_under_the_caller(call)
     assert call.status == ERROR
     assert call.attributes["error.type"] == InvalidAgentResponse("x").reason
     assert call.start <= call.end
