@@ -12,9 +12,10 @@ our own (``a2a.*``); docs/production/observability.md lists them. Trace context 
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -185,6 +186,22 @@ def failed(span: Span, error: BaseException) -> None:
     span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
 
 
+@contextlib.contextmanager
+def ending(span: Span) -> Iterator[Span]:
+    """``span`` ended when the block ends, and marked failed (``failed``) when the block raises:
+    the one way a span of the relay's ends. A stream whose reader stopped reading
+    (GeneratorExit) is no failure."""
+    try:
+        yield span
+    except GeneratorExit:
+        raise
+    except BaseException as error:
+        failed(span, error)
+        raise
+    finally:
+        span.end()
+
+
 def workflow_span(*, name: str, target_id: str, task: Any, parent: Context | None) -> Span:
     """The ``invoke_workflow`` INTERNAL span of a team's (or workflow's) task: the calls to its
     members are its children."""
@@ -206,22 +223,19 @@ def workflow_span(*, name: str, target_id: str, task: Any, parent: Context | Non
 async def in_workflow(steps, span: Span):
     """The team's ``steps`` with ``span`` ended (and its last state set) when they end."""
     state = ""
-    try:
-        async for step in steps:
-            status = (step.event.get("statusUpdate") or step.event.get("task") or {}).get("status")
-            if isinstance(status, Mapping) and status.get("state"):
-                state = str(status["state"])
-            yield step
-    except GeneratorExit:
-        raise
-    except BaseException as error:
-        failed(span, error)
-        raise
-    finally:
-        await steps.aclose()
-        if state:
-            span.set_attribute(A2A_TASK_STATE, state)
-        span.end()
+    with ending(span):
+        try:
+            async for step in steps:
+                status = (step.event.get("statusUpdate") or step.event.get("task") or {}).get(
+                    "status"
+                )
+                if isinstance(status, Mapping) and status.get("state"):
+                    state = str(status["state"])
+                yield step
+        finally:
+            await steps.aclose()
+            if state:
+                span.set_attribute(A2A_TASK_STATE, state)
 
 
 def fresh_context() -> contextvars.Context:

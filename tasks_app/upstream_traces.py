@@ -52,17 +52,10 @@ async def traced_call(
     parent: Context | None,
     options: dict[str, Any],
 ) -> Any:
-    span = agent_span(endpoint, operation, params, parent)
-    try:
+    with tracing.ending(agent_span(endpoint, operation, params, parent)) as span:
         result = await call(endpoint, operation, params, **_options_with_traceparent(options, span))
-    except BaseException as error:
-        tracing.failed(span, error)
-        raise
-    else:
         tracing.agent_answered(span, result)
         return result
-    finally:
-        span.end()
 
 
 async def traced_stream(
@@ -73,17 +66,11 @@ async def traced_stream(
     parent: Context | None,
     options: dict[str, Any],
 ) -> AsyncIterator[dict[str, Any]]:
-    span = agent_span(endpoint, operation, params, parent)
-    events = stream(endpoint, operation, params, **_options_with_traceparent(options, span))
-    try:
-        async for event in events:
-            tracing.agent_answered(span, event)
-            yield event
-    except GeneratorExit:  # the caller stopped reading: not a failure
-        raise
-    except BaseException as error:
-        tracing.failed(span, error)
-        raise
-    finally:
-        await events.aclose()
-        span.end()
+    with tracing.ending(agent_span(endpoint, operation, params, parent)) as span:
+        events = stream(endpoint, operation, params, **_options_with_traceparent(options, span))
+        try:
+            async for event in events:
+                tracing.agent_answered(span, event)
+                yield event
+        finally:
+            await events.aclose()

@@ -126,13 +126,11 @@ class Refused(Exception):
     could not be parsed or its caller has no valid key (answered like an unparsed call).
     ``operation``: the call's operation when it was parsed (its trace names it)."""
 
-    def __init__(
-        self, error: Exception, call: Call | None, operation: Operation | None = None
-    ) -> None:
+    def __init__(self, error: Exception, call: Call | None, operation: Operation | None) -> None:
         super().__init__(error)
         self.error = error
         self.call = call
-        self.operation = operation if call is None else call.operation
+        self.operation = operation
 
 
 Parsed = tuple[str, str, Call]
@@ -155,6 +153,7 @@ def admit_parsed(authorization: str | None, parsed: Parsed | A2AError) -> Admitt
     """A parsed call admitted (``admit``), or the error that refused it unparsed raised once
     its caller's key is found valid. Raises Refused."""
     call = None if isinstance(parsed, A2AError) else parsed[2]
+    operation = None if call is None else call.operation
     try:
         lookup = api_key_lookup(authorization)
         if call is None:
@@ -162,9 +161,9 @@ def admit_parsed(authorization: str | None, parsed: Parsed | A2AError) -> Admitt
             raise parsed
         return admit(lookup, *parsed)
     except Unauthenticated as error:
-        raise Refused(error, None, None if call is None else call.operation) from None
+        raise Refused(error, None, operation) from None
     except Exception as error:
-        raise Refused(error, call) from None
+        raise Refused(error, call, operation) from None
 
 
 _admit_parsed_in_thread = database_sync_to_async(admit_parsed)

@@ -106,17 +106,12 @@ async def streamed(events: AsyncIterator[Any], call: Any) -> AsyncIterator[Any]:
         parent=call.trace,
         attributes={tracing.A2A_METHOD: call.operation.value},
     )
-    try:
-        async for event in events:
-            tracing.agent_answered(stream, event)
-            yield event
-    except GeneratorExit:
-        raise
-    except BaseException as error:
-        tracing.failed(stream, error)
-        raise
-    finally:
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            await aclose()
-        stream.end()
+    with tracing.ending(stream):
+        try:
+            async for event in events:
+                tracing.agent_answered(stream, event)
+                yield event
+        finally:
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()

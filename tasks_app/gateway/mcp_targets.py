@@ -133,14 +133,9 @@ class McpTarget(Target):
         operation = Operation.SEND if progress is None else Operation.STREAM
         message = {"taskId": task.id, "contextId": task.context_id}
         span = upstream_traces.agent_span(self, operation, {"message": message}, trace)
-        try:
+        with tracing.ending(span):
             headers = tracing.outgoing(self.headers, tracing.within(span))
             return await self._call(tool, arguments, progress, headers)
-        except BaseException as error:
-            tracing.failed(span, error)
-            raise
-        finally:
-            span.end()
 
     async def _call(self, tool: str, arguments: dict[str, Any], progress, headers: dict[str, str]):
         """One try of the call. Raises MCPError when the server answered with an error, and

@@ -264,36 +264,33 @@ class RelayA2AService(a2a_pb2_grpc.A2AServiceServicer):
     """Every A2A operation, for every target the request's tenant names."""
 
     async def _unary(self, operation: Operation, request: Message, context) -> Message:
-        trace = call_trace(operation, request, context)
-        with trace or contextlib.nullcontext():
-            return await self._unary_call(operation, request, context, trace)
-
-    async def _unary_call(self, operation: Operation, request: Message, context, trace) -> Message:
         method = operation.value
         began = time.monotonic()
-        try:
-            admitted = await admitted_call(operation, request, context, trace)
-            await announce_extensions(context, admitted)
-            card = operation is Operation.EXTENDED_CARD
-            result = await calls.execute(
-                admitted.target,
-                admitted.call,
-                admitted.caller,
-                opened=admitted.opened,
-                base_url=http_base_url(admitted.target) if card else "",
-            )
-            answer = as_message(RESULT_TYPES[operation], result)
-        except Exception as error:  # noqa: BLE001 - every failure is answered as a status
-            refused = failure(error, f"a gRPC {method}")
-            if trace is not None:
-                trace.failed(refused)
-        else:
-            CALLS.labels(method, grpc.StatusCode.OK.name).inc()
+        trace = call_trace(operation, request, context)
+        with trace or contextlib.nullcontext():
+            try:
+                admitted = await admitted_call(operation, request, context, trace)
+                await announce_extensions(context, admitted)
+                card = operation is Operation.EXTENDED_CARD
+                result = await calls.execute(
+                    admitted.target,
+                    admitted.call,
+                    admitted.caller,
+                    opened=admitted.opened,
+                    base_url=http_base_url(admitted.target) if card else "",
+                )
+                answer = as_message(RESULT_TYPES[operation], result)
+            except Exception as error:  # noqa: BLE001 - every failure is answered as a status
+                refused = failure(error, f"a gRPC {method}")
+                if trace is not None:
+                    trace.failed(refused)
+            else:
+                CALLS.labels(method, grpc.StatusCode.OK.name).inc()
+                DURATION.labels(method).observe(time.monotonic() - began)
+                return answer
             DURATION.labels(method).observe(time.monotonic() - began)
-            return answer
-        DURATION.labels(method).observe(time.monotonic() - began)
-        await abort(context, method, refused)
-        raise AssertionError("abort returned")  # pragma: no cover
+            await abort(context, method, refused)
+            raise AssertionError("abort returned")  # pragma: no cover
 
     async def _stream(
         self, operation: Operation, request: Message, context
