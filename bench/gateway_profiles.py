@@ -54,6 +54,8 @@ from bench.gateway_verdicts import (
     BEARER,
     DIRECT,
     EMBEDDED,
+    EMBEDDED_TWIN,
+    EMBEDDED_USAGE_OFF,
     GRPC,
     GRPC_AGENT,
     GRPC_RELAY,
@@ -133,6 +135,8 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
             TWIN,
             TWIN_AGAIN,
             USAGE_OFF,
+            EMBEDDED_TWIN,
+            EMBEDDED_USAGE_OFF,
             "otlp-sink",
             STORM,
         )
@@ -223,6 +227,15 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
                 relay_command(args.server, ports[USAGE_OFF]),
                 {**envs[PRODUCTION], "RELAY_USAGE_RECORDS": "false"},
             )
+        embedded_twins = {}
+        if args.usage:  # the same pair on the embedded profile: a twin, and one keeping none
+            embedded_twins = {
+                name: start(f"{name}-{args.server}", relay_command(args.server, ports[name]), env)
+                for name, env in (
+                    (EMBEDDED_TWIN, envs[EMBEDDED]),
+                    (EMBEDDED_USAGE_OFF, {**envs[EMBEDDED], "RELAY_USAGE_RECORDS": "false"}),
+                )
+            }
         grpc_server = start("grpc", [sys.executable, "manage.py", "run_grpc"], envs[PRODUCTION])
         wait_until_grpc_answers(grpc_server, f"127.0.0.1:{ports[GRPC]}")
         wait_until_answers(agent, f"{urls['echo']}/.well-known/agent-card.json")
@@ -248,6 +261,8 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
         for second, name in seconds:
             if second is not None:  # the same database: production's agents and key
                 wait_until_answers(second, f"{urls[name]}/a2a/registry")
+        for name, second in embedded_twins.items():  # the same SQLite file: embedded's
+            wait_until_answers(second, f"{urls[name]}/a2a/registry")
         redis = RedisWatch(redis_url, redis_process, database)
         stack.callback(redis.close)
         print(
@@ -327,6 +342,11 @@ def running(args: argparse.Namespace, script: str) -> Iterator[Running]:
                 )
                 for relay, name in seconds
                 if relay is not None
+            },
+            # Embedded's twins (started only with --usage).
+            **{
+                name: Target(name, f"{urls[name]}/a2a/agents/echo/", relay, relay_headers(EMBEDDED))
+                for name, relay in embedded_twins.items()
             },
             GRPC: Target(
                 GRPC,

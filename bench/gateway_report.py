@@ -49,14 +49,14 @@ def times(value: float) -> str:
 def print_verdicts(verdicts: list[Verdict]) -> None:
     for verdict in verdicts:
         mark = "PASS" if verdict.passed else "MISS"
-        print(f"  {mark}  {verdict.target:<10} {verdict.label}: {verdict.figure}")
+        print(f"  {mark}  {verdict.target:<13} {verdict.label}: {verdict.figure}")
 
 
 def print_level(level: int, figures: dict[str, LoadFigures]) -> None:
     proxy = figures[PROXY]
     print(f"\nconcurrency {level}  ({load_average()})")
     print(
-        f"  {'target':<10} {'requests':>8} {'req/s':>14} {'p50 ms':>7} {'p99 ms':>7} "
+        f"  {'target':<13} {'requests':>8} {'req/s':>14} {'p50 ms':>7} {'p99 ms':>7} "
         f"{'added p50 ms':>15} {'added p99 ms':>15} {'CPU/req ms':>15} {'errors':>6} "
         f"{'agent CPU':>9} {'pg+redis CPU':>12} {'redis opened':>12}"
     )
@@ -71,7 +71,7 @@ def print_level(level: int, figures: dict[str, LoadFigures]) -> None:
                 f"{mine.added_p99_ms:>7.2f} {times(ratio(mine.added_p99_ms, proxy.added_p99_ms)):>7}"
             )
         print(
-            f"  {name:<10} {mine.requests:>8} "
+            f"  {name:<13} {mine.requests:>8} "
             f"{mine.per_second:>6.0f} {times(ratio(mine.per_second, proxy.per_second)):>7} "
             f"{mine.p50_ms:>7.2f} {mine.p99_ms:>7.2f} "
             f"{added} {mine.cpu_ms:>7.2f} {times(ratio(mine.cpu_ms, proxy.cpu_ms)):>7} "
@@ -123,7 +123,7 @@ def print_level(level: int, figures: dict[str, LoadFigures]) -> None:
         for name in PROFILES:
             mine = figures[name]
             print(
-                f"    {name:<10} CPU/req {times(ratio(mine.cpu_ms, against.cpu_ms)):>7}  "
+                f"    {name:<13} CPU/req {times(ratio(mine.cpu_ms, against.cpu_ms)):>7}  "
                 f"added p50 {times(ratio(mine.added_p50_ms, against.added_p50_ms)):>7}  "
                 f"req/s {times(ratio(mine.per_second, against.per_second)):>7}"
             )
@@ -137,7 +137,7 @@ def print_level(level: int, figures: dict[str, LoadFigures]) -> None:
         )
         for name, row in versus.items():
             print(
-                f"    {name:<10} req/s {times(row['throughput_ratio']):>7}  "
+                f"    {name:<13} req/s {times(row['throughput_ratio']):>7}  "
                 f"p50 {times(row['p50_ratio']):>7} (+{row['added_p50_ms']:.2f} ms)  "
                 f"p99 {times(row['p99_ratio']):>7} (+{row['added_p99_ms']:.2f} ms)  "
                 f"CPU/req {times(row['cpu_ratio']):>7}"
@@ -152,7 +152,7 @@ def print_streams(streams: dict[str, dict[str, StreamFigures]]) -> None:
         f"({load_average()})"
     )
     print(
-        f"  {'stream':<18} {'target':<10} {'streams':>7} {'events':>7} {'errors':>6} "
+        f"  {'stream':<18} {'target':<13} {'streams':>7} {'events':>7} {'errors':>6} "
         f"{'last event ms':>14} {'vs proxy':>8} {'per-event overhead ms':>21} {'CPU ms':>7}"
     )
     for kind, by_target in streams.items():
@@ -166,7 +166,7 @@ def print_streams(streams: dict[str, dict[str, StreamFigures]]) -> None:
             )
             overhead = f"{per_event_overhead_ms(by_target, name):.3f}" if name in PROFILES else ""
             print(
-                f"  {label:<18} {name:<10} {mine.streams:>7} {events:>7} {mine.errors:>6} "
+                f"  {label:<18} {name:<13} {mine.streams:>7} {events:>7} {mine.errors:>6} "
                 f"{mine.last_event_ms:>14.2f} "
                 f"{times(ratio(mine.last_event_ms, proxy.last_event_ms)):>8} "
                 f"{overhead:>21} {mine.cpu_ms:>7.2f}"

@@ -71,6 +71,14 @@ USAGE_OFF = "usage-off"
 USAGE_LEVEL, the cost of a usage record per call."""
 USAGE_CPU_RATIO_MAX = 1.05
 USAGE_LEVEL = 8
+EMBEDDED_TWIN = "emb-twin"
+"""A second embedded relay on the same SQLite database, with the embedded profile's settings,
+that serves this row only (with ``--usage``): the baseline of `emb-usage-off`, as `twin` is of
+`usage-off`. On SQLite a usage record is an INSERT of its own through the ORM; on PostgreSQL
+it rides in the event's one statement, so each profile's cost is judged."""
+EMBEDDED_USAGE_OFF = "emb-usage-off"
+"""A second embedded relay on the same SQLite database with RELAY_USAGE_RECORDS off
+(``--usage``): `emb-twin` is judged against it at USAGE_LEVEL."""
 MCP = "mcp"
 """The production relay's MCP server (``/mcp``, revision 2026-07-28, the official client's
 request without a progress token): a ``tools/call`` of the echo agent's tool, judged per level
@@ -332,6 +340,13 @@ PAIRS = (
         USAGE_CPU_RATIO_MAX,
         "usage: CPU per request <= {limit}x usage-off's (records on vs off)",
     ),
+    (
+        EMBEDDED_TWIN,
+        EMBEDDED_USAGE_OFF,
+        (USAGE_LEVEL,),
+        USAGE_CPU_RATIO_MAX,
+        "usage on SQLite: CPU per request <= {limit}x emb-usage-off's (records on vs off)",
+    ),
 )
 """Rows judged on CPU per request over all the level's rounds against another row, each at its
 levels: (row judged, baseline, levels, ratio limit, the verdict's label)."""
@@ -348,7 +363,7 @@ def judge_pairs(level: int, figures: dict[str, LoadFigures]) -> list[Verdict]:
     for row, baseline, at_levels, limit, what in PAIRS:
         if row in figures and baseline in figures and level in at_levels:
             mine, base = figures[row], figures[baseline]
-            by_twin = TWIN in (row, baseline)
+            by_twin = TWIN in (row, baseline) or EMBEDDED_TWIN in (row, baseline)
             twin_judged = twin_judged or by_twin
             verdicts.append(
                 Verdict(
