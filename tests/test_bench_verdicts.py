@@ -290,6 +290,23 @@ def test_usage_records_are_judged_at_c8_as_the_twin_against_usage_off_at_five_pe
     assert usage_verdicts(32, 2.0) == []
 
 
+def test_usage_records_on_sqlite_are_judged_as_the_embedded_twin_against_its_usage_off():
+    from bench.gateway_verdicts import EMBEDDED_TWIN, EMBEDDED_USAGE_OFF
+
+    def sqlite_usage_verdicts(level: int, twin_cpu_ms: float):
+        figures = make_level(embedded={"cpu_ms": 0.5})
+        figures[EMBEDDED_USAGE_OFF] = make_load(**rounds(1.0, 1.0, 1.0))
+        figures[EMBEDDED_TWIN] = make_load(**rounds(twin_cpu_ms, twin_cpu_ms, twin_cpu_ms))
+        judged = judge({level: figures}, make_streams())
+        return [v for v in judged if "emb-usage-off's" in v.label]
+
+    (within,) = sqlite_usage_verdicts(8, 1.05)
+    (over,) = sqlite_usage_verdicts(8, 1.18)
+    assert within.passed and not over.passed
+    assert over.target == EMBEDDED_TWIN and "1.180x" in over.figure
+    assert sqlite_usage_verdicts(32, 2.0) == []
+
+
 def test_a_twin_verdict_judges_cpu_over_all_rounds_and_prints_the_rounds_range():
     from bench.gateway_verdicts import TRACED, TWIN, TWIN_AGAIN
 
