@@ -30,6 +30,32 @@ class TaskQuerySet(models.QuerySet):
         return self.exclude(state__in=[state.value for state in TERMINAL])
 
 
+_KEPT = models.Q(usage_latency_ms__isnull=False)
+
+USAGE_INDEXES = [
+    models.Index(fields=["caller", "-completed_at"], condition=_KEPT, name="usage_caller_at"),
+    models.Index(fields=["agent", "-completed_at"], condition=_KEPT, name="usage_agent_at"),
+    models.Index(
+        fields=["target_kind", "target_id", "-completed_at"],
+        condition=_KEPT,
+        name="usage_target_at",
+    ),
+    models.Index(
+        fields=["usage_team_id", "-completed_at"],
+        condition=~models.Q(usage_team_id=""),
+        name="usage_team_at",
+    ),
+    models.Index(
+        fields=["usage_workflow_id", "-completed_at"],
+        condition=~models.Q(usage_workflow_id=""),
+        name="usage_workflow_at",
+    ),
+    models.Index(fields=["completed_at"], condition=_KEPT, name="usage_at"),
+]
+"""The usage records' indexes, on the tasks that kept one (what ``UsageRecord`` reads by:
+time, caller, agent, target, team, workflow)."""
+
+
 class Task(models.Model):
     State = models.TextChoices("State", [(s.name, s.value) for s in TaskState])
 
@@ -122,6 +148,24 @@ class Task(models.Model):
         "repeat with another body is refused.",
     )
 
+    # The call's usage record, kept with the write that ends the task (``UsageRecord`` reads
+    # them): null ``usage_latency_ms`` means none was kept (the task is open, or
+    # RELAY_USAGE_RECORDS is off). On the task's own row, the end's one UPDATE writes them:
+    # a row of their own cost an INSERT more per call (docs/benchmarks.md).
+    usage_team_id = models.CharField(max_length=64, blank=True, default="", editable=False)
+    usage_workflow_id = models.CharField(max_length=64, blank=True, default="", editable=False)
+    usage_skill = models.CharField(max_length=200, blank=True, default="", editable=False)
+    usage_error = models.CharField(max_length=500, blank=True, default="", editable=False)
+    usage_latency_ms = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    usage_bytes_in = models.PositiveBigIntegerField(default=0, editable=False)
+    usage_bytes_out = models.PositiveBigIntegerField(default=0, editable=False)
+    usage_input_tokens = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    usage_output_tokens = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    usage_model = models.CharField(max_length=200, blank=True, default="", editable=False)
+    usage_cost = models.DecimalField(
+        max_digits=18, decimal_places=6, null=True, blank=True, editable=False
+    )
+
     objects = TaskQuerySet.as_manager()
 
     class Meta:
@@ -131,6 +175,7 @@ class Task(models.Model):
         # an index leading with it, and none has PostgreSQL's LIKE companion (no query on a
         # task's ids matches a pattern; migration 0009 drops the primary key's).
         indexes = [
+            *USAGE_INDEXES,
             models.Index(fields=["context_id"], name="task_context"),
             # Partial: most tasks have no parent, and a lookup by parent never wants those.
             models.Index(
@@ -311,64 +356,51 @@ class ClientTaskId(models.Model):
 
 
 class UsageRecord(models.Model):
-    """One call's usage, written with the task's end (``tasks_app.usage.records``): who
+    """One call's usage, kept with the task's end (``tasks_app.usage.records``): who
     (``caller``, a key or a bearer principal's row), what (target, agent, team, skill), how
     it ended, how long it took, the bytes in and out, and the tokens and cost when known. A
     team call and each of its hops (a member task, ``parent_task_id`` the team call's task)
     are records of their own, as are a workflow run and its steps (``workflow_id`` on each);
-    the cost is on the agents' records only. Deleted with its task;
-    the hourly roll-ups (``UsageHour``) keep the sums."""
+    the cost is on the agents' records only. Read only: a view of the tasks that kept one
+    (migration 0016), so a record goes with its task; the hourly roll-ups (``UsageHour``)
+    keep the sums."""
 
     task = models.OneToOneField(
-        Task, primary_key=True, on_delete=models.CASCADE, related_name="usage"
+        Task,
+        primary_key=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="usage",
     )
     at = models.DateTimeField(help_text="When the task ended.")
     caller = models.ForeignKey(
-        "registry.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, db_index=False
+        "registry.ApiKey", null=True, on_delete=models.DO_NOTHING, db_constraint=False
     )
     target_kind = models.CharField(max_length=10)
     target_id = models.CharField(max_length=64)
     agent = models.ForeignKey(
-        "registry.Agent", null=True, blank=True, on_delete=models.SET_NULL, db_index=False
+        "registry.Agent", null=True, on_delete=models.DO_NOTHING, db_constraint=False
     )
-    team_id = models.CharField(max_length=64, blank=True)
-    workflow_id = models.CharField(
-        max_length=64,
-        blank=True,
-        default="",
-        db_default="",  # a process still on the previous release inserts rows without it
-        help_text="A workflow's run and its steps: the workflow.",
-    )
+    team_id = models.CharField(max_length=64)
+    workflow_id = models.CharField(max_length=64, help_text="A workflow's run and its steps.")
     parent_task_id = models.CharField(
-        max_length=64, blank=True, help_text="For a team hop: the task of the team call."
+        max_length=64, help_text="For a team hop: the task of the team call."
     )
-    skill = models.CharField(max_length=200, blank=True)
+    skill = models.CharField(max_length=200)
     state = models.CharField(max_length=20)
-    error = models.CharField(max_length=500, blank=True)
+    error = models.CharField(max_length=500)
     latency_ms = models.PositiveBigIntegerField()
-    bytes_in = models.PositiveBigIntegerField(default=0)
-    bytes_out = models.PositiveBigIntegerField(default=0)
-    input_tokens = models.PositiveBigIntegerField(null=True, blank=True)
-    output_tokens = models.PositiveBigIntegerField(null=True, blank=True)
-    model = models.CharField(max_length=200, blank=True)
-    cost = models.DecimalField(max_digits=18, decimal_places=6, null=True, blank=True)
+    bytes_in = models.PositiveBigIntegerField()
+    bytes_out = models.PositiveBigIntegerField()
+    input_tokens = models.PositiveBigIntegerField(null=True)
+    output_tokens = models.PositiveBigIntegerField(null=True)
+    model = models.CharField(max_length=200)
+    cost = models.DecimalField(max_digits=18, decimal_places=6, null=True)
 
     class Meta:
+        managed = False
+        db_table = "tasks_app_usagerecord"
         ordering = ["-at"]
-        indexes = [
-            models.Index(fields=["caller", "-at"], name="usage_caller_at"),
-            models.Index(fields=["agent", "-at"], name="usage_agent_at"),
-            models.Index(fields=["target_kind", "target_id", "-at"], name="usage_target_at"),
-            models.Index(
-                fields=["team_id", "-at"], condition=~models.Q(team_id=""), name="usage_team_at"
-            ),
-            models.Index(
-                fields=["workflow_id", "-at"],
-                condition=~models.Q(workflow_id=""),
-                name="usage_workflow_at",
-            ),
-            models.Index(fields=["at"], name="usage_at"),
-        ]
 
     def __str__(self) -> str:
         return f"{self.task_id} {self.target_kind} {self.target_id} {self.state}"

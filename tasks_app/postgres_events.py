@@ -15,12 +15,10 @@ Values are prepared by their model fields, as the ORM prepares them.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
 from django.db import connection
-from django.db.models import Model
 from psycopg.types.json import Jsonb
 
 from tasks_app.models import Task, TaskEvent
@@ -34,18 +32,14 @@ def record(
     notify: tuple[str, str],
     notify_always: bool,
     commit_without_disk_wait: bool,
-    also: tuple[type[Model], dict[str, Any]] | None = None,
 ) -> bool:
     """Updates the task matching ``where`` (field: expected value, a compare-and-set) with
     ``values`` and inserts ``events`` (one task's, all made now) only if it moved; sends
     NOTIFY ``notify`` (channel, payload) when it moved and ``notify_always`` or a stream
     follows the task from elsewhere. Returns whether the task moved; the events then have
     their primary keys. ``commit_without_disk_wait`` only outside a transaction: in one it
-    would hold for the whole of it. ``also``: a row (a model, and its values by column
-    ready for JSON: a usage record) inserted too when the task moved."""
-    sql, params = _statement(
-        where, values, events, notify, notify_always, commit_without_disk_wait, also
-    )
+    would hold for the whole of it."""
+    sql, params = _statement(where, values, events, notify, notify_always, commit_without_disk_wait)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -58,9 +52,7 @@ def record(
     return True
 
 
-def _statement(
-    where, values, events, notify, notify_always, lazy, also=None
-) -> tuple[str, list[Any]]:
+def _statement(where, values, events, notify, notify_always, lazy) -> tuple[str, list[Any]]:
     """The statement and its parameters. Its text depends only on which fields are written
     (the events travel as one JSON parameter), so psycopg prepares it after a few uses."""
     quote = connection.ops.quote_name
@@ -81,11 +73,6 @@ def _statement(
         + " AND ".join(f"{quote(field.column)} = %s" for field in compared)
         + f" RETURNING {quote('remote_streams')}"
     )
-    inserted = ""
-    if also is not None:
-        model, row = also
-        inserted = _row_insert(model)
-        params.append(Jsonb(row))
     rows = [
         {"sequence": event.sequence, "kind": event.kind, "payload": event.payload}
         for event in events
@@ -104,24 +91,5 @@ def _statement(
     if lazy:
         selected.append("set_config('synchronous_commit', 'off', true)")
     selected.append("(SELECT array_agg(id ORDER BY sequence) FROM stored)")
-    sql = (
-        f"WITH moved AS ({update}), {inserted}stored AS ({stored}) "
-        f"SELECT {', '.join(selected)} FROM moved"
-    )
+    sql = f"WITH moved AS ({update}), stored AS ({stored}) SELECT {', '.join(selected)} FROM moved"
     return sql, params
-
-
-@functools.cache
-def _row_insert(model: type[Model]) -> str:
-    """The WITH query inserting a row of ``model``, from one JSON parameter, when the task
-    moved (one more data-modifying query: PostgreSQL runs it once, read or not). One
-    parameter rather than one per column: each costs the relay's CPU to adapt."""
-    quote = connection.ops.quote_name
-    fields = list(model._meta.concrete_fields)
-    table = quote(model._meta.db_table)
-    columns = ", ".join(quote(field.column) for field in fields)
-    selected = ", ".join(f"r.{quote(field.column)}" for field in fields)
-    return (
-        f"also AS (INSERT INTO {table} ({columns}) SELECT {selected} "
-        f"FROM moved, jsonb_populate_record(NULL::{table}, %s) AS r), "
-    )

@@ -25,7 +25,7 @@ from tasks_app.lifecycle import (
     TaskState,
     check_transition,
 )
-from tasks_app.models import PushDelivery, PushNotificationConfig, Task, TaskEvent, UsageRecord
+from tasks_app.models import PushDelivery, PushNotificationConfig, Task, TaskEvent
 from tasks_app.protocol import events as a2a_events
 from tasks_app.push_delivery import deliver_push
 from tasks_app.snapshots import iso, snapshot_of
@@ -197,8 +197,6 @@ def _written(task: Task, write: _Write) -> bool:
         )
         if moved:
             TaskEvent.objects.bulk_create(write.stored)
-            if write.usage is not None:
-                UsageRecord.objects.create(**write.usage)
             _queue_pushes(task, write.stored)
     return bool(moved)
 
@@ -219,7 +217,6 @@ def _written_on_postgresql(task: Task, write: _Write) -> bool:
             where=_compared(task),
             values={"last_sequence": write.last_sequence, **write.changes},
             events=write.stored,
-            also=None if write.usage is None else (UsageRecord, write.usage),
             notify=(
                 streams.NOTIFY_CHANNEL,
                 streams.notify_payload(task.pk, write.last_sequence, write.state),
@@ -259,9 +256,6 @@ class _Write:
     stored: list[TaskEvent]
     taken: list[tuple[dict[str, Any], str]]
     forbidden: InvalidTransition | None
-    usage: dict[str, Any] | None = None
-    """The call's usage record (``UsageRecord``'s values by column), when the events end
-    the task."""
 
 
 def _planned(task: Task, events: list[tuple[dict[str, Any], str, str]]) -> _Write | None:
@@ -299,12 +293,13 @@ def _planned(task: Task, events: list[tuple[dict[str, Any], str, str]]) -> _Writ
     )
     first = task.last_sequence + 1
     stored = [_event_row(task, event, first + i) for i, (event, _) in enumerate(taken)]
-    usage = None
-    if state in _TERMINAL_VALUES and settings.RELAY_USAGE_RECORDS:
-        usage = usage_records.usage_row(
-            task, state=state, snapshot=snapshot, events=[event for event, _ in taken], now=now
+    if state in _TERMINAL_VALUES and settings.RELAY_USAGE_RECORDS:  # the call's usage record
+        changes.update(
+            usage_records.usage_row(
+                task, state=state, snapshot=snapshot, events=[e for e, _ in taken], now=now
+            )
         )
-    return _Write(changes, state, first + len(taken) - 1, stored, taken, forbidden, usage)
+    return _Write(changes, state, first + len(taken) - 1, stored, taken, forbidden)
 
 
 def _applied(task: Task, write: _Write) -> list[Recorded]:

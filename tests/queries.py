@@ -33,8 +33,9 @@ EVENT_WRITE = "EVENT WRITE"
 SQLite the compare-and-set UPDATE of the task and the events' INSERT."""
 
 USAGE_WRITE = "USAGE WRITE"
-"""The usage record a task's end writes with its last events: on PostgreSQL inside the event
-write's one statement, on SQLite an INSERT after it, in its transaction."""
+"""The usage record a task's end keeps with its last events: its values in the event write's
+UPDATE of the task (named after the EVENT_WRITE that carries them)."""
+_USAGE_COLUMN = "usage_latency_ms"
 
 
 SETTLED_POLL = 'SELECT 1 AS "a" FROM "tasks_app_task" WHERE NOT ("tasks_app_task"."state" IN'
@@ -54,6 +55,7 @@ def kinds(statements: list[str]) -> list[str]:
     """Each statement's verb, and the table of a write (what a budget is about); an event
     write is EVENT_WRITE on either database."""
     named: list[str] = []
+    task_update = ""
     for sql in statements:
         words = sql.replace('"', "").split()
         verb = words[0].upper()
@@ -63,14 +65,15 @@ def kinds(statements: list[str]) -> list[str]:
             continue
         if sql.startswith("WITH moved AS (UPDATE"):
             named.append(EVENT_WRITE)
-            if "INSERT INTO tasks_app_usagerecord" in sql.replace('"', ""):
+            if _USAGE_COLUMN in sql:
                 named.append(USAGE_WRITE)
             continue
-        if kind == "INSERT tasks_app_usagerecord" and named[-1:] == [EVENT_WRITE]:
-            named.append(USAGE_WRITE)
-            continue
         if kind == "INSERT tasks_app_taskevent" and named[-1:] == ["UPDATE tasks_app_task"]:
-            named[-1] = kind = EVENT_WRITE
+            named[-1] = EVENT_WRITE
+            if _USAGE_COLUMN in task_update:
+                named.append(USAGE_WRITE)
             continue
+        if kind == "UPDATE tasks_app_task":
+            task_update = sql
         named.append(kind)
     return named

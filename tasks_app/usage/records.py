@@ -1,8 +1,7 @@
-"""The usage record of a call, made with the write that ends its task (``services``): one
-INSERT, in that write's transaction (on PostgreSQL in its one statement, the row one JSON
-parameter). Nothing is read
-from the database for it but the agents' prices, kept per process for
-RELAY_TARGET_CACHE_SECONDS (and dropped at once when a price changes in this process)."""
+"""The usage record of a call, made with the write that ends its task (``services``): the
+task's ``usage_*`` fields, in that write's UPDATE. Nothing is read from the database for it
+but the agents' prices, kept per process for RELAY_TARGET_CACHE_SECONDS (and dropped at once
+when a price changes in this process)."""
 
 from __future__ import annotations
 
@@ -67,34 +66,25 @@ def usage_row(
     task: Task, *, state: str, snapshot: Mapping[str, Any], events: Iterable[Mapping], now: datetime
 ) -> dict[str, Any]:
     """The usage record of ``task`` ending in ``state`` now, as ``snapshot`` (its canonical
-    dict after ``events``, the events that end it) leaves it: a row of ``UsageRecord``, its
-    values by column, ready for JSON (the time in ISO 8601, the cost as its exact text).
-    Plain values built once: the end of every call makes one, so no model instance."""
+    dict after ``events``, the events that end it) leaves it: the task's ``usage_*`` fields
+    and their values, written with the task's end (the rest of the record, who and what and
+    when, the task holds already)."""
     tokens = tokens_of(events)
     agent_call = task.target_kind != "team" and task.agent_id is not None
     status = snapshot.get("status") or {}
-    cost = cost_of(prices().get(task.agent_id), tokens) if agent_call else None
     sent, got = _bytes(snapshot)
     return {
-        "task_id": task.pk,
-        "at": now.isoformat(),
-        "caller_id": task.caller_id,
-        "target_kind": task.target_kind,
-        "target_id": task.target_id,
-        "agent_id": task.agent_id,
-        "team_id": _last_of(task, "team"),
-        "workflow_id": _last_of(task, "workflow"),
-        "parent_task_id": task.parent_id or "",
-        "skill": str((task.selection or {}).get("skillId") or "")[:200],
-        "state": state,
-        "error": "" if state == "completed" else _text(status.get("message"))[:500],
-        "latency_ms": max(0, int((now - task.created_at).total_seconds() * 1000)),
-        "bytes_in": sent,
-        "bytes_out": got,
-        "input_tokens": tokens.input if tokens else None,
-        "output_tokens": tokens.output if tokens else None,
-        "model": tokens.model if tokens else "",
-        "cost": None if cost is None else str(cost),
+        "usage_team_id": _last_of(task, "team"),
+        "usage_workflow_id": _last_of(task, "workflow"),
+        "usage_skill": str((task.selection or {}).get("skillId") or "")[:200],
+        "usage_error": "" if state == "completed" else _text(status.get("message"))[:500],
+        "usage_latency_ms": max(0, int((now - task.created_at).total_seconds() * 1000)),
+        "usage_bytes_in": sent,
+        "usage_bytes_out": got,
+        "usage_input_tokens": tokens.input if tokens else None,
+        "usage_output_tokens": tokens.output if tokens else None,
+        "usage_model": tokens.model if tokens else "",
+        "usage_cost": cost_of(prices().get(task.agent_id), tokens) if agent_call else None,
     }
 
 

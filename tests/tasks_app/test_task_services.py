@@ -60,23 +60,22 @@ def test_a_task_without_push_configs_reads_none_when_it_records():
     the_update(statements(queries), ends=True)
 
 
-USAGE_TABLE = '"tasks_app_usagerecord"'
+USAGE_COLUMN = '"usage_latency_ms"'
 
 
 def the_update(sql: list[str], *, ends: bool = False) -> str:
     """The compare-and-set UPDATE of a recorded event: with the event's INSERT after it, or on
     PostgreSQL, with the INSERT and the NOTIFY in the same statement (one round trip). An
-    event that ends the task also writes the call's usage record: in that statement, or an
-    INSERT after the event's."""
+    event that ends the task also writes the call's usage record, in that UPDATE."""
     if connection.vendor == "postgresql":
         [combined] = sql
         assert combined.startswith("WITH moved AS (UPDATE"), sql
         assert "INSERT INTO" in combined and "pg_notify" in combined, sql
-        assert (USAGE_TABLE in combined) == ends, sql
+        assert (USAGE_COLUMN in combined) == ends, sql
         return combined[len("WITH moved AS (") :]
     kinds = [statement.split()[0] for statement in sql]
-    assert kinds == ["UPDATE", "INSERT", "INSERT"][: 3 if ends else 2], sql
-    assert (USAGE_TABLE in sql[-1]) == ends, sql
+    assert kinds == ["UPDATE", "INSERT"], sql
+    assert (USAGE_COLUMN in sql[0]) == ends, sql
     return sql[0]
 
 
@@ -118,10 +117,11 @@ def test_a_burst_is_one_write_of_the_task_and_ends_as_the_events_one_by_one_leav
     if connection.vendor == "postgresql":  # the update, the inserts and the NOTIFY in one
         assert len(sql) == 1 and sql[0].startswith("WITH") and "pg_notify" in sql[0]
     else:
-        assert sum(q.startswith("UPDATE") for q in sql) == 1
+        updates = [q for q in sql if q.startswith("UPDATE")]
         inserts = [q for q in sql if q.startswith("INSERT")]
-        # Every event in one insert, then the usage record of the call the burst ends.
-        assert len(inserts) == 2 and USAGE_TABLE in inserts[1], sql
+        # Every event in one insert; the usage record of the call the burst ends in the update.
+        assert len(updates) == 1 and USAGE_COLUMN in updates[0], sql
+        assert len(inserts) == 1, sql
     for event, upstream_task, upstream_context in burst(one_by_one):
         services.task_record(
             task=one_by_one,

@@ -14,7 +14,7 @@ from registry.models import Agent, AuditEntry
 from registry.services import api_key_create
 from registry.usage_models import AgentPrice, Quota
 from tasks_app import services
-from tasks_app.models import UsageHour, UsageRecord
+from tasks_app.models import Task, UsageHour, UsageRecord
 from tasks_app.usage import reports, rollups
 from tests.factories import make_agent
 
@@ -80,10 +80,10 @@ def test_past_hours_are_read_from_the_roll_ups_and_add_up_to_the_records():
     caller, _ = api_key_create(name="k")
     records = [ended_call(agent, caller) for _ in range(3)]
     earlier = timezone.now() - timedelta(hours=5)
-    UsageRecord.objects.filter(pk__in=[r.pk for r in records[:2]]).update(at=earlier)
+    Task.objects.filter(pk__in=[r.pk for r in records[:2]]).update(completed_at=earlier)
 
     assert rollups.usage_roll_up(hours=8) == 2  # two hours with calls, one row each
-    UsageRecord.objects.filter(pk=records[0].pk).update(cost=Decimal("5"))  # not re-read
+    Task.objects.filter(pk=records[0].pk).update(usage_cost=Decimal("5"))  # not re-read
 
     found = reports.usage_totals(
         since=timezone.now() - timedelta(hours=8), until=timezone.now(), group="agent"
