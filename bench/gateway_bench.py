@@ -86,8 +86,8 @@ against it: CPU per request at most 5% more.
 
 `emb-twin` and `emb-usage-off` (with `--usage`): the same pair on the embedded profile, two more
 relays on the embedded relay's SQLite database, one with RELAY_USAGE_RECORDS off; `emb-twin` is
-judged at c=8 against `emb-usage-off` (at most 5% more). There a usage record is an ORM INSERT
-of its own in the event's transaction, where production's rides in the event's one statement.
+judged at c=8 against `emb-usage-off` (at most 5% more). There the record's values ride in the
+ORM's compare-and-set UPDATE of the task, where production's ride in the event's one statement.
 
 `aio-proxy`: the same bare proxy with aiohttp as its client instead of httpx, in front of the
 echo agent. The relay calls agents through aiohttp too, so per level both profiles are also

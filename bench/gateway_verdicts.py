@@ -74,8 +74,8 @@ USAGE_LEVEL = 8
 EMBEDDED_TWIN = "emb-twin"
 """A second embedded relay on the same SQLite database, with the embedded profile's settings,
 that serves this row only (with ``--usage``): the baseline of `emb-usage-off`, as `twin` is of
-`usage-off`. On SQLite a usage record is an INSERT of its own through the ORM; on PostgreSQL
-it rides in the event's one statement, so each profile's cost is judged."""
+`usage-off`. On SQLite a usage record's values ride in the ORM's compare-and-set UPDATE
+of the task, on PostgreSQL in the event's one statement: each profile's cost is judged."""
 EMBEDDED_USAGE_OFF = "emb-usage-off"
 """A second embedded relay on the same SQLite database with RELAY_USAGE_RECORDS off
 (``--usage``): `emb-twin` is judged against it at USAGE_LEVEL."""
