@@ -2,7 +2,8 @@
 task's end; its values now ride in the UPDATE that end makes anyway (on SQLite 18% of a call's
 CPU at c=8 before, docs/benchmarks.md). ``UsageRecord`` becomes a view of the tasks that kept
 one, with the old table's columns, so what reads records reads on as before; its indexes move
-to the task, partial on a kept record."""
+to the task, partial on a kept record. Reversed, it brings the table back empty: the records
+kept until then go with the task columns it drops."""
 
 import django.db.models.deletion
 from django.db import migrations, models
