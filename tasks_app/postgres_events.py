@@ -15,10 +15,12 @@ Values are prepared by their model fields, as the ORM prepares them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import Field
 from psycopg.types.json import Jsonb
 
 from tasks_app.models import Task, TaskEvent
@@ -40,7 +42,8 @@ def record(
     their primary keys. ``commit_without_disk_wait`` only outside a transaction: in one it
     would hold for the whole of it."""
     sql, params = _statement(where, values, events, notify, notify_always, commit_without_disk_wait)
-    with connection.cursor() as cursor:
+    db = connections[DEFAULT_DB_ALIAS]
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
@@ -48,37 +51,52 @@ def record(
     for event, pk in zip(events, row[-1], strict=True):
         event.pk = pk
         event._state.adding = False
-        event._state.db = connection.alias
+        event._state.db = db.alias
     return True
 
 
 def _statement(where, values, events, notify, notify_always, lazy) -> tuple[str, list[Any]]:
-    """The statement and its parameters. Its text depends only on which fields are written
-    (the events travel as one JSON parameter), so psycopg prepares it after a few uses."""
-    quote = connection.ops.quote_name
-    task_fields = [Task._meta.get_field(name) for name in values]
-    compared = [Task._meta.pk if name == "pk" else Task._meta.get_field(name) for name in where]
+    """The statement and its parameters. Its text depends only on which fields are written and
+    compared (the events travel as one JSON parameter): it is built once per such shape
+    (``_shape``), and psycopg prepares it after a few uses."""
+    sql, written, compared = _shape(tuple(values), tuple(where), lazy)
+    db = connections[DEFAULT_DB_ALIAS]
     params: list[Any] = [
-        field.get_db_prep_save(value, connection)
-        for field, value in zip(task_fields, values.values(), strict=True)
+        field.get_db_prep_save(value, db)
+        for field, value in zip(written, values.values(), strict=True)
     ]
     params += [
-        field.get_db_prep_value(value, connection, prepared=False)
+        field.get_db_prep_value(value, db, prepared=False)
         for field, value in zip(compared, where.values(), strict=True)
     ]
-    update = (
-        f"UPDATE {quote(Task._meta.db_table)} SET "
-        + ", ".join(f"{quote(field.column)} = %s" for field in task_fields)
-        + " WHERE "
-        + " AND ".join(f"{quote(field.column)} = %s" for field in compared)
-        + f" RETURNING {quote('remote_streams')}"
-    )
     rows = [
         {"sequence": event.sequence, "kind": event.kind, "payload": event.payload}
         for event in events
     ]
     first = events[0]
-    params += [first.task_id, first.created_at, Jsonb(rows)]
+    params += [first.task_id, first.created_at, Jsonb(rows), notify_always, *notify]
+    return sql, params
+
+
+@functools.lru_cache(maxsize=256)
+def _shape(
+    written: tuple[str, ...], compared: tuple[str, ...], lazy: bool
+) -> tuple[str, tuple[Field, ...], tuple[Field, ...]]:
+    """The statement's text for a write of the ``written`` fields of a task whose ``compared``
+    fields hold what the caller expects, and those fields. The relay's writes come in a few
+    dozen such shapes."""
+    quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+    task_fields = tuple(Task._meta.get_field(name) for name in written)
+    compared_fields = tuple(
+        Task._meta.pk if name == "pk" else Task._meta.get_field(name) for name in compared
+    )
+    update = (
+        f"UPDATE {quote(Task._meta.db_table)} SET "
+        + ", ".join(f"{quote(field.column)} = %s" for field in task_fields)
+        + " WHERE "
+        + " AND ".join(f"{quote(field.column)} = %s" for field in compared_fields)
+        + f" RETURNING {quote('remote_streams')}"
+    )
     table = quote(TaskEvent._meta.db_table)
     stored = (
         f"INSERT INTO {table} (task_id, sequence, kind, payload, created_at) "
@@ -87,9 +105,8 @@ def _statement(where, values, events, notify, notify_always, lazy) -> tuple[str,
         "ORDER BY e.sequence RETURNING id, sequence"
     )
     selected = ["CASE WHEN %s OR moved.remote_streams > 0 THEN pg_notify(%s, %s) END"]
-    params += [notify_always, *notify]
     if lazy:
         selected.append("set_config('synchronous_commit', 'off', true)")
     selected.append("(SELECT array_agg(id ORDER BY sequence) FROM stored)")
     sql = f"WITH moved AS ({update}), stored AS ({stored}) SELECT {', '.join(selected)} FROM moved"
-    return sql, params
+    return sql, task_fields, compared_fields

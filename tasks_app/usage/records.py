@@ -25,6 +25,13 @@ _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 _prices: tuple[float, dict[str, AgentPrice]] | None = None
 
+_DEFAULTS = {
+    field.name: field.get_default()
+    for field in Task._meta.concrete_fields
+    if field.name.startswith("usage_")
+}
+"""What a task's ``usage_*`` fields hold until its record is written."""
+
 
 def prices() -> dict[str, AgentPrice]:
     """Every agent's price, by agent id (one query per RELAY_TARGET_CACHE_SECONDS)."""
@@ -68,12 +75,14 @@ def usage_row(
     """The usage record of ``task`` ending in ``state`` now, as ``snapshot`` (its canonical
     dict after ``events``, the events that end it) leaves it: the task's ``usage_*`` fields
     and their values, written with the task's end (the rest of the record, who and what and
-    when, the task holds already)."""
+    when, the task holds already). Only the fields whose values differ from their defaults:
+    the record is written once, with the end, so the row holds the defaults until then, and
+    each field left out is one parameter less in that write."""
     tokens = tokens_of(events)
     agent_call = task.target_kind != "team" and task.agent_id is not None
     status = snapshot.get("status") or {}
     sent, got = _bytes(snapshot)
-    return {
+    row = {
         "usage_team_id": _last_of(task, "team"),
         "usage_workflow_id": _last_of(task, "workflow"),
         "usage_skill": str((task.selection or {}).get("skillId") or "")[:200],
@@ -86,6 +95,7 @@ def usage_row(
         "usage_model": tokens.model if tokens else "",
         "usage_cost": cost_of(prices().get(task.agent_id), tokens) if agent_call else None,
     }
+    return {name: value for name, value in row.items() if value != _DEFAULTS[name]}
 
 
 def _last_of(task: Task, kind: str) -> str:
