@@ -63,6 +63,22 @@ def test_a_task_without_push_configs_reads_none_when_it_records():
 USAGE_COLUMN = '"usage_latency_ms"'
 
 
+def test_an_end_writes_the_usage_values_that_differ_from_the_defaults_and_no_others():
+    task = open_task()
+    with CaptureQueriesContext(connection) as queries:
+        services.task_record(task=task, event=services.status_event(task, "failed", "it broke"))
+    written = the_update(statements(queries), ends=True).split(" WHERE ", 1)[0]
+    for column in ("usage_latency_ms", "usage_bytes_in", "usage_error"):
+        assert f'"{column}"' in written, written
+    for column in ("usage_team_id", "usage_workflow_id", "usage_input_tokens", "usage_model"):
+        assert f'"{column}"' not in written, written
+    stored = Task.objects.get(pk=task.pk)
+    assert stored.usage_latency_ms is not None and stored.usage_bytes_in > 0
+    assert stored.usage_error == "it broke"
+    assert (stored.usage_team_id, stored.usage_input_tokens, stored.usage_model) == ("", None, "")
+    assert task.usage_error == "it broke" and task.usage_input_tokens is None
+
+
 def the_update(sql: list[str], *, ends: bool = False) -> str:
     """The compare-and-set UPDATE of a recorded event: with the event's INSERT after it, or on
     PostgreSQL, with the INSERT and the NOTIFY in the same statement (one round trip). An
