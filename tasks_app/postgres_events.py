@@ -41,8 +41,10 @@ def record(
     follows the task from elsewhere. Returns whether the task moved; the events then have
     their primary keys. ``commit_without_disk_wait`` only outside a transaction: in one it
     would hold for the whole of it."""
-    sql, params = _statement(where, values, events, notify, notify_always, commit_without_disk_wait)
     db = connections[DEFAULT_DB_ALIAS]
+    sql, params = _statement(
+        db, where, values, events, notify, notify_always, commit_without_disk_wait
+    )
     with db.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -55,12 +57,11 @@ def record(
     return True
 
 
-def _statement(where, values, events, notify, notify_always, lazy) -> tuple[str, list[Any]]:
+def _statement(db, where, values, events, notify, notify_always, lazy) -> tuple[str, list[Any]]:
     """The statement and its parameters. Its text depends only on which fields are written and
     compared (the events travel as one JSON parameter): it is built once per such shape
     (``_shape``), and psycopg prepares it after a few uses."""
     sql, written, compared = _shape(tuple(values), tuple(where), lazy)
-    db = connections[DEFAULT_DB_ALIAS]
     params: list[Any] = [
         field.get_db_prep_save(value, db)
         for field, value in zip(written, values.values(), strict=True)

@@ -720,8 +720,16 @@ def postgres_database(prefix: str, *, template: str | None = None) -> Iterator[t
     try:
         yield name, postgres_url(name)
     finally:
-        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_postgres_database(name)
+
+
+def drop_postgres_database(name: str) -> None:
+    """Drops the database ``name`` on the test PostgreSQL server if it exists, closing whatever
+    sessions still use it."""
+    import psycopg
+
+    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=3) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 KEY_NAMES = ("live test", "second caller", "third caller")
@@ -824,13 +832,9 @@ def postgres_template() -> PostgresTemplate:
 def drop_postgres_template(home: Path) -> None:
     """Drops the PostgreSQL template of the run whose TEMPLATE_HOME is ``home``, if it made
     one."""
-    import psycopg
-
     record = home / POSTGRES_TEMPLATE
     if record.exists():
-        name = json.loads(record.read_text())["name"]
-        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=3) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_postgres_database(json.loads(record.read_text())["name"])
         record.unlink()
 
 

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from tests.live import POSTGRES_ADMIN_URL, ServiceMissingError, postgres_database
+from tests.live import ServiceMissingError, drop_postgres_database, postgres_database
 
 MODULES = (
     "tests/tasks_app/test_task_services.py",
@@ -32,7 +32,9 @@ def test_the_write_usage_and_budget_tests_pass_on_postgresql():
             try:
                 ran = _pytest(url)
             finally:
-                _drop(f"test_{name}")  # pytest-django's own, left when a connection outlives it
+                drop_postgres_database(
+                    f"test_{name}"
+                )  # pytest-django's own, left when a connection outlives it
     except ServiceMissingError as missing:
         pytest.skip(str(missing))
     assert ran.returncode == 0, ran.stdout[-6000:] + ran.stderr[-2000:]
@@ -51,10 +53,3 @@ def _pytest(database_url: str) -> subprocess.CompletedProcess:
         text=True,
         timeout=600,
     )
-
-
-def _drop(name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
